@@ -1,0 +1,28 @@
+#pragma once
+/// LLVM code generation: loop IR to LLVM IR, optimised at O3 for the host CPU and compiled
+/// in process with ORC JIT.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ember/ir/loop.h"
+#include "ember/runtime/module.h"
+
+namespace ember::codegen {
+
+struct CpuOptions {
+  /// LLVM CPU name; "" or "native" means the host CPU with its real features.
+  std::string cpu = "native";
+  int opt_level = 3;
+};
+
+/// Compiles the functions into one JIT module. Each PrimFunc becomes an exported function
+/// `void name(void** args)` (runtime::KernelFn). The module keeps the optimised LLVM IR
+/// ("ll") and the assembly ("asm") for get_source. LLVM failures throw InternalError.
+std::shared_ptr<runtime::Module> compile_cpu(const std::vector<ir::PrimFunc>& funcs,
+                                             const CpuOptions& options = {});
+
+/// Vector lanes for `dtype` on the host CPU (16 float32 lanes with AVX-512).
+int native_vector_lanes(DType dtype);
+
+}  // namespace ember::codegen

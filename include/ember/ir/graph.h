@@ -1,0 +1,158 @@
+#pragma once
+/// Graph IR: a relay-like dataflow DAG of immutable, shared nodes. Every node is typed when
+/// it is made (`make` runs the op's type relation), so a graph that exists is well typed,
+/// and a mistake is reported at the node that makes it, with that node's source name.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "ember/runtime/dtype.h"
+#include "ember/runtime/tensor.h"
+
+namespace ember::ir {
+
+struct TensorType {
+  std::vector<int64_t> shape;
+  DType dtype = DType::Float32;
+  int64_t ndim() const { return static_cast<int64_t>(shape.size()); }
+  bool operator==(const TensorType& o) const { return shape == o.shape && dtype == o.dtype; }
+  bool operator!=(const TensorType& o) const { return !(*this == o); }
+};
+
+/// A tensor type, or a tuple of tensor types (tuples do not nest).
+struct Type {
+  std::vector<TensorType> fields;
+  bool is_tuple = false;
+  Type() = default;
+  Type(TensorType t) : fields{std::move(t)} {}
+  static Type tuple(std::vector<TensorType> f) {
+    Type t;
+    t.fields = std::move(f);
+    t.is_tuple = true;
+    return t;
+  }
+  /// The tensor type; ember::Error if this is a tuple.
+  const TensorType& tensor() const;
+  bool operator==(const Type& o) const { return is_tuple == o.is_tuple && fields == o.fields; }
+};
+std::string to_string(const TensorType& t);  // "float32[1, 3, 32, 32]"
+std::string to_string(const Type& t);
+
+/// Op attributes: a small typed map (strides, padding, axis, ...).
+using AttrValue = std::variant<int64_t, double, std::string, std::vector<int64_t>>;
+class Attrs {
+ public:
+  Attrs() = default;
+  Attrs(std::map<std::string, AttrValue> v) : values_(std::move(v)) {}
+  bool has(const std::string& key) const { return values_.count(key) != 0; }
+  int64_t get_int(const std::string& key, int64_t dflt) const;
+  double get_float(const std::string& key, double dflt) const;
+  std::string get_str(const std::string& key, const std::string& dflt) const;
+  std::vector<int64_t> get_ints(const std::string& key, std::vector<int64_t> dflt) const;
+  Attrs with(const std::string& key, AttrValue v) const;
+  const std::map<std::string, AttrValue>& values() const { return values_; }
+  bool operator==(const Attrs& o) const { return values_ == o.values_; }
+
+ private:
+  std::map<std::string, AttrValue> values_;
+};
+std::string to_string(const Attrs& a);
+
+struct Op;  // op.h
+
+enum class NodeKind { Var, Constant, Call, Tuple, TupleGetItem, Function };
+
+struct ExprNode {
+  NodeKind kind;
+  Type type;
+  std::string name;  // source name (PyTorch module path); may be empty
+  ExprNode(NodeKind k, Type t, std::string n) : kind(k), type(std::move(t)), name(std::move(n)) {}
+  virtual ~ExprNode() = default;
+};
+using Expr = std::shared_ptr<const ExprNode>;
+
+template <class T>
+const T* as(const Expr& e) {
+  return e && e->kind == T::kKind ? static_cast<const T*>(e.get()) : nullptr;
+}
+
+/// A function input.
+struct VarNode : ExprNode {
+  static constexpr NodeKind kKind = NodeKind::Var;
+  VarNode(std::string n, TensorType t) : ExprNode(kKind, std::move(t), std::move(n)) {}
+};
+
+/// A constant tensor (weights, folded values).
+struct ConstantNode : ExprNode {
+  static constexpr NodeKind kKind = NodeKind::Constant;
+  runtime::Tensor value;
+  ConstantNode(runtime::Tensor v, std::string n);
+};
+
+struct CallNode : ExprNode {
+  static constexpr NodeKind kKind = NodeKind::Call;
+  const Op* op;
+  std::vector<Expr> args;
+  Attrs attrs;
+  CallNode(const Op* o, std::vector<Expr> a, Attrs at, Type t, std::string n)
+      : ExprNode(kKind, std::move(t), std::move(n)), op(o), args(std::move(a)),
+        attrs(std::move(at)) {}
+};
+
+struct TupleNode : ExprNode {
+  static constexpr NodeKind kKind = NodeKind::Tuple;
+  std::vector<Expr> fields;
+  TupleNode(std::vector<Expr> f, Type t, std::string n)
+      : ExprNode(kKind, std::move(t), std::move(n)), fields(std::move(f)) {}
+};
+
+struct TupleGetItemNode : ExprNode {
+  static constexpr NodeKind kKind = NodeKind::TupleGetItem;
+  Expr tuple;
+  int64_t index;
+  TupleGetItemNode(Expr tup, int64_t i, Type t, std::string n)
+      : ExprNode(kKind, std::move(t), std::move(n)), tuple(std::move(tup)), index(i) {}
+};
+
+/// params are Var nodes; body's type is the function's result (a tensor or a tuple).
+struct FunctionNode : ExprNode {
+  static constexpr NodeKind kKind = NodeKind::Function;
+  std::vector<Expr> params;
+  Expr body;
+  FunctionNode(std::vector<Expr> p, Expr b, std::string n)
+      : ExprNode(kKind, b->type, std::move(n)), params(std::move(p)), body(std::move(b)) {}
+};
+using Function = std::shared_ptr<const FunctionNode>;
+
+// Checking constructors: each validates its inputs and throws ember::Error naming the node.
+Expr var(const std::string& name, TensorType type);
+Expr constant(runtime::Tensor value, const std::string& name = "");
+/// Runs the op's type relation (and attribute normalisation); errors name `name` and the op.
+Expr call(const Op* op, std::vector<Expr> args, Attrs attrs = {}, const std::string& name = "");
+Expr call(const std::string& op_name, std::vector<Expr> args, Attrs attrs = {},
+          const std::string& name = "");
+Expr tuple(std::vector<Expr> fields, const std::string& name = "");
+Expr tuple_get_item(Expr tuple, int64_t index, const std::string& name = "");
+/// Every free Var in body must be in params (ember::Error naming the missing input).
+Function function(std::vector<Expr> params, Expr body, const std::string& name = "main");
+
+/// Re-runs every type relation over the graph (rebuilding nothing) and throws on mismatch;
+/// passes call it to check what they produced.
+void infer_types(const Function& f);
+
+/// Nodes reachable from `root`, producers first, each once.
+std::vector<Expr> post_order(const Expr& root);
+
+/// Same graph shape, ops, attributes, types and constant values; Vars match by position in
+/// the function parameters (or by identity outside a function).
+bool structural_equal(const Expr& a, const Expr& b);
+
+/// Relay-like text: `%2 = nn.conv2d(%x, meta[0], strides=[1, 1]) /* conv1 */ : float32[...]`.
+std::string to_string(const Expr& e);
+std::ostream& operator<<(std::ostream& os, const Expr& e);
+
+}  // namespace ember::ir

@@ -1,0 +1,390 @@
+#pragma once
+/// Loop IR: Halide/TIR-style scalar expressions and statements. Nodes are immutable and
+/// shared (std::shared_ptr<const ...>); a node's identity is its address, so two `PrimVar`s
+/// with the same name are different variables. Expressions are scalar: vectorization is a
+/// loop kind (ForKind::Vectorized) that the code generator widens.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "ember/runtime/dtype.h"
+
+namespace ember::ir {
+
+// ----------------------------------------------------------------------------- expressions
+
+enum class PrimKind {
+  IntImm, FloatImm, Var, Binary, Compare, Not, Select, Cast, Reinterpret, Load, Call, Let,
+  ProducerLoad, Reduce
+};
+
+struct PrimExprNode {
+  PrimKind kind;
+  DType dtype;
+  PrimExprNode(PrimKind k, DType t) : kind(k), dtype(t) {}
+  virtual ~PrimExprNode() = default;
+};
+
+/// A handle to an immutable scalar expression. Arithmetic operators build nodes and fold
+/// constants (x + 0, x * 1, 2 + 3), so schedules produce readable index expressions.
+class PrimExpr {
+ public:
+  PrimExpr() = default;
+  PrimExpr(std::shared_ptr<const PrimExprNode> n) : node_(std::move(n)) {}
+  PrimExpr(int v);      // int64 immediate (index arithmetic is int64)
+  PrimExpr(int64_t v);  // int64 immediate
+  PrimExpr(double v);   // float32 immediate
+
+  const PrimExprNode* get() const { return node_.get(); }
+  const PrimExprNode* operator->() const { return node_.get(); }
+  explicit operator bool() const { return node_ != nullptr; }
+  DType dtype() const { return node_->dtype; }
+  PrimKind kind() const { return node_->kind; }
+  template <class T>
+  const T* as() const {
+    return node_ && node_->kind == T::kKind ? static_cast<const T*>(node_.get()) : nullptr;
+  }
+  bool same_as(const PrimExpr& o) const { return node_ == o.node_; }
+
+ private:
+  std::shared_ptr<const PrimExprNode> node_;
+};
+
+struct IntImmNode : PrimExprNode {
+  static constexpr PrimKind kKind = PrimKind::IntImm;
+  int64_t value;
+  IntImmNode(DType t, int64_t v) : PrimExprNode(kKind, t), value(v) {}
+};
+
+struct FloatImmNode : PrimExprNode {
+  static constexpr PrimKind kKind = PrimKind::FloatImm;
+  double value;
+  FloatImmNode(DType t, double v) : PrimExprNode(kKind, t), value(v) {}
+};
+
+struct PrimVarNode : PrimExprNode {
+  static constexpr PrimKind kKind = PrimKind::Var;
+  std::string name;
+  PrimVarNode(std::string n, DType t) : PrimExprNode(kKind, t), name(std::move(n)) {}
+};
+
+/// A variable handle; a PrimVar converts to PrimExpr.
+class PrimVar : public PrimExpr {
+ public:
+  PrimVar() = default;
+  explicit PrimVar(std::string name, DType t = DType::Int64);
+  explicit PrimVar(std::shared_ptr<const PrimVarNode> n) : PrimExpr(n) {}
+  const PrimVarNode* operator->() const { return static_cast<const PrimVarNode*>(get()); }
+  const std::string& name() const { return (*this)->name; }
+};
+
+/// Integer Div and Mod are floor division and floor modulo (index arithmetic); on floats
+/// Div is IEEE division and Mod is fmod. Shl/Shr/BitAnd/BitOr/BitXor are integer only;
+/// Shr is arithmetic. Min/Max on floats propagate NaN (as torch.minimum/maximum do).
+enum class BinaryOp { Add, Sub, Mul, Div, Mod, Min, Max, BitAnd, BitOr, BitXor, Shl, Shr };
+struct BinaryNode : PrimExprNode {
+  static constexpr PrimKind kKind = PrimKind::Binary;
+  BinaryOp op;
+  PrimExpr a, b;
+  BinaryNode(BinaryOp o, PrimExpr x, PrimExpr y)
+      : PrimExprNode(kKind, x.dtype()), op(o), a(std::move(x)), b(std::move(y)) {}
+};
+
+/// Comparisons produce Bool; float comparisons are ordered (false when either is NaN),
+/// except NE, which is true when either is NaN. Bool And/Or are BitAnd/BitOr on Bool.
+enum class CompareOp { EQ, NE, LT, LE, GT, GE };
+struct CompareNode : PrimExprNode {
+  static constexpr PrimKind kKind = PrimKind::Compare;
+  CompareOp op;
+  PrimExpr a, b;
+  CompareNode(CompareOp o, PrimExpr x, PrimExpr y)
+      : PrimExprNode(kKind, DType::Bool), op(o), a(std::move(x)), b(std::move(y)) {}
+};
+
+struct NotNode : PrimExprNode {
+  static constexpr PrimKind kKind = PrimKind::Not;
+  PrimExpr a;
+  explicit NotNode(PrimExpr x) : PrimExprNode(kKind, DType::Bool), a(std::move(x)) {}
+};
+
+/// Evaluates both sides (it is a vector blend); guard loads with clamped indices.
+struct SelectNode : PrimExprNode {
+  static constexpr PrimKind kKind = PrimKind::Select;
+  PrimExpr cond, t, f;
+  SelectNode(PrimExpr c, PrimExpr x, PrimExpr y)
+      : PrimExprNode(kKind, x.dtype()), cond(std::move(c)), t(std::move(x)), f(std::move(y)) {}
+};
+
+/// Value conversion (float->int truncates toward zero, like C and torch).
+struct CastNode : PrimExprNode {
+  static constexpr PrimKind kKind = PrimKind::Cast;
+  PrimExpr value;
+  CastNode(DType t, PrimExpr v) : PrimExprNode(kKind, t), value(std::move(v)) {}
+};
+
+/// Bit reinterpretation between types of the same size (float32 <-> int32).
+struct ReinterpretNode : PrimExprNode {
+  static constexpr PrimKind kKind = PrimKind::Reinterpret;
+  PrimExpr value;
+  ReinterpretNode(DType t, PrimExpr v) : PrimExprNode(kKind, t), value(std::move(v)) {}
+};
+
+enum class BufferScope { Global, Local };
+struct BufferNode {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;  // static; row-major
+  BufferScope scope = BufferScope::Global;
+  int64_t numel() const;
+};
+/// A named, typed, row-major memory region: a kernel parameter (Global) or an allocation.
+using Buffer = std::shared_ptr<const BufferNode>;
+Buffer make_buffer(std::string name, DType dtype, std::vector<int64_t> shape,
+                   BufferScope scope = BufferScope::Global);
+/// Row-major flat offset of `indices` into `buffer`.
+PrimExpr flat_index(const Buffer& buffer, const std::vector<PrimExpr>& indices);
+
+/// Load of element `index` (flat, in elements) of `buffer`.
+struct LoadNode : PrimExprNode {
+  static constexpr PrimKind kKind = PrimKind::Load;
+  Buffer buffer;
+  PrimExpr index;
+  LoadNode(Buffer buf, PrimExpr i)
+      : PrimExprNode(kKind, buf->dtype), buffer(std::move(buf)), index(std::move(i)) {}
+};
+
+/// Pure math intrinsics that map to single LLVM intrinsics (all vectorize). Transcendentals
+/// (exp, log, tanh, erf, ...) are not here: prim_math.h expands them into these.
+enum class Intrinsic { Sqrt, Floor, Ceil, Abs, Round, IsNan, Fma };
+struct CallNode : PrimExprNode {
+  static constexpr PrimKind kKind = PrimKind::Call;
+  Intrinsic op;
+  std::vector<PrimExpr> args;
+  CallNode(DType t, Intrinsic o, std::vector<PrimExpr> a)
+      : PrimExprNode(kKind, t), op(o), args(std::move(a)) {}
+};
+
+struct LetNode : PrimExprNode {
+  static constexpr PrimKind kKind = PrimKind::Let;
+  PrimVar var;
+  PrimExpr value, body;
+  LetNode(PrimVar v, PrimExpr val, PrimExpr b)
+      : PrimExprNode(kKind, b.dtype()), var(std::move(v)), value(std::move(val)),
+        body(std::move(b)) {}
+};
+
+// Tensor-expression nodes (see tensor_expr.h); they exist only before lowering.
+struct TensorNode;
+using TensorRef = std::shared_ptr<const TensorNode>;
+struct IterVarNode;
+using IterVar = std::shared_ptr<const IterVarNode>;
+
+/// Read of a tensor-expression tensor at multi-dimensional indices.
+struct ProducerLoadNode : PrimExprNode {
+  static constexpr PrimKind kKind = PrimKind::ProducerLoad;
+  TensorRef producer;
+  std::vector<PrimExpr> indices;
+  ProducerLoadNode(DType t, TensorRef p, std::vector<PrimExpr> idx)
+      : PrimExprNode(kKind, t), producer(std::move(p)), indices(std::move(idx)) {}
+};
+
+/// A reduction over `axes`; only allowed as the whole body of a compute.
+enum class ReduceOp { Sum, Max, Min };
+struct ReduceNode : PrimExprNode {
+  static constexpr PrimKind kKind = PrimKind::Reduce;
+  ReduceOp op;
+  PrimExpr source;
+  std::vector<IterVar> axes;
+  ReduceNode(ReduceOp o, PrimExpr s, std::vector<IterVar> ax)
+      : PrimExprNode(kKind, s.dtype()), op(o), source(std::move(s)), axes(std::move(ax)) {}
+};
+
+// Builders. They fold constants and trivial identities but never reassociate floats.
+PrimExpr make_const(DType t, double value);
+PrimExpr operator+(PrimExpr a, PrimExpr b);
+PrimExpr operator-(PrimExpr a, PrimExpr b);
+PrimExpr operator-(PrimExpr a);
+PrimExpr operator*(PrimExpr a, PrimExpr b);
+PrimExpr operator/(PrimExpr a, PrimExpr b);  // floor division on integers
+PrimExpr operator%(PrimExpr a, PrimExpr b);  // floor modulo on integers
+PrimExpr operator<(PrimExpr a, PrimExpr b);
+PrimExpr operator<=(PrimExpr a, PrimExpr b);
+PrimExpr operator>(PrimExpr a, PrimExpr b);
+PrimExpr operator>=(PrimExpr a, PrimExpr b);
+PrimExpr operator==(PrimExpr a, PrimExpr b);
+PrimExpr operator!=(PrimExpr a, PrimExpr b);
+/// Logical ops on Bool are functions, not operators: `!e` on a handle is a null test.
+PrimExpr logical_and(PrimExpr a, PrimExpr b);
+PrimExpr logical_or(PrimExpr a, PrimExpr b);
+PrimExpr logical_not(PrimExpr a);
+PrimExpr binary(BinaryOp op, PrimExpr a, PrimExpr b);
+PrimExpr min(PrimExpr a, PrimExpr b);
+PrimExpr max(PrimExpr a, PrimExpr b);
+PrimExpr select(PrimExpr cond, PrimExpr t, PrimExpr f);
+PrimExpr cast(DType t, PrimExpr v);
+PrimExpr reinterpret(DType t, PrimExpr v);
+PrimExpr call(Intrinsic op, std::vector<PrimExpr> args);  // result dtype = args[0]'s
+PrimExpr load(Buffer buffer, PrimExpr index);
+PrimExpr let(PrimVar v, PrimExpr value, PrimExpr body);
+/// Constant value if `e` is an IntImm (or FloatImm for the double overload).
+bool as_int(const PrimExpr& e, int64_t* out);
+bool as_float(const PrimExpr& e, double* out);
+
+// ------------------------------------------------------------------------------ statements
+
+enum class StmtKind { For, Store, Allocate, LetStmt, IfThenElse, Seq, Evaluate };
+
+struct StmtNode {
+  StmtKind kind;
+  explicit StmtNode(StmtKind k) : kind(k) {}
+  virtual ~StmtNode() = default;
+};
+
+class Stmt {
+ public:
+  Stmt() = default;
+  Stmt(std::shared_ptr<const StmtNode> n) : node_(std::move(n)) {}
+  const StmtNode* get() const { return node_.get(); }
+  const StmtNode* operator->() const { return node_.get(); }
+  explicit operator bool() const { return node_ != nullptr; }
+  StmtKind kind() const { return node_->kind; }
+  template <class T>
+  const T* as() const {
+    return node_ && node_->kind == T::kKind ? static_cast<const T*>(node_.get()) : nullptr;
+  }
+  bool same_as(const Stmt& o) const { return node_ == o.node_; }
+
+ private:
+  std::shared_ptr<const StmtNode> node_;
+};
+
+/// Vectorized loops must be innermost and have a constant extent; the code generator
+/// turns the body into vector instructions of that many lanes. Parallel loops are outlined
+/// and run on the runtime's OpenMP pool. GPU thread axes come with the GPU target.
+enum class ForKind { Serial, Parallel, Vectorized, Unrolled };
+const char* for_kind_name(ForKind k);
+
+struct ForNode : StmtNode {
+  static constexpr StmtKind kKind = StmtKind::For;
+  PrimVar var;
+  PrimExpr min, extent;
+  ForKind for_kind;
+  Stmt body;
+  ForNode(PrimVar v, PrimExpr mn, PrimExpr ext, ForKind k, Stmt b)
+      : StmtNode(kKind), var(std::move(v)), min(std::move(mn)), extent(std::move(ext)),
+        for_kind(k), body(std::move(b)) {}
+};
+
+struct StoreNode : StmtNode {
+  static constexpr StmtKind kKind = StmtKind::Store;
+  Buffer buffer;
+  PrimExpr index, value;
+  StoreNode(Buffer buf, PrimExpr i, PrimExpr v)
+      : StmtNode(kKind), buffer(std::move(buf)), index(std::move(i)), value(std::move(v)) {}
+};
+
+/// Allocates `buffer` (scope Local) for the duration of `body`.
+struct AllocateNode : StmtNode {
+  static constexpr StmtKind kKind = StmtKind::Allocate;
+  Buffer buffer;
+  Stmt body;
+  AllocateNode(Buffer buf, Stmt b) : StmtNode(kKind), buffer(std::move(buf)), body(std::move(b)) {}
+};
+
+struct LetStmtNode : StmtNode {
+  static constexpr StmtKind kKind = StmtKind::LetStmt;
+  PrimVar var;
+  PrimExpr value;
+  Stmt body;
+  LetStmtNode(PrimVar v, PrimExpr val, Stmt b)
+      : StmtNode(kKind), var(std::move(v)), value(std::move(val)), body(std::move(b)) {}
+};
+
+/// `else_case` may be empty.
+struct IfThenElseNode : StmtNode {
+  static constexpr StmtKind kKind = StmtKind::IfThenElse;
+  PrimExpr cond;
+  Stmt then_case, else_case;
+  IfThenElseNode(PrimExpr c, Stmt t, Stmt e)
+      : StmtNode(kKind), cond(std::move(c)), then_case(std::move(t)), else_case(std::move(e)) {}
+};
+
+struct SeqNode : StmtNode {
+  static constexpr StmtKind kKind = StmtKind::Seq;
+  std::vector<Stmt> seq;
+  explicit SeqNode(std::vector<Stmt> s) : StmtNode(kKind), seq(std::move(s)) {}
+};
+
+struct EvaluateNode : StmtNode {
+  static constexpr StmtKind kKind = StmtKind::Evaluate;
+  PrimExpr value;
+  explicit EvaluateNode(PrimExpr v) : StmtNode(kKind), value(std::move(v)) {}
+};
+
+Stmt for_loop(PrimVar v, PrimExpr min, PrimExpr extent, ForKind kind, Stmt body);
+Stmt store(Buffer buffer, PrimExpr index, PrimExpr value);
+Stmt allocate(Buffer buffer, Stmt body);
+Stmt let_stmt(PrimVar v, PrimExpr value, Stmt body);
+Stmt if_then_else(PrimExpr cond, Stmt then_case, Stmt else_case = Stmt());
+/// Flattens nested Seqs and drops empty statements; one statement stays itself.
+Stmt seq(std::vector<Stmt> stmts);
+Stmt evaluate(PrimExpr value);
+
+/// A compiled kernel's loop-IR form: `params` are the kernel's buffers, inputs first then
+/// outputs; the generated function takes them as an array of pointers in this order.
+struct PrimFunc {
+  std::string name;
+  std::vector<Buffer> params;
+  int num_inputs = 0;
+  Stmt body;
+};
+
+// ------------------------------------------------------------------------ traversal helpers
+
+/// Rebuilds only what changed (Halide's IRMutator). Override the node kinds you care about
+/// and call the base version to recurse.
+class PrimMutator {
+ public:
+  virtual ~PrimMutator() = default;
+  virtual PrimExpr mutate(const PrimExpr& e);
+  virtual Stmt mutate(const Stmt& s);
+
+ protected:
+  virtual PrimExpr visit_var(const PrimExpr& e, const PrimVarNode* op) { return e; }
+  virtual PrimExpr visit_load(const PrimExpr& e, const LoadNode* op);
+  virtual PrimExpr visit_producer_load(const PrimExpr& e, const ProducerLoadNode* op);
+  virtual Stmt visit_store(const Stmt& s, const StoreNode* op);
+  virtual Stmt visit_for(const Stmt& s, const ForNode* op);
+  PrimExpr mutate_children(const PrimExpr& e);
+  Stmt mutate_children(const Stmt& s);
+};
+
+/// Calls `fn` on every expression node (pre-order) under `e` / `s`.
+void visit_prim(const PrimExpr& e, const std::function<void(const PrimExpr&)>& fn);
+void visit_prim(const Stmt& s, const std::function<void(const PrimExpr&)>& expr_fn,
+                const std::function<void(const Stmt&)>& stmt_fn = nullptr);
+
+/// Replaces variables (by identity) with expressions.
+using VarMap = std::vector<std::pair<const PrimVarNode*, PrimExpr>>;
+PrimExpr substitute(const PrimExpr& e, const VarMap& map);
+Stmt substitute(const Stmt& s, const VarMap& map);
+
+/// Structural equality: same shape of tree, same constants, variables matched by identity.
+bool structural_equal(const PrimExpr& a, const PrimExpr& b);
+
+std::ostream& operator<<(std::ostream& os, const PrimExpr& e);
+std::ostream& operator<<(std::ostream& os, const Stmt& s);
+std::ostream& operator<<(std::ostream& os, const PrimFunc& f);
+std::string to_string(const PrimExpr& e);
+std::string to_string(const Stmt& s);
+std::string to_string(const PrimFunc& f);
+
+/// Checks a PrimFunc before codegen: every PrimVar is bound, every buffer is a parameter or
+/// allocated, vectorized loops are innermost with constant extents, dtypes agree.
+/// Throws InternalError naming the offending statement.
+void verify(const PrimFunc& f);
+
+}  // namespace ember::ir

@@ -1,0 +1,117 @@
+#pragma once
+/// Schedules: how a set of tensor expressions becomes loops (TVM-style stages). Each
+/// compute tensor has a Stage whose loop axes can be split, fused, reordered and annotated,
+/// and which can be inlined into its consumers or computed inside a consumer's loop.
+/// `lower_schedule` turns a schedule into one loop-IR function.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ember/ir/tensor_expr.h"
+
+namespace ember::passes {
+
+using ir::IterVar;
+using ir::Tensor;
+
+class Schedule;
+
+/// Where a stage's loop nest is emitted.
+enum class AttachKind { Root, Inline, At };
+
+/// Loop relations recorded by split and fuse, replayed by lowering.
+struct SplitRel {
+  IterVar parent, outer, inner;
+  int64_t factor;
+};
+struct FuseRel {
+  IterVar outer, inner, fused;
+};
+
+class Stage {
+ public:
+  Stage(Tensor tensor, Schedule* schedule);
+
+  const Tensor& tensor() const { return tensor_; }
+  /// The spatial axes then the reduction axes of the compute.
+  const std::vector<IterVar>& root_axes() const { return root_axes_; }
+  const std::vector<IterVar>& axes() const { return tensor_->axes; }
+  std::vector<IterVar> reduce_axes() const;
+  /// Current loop order, outermost first.
+  const std::vector<IterVar>& leaf_axes() const { return leaf_; }
+
+  /// Splits `axis` into (outer, inner) with inner extent `factor`; a non-dividing factor
+  /// adds a guard.
+  std::pair<IterVar, IterVar> split(const IterVar& axis, int64_t factor);
+  /// Fuses two adjacent leaf axes (outer directly above inner) into one.
+  IterVar fuse(const IterVar& outer, const IterVar& inner);
+  /// Fuses a run of adjacent leaf axes, outermost first; one axis is returned as is.
+  IterVar fuse(const std::vector<IterVar>& axes);
+  /// Puts the given leaf axes in this relative order (the others stay where they are).
+  void reorder(const std::vector<IterVar>& order);
+  /// split both axes, then order (x.outer, y.outer, x.inner, y.inner).
+  std::vector<IterVar> tile(const IterVar& x, const IterVar& y, int64_t fx, int64_t fy);
+  void vectorize(const IterVar& axis) { annotate(axis, ir::ForKind::Vectorized); }
+  void parallel(const IterVar& axis) { annotate(axis, ir::ForKind::Parallel); }
+  void unroll(const IterVar& axis) { annotate(axis, ir::ForKind::Unrolled); }
+  /// Computes this stage inside `parent`'s loop `axis`, over the region that the parent
+  /// reads there; its storage becomes a local buffer of that region's size.
+  void compute_at(Stage& parent, const IterVar& axis);
+  /// Substitutes this stage's expression into its consumers; it gets no loop nest.
+  void compute_inline();
+
+  AttachKind attach_kind() const { return attach_; }
+  const Stage* attach_stage() const { return attach_stage_; }
+  const IterVar& attach_axis() const { return attach_axis_; }
+  const std::vector<SplitRel>& splits() const { return splits_; }
+  const std::vector<FuseRel>& fuses() const { return fuses_; }
+  ir::ForKind kind_of(const IterVar& axis) const;
+  /// The compute expression (cache_write replaces the original's with a copy).
+  const ir::PrimExpr& body() const { return body_; }
+  bool is_local() const { return local_; }
+
+ private:
+  friend class Schedule;
+  void annotate(const IterVar& axis, ir::ForKind kind);
+  size_t leaf_pos(const IterVar& axis, const char* what) const;
+
+  Tensor tensor_;
+  Schedule* schedule_;
+  ir::PrimExpr body_;
+  std::vector<IterVar> root_axes_, leaf_;
+  std::vector<SplitRel> splits_;
+  std::vector<FuseRel> fuses_;
+  std::map<const ir::IterVarNode*, ir::ForKind> kinds_;
+  AttachKind attach_ = AttachKind::Root;
+  const Stage* attach_stage_ = nullptr;
+  IterVar attach_axis_;
+  bool local_ = false;
+};
+
+/// The stages of every compute tensor reachable from `outputs`.
+class Schedule {
+ public:
+  explicit Schedule(std::vector<Tensor> outputs);
+  Stage& operator[](const Tensor& t);
+  const std::vector<Tensor>& outputs() const { return outputs_; }
+  /// Stages in producer-first order (cache stages included).
+  const std::vector<std::unique_ptr<Stage>>& stages() const { return stages_; }
+  /// TVM's cache_write: a new local stage computes `t`'s expression and `t` becomes a copy
+  /// of it, so `t`'s stage can be the tile loop that the cache is computed at. Returns the
+  /// cache tensor.
+  Tensor cache_write(const Tensor& t, const std::string& suffix = "local");
+  bool has_stage(const Tensor& t) const;
+
+ private:
+  std::vector<Tensor> outputs_;
+  std::vector<std::unique_ptr<Stage>> stages_;
+};
+
+/// Lowers a schedule to one loop-IR function. `inputs` are the placeholder tensors (in
+/// parameter order); the outputs are the schedule's outputs. Stages that are neither
+/// inlined nor attached get their own root loop nest, in producer-first order.
+ir::PrimFunc lower_schedule(const Schedule& sch, const std::string& name,
+                            const std::vector<Tensor>& inputs);
+
+}  // namespace ember::passes

@@ -1,0 +1,99 @@
+#pragma once
+/// The graph executor: runs a compiled model as a list of kernel calls over a planned,
+/// reused memory pool. Usable from C++ with no Python and no LLVM.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ember/runtime/module.h"
+#include "ember/runtime/tensor.h"
+
+namespace ember::runtime {
+
+/// What `ember::build` produces for the executor: values (one per tensor in the compiled
+/// graph), which of them are inputs, parameters and outputs, and the kernel calls in order.
+struct ExecGraph {
+  struct Value {
+    Shape shape;
+    DType dtype = DType::Float32;
+  };
+  struct Input {
+    std::string name;
+    int value;
+  };
+  struct Param {
+    std::string name;
+    int value;
+    Tensor data;
+  };
+  struct Kernel {
+    std::string func;          // symbol in the module
+    std::string name;          // display name: source names joined by " + "
+    std::vector<int> args;     // value ids: inputs first, then outputs
+    int num_inputs = 0;
+  };
+  /// `dst` is the same memory as `src` with another shape (reshape, flatten).
+  struct View {
+    int dst, src;
+  };
+  std::vector<Value> values;
+  std::vector<Input> inputs;
+  std::vector<Param> params;
+  std::vector<Kernel> kernels;
+  std::vector<View> views;
+  std::vector<int> outputs;
+};
+
+struct BenchmarkResult {
+  std::vector<double> results_ms;  // one per repeat: mean time of `number` runs
+  double mean = 0, median = 0, max = 0, min = 0, std = 0;
+  /// TVM-style "Execution time summary" table.
+  std::string str() const;
+};
+
+struct KernelProfile {
+  std::string name;
+  std::string func;
+  double mean_ms = 0;
+  double percent = 0;
+  std::vector<Shape> shapes;  // argument shapes, inputs then outputs
+};
+
+class GraphExecutor {
+ public:
+  /// Plans memory (buffers reused once their last reader has run; inputs and outputs get
+  /// their own) and resolves every kernel in `module`.
+  GraphExecutor(std::shared_ptr<const ExecGraph> graph, std::shared_ptr<Module> module);
+
+  int num_inputs() const;
+  int num_outputs() const;
+  std::vector<std::string> input_names() const;
+  /// ember::Error listing the inputs when `name` is not one.
+  int input_index(const std::string& name) const;
+  /// Copies `value` into the executor's own input buffer; shape and dtype must match
+  /// (ember::Error naming the input, the expected and the given type).
+  void set_input(int index, const Tensor& value);
+  void set_input(const std::string& name, const Tensor& value);
+  void run();
+  /// The executor's output buffer (no copy): the next run() overwrites it.
+  Tensor get_output(int index) const;
+  Tensor get_input(int index) const;
+  BenchmarkResult benchmark(int number = 1, int repeat = 10, int warmup = 1);
+  /// Per-kernel mean times over `repeat` runs, in kernel order.
+  std::vector<KernelProfile> profile(int repeat = 10);
+  /// Table of profile(): kernel, time, share, shapes (like TVM's debug executor).
+  static std::string profile_table(const std::vector<KernelProfile>& p);
+  const ExecGraph& graph() const { return *graph_; }
+  /// Bytes of the planned intermediate pool (after reuse).
+  size_t pool_bytes() const { return pool_bytes_; }
+
+ private:
+  std::shared_ptr<const ExecGraph> graph_;
+  std::shared_ptr<Module> module_;
+  std::vector<Tensor> tensors_;           // one per value
+  std::vector<KernelFn> fns_;
+  std::vector<std::vector<void*>> args_;  // per kernel, resolved pointers
+  size_t pool_bytes_ = 0;
+};
+
+}  // namespace ember::runtime

@@ -1,0 +1,58 @@
+#pragma once
+/// A dense, row-major, 64-byte aligned CPU tensor. Copies share storage (like
+/// torch.Tensor); use clone() for a deep copy.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ember/runtime/dtype.h"
+
+namespace ember::runtime {
+
+using Shape = std::vector<int64_t>;
+
+enum class DeviceType : int32_t { CPU = 1, CUDA = 2 };
+struct Device {
+  DeviceType type = DeviceType::CPU;
+  int32_t id = 0;
+};
+
+int64_t shape_numel(const Shape& shape);
+std::string shape_str(const Shape& shape);  // "(1, 3, 32, 32)"
+
+class Tensor {
+ public:
+  Tensor() = default;
+  /// Uninitialised storage, 64-byte aligned.
+  static Tensor empty(const Shape& shape, DType dtype);
+  static Tensor zeros(const Shape& shape, DType dtype);
+  /// A tensor over memory owned by `owner` (kept alive as long as the tensor lives).
+  static Tensor view(std::shared_ptr<void> owner, void* data, const Shape& shape, DType dtype);
+
+  bool defined() const { return data_ != nullptr || numel() == 0; }
+  void* data() const { return data_; }
+  template <class T>
+  T* data_as() const { return static_cast<T*>(data_); }
+  const Shape& shape() const { return shape_; }
+  DType dtype() const { return dtype_; }
+  Device device() const { return Device{}; }
+  int64_t ndim() const { return static_cast<int64_t>(shape_.size()); }
+  int64_t numel() const { return shape_numel(shape_); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_bytes(dtype_); }
+  const std::shared_ptr<void>& owner() const { return owner_; }
+
+  Tensor clone() const;
+  /// Copies src's bytes into this tensor; shapes and dtypes must match (ember::Error if not).
+  void copy_from(const Tensor& src);
+  /// Same storage, new shape with the same element count.
+  Tensor reshape(const Shape& shape) const;
+
+ private:
+  std::shared_ptr<void> owner_;
+  void* data_ = nullptr;
+  Shape shape_;
+  DType dtype_ = DType::Float32;
+};
+
+}  // namespace ember::runtime

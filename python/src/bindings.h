@@ -1,0 +1,44 @@
+#pragma once
+/// The pybind11 bindings, one function per area. module.cc builds `_ember` from all of them;
+/// runtime_module.cc builds `_ember_runtime` from bind_runtime alone (no LLVM).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <string>
+
+#include "ember/runtime/tensor.h"
+
+namespace ember::python {
+
+/// Registers `EmberError`; ember::Error and ember::InternalError (a subclass) become it.
+void register_errors(pybind11::module_& m);
+/// Tensor (buffer protocol, DLPack), GraphExecutor, BenchmarkResult, thread count.
+void bind_runtime(pybind11::module_& m);
+/// Graph IR nodes, their checking constructors, the op list, structural equality.
+void bind_ir(pybind11::module_& m);
+/// ember::build and Library, codegen queries.
+void bind_build(pybind11::module_& m);
+
+// ---- helpers shared by the bind_* files (defined in bind_runtime.cc). They throw
+// ember::Error, so a wrong argument reaches Python as EmberError, never as a crash.
+
+/// "str 'abc'" style description of a Python value for error messages.
+std::string describe(pybind11::handle value);
+/// The value as a string; ember::Error naming `what` otherwise.
+std::string str_arg(pybind11::handle value, const std::string& what);
+/// The value as an integer (bool rejected); ember::Error naming `what` otherwise.
+int64_t int_arg(pybind11::handle value, const std::string& what);
+
+/// A C-contiguous NumPy array and an ember Tensor viewing its memory. The view is valid
+/// only while `array` lives, so the two travel together.
+struct ArrayView {
+  pybind11::array array;
+  runtime::Tensor tensor;
+};
+/// Views `value` (a NumPy array, or anything NumPy turns into one) as a Tensor, making it
+/// contiguous first. Its dtype must be one Ember has (ember::Error naming `what` if not).
+ArrayView array_view(pybind11::handle value, const std::string& what);
+/// A Tensor with its own copy of `value`: an ember Tensor, or an array as for array_view.
+runtime::Tensor tensor_copy(pybind11::handle value, const std::string& what);
+
+}  // namespace ember::python

@@ -1,0 +1,98 @@
+#pragma once
+/// LLVMCodeGen: translates loop IR (ember/ir/loop.h) into LLVM IR, one visitor for every
+/// target. Vectorized loops are widened here (the body is emitted once on <L x T> values);
+/// parallel loops are outlined into a body function run by the runtime's ember_parallel_for.
+/// A GPU subclass overrides emit_parallel_for (thread axes) and the kernel signature.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ember/ir/loop.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
+
+namespace ember::codegen {
+
+class LLVMCodeGen {
+ public:
+  /// Emits into `module`; every function gets the "target-cpu"/"target-features" attributes
+  /// so the optimiser, the JIT and the assembly printer agree on the instruction set.
+  LLVMCodeGen(llvm::Module* module, std::string cpu, std::string features);
+  virtual ~LLVMCodeGen() = default;
+
+  /// Adds the external function `void name(ptr args)` (runtime::KernelFn ABI) for `f`.
+  /// Throws ember::Error for a duplicate name, InternalError for invalid loop IR.
+  void add_function(const ir::PrimFunc& f);
+
+ protected:
+  // ---- expressions; in a vectorized body a value is a scalar or an <L x T> vector.
+  llvm::Value* emit(const ir::PrimExpr& e);
+  llvm::Value* emit_binary(const ir::BinaryNode* op);
+  llvm::Value* emit_compare(const ir::CompareNode* op);
+  llvm::Value* emit_cast(DType to, DType from, llvm::Value* v);
+  llvm::Value* emit_call(const ir::CallNode* op);
+  llvm::Value* emit_load(const ir::LoadNode* op);
+
+  // ---- statements
+  void emit(const ir::Stmt& s);
+  void emit_for(const ir::ForNode* op);
+  /// Parallel loop: outlined body plus a call to ember_parallel_for (serial when nested).
+  virtual void emit_parallel_for(const ir::ForNode* op);
+  void emit_vectorized_for(const ir::ForNode* op);
+  void emit_serial_loop(const ir::ForNode* op, llvm::Value* begin, llvm::Value* end,
+                        bool unroll);
+  void emit_store(const ir::StoreNode* op);
+  void emit_allocate(const ir::AllocateNode* op);
+  void emit_if(const ir::IfThenElseNode* op);
+
+  // ---- helpers
+  llvm::Type* value_type(DType t);   // Bool is i1 in registers
+  llvm::Type* memory_type(DType t);  // ... and i8 in memory
+  llvm::Type* with_lanes(llvm::Type* t) const;
+  /// Broadcasts a scalar to the current vector width (no-op for vectors or scalar code).
+  llvm::Value* widen(llvm::Value* v);
+  /// Makes two operands agree in shape (scalar, or vectors of the current width).
+  void match(llvm::Value*& a, llvm::Value*& b);
+  llvm::Value* int_cast(llvm::Value* v, llvm::Type* to);
+  llvm::Value* buffer_ptr(const ir::Buffer& b);
+  llvm::Value* element_ptr(const ir::Buffer& b, llvm::Value* index);
+  /// Integer value stored / loaded from memory (Bool: i1 <-> i8).
+  llvm::Value* to_memory(DType t, llvm::Value* v);
+  llvm::Value* from_memory(DType t, llvm::Value* v);
+  llvm::AllocaInst* entry_alloca(llvm::Type* t, const std::string& name);
+  llvm::Function* make_function(const std::string& name, llvm::FunctionType* type,
+                                bool external);
+  /// Creates `name.impl` with noalias buffer parameters, always inlined into its caller, so
+  /// the optimiser learns that the kernel's buffers never alias.
+  llvm::Function* make_impl(const std::string& name, const std::vector<llvm::Type*>& scalars,
+                            size_t num_buffers);
+
+  // ---- vectorization analysis
+  /// True when `e` reads the vector lane (the vectorized loop var or a let bound to a vector).
+  bool is_varying(const ir::PrimExpr& e) const;
+  /// Per-lane stride of `e` when it is affine in the lane with a constant step.
+  std::optional<int64_t> lane_stride(const ir::PrimExpr& e) const;
+  void bind(const ir::PrimVar& v, const ir::PrimExpr& value_expr, llvm::Value* value);
+  void unbind(const ir::PrimVar& v);
+
+  llvm::LLVMContext& ctx_;
+  llvm::Module* module_;
+  llvm::IRBuilder<> b_;
+  std::string cpu_, features_;
+  std::string func_name_;
+  llvm::Function* func_ = nullptr;
+  std::unordered_map<const ir::PrimVarNode*, llvm::Value*> vars_;
+  std::unordered_map<const ir::BufferNode*, llvm::Value*> buffers_;
+  // Vectorization state: lanes_ == 0 in scalar code; mask_ == nullptr means all lanes on.
+  int lanes_ = 0;
+  llvm::Value* mask_ = nullptr;
+  // Lane stride of each variable bound to a vector (nullopt: not affine in the lane).
+  std::unordered_map<const ir::PrimVarNode*, std::optional<int64_t>> varying_;
+  int parallel_depth_ = 0;
+  int num_outlined_ = 0;
+};
+
+}  // namespace ember::codegen

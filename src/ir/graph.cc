@@ -1,0 +1,364 @@
+#include "ember/ir/graph.h"
+
+#include <cstring>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "ember/ir/op.h"
+#include "ember/support/error.h"
+
+namespace ember::ir {
+
+// ------------------------------------------------------------------------------------ types
+
+const TensorType& Type::tensor() const {
+  if (is_tuple || fields.size() != 1)
+    fail("expected a tensor but got the tuple ", to_string(*this),
+         "; select one field with TupleGetItem");
+  return fields[0];
+}
+
+std::string to_string(const TensorType& t) {
+  std::ostringstream os;
+  os << dtype_name(t.dtype) << "[";
+  for (size_t i = 0; i < t.shape.size(); ++i) os << (i ? ", " : "") << t.shape[i];
+  os << "]";
+  return os.str();
+}
+
+std::string to_string(const Type& t) {
+  if (!t.is_tuple) return t.fields.empty() ? "?" : to_string(t.fields[0]);
+  std::string s = "(";
+  for (size_t i = 0; i < t.fields.size(); ++i) s += (i ? ", " : "") + to_string(t.fields[i]);
+  return s + ")";
+}
+
+// ------------------------------------------------------------------------------------ attrs
+
+namespace {
+template <class T>
+const T* attr_as(const std::map<std::string, AttrValue>& m, const std::string& key) {
+  auto it = m.find(key);
+  if (it == m.end()) return nullptr;
+  return std::get_if<T>(&it->second);
+}
+}  // namespace
+
+int64_t Attrs::get_int(const std::string& key, int64_t dflt) const {
+  if (auto* v = attr_as<int64_t>(values_, key)) return *v;
+  if (auto* d = attr_as<double>(values_, key)) return static_cast<int64_t>(*d);
+  if (has(key)) fail("attribute '", key, "' must be an integer");
+  return dflt;
+}
+
+double Attrs::get_float(const std::string& key, double dflt) const {
+  if (auto* v = attr_as<double>(values_, key)) return *v;
+  if (auto* i = attr_as<int64_t>(values_, key)) return static_cast<double>(*i);
+  if (has(key)) fail("attribute '", key, "' must be a number");
+  return dflt;
+}
+
+std::string Attrs::get_str(const std::string& key, const std::string& dflt) const {
+  if (auto* v = attr_as<std::string>(values_, key)) return *v;
+  if (has(key)) fail("attribute '", key, "' must be a string");
+  return dflt;
+}
+
+std::vector<int64_t> Attrs::get_ints(const std::string& key, std::vector<int64_t> dflt) const {
+  if (auto* v = attr_as<std::vector<int64_t>>(values_, key)) return *v;
+  if (auto* i = attr_as<int64_t>(values_, key)) return {*i};
+  if (has(key)) fail("attribute '", key, "' must be a list of integers");
+  return dflt;
+}
+
+Attrs Attrs::with(const std::string& key, AttrValue v) const {
+  Attrs a = *this;
+  a.values_[key] = std::move(v);
+  return a;
+}
+
+std::string to_string(const Attrs& a) {
+  std::ostringstream os;
+  bool first = true;
+  for (auto& [k, v] : a.values()) {
+    os << (first ? "" : ", ") << k << "=";
+    first = false;
+    if (auto* i = std::get_if<int64_t>(&v)) os << *i;
+    else if (auto* d = std::get_if<double>(&v)) os << *d;
+    else if (auto* s = std::get_if<std::string>(&v)) os << '"' << *s << '"';
+    else if (auto* l = std::get_if<std::vector<int64_t>>(&v)) {
+      os << "[";
+      for (size_t j = 0; j < l->size(); ++j) os << (j ? ", " : "") << (*l)[j];
+      os << "]";
+    }
+  }
+  return os.str();
+}
+
+// ------------------------------------------------------------------------------------ nodes
+
+ConstantNode::ConstantNode(runtime::Tensor v, std::string n)
+    : ExprNode(kKind, TensorType{v.shape(), v.dtype()}, std::move(n)), value(std::move(v)) {}
+
+Expr var(const std::string& name, TensorType type) {
+  if (name.empty()) fail("an input needs a name");
+  for (int64_t d : type.shape)
+    if (d < 0) fail("input '", name, "' has a negative dimension in ", to_string(type));
+  return std::make_shared<VarNode>(name, std::move(type));
+}
+
+Expr constant(runtime::Tensor value, const std::string& name) {
+  return std::make_shared<ConstantNode>(std::move(value), name);
+}
+
+namespace {
+std::string describe(const std::string& op, const std::string& name) {
+  return name.empty() ? op : op + " '" + name + "'";
+}
+}  // namespace
+
+Expr call(const Op* op, std::vector<Expr> args, Attrs attrs, const std::string& name) {
+  EMBER_CHECK(op != nullptr, "call without an op");
+  if (op->num_inputs >= 0 && static_cast<int>(args.size()) != op->num_inputs)
+    fail(describe(op->name, name), " takes ", op->num_inputs, " inputs but was given ",
+         args.size());
+  std::vector<Type> types;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i]) fail(describe(op->name, name), ": input ", i, " is missing (None)");
+    types.push_back(args[i]->type);
+  }
+  TypeContext ctx{op->name, name};
+  Type out = op->type_rel(types, attrs, ctx);
+  return std::make_shared<CallNode>(op, std::move(args), std::move(attrs), std::move(out), name);
+}
+
+Expr call(const std::string& op_name, std::vector<Expr> args, Attrs attrs,
+          const std::string& name) {
+  return call(get_op(op_name), std::move(args), std::move(attrs), name);
+}
+
+Expr tuple(std::vector<Expr> fields, const std::string& name) {
+  std::vector<TensorType> types;
+  for (size_t i = 0; i < fields.size(); ++i) {
+    if (!fields[i]) fail("tuple field ", i, " is missing (None)");
+    if (fields[i]->type.is_tuple)
+      fail("tuple field ", i, " is itself a tuple; tuples do not nest in Ember");
+    types.push_back(fields[i]->type.tensor());
+  }
+  return std::make_shared<TupleNode>(std::move(fields), Type::tuple(std::move(types)), name);
+}
+
+Expr tuple_get_item(Expr tup, int64_t index, const std::string& name) {
+  if (!tup) fail("TupleGetItem of a missing (None) tuple");
+  if (!tup->type.is_tuple)
+    fail("TupleGetItem ", index, " of a non-tuple of type ", to_string(tup->type));
+  int64_t n = static_cast<int64_t>(tup->type.fields.size());
+  if (index < 0 || index >= n)
+    fail("TupleGetItem index ", index, " is out of range for a tuple of ", n, " fields");
+  Type t = tup->type.fields[index];
+  return std::make_shared<TupleGetItemNode>(std::move(tup), index, std::move(t), name);
+}
+
+std::vector<Expr> post_order(const Expr& root) {
+  std::vector<Expr> order;
+  std::set<const ExprNode*> seen;
+  // Iterative DFS: models can be thousands of nodes deep.
+  std::vector<std::pair<Expr, size_t>> stack{{root, 0}};
+  auto children = [](const Expr& e) -> std::vector<Expr> {
+    switch (e->kind) {
+      case NodeKind::Call: return static_cast<const CallNode*>(e.get())->args;
+      case NodeKind::Tuple: return static_cast<const TupleNode*>(e.get())->fields;
+      case NodeKind::TupleGetItem: return {static_cast<const TupleGetItemNode*>(e.get())->tuple};
+      case NodeKind::Function: return {static_cast<const FunctionNode*>(e.get())->body};
+      default: return {};
+    }
+  };
+  if (!root) return order;
+  seen.insert(root.get());
+  while (!stack.empty()) {
+    auto& [node, next] = stack.back();
+    auto kids = children(node);
+    if (next < kids.size()) {
+      Expr child = kids[next++];
+      if (seen.insert(child.get()).second) stack.emplace_back(child, 0);
+      continue;
+    }
+    order.push_back(node);
+    stack.pop_back();
+  }
+  return order;
+}
+
+Function function(std::vector<Expr> params, Expr body, const std::string& name) {
+  if (!body) fail("function '", name, "' has no body");
+  std::set<const ExprNode*> param_set;
+  std::set<std::string> names;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!params[i] || params[i]->kind != NodeKind::Var)
+      fail("function '", name, "': parameter ", i, " is not an input variable (ir.var)");
+    param_set.insert(params[i].get());
+    if (!names.insert(params[i]->name).second)
+      fail("function '", name, "': two inputs are both named '", params[i]->name,
+           "'; give each input a unique name");
+  }
+  for (auto& e : post_order(body)) {
+    if (e->kind == NodeKind::Var && !param_set.count(e.get()))
+      fail("function '", name, "' uses input '", e->name,
+           "' that is not in its parameter list; add it to the parameters");
+  }
+  return std::make_shared<FunctionNode>(std::move(params), std::move(body), name);
+}
+
+void infer_types(const Function& f) {
+  for (auto& e : post_order(f->body)) {
+    Type expected;
+    switch (e->kind) {
+      case NodeKind::Call: {
+        auto* c = static_cast<const CallNode*>(e.get());
+        std::vector<Type> types;
+        for (auto& a : c->args) types.push_back(a->type);
+        Attrs attrs = c->attrs;
+        TypeContext ctx{c->op->name, c->name};
+        expected = c->op->type_rel(types, attrs, ctx);
+        break;
+      }
+      case NodeKind::Tuple: {
+        std::vector<TensorType> types;
+        for (auto& x : static_cast<const TupleNode*>(e.get())->fields)
+          types.push_back(x->type.tensor());
+        expected = Type::tuple(types);
+        break;
+      }
+      case NodeKind::TupleGetItem: {
+        auto* g = static_cast<const TupleGetItemNode*>(e.get());
+        expected = g->tuple->type.fields.at(g->index);
+        break;
+      }
+      default: continue;
+    }
+    EMBER_CHECK(expected == e->type, "node ", e->name, " has type ", to_string(e->type),
+                " but its inputs give ", to_string(expected));
+  }
+}
+
+// ----------------------------------------------------------------------- structural equality
+
+namespace {
+
+bool tensor_equal(const runtime::Tensor& a, const runtime::Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
+         (a.data() == b.data() || std::memcmp(a.data(), b.data(), a.nbytes()) == 0);
+}
+
+struct EqualChecker {
+  std::map<const ExprNode*, const ExprNode*> vars;
+
+  bool eq(const Expr& a, const Expr& b) {
+    if (a == b) return true;
+    if (!a || !b || a->kind != b->kind || !(a->type == b->type)) return false;
+    switch (a->kind) {
+      case NodeKind::Var: {
+        auto it = vars.find(a.get());
+        return it != vars.end() && it->second == b.get();
+      }
+      case NodeKind::Constant:
+        return tensor_equal(static_cast<const ConstantNode*>(a.get())->value,
+                            static_cast<const ConstantNode*>(b.get())->value);
+      case NodeKind::Call: {
+        auto *x = static_cast<const CallNode*>(a.get()), *y = static_cast<const CallNode*>(b.get());
+        return x->op == y->op && x->attrs == y->attrs && all(x->args, y->args);
+      }
+      case NodeKind::Tuple:
+        return all(static_cast<const TupleNode*>(a.get())->fields,
+                   static_cast<const TupleNode*>(b.get())->fields);
+      case NodeKind::TupleGetItem: {
+        auto *x = static_cast<const TupleGetItemNode*>(a.get());
+        auto *y = static_cast<const TupleGetItemNode*>(b.get());
+        return x->index == y->index && eq(x->tuple, y->tuple);
+      }
+      case NodeKind::Function: {
+        auto *x = static_cast<const FunctionNode*>(a.get());
+        auto *y = static_cast<const FunctionNode*>(b.get());
+        if (x->params.size() != y->params.size()) return false;
+        for (size_t i = 0; i < x->params.size(); ++i) {
+          if (!(x->params[i]->type == y->params[i]->type)) return false;
+          vars[x->params[i].get()] = y->params[i].get();
+        }
+        return eq(x->body, y->body);
+      }
+    }
+    return false;
+  }
+  bool all(const std::vector<Expr>& a, const std::vector<Expr>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!eq(a[i], b[i])) return false;
+    return true;
+  }
+};
+
+}  // namespace
+
+bool structural_equal(const Expr& a, const Expr& b) { return EqualChecker().eq(a, b); }
+
+// ---------------------------------------------------------------------------------- printer
+
+std::string to_string(const Expr& root) {
+  std::ostringstream os;
+  std::map<const ExprNode*, std::string> ids;
+  int counter = 0, consts = 0;
+  auto ref = [&](const Expr& e) { return ids.at(e.get()); };
+  auto comment = [](const Expr& e) { return e->name.empty() ? "" : " /* " + e->name + " */"; };
+  const FunctionNode* fn = root && root->kind == NodeKind::Function
+                               ? static_cast<const FunctionNode*>(root.get())
+                               : nullptr;
+  if (fn) {
+    os << "fn (";
+    for (size_t i = 0; i < fn->params.size(); ++i) {
+      auto& p = fn->params[i];
+      ids[p.get()] = "%" + p->name;
+      os << (i ? ", " : "") << "%" << p->name << ": " << to_string(p->type);
+    }
+    os << ") -> " << to_string(fn->type) << " {\n";
+  }
+  Expr body = fn ? fn->body : root;
+  for (auto& e : post_order(body)) {
+    switch (e->kind) {
+      case NodeKind::Var: ids[e.get()] = "%" + e->name; continue;
+      case NodeKind::Constant: {
+        std::string id = "meta[" + std::to_string(consts++) + "]";
+        ids[e.get()] = e->name.empty() ? id : id + "(" + e->name + ")";
+        continue;
+      }
+      default: break;
+    }
+    std::string id = "%" + std::to_string(counter++);
+    os << "  " << id << " = ";
+    if (e->kind == NodeKind::Call) {
+      auto* c = static_cast<const CallNode*>(e.get());
+      os << c->op->name << "(";
+      for (size_t i = 0; i < c->args.size(); ++i) os << (i ? ", " : "") << ref(c->args[i]);
+      std::string attrs = to_string(c->attrs);
+      if (!attrs.empty()) os << (c->args.empty() ? "" : ", ") << attrs;
+      os << ")";
+    } else if (e->kind == NodeKind::Tuple) {
+      auto* t = static_cast<const TupleNode*>(e.get());
+      os << "(";
+      for (size_t i = 0; i < t->fields.size(); ++i) os << (i ? ", " : "") << ref(t->fields[i]);
+      os << ")";
+    } else if (e->kind == NodeKind::TupleGetItem) {
+      auto* g = static_cast<const TupleGetItemNode*>(e.get());
+      os << ref(g->tuple) << "." << g->index;
+    }
+    os << " : " << to_string(e->type) << comment(e) << "\n";
+    ids[e.get()] = id;
+  }
+  if (fn) os << "  " << ref(fn->body) << "\n}\n";
+  return os.str();
+}
+
+std::ostream& operator<<(std::ostream& os, const Expr& e) { return os << to_string(e); }
+
+}  // namespace ember::ir

@@ -1,0 +1,201 @@
+#include "ember/ir/simplify.h"
+
+#include "ember/support/error.h"
+
+namespace ember::ir {
+
+namespace {
+
+// An integer expression as sum(coeff * atom) + constant. Atoms are variables or
+// non-affine subexpressions (matched structurally), so (x*8 + 7) - x*8 cancels to 7.
+struct Terms {
+  std::vector<std::pair<PrimExpr, int64_t>> atoms;
+  int64_t constant = 0;
+
+  void add(const PrimExpr& atom, int64_t c) {
+    if (c == 0) return;
+    for (auto it = atoms.begin(); it != atoms.end(); ++it) {
+      if (structural_equal(it->first, atom) || it->first.same_as(atom)) {
+        it->second += c;
+        if (it->second == 0) atoms.erase(it);
+        return;
+      }
+    }
+    atoms.emplace_back(atom, c);
+  }
+  void add(const Terms& o, int64_t scale) {
+    for (auto& [a, c] : o.atoms) add(a, c * scale);
+    constant += o.constant * scale;
+  }
+  bool is_const() const { return atoms.empty(); }
+};
+
+int64_t floor_div(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+PrimExpr simplify_int(const PrimExpr& e);
+
+// Simplifies the operands of a node that is itself kept as an atom.
+PrimExpr simplify_operands(const PrimExpr& e) {
+  auto* b = e.as<BinaryNode>();
+  if (!b) return simplify(e);
+  PrimExpr a = simplify(b->a), c = simplify(b->b);
+  if (a.same_as(b->a) && c.same_as(b->b)) return e;
+  return binary(b->op, a, c);
+}
+
+PrimExpr rebuild(const Terms& t, DType dtype) {
+  PrimExpr r;
+  for (auto& [atom, c] : t.atoms) {
+    PrimExpr term = c == 1 ? atom : atom * make_const(dtype, double(c));
+    r = r ? r + term : term;
+  }
+  PrimExpr k = make_const(dtype, double(t.constant));
+  if (!r) return k;
+  return t.constant == 0 ? r : r + k;
+}
+
+// Collects the affine structure of `e`; non-affine nodes become simplified atoms.
+Terms collect(const PrimExpr& e) {
+  Terms t;
+  int64_t v;
+  if (as_int(e, &v)) {
+    t.constant = v;
+    return t;
+  }
+  if (auto* b = e.as<BinaryNode>()) {
+    switch (b->op) {
+      case BinaryOp::Add:
+        t = collect(b->a);
+        t.add(collect(b->b), 1);
+        return t;
+      case BinaryOp::Sub:
+        t = collect(b->a);
+        t.add(collect(b->b), -1);
+        return t;
+      case BinaryOp::Mul: {
+        Terms x = collect(b->a), y = collect(b->b);
+        if (y.is_const()) {
+          t.add(x, y.constant);
+          return t;
+        }
+        if (x.is_const()) {
+          t.add(y, x.constant);
+          return t;
+        }
+        break;
+      }
+      case BinaryOp::Div:
+      case BinaryOp::Mod: {
+        Terms x = collect(b->a), y = collect(b->b);
+        if (y.is_const() && y.constant > 0) {
+          int64_t c = y.constant;
+          bool all_divisible = true;
+          for (auto& [a, k] : x.atoms) all_divisible &= (k % c == 0);
+          if (all_divisible) {
+            if (b->op == BinaryOp::Div) {
+              for (auto& [a, k] : x.atoms) t.add(a, k / c);
+              t.constant = floor_div(x.constant, c);
+            } else {
+              t.constant = x.constant - floor_div(x.constant, c) * c;
+            }
+            return t;
+          }
+        }
+        break;
+      }
+      default: break;
+    }
+  }
+  t.add(e.as<PrimVarNode>() ? e : simplify_operands(e), 1);
+  return t;
+}
+
+PrimExpr simplify_int(const PrimExpr& e) {
+  // Simplify children of non-affine nodes; affine nodes are canonicalised by collect().
+  if (auto* b = e.as<BinaryNode>()) {
+    if (b->op == BinaryOp::Add || b->op == BinaryOp::Sub || b->op == BinaryOp::Mul ||
+        b->op == BinaryOp::Div || b->op == BinaryOp::Mod) {
+      Terms t = collect(e);
+      bool changed = t.atoms.size() != 1 || t.constant != 0 || t.atoms[0].second != 1 ||
+                     !t.atoms[0].first.same_as(e);
+      return changed ? rebuild(t, e.dtype()) : e;
+    }
+    return simplify_operands(e);
+  }
+  return e;
+}
+
+class Simplifier : public PrimMutator {
+ public:
+  PrimExpr mutate(const PrimExpr& e) override {
+    if (e && is_int(e.dtype()) && e.as<BinaryNode>()) return simplify_int(e);
+    return PrimMutator::mutate(e);
+  }
+  using PrimMutator::mutate;
+};
+
+}  // namespace
+
+PrimExpr simplify(const PrimExpr& e) { return e ? Simplifier().mutate(e) : e; }
+Stmt simplify(const Stmt& s) {
+  Simplifier m;
+  return m.mutate(s);
+}
+
+std::optional<LinearForm> linear_form(const PrimExpr& e) {
+  Terms t = collect(e);
+  LinearForm f;
+  f.constant = t.constant;
+  for (auto& [a, c] : t.atoms) {
+    auto* v = a.as<PrimVarNode>();
+    if (!v) return std::nullopt;
+    f.coeff[v] += c;
+  }
+  return f;
+}
+
+namespace {
+bool uses_ranged(const PrimExpr& e, const VarRanges& ranges) {
+  bool found = false;
+  visit_prim(e, [&](const PrimExpr& x) {
+    if (auto* v = x.as<PrimVarNode>()) found |= ranges.count(v) != 0;
+  });
+  return found;
+}
+}  // namespace
+
+std::optional<std::pair<PrimExpr, int64_t>> bound(const PrimExpr& e, const VarRanges& ranges) {
+  Terms t = collect(e);
+  // Split into the part over ranged variables (must be affine in them) and the rest.
+  Terms rest;
+  rest.constant = t.constant;
+  int64_t lo = 0, hi = 0;
+  for (auto& [a, c] : t.atoms) {
+    auto* v = a.as<PrimVarNode>();
+    if (v && ranges.count(v)) {
+      const Interval& r = ranges.at(v);
+      int64_t x = c * r.min, y = c * r.max;
+      lo += std::min(x, y);
+      hi += std::max(x, y);
+    } else if (uses_ranged(a, ranges)) {
+      return std::nullopt;
+    } else {
+      rest.add(a, c);
+    }
+  }
+  rest.constant += lo;
+  return std::make_pair(rebuild(rest, e.dtype()), hi - lo + 1);
+}
+
+std::optional<Interval> const_bound(const PrimExpr& e, const VarRanges& ranges) {
+  auto b = bound(e, ranges);
+  if (!b) return std::nullopt;
+  int64_t mn;
+  if (!as_int(b->first, &mn)) return std::nullopt;
+  return Interval{mn, mn + b->second - 1};
+}
+
+}  // namespace ember::ir

@@ -1,0 +1,97 @@
+#include "ember/runtime/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <sstream>
+
+#include "ember/support/error.h"
+
+namespace ember::runtime {
+
+namespace {
+constexpr size_t kAlignment = 64;
+
+std::string type_str(const Tensor& t) { return std::string(dtype_name(t.dtype())) + shape_str(t.shape()); }
+}  // namespace
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) fail("shape ", shape_str(shape), " has a negative dimension: sizes must be >= 0");
+    n *= d;
+  }
+  return n;
+}
+
+std::string shape_str(const Shape& shape) {
+  std::ostringstream os;
+  os << "(";
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  os << ")";
+  return os.str();
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype) {
+  size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_bytes(dtype);
+  // aligned_alloc needs a size that is a multiple of the alignment; a zero-size tensor still
+  // gets one block so that data() is a valid, unique pointer.
+  size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (rounded == 0) rounded = kAlignment;
+  void* p = std::aligned_alloc(kAlignment, rounded);
+  if (!p)
+    fail("out of memory allocating ", bytes, " bytes for a ", dtype_name(dtype), shape_str(shape),
+         " tensor");
+  Tensor t;
+  t.owner_ = std::shared_ptr<void>(p, std::free);
+  t.data_ = p;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  return t;
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  std::memset(t.data_, 0, t.nbytes());
+  return t;
+}
+
+Tensor Tensor::view(std::shared_ptr<void> owner, void* data, const Shape& shape, DType dtype) {
+  Tensor t;
+  t.owner_ = std::move(owner);
+  t.data_ = data;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  shape_numel(shape);  // validates the shape
+  if (!data && t.numel() != 0)
+    fail("Tensor::view of a ", type_str(t), " tensor was given a null data pointer");
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  if (!defined()) fail("cannot clone an undefined tensor");
+  Tensor t = empty(shape_, dtype_);
+  if (nbytes() > 0) std::memcpy(t.data_, data_, nbytes());
+  return t;
+}
+
+void Tensor::copy_from(const Tensor& src) {
+  if (!defined()) fail("copy_from: the destination tensor is undefined");
+  if (!src.defined()) fail("copy_from: the source tensor is undefined");
+  if (src.shape_ != shape_ || src.dtype_ != dtype_)
+    fail("copy_from: cannot copy a ", type_str(src), " tensor into a ", type_str(*this),
+         " tensor: shapes and dtypes must match (reshape or cast the source first)");
+  // memmove: a view may overlap its source.
+  if (nbytes() > 0 && src.data_ != data_) std::memmove(data_, src.data_, nbytes());
+}
+
+Tensor Tensor::reshape(const Shape& shape) const {
+  if (shape_numel(shape) != numel())
+    fail("cannot reshape a ", type_str(*this), " tensor (", numel(), " elements) to ",
+         shape_str(shape), " (", shape_numel(shape), " elements): element counts must match");
+  Tensor t = *this;
+  t.shape_ = shape;
+  return t;
+}
+
+}  // namespace ember::runtime
