@@ -215,7 +215,7 @@ PrimExpr reinterpret(DType t, PrimExpr v) {
 PrimExpr call(Intrinsic op, std::vector<PrimExpr> args) {
   EMBER_CHECK(!args.empty(), "intrinsic call without arguments");
   DType t = op == Intrinsic::IsNan ? DType::Bool : args[0].dtype();
-  return PrimExpr(std::make_shared<CallNode>(t, op, std::move(args)));
+  return PrimExpr(std::make_shared<PrimCallNode>(t, op, std::move(args)));
 }
 
 PrimExpr load(Buffer buffer, PrimExpr index) {
@@ -340,7 +340,7 @@ PrimExpr PrimMutator::mutate_children(const PrimExpr& e) {
     }
     case PrimKind::Load: return visit_load(e, e.as<LoadNode>());
     case PrimKind::Call: {
-      auto* op = e.as<CallNode>();
+      auto* op = e.as<PrimCallNode>();
       std::vector<PrimExpr> args;
       bool changed = false;
       for (auto& a : op->args) {
@@ -541,7 +541,7 @@ bool structural_equal(const PrimExpr& a, const PrimExpr& b) {
       return x->buffer == y->buffer && structural_equal(x->index, y->index);
     }
     case PrimKind::Call: {
-      auto *x = a.as<CallNode>(), *y = b.as<CallNode>();
+      auto *x = a.as<PrimCallNode>(), *y = b.as<PrimCallNode>();
       if (x->op != y->op || x->args.size() != y->args.size()) return false;
       for (size_t i = 0; i < x->args.size(); ++i)
         if (!structural_equal(x->args[i], y->args[i])) return false;
@@ -683,7 +683,7 @@ void print_expr(std::ostream& os, const PrimExpr& e) {
       return;
     }
     case PrimKind::Call: {
-      auto* op = e.as<CallNode>();
+      auto* op = e.as<PrimCallNode>();
       os << intrinsic_name(op->op) << "(";
       for (size_t i = 0; i < op->args.size(); ++i) {
         if (i) os << ", ";
@@ -926,7 +926,7 @@ class Verifier {
           case PrimKind::Cast: expr(e.as<CastNode>()->value); break;
           case PrimKind::Reinterpret: expr(e.as<ReinterpretNode>()->value); break;
           case PrimKind::Call:
-            for (auto& a : e.as<CallNode>()->args) expr(a);
+            for (auto& a : e.as<PrimCallNode>()->args) expr(a);
             break;
           default: break;
         }

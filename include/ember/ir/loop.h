@@ -159,11 +159,11 @@ struct LoadNode : PrimExprNode {
 /// Pure math intrinsics that map to single LLVM intrinsics (all vectorize). Transcendentals
 /// (exp, log, tanh, erf, ...) are not here: prim_math.h expands them into these.
 enum class Intrinsic { Sqrt, Floor, Ceil, Abs, Round, IsNan, Fma };
-struct CallNode : PrimExprNode {
+struct PrimCallNode : PrimExprNode {
   static constexpr PrimKind kKind = PrimKind::Call;
   Intrinsic op;
   std::vector<PrimExpr> args;
-  CallNode(DType t, Intrinsic o, std::vector<PrimExpr> a)
+  PrimCallNode(DType t, Intrinsic o, std::vector<PrimExpr> a)
       : PrimExprNode(kKind, t), op(o), args(std::move(a)) {}
 };
 
