@@ -191,6 +191,59 @@ std::vector<Expr> post_order(const Expr& root) {
   return order;
 }
 
+namespace {
+std::vector<Expr> inputs_of(const Expr& e) {
+  switch (e->kind) {
+    case NodeKind::Call: return static_cast<const CallNode*>(e.get())->args;
+    case NodeKind::Tuple: return static_cast<const TupleNode*>(e.get())->fields;
+    case NodeKind::TupleGetItem: return {static_cast<const TupleGetItemNode*>(e.get())->tuple};
+    default: return {};
+  }
+}
+}  // namespace
+
+Expr rewrite(const Expr& root, const RewriteFn& fn) {
+  std::map<const ExprNode*, Expr> done;
+  for (auto& e : post_order(root)) {
+    std::vector<Expr> old_in = inputs_of(e), new_in;
+    bool changed = false;
+    for (auto& x : old_in) {
+      new_in.push_back(done.at(x.get()));
+      changed |= new_in.back() != x;
+    }
+    Expr r = fn(e, new_in);
+    if (!r && changed) {
+      switch (e->kind) {
+        case NodeKind::Call: {
+          auto* c = static_cast<const CallNode*>(e.get());
+          r = call(c->op, new_in, c->attrs, c->name);
+          break;
+        }
+        case NodeKind::Tuple: r = tuple(new_in, e->name); break;
+        case NodeKind::TupleGetItem:
+          r = tuple_get_item(new_in[0], static_cast<const TupleGetItemNode*>(e.get())->index,
+                             e->name);
+          break;
+        default: break;
+      }
+    }
+    done[e.get()] = r ? r : e;
+  }
+  return done.at(root.get());
+}
+
+Function rewrite(const Function& f, const RewriteFn& fn) {
+  Expr body = rewrite(f->body, fn);
+  if (body == f->body) return f;
+  std::vector<Expr> params;
+  std::set<const ExprNode*> used;
+  for (auto& e : post_order(body)) used.insert(e.get());
+  // Inputs that the rewrite replaced (bound to constants) drop out of the signature.
+  for (auto& p : f->params)
+    if (used.count(p.get()) || fn(p, {}) == nullptr) params.push_back(p);
+  return function(params, body, f->name);
+}
+
 Function function(std::vector<Expr> params, Expr body, const std::string& name) {
   if (!body) fail("function '", name, "' has no body");
   std::set<const ExprNode*> param_set;

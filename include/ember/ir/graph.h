@@ -3,6 +3,7 @@
 /// it is made (`make` runs the op's type relation), so a graph that exists is well typed,
 /// and a mistake is reported at the node that makes it, with that node's source name.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <ostream>
@@ -146,6 +147,13 @@ void infer_types(const Function& f);
 
 /// Nodes reachable from `root`, producers first, each once.
 std::vector<Expr> post_order(const Expr& root);
+
+/// Rebuilds the graph under `root` bottom-up (each node once). For every node, `fn(node,
+/// new_inputs)` gets the node and its already rewritten inputs and returns its replacement,
+/// or nullptr to keep it (rebuilt with the new inputs if any changed). Sharing is kept.
+using RewriteFn = std::function<Expr(const Expr& node, const std::vector<Expr>& new_inputs)>;
+Expr rewrite(const Expr& root, const RewriteFn& fn);
+Function rewrite(const Function& f, const RewriteFn& fn);
 
 /// Same graph shape, ops, attributes, types and constant values; Vars match by position in
 /// the function parameters (or by identity outside a function).

@@ -77,7 +77,8 @@ class PrimVar : public PrimExpr {
   PrimVar() = default;
   explicit PrimVar(std::string name, DType t = DType::Int64);
   explicit PrimVar(std::shared_ptr<const PrimVarNode> n) : PrimExpr(n) {}
-  const PrimVarNode* operator->() const { return static_cast<const PrimVarNode*>(get()); }
+  const PrimVarNode* get() const { return static_cast<const PrimVarNode*>(PrimExpr::get()); }
+  const PrimVarNode* operator->() const { return get(); }
   const std::string& name() const { return (*this)->name; }
 };
 

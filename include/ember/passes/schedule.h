@@ -20,18 +20,19 @@ class Schedule;
 /// Where a stage's loop nest is emitted.
 enum class AttachKind { Root, Inline, At };
 
-/// Loop relations recorded by split and fuse, replayed by lowering.
-struct SplitRel {
-  IterVar parent, outer, inner;
-  int64_t factor;
-};
-struct FuseRel {
-  IterVar outer, inner, fused;
+/// A loop relation recorded by split or fuse, replayed in order by lowering.
+/// Split: parent -> (outer, inner) with inner extent `factor`. Fuse: (outer, inner) -> fused.
+struct IterRelation {
+  enum Kind { Split, Fuse } kind;
+  IterVar parent, outer, inner, fused;
+  int64_t factor = 0;
 };
 
 class Stage {
  public:
   Stage(Tensor tensor, Schedule* schedule);
+  Stage(const Stage&) = delete;
+  Stage& operator=(const Stage&) = delete;
 
   const Tensor& tensor() const { return tensor_; }
   /// The spatial axes then the reduction axes of the compute.
@@ -64,8 +65,7 @@ class Stage {
   AttachKind attach_kind() const { return attach_; }
   const Stage* attach_stage() const { return attach_stage_; }
   const IterVar& attach_axis() const { return attach_axis_; }
-  const std::vector<SplitRel>& splits() const { return splits_; }
-  const std::vector<FuseRel>& fuses() const { return fuses_; }
+  const std::vector<IterRelation>& relations() const { return relations_; }
   ir::ForKind kind_of(const IterVar& axis) const;
   /// The compute expression (cache_write replaces the original's with a copy).
   const ir::PrimExpr& body() const { return body_; }
@@ -80,8 +80,7 @@ class Stage {
   Schedule* schedule_;
   ir::PrimExpr body_;
   std::vector<IterVar> root_axes_, leaf_;
-  std::vector<SplitRel> splits_;
-  std::vector<FuseRel> fuses_;
+  std::vector<IterRelation> relations_;
   std::map<const ir::IterVarNode*, ir::ForKind> kinds_;
   AttachKind attach_ = AttachKind::Root;
   const Stage* attach_stage_ = nullptr;
@@ -102,11 +101,20 @@ class Schedule {
   /// cache tensor.
   Tensor cache_write(const Tensor& t, const std::string& suffix = "local");
   bool has_stage(const Tensor& t) const;
+  /// The stage's expression with every inlined stage substituted into it.
+  ir::PrimExpr expanded_body(const Stage& s) const;
 
  private:
   std::vector<Tensor> outputs_;
   std::vector<std::unique_ptr<Stage>> stages_;
 };
+
+/// The default CPU schedule for a group of stages whose outputs are `sch.outputs()`:
+/// elementwise and injective intermediates are inlined; each output is tiled so that its
+/// innermost axis runs as vectors of `vector_bits` and its outer loops run in parallel; a
+/// reduction (the anchor: conv, dense, pooling, ...) read by an output is computed as a
+/// local tile at the output's tile loop, so the epilogue is applied while the tile is hot.
+void apply_default_schedule(Schedule& sch, int vector_bits);
 
 /// Lowers a schedule to one loop-IR function. `inputs` are the placeholder tensors (in
 /// parameter order); the outputs are the schedule's outputs. Stages that are neither

@@ -1,0 +1,359 @@
+// Lowering a schedule to one loop-IR function.
+//
+// Every stage that is neither inlined nor attached gets a root loop nest over its whole
+// output; an attached stage's nest is emitted inside its consumer's loop `axis`, over the
+// region the consumer reads below that loop (bound inference on affine index expressions),
+// into a local buffer of that region's size. This is how the epilogue of a fused group sits
+// in the anchor's loop nest: the anchor (a conv's accumulation, say) is a local tile computed
+// at the epilogue stage's tile loop, and the epilogue reads the tile while it is hot.
+//
+// Loop structure of one stage: leaf loops in schedule order; values of the root axes are
+// rebuilt from the leaves through the split/fuse relations (fuse-derived values are bound
+// with `let` because they are not affine); a non-dividing split or a clipped region adds a
+// guard around the innermost statement, unless the bounds prove it is always true. A
+// reduction stores its identity in an init nest placed just outside the first reduction loop.
+#include <map>
+#include <set>
+
+#include "ember/ir/simplify.h"
+#include "ember/passes/schedule.h"
+#include "ember/support/error.h"
+
+namespace ember::passes {
+
+using namespace ir;
+
+namespace {
+
+// Where a tensor's values live during lowering.
+struct Realized {
+  Buffer buffer;
+  std::vector<PrimExpr> mins;  // region origin (empty = 0 everywhere)
+};
+
+class ScheduleLowering {
+ public:
+  ScheduleLowering(const Schedule& sch, const std::vector<Tensor>& inputs) : sch_(sch) {
+    for (auto& t : inputs) {
+      Buffer b = make_buffer(t->name, t.dtype(), t->shape);
+      params_.push_back(b);
+      realized_[t.ref().get()] = {b, {}};
+    }
+    num_inputs_ = static_cast<int>(params_.size());
+    for (auto& t : sch.outputs()) {
+      EMBER_CHECK(!realized_.count(t.ref().get()), "output ", t->name, " is also an input");
+      Buffer b = make_buffer(t->name, t.dtype(), t->shape);
+      params_.push_back(b);
+      realized_[t.ref().get()] = {b, {}};
+      outputs_.insert(t.ref().get());
+    }
+    for (auto& s : sch.stages()) stage_of_[s->tensor().ref().get()] = s.get();
+    inline_bodies();
+  }
+
+  PrimFunc run(const std::string& name) {
+    std::vector<Stmt> nests;
+    std::vector<Buffer> allocs;
+    for (auto& s : sch_.stages()) {
+      const Stage* st = s.get();
+      if (st->attach_kind() != AttachKind::Root) continue;
+      const TensorNode* t = st->tensor().operator->();
+      if (!realized_.count(t)) {
+        Buffer b = make_buffer(t->name, t->dtype, t->shape, BufferScope::Local);
+        realized_[t] = {b, {}};
+        allocs.push_back(b);
+      }
+      std::vector<Region> region;
+      for (int64_t d : t->shape) region.push_back({PrimExpr(int64_t{0}), d, false});
+      nests.push_back(emit_stage(st, region, {}));
+    }
+    Stmt body = seq(nests);
+    for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) body = allocate(*it, body);
+    PrimFunc f{name, params_, num_inputs_, simplify(body)};
+    verify(f);
+    return f;
+  }
+
+ private:
+  struct Region {
+    PrimExpr min;
+    int64_t extent;
+    bool clipped;  // may exceed the tensor's bounds: guard it
+  };
+
+  void inline_bodies() {
+    for (auto& s : sch_.stages()) {
+      bodies_[s.get()] = sch_.expanded_body(*s);
+      if (s->attach_kind() == AttachKind::Inline && outputs_.count(s->tensor().operator->()))
+        throw InternalError("internal error: cannot inline " + s->tensor()->name +
+                            ": it is an output of the kernel");
+    }
+  }
+
+  // Replaces tensor reads with buffer loads, relative to each tensor's region origin.
+  PrimExpr realize(const PrimExpr& e) {
+    struct Realizer : PrimMutator {
+      ScheduleLowering* self;
+      PrimExpr visit_producer_load(const PrimExpr& e, const ProducerLoadNode* op) override {
+        PrimExpr base = PrimMutator::visit_producer_load(e, op);
+        auto* p = base.as<ProducerLoadNode>();
+        auto it = self->realized_.find(p->producer.get());
+        EMBER_CHECK(it != self->realized_.end(), "tensor ", p->producer->name,
+                    " is read but has no buffer here (is it computed at a loop that does not "
+                    "enclose this read?)");
+        std::vector<PrimExpr> idx = p->indices;
+        for (size_t d = 0; d < it->second.mins.size(); ++d) idx[d] = idx[d] - it->second.mins[d];
+        return load(it->second.buffer, simplify(flat_index(it->second.buffer, idx)));
+      }
+    } r;
+    r.self = this;
+    return r.mutate(e);
+  }
+
+  // Emits the loop nest of `st` over `region` (one entry per spatial axis).
+  Stmt emit_stage(const Stage* st, const std::vector<Region>& region, VarRanges known) {
+    const TensorNode* t = st->tensor().operator->();
+    const auto& leaf = st->leaf_axes();
+    size_t n_spatial = st->axes().size();
+
+    // Extents of every axis, root first, then through the relations.
+    std::map<const IterVarNode*, int64_t> ext;
+    for (size_t i = 0; i < st->root_axes().size(); ++i) {
+      auto& a = st->root_axes()[i];
+      ext[a.get()] = i < n_spatial ? region[i].extent : a->extent;
+    }
+    std::vector<std::pair<const IterVarNode*, int64_t>> split_guards;  // value < extent
+    for (auto& r : st->relations()) {
+      if (r.kind == IterRelation::Split) {
+        int64_t e = ext.at(r.parent.get());
+        ext[r.outer.get()] = (e + r.factor - 1) / r.factor;
+        ext[r.inner.get()] = r.factor;
+        if (e % r.factor) split_guards.emplace_back(r.parent.get(), e);
+      } else {
+        ext[r.fused.get()] = ext.at(r.outer.get()) * ext.at(r.inner.get());
+      }
+    }
+
+    // Loop variables and the position of each leaf.
+    std::vector<PrimVar> loop_var;
+    std::map<const IterVarNode*, size_t> pos_of;
+    for (size_t i = 0; i < leaf.size(); ++i) {
+      loop_var.push_back(PrimVar(leaf[i]->var.name()));
+      pos_of[leaf[i].get()] = i;
+    }
+
+    // Values of every axis in terms of the leaves; fuse-derived ones are let-bound at the
+    // loop that defines them.
+    std::map<const IterVarNode*, PrimExpr> value;
+    std::map<const IterVarNode*, size_t> depth;  // deepest leaf position a value uses
+    for (size_t i = 0; i < leaf.size(); ++i) {
+      value[leaf[i].get()] = loop_var[i];
+      depth[leaf[i].get()] = i;
+    }
+    std::vector<std::vector<std::pair<PrimVar, PrimExpr>>> lets(leaf.size());
+    for (auto it = st->relations().rbegin(); it != st->relations().rend(); ++it) {
+      if (it->kind == IterRelation::Split) {
+        value[it->parent.get()] = value.at(it->outer.get()) * it->factor + value.at(it->inner.get());
+        depth[it->parent.get()] = std::max(depth.at(it->outer.get()), depth.at(it->inner.get()));
+      } else {
+        PrimExpr f = value.at(it->fused.get());
+        size_t d = depth.at(it->fused.get());
+        int64_t inner_ext = ext.at(it->inner.get());
+        PrimVar vo(it->outer->var.name()), vi(it->inner->var.name());
+        lets[d].emplace_back(vo, f / inner_ext);
+        lets[d].emplace_back(vi, f % inner_ext);
+        value[it->outer.get()] = vo;
+        value[it->inner.get()] = vi;
+        depth[it->outer.get()] = depth[it->inner.get()] = d;
+        known[vo.get()] = {0, ext.at(it->outer.get()) - 1};
+        known[vi.get()] = {0, inner_ext - 1};
+      }
+    }
+    for (size_t i = 0; i < leaf.size(); ++i) known[loop_var[i].get()] = {0, ext.at(leaf[i].get()) - 1};
+
+    // Root values (absolute indices) and the guard.
+    VarMap root_map;
+    std::vector<PrimExpr> out_index;
+    PrimExpr guard = make_const(DType::Bool, 1);
+    for (size_t i = 0; i < st->root_axes().size(); ++i) {
+      auto& a = st->root_axes()[i];
+      PrimExpr v = value.at(a.get());
+      if (i < n_spatial) {
+        PrimExpr abs_v = simplify(region[i].min + v);
+        if (region[i].clipped) guard = logical_and(guard, in_bounds(abs_v, t->shape[i], known));
+        root_map.emplace_back(a->var.get(), abs_v);
+        out_index.push_back(abs_v);
+      } else {
+        root_map.emplace_back(a->var.get(), v);
+      }
+    }
+    for (auto& [iv, e] : split_guards) {
+      PrimExpr v = simplify(value.at(iv));
+      auto b = const_bound(v, known);
+      if (!b || b->max >= e) guard = logical_and(guard, v < PrimExpr(e));
+    }
+
+    // Children computed at one of this stage's loops: their regions and buffers.
+    std::vector<std::vector<const Stage*>> attached(leaf.size());
+    for (auto& s : sch_.stages())
+      if (s->attach_kind() == AttachKind::At && s->attach_stage() == st)
+        attached[pos_of.at(s->attach_axis().get())].push_back(s.get());
+    std::map<const Stage*, std::vector<Region>> child_region;
+    std::map<const Stage*, std::vector<std::pair<PrimVar, PrimExpr>>> child_mins;
+    PrimExpr body_expr = substitute(bodies_.at(st), root_map);
+    for (size_t p = 0; p < leaf.size(); ++p) {
+      for (const Stage* c : attached[p]) {
+        VarRanges inner;
+        for (size_t q = p + 1; q < leaf.size(); ++q)
+          inner[loop_var[q].get()] = {0, ext.at(leaf[q].get()) - 1};
+        for (size_t q = p + 1; q < leaf.size(); ++q)
+          for (auto& [v, e] : lets[q]) inner[v.get()] = known.at(v.get());
+        std::vector<Region> reg = infer_region(c, body_expr, inner, known);
+        std::vector<int64_t> shape;
+        for (size_t d = 0; d < reg.size(); ++d) {
+          PrimVar mv(c->tensor()->name + ".min" + std::to_string(d));
+          child_mins[c].emplace_back(mv, reg[d].min);
+          reg[d].min = mv;
+          shape.push_back(reg[d].extent);
+        }
+        child_region[c] = reg;
+        Buffer b = make_buffer(c->tensor()->name, c->tensor()->dtype, shape, BufferScope::Local);
+        std::vector<PrimExpr> mins;
+        for (auto& r : reg) mins.push_back(r.min);
+        realized_[c->tensor().operator->()] = {b, mins};
+      }
+    }
+
+    // The innermost statement(s).
+    const Realized& self = realized_.at(t);
+    std::vector<PrimExpr> rel_index = out_index;
+    for (size_t d = 0; d < self.mins.size(); ++d) rel_index[d] = simplify(rel_index[d] - self.mins[d]);
+    PrimExpr flat = simplify(flat_index(self.buffer, rel_index));
+    Stmt update, init;
+    size_t first_reduce = leaf.size();
+    if (auto* red = body_expr.as<ReduceNode>()) {
+      PrimExpr src = realize(red->source);
+      PrimExpr acc = load(self.buffer, flat);
+      PrimExpr combined = red->op == ReduceOp::Sum   ? acc + src
+                          : red->op == ReduceOp::Max ? max(acc, src)
+                                                     : min(acc, src);
+      update = if_then_else(guard, store(self.buffer, flat, combined));
+      init = if_then_else(guard, store(self.buffer, flat, reduce_identity(red->op, t->dtype)));
+      for (size_t i = 0; i < leaf.size(); ++i)
+        if (leaf[i]->reduce) {
+          first_reduce = i;
+          break;
+        }
+    } else {
+      EMBER_CHECK(!contains_reduce(body_expr), "a reduction must be the whole body of ", t->name);
+      update = if_then_else(guard, store(self.buffer, flat, realize(body_expr)));
+    }
+
+    // Wrap loops from the inside out.
+    auto wrap = [&](size_t i, Stmt body, bool with_children) {
+      Stmt inner = body;
+      if (with_children && !attached[i].empty()) {
+        // let mins; allocate tiles; compute each child, then the rest of this loop's body.
+        std::vector<Stmt> parts;
+        for (const Stage* c : attached[i]) parts.push_back(emit_stage(c, child_region.at(c), known));
+        parts.push_back(body);
+        inner = seq(parts);
+        for (auto c = attached[i].rbegin(); c != attached[i].rend(); ++c) {
+          inner = allocate(realized_.at((*c)->tensor().operator->()).buffer, inner);
+          auto& mins = child_mins[*c];
+          for (auto m = mins.rbegin(); m != mins.rend(); ++m)
+            inner = let_stmt(m->first, simplify(m->second), inner);
+        }
+      }
+      for (auto it = lets[i].rbegin(); it != lets[i].rend(); ++it)
+        inner = let_stmt(it->first, it->second, inner);
+      return for_loop(loop_var[i], PrimExpr(int64_t{0}), PrimExpr(ext.at(leaf[i].get())),
+                      st->kind_of(leaf[i]), inner);
+    };
+    Stmt body = update;
+    for (size_t i = leaf.size(); i-- > 0;) {
+      body = wrap(i, body, true);
+      if (i == first_reduce) {
+        Stmt init_nest = init;
+        for (size_t j = leaf.size(); j-- > i + 1;)
+          if (!leaf[j]->reduce) init_nest = wrap(j, init_nest, false);
+        body = seq({init_nest, body});
+      }
+    }
+    if (leaf.empty() && init) body = seq({init, body});
+    return body;
+  }
+
+  // Region of `c` that `consumer_body` reads while the variables in `inner` vary.
+  std::vector<Region> infer_region(const Stage* c, const PrimExpr& consumer_body,
+                                   const VarRanges& inner, const VarRanges& known) {
+    const TensorNode* t = c->tensor().operator->();
+    std::vector<std::optional<std::pair<PrimExpr, int64_t>>> acc(t->shape.size());
+    std::vector<bool> full(t->shape.size(), false);
+    bool any = false;
+    visit_prim(consumer_body, [&](const PrimExpr& e) {
+      auto* p = e.as<ProducerLoadNode>();
+      if (!p || p->producer.get() != t) return;
+      any = true;
+      for (size_t d = 0; d < p->indices.size(); ++d) {
+        if (full[d]) continue;
+        auto b = bound(simplify(p->indices[d]), inner);
+        if (!b) {
+          full[d] = true;
+        } else if (!acc[d]) {
+          acc[d] = b;
+        } else if (structural_equal(acc[d]->first, b->first)) {
+          acc[d]->second = std::max(acc[d]->second, b->second);
+        } else {
+          full[d] = true;  // different origins: take the whole axis
+        }
+      }
+    });
+    EMBER_CHECK(any, "stage ", t->name, " is computed at a stage that does not read it");
+    std::vector<Region> reg;
+    for (size_t d = 0; d < t->shape.size(); ++d) {
+      int64_t shape = t->shape[d];
+      if (full[d] || !acc[d] || acc[d]->second >= shape) {
+        reg.push_back({PrimExpr(int64_t{0}), shape, false});
+        continue;
+      }
+      PrimExpr mn = simplify(acc[d]->first);
+      int64_t e = acc[d]->second;
+      auto b = const_bound(mn, known);
+      bool safe = b && b->min >= 0 && b->max + e - 1 < shape;
+      reg.push_back({mn, e, !safe});
+    }
+    return reg;
+  }
+
+  static PrimExpr in_bounds(const PrimExpr& v, int64_t shape, const VarRanges& known) {
+    auto b = const_bound(v, known);
+    PrimExpr g = make_const(DType::Bool, 1);
+    if (!b || b->min < 0) g = logical_and(g, v >= PrimExpr(int64_t{0}));
+    if (!b || b->max >= shape) g = logical_and(g, v < PrimExpr(shape));
+    return g;
+  }
+
+  static bool contains_reduce(const PrimExpr& e) {
+    bool found = false;
+    visit_prim(e, [&](const PrimExpr& x) { found |= x.kind() == PrimKind::Reduce; });
+    return found;
+  }
+
+  const Schedule& sch_;
+  std::vector<Buffer> params_;
+  int num_inputs_ = 0;
+  std::set<const TensorNode*> outputs_;
+  std::map<const TensorNode*, const Stage*> stage_of_;
+  std::map<const TensorNode*, Realized> realized_;
+  std::map<const Stage*, PrimExpr> bodies_;
+};
+
+}  // namespace
+
+PrimFunc lower_schedule(const Schedule& sch, const std::string& name,
+                        const std::vector<Tensor>& inputs) {
+  return ScheduleLowering(sch, inputs).run(name);
+}
+
+}  // namespace ember::passes

@@ -1,0 +1,137 @@
+// The default CPU schedule template (see schedule.h). One template covers every anchor
+// kind because the op's compute rule already says what is a reduction and what is not:
+//
+//   output stage O (spatial axes a0..an-1):   parallel for F in fuse(a0..an-2[, an-1.o]):
+//                                                 [reduction tiles computed here]
+//                                                 vectorized for an-1.i: O[...] = epilogue
+//   reduction R read by O (conv, dense, pool): computed at F over the tile O reads, with
+//                                             its reduction loops outside its vector loop.
+//
+// When O reads R along its innermost axis (conv, dense, pooling), the tile loop includes
+// an-1.o, so a batch-1 dense still has parallel work and R's tile is one vector of outputs.
+// When it does not (softmax reads its row sum once per row), an-1.o stays serial inside
+// F, so R is computed once per row rather than once per vector.
+#include <algorithm>
+
+#include "ember/passes/schedule.h"
+
+namespace ember::passes {
+
+using namespace ir;
+
+namespace {
+
+int lanes_for(DType t, int vector_bits) { return std::max(1, vector_bits / (8 * dtype_bytes(t))); }
+
+bool is_reduction(const Stage& s) { return s.body().as<ReduceNode>() != nullptr; }
+
+// Does `body` read `producer` at an index that uses `axis_var`?
+bool reads_along(const PrimExpr& body, const TensorNode* producer, const PrimVarNode* axis_var) {
+  bool found = false;
+  visit_prim(body, [&](const PrimExpr& e) {
+    auto* p = e.as<ProducerLoadNode>();
+    if (!p || p->producer.get() != producer) return;
+    for (auto& idx : p->indices)
+      visit_prim(idx, [&](const PrimExpr& x) { found |= x.get() == axis_var; });
+  });
+  return found;
+}
+
+// Reduction stages that `body` reads directly.
+std::vector<Stage*> reductions_read(Schedule& sch, const PrimExpr& body) {
+  std::vector<Stage*> out;
+  for (auto& s : sch.stages()) {
+    if (!is_reduction(*s) || s->attach_kind() != AttachKind::Root) continue;
+    bool reads = false;
+    visit_prim(body, [&](const PrimExpr& e) {
+      if (auto* p = e.as<ProducerLoadNode>()) reads |= p->producer == s->tensor().ref();
+    });
+    if (reads) out.push_back(s.get());
+  }
+  return out;
+}
+
+// Reduction loops outside the innermost spatial loop, which is vectorized when asked.
+void schedule_reduction_tile(Stage& r, bool vectorize_inner) {
+  std::vector<IterVar> order = r.axes();
+  if (order.empty()) return;
+  IterVar last = order.back();
+  order.pop_back();
+  for (auto& a : r.reduce_axes()) order.push_back(a);
+  order.push_back(last);
+  r.reorder(order);
+  if (vectorize_inner) r.vectorize(last);
+}
+
+// Tiles `o` (parallel outer, vector inner); returns the loop its reductions attach at.
+IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
+  std::vector<IterVar> axes = o.axes();
+  if (axes.empty()) return nullptr;
+  PrimExpr body = sch.expanded_body(o);
+  std::vector<Stage*> reds = reductions_read(sch, body);
+  IterVar last = axes.back();
+  bool along = true;
+  for (Stage* r : reds) along &= reads_along(body, r->tensor().operator->(), last->var.get());
+
+  int64_t lanes = lanes_for(o.tensor().dtype(), vector_bits);
+  IterVar outer_vec, inner_vec;
+  if (last->extent > lanes) {
+    std::tie(outer_vec, inner_vec) = o.split(last, lanes);
+  } else {
+    inner_vec = last;
+  }
+  if (inner_vec->extent > 1) o.vectorize(inner_vec);
+
+  std::vector<IterVar> outer(axes.begin(), axes.end() - 1);
+  IterVar tile;
+  if (along && outer_vec) {
+    outer.push_back(outer_vec);
+    tile = o.fuse(outer);
+    o.parallel(tile);
+  } else if (!outer.empty()) {
+    tile = o.fuse(outer);
+    o.parallel(tile);
+  } else if (outer_vec) {
+    tile = outer_vec;
+    o.parallel(tile);
+  }
+  if (!tile) tile = inner_vec;  // a single short axis: everything is one tile
+
+  for (Stage* r : reds) {
+    bool per_vector = along && tile != inner_vec;
+    r->compute_at(o, tile);
+    schedule_reduction_tile(*r, per_vector);
+  }
+  return tile;
+}
+
+}  // namespace
+
+void apply_default_schedule(Schedule& sch, int vector_bits) {
+  // Inline every elementwise/injective intermediate into its readers.
+  for (auto& s : sch.stages()) {
+    bool is_output = false;
+    for (auto& o : sch.outputs()) is_output |= o.ref() == s->tensor().ref();
+    if (!is_output && !is_reduction(*s)) s->compute_inline();
+  }
+  // An output that is itself a reduction gets a local accumulator tile (cache_write), so its
+  // stage becomes the tile loop like any epilogue.
+  for (auto& o : sch.outputs())
+    if (is_reduction(sch[o])) sch.cache_write(o);
+  for (auto& o : sch.outputs()) schedule_output(sch, sch[o], vector_bits);
+  // Reductions no output reads directly (a reduction of a reduction) run as their own
+  // parallel nest, treated like an output.
+  for (auto& s : sch.stages()) {
+    if (!is_reduction(*s) || s->attach_kind() != AttachKind::Root) continue;
+    std::vector<IterVar> axes = s->axes();
+    if (axes.size() >= 2) {
+      schedule_reduction_tile(*s, false);
+      std::vector<IterVar> outer(axes.begin(), axes.end() - 1);
+      s->parallel(s->fuse(outer));
+    } else {
+      schedule_reduction_tile(*s, false);
+    }
+  }
+}
+
+}  // namespace ember::passes

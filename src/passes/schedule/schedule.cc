@@ -1,0 +1,180 @@
+#include "ember/passes/schedule.h"
+
+#include <algorithm>
+
+#include "ember/support/error.h"
+
+namespace ember::passes {
+
+using namespace ir;
+
+namespace {
+std::vector<IterVar> reduce_axes_of(const PrimExpr& body) {
+  if (auto* r = body.as<ReduceNode>()) return r->axes;
+  return {};
+}
+}  // namespace
+
+Stage::Stage(Tensor tensor, Schedule* schedule)
+    : tensor_(std::move(tensor)), schedule_(schedule), body_(tensor_->body) {
+  root_axes_ = tensor_->axes;
+  for (auto& r : reduce_axes_of(body_)) root_axes_.push_back(r);
+  leaf_ = root_axes_;
+}
+
+std::vector<IterVar> Stage::reduce_axes() const { return reduce_axes_of(body_); }
+
+size_t Stage::leaf_pos(const IterVar& axis, const char* what) const {
+  for (size_t i = 0; i < leaf_.size(); ++i)
+    if (leaf_[i] == axis) return i;
+  throw InternalError("internal error: schedule of " + tensor_->name + ": " + what +
+                      " on axis " + (axis ? axis->var.name() : "<null>") +
+                      " which is not a current loop of this stage");
+}
+
+std::pair<IterVar, IterVar> Stage::split(const IterVar& axis, int64_t factor) {
+  EMBER_CHECK(factor > 0, "split factor must be positive");
+  size_t pos = leaf_pos(axis, "split");
+  const std::string& n = axis->var.name();
+  IterVar outer = iter_var(n + ".o", (axis->extent + factor - 1) / factor, axis->reduce);
+  IterVar inner = iter_var(n + ".i", factor, axis->reduce);
+  relations_.push_back({IterRelation::Split, axis, outer, inner, nullptr, factor});
+  leaf_[pos] = inner;
+  leaf_.insert(leaf_.begin() + pos, outer);
+  return {outer, inner};
+}
+
+IterVar Stage::fuse(const IterVar& outer, const IterVar& inner) {
+  size_t po = leaf_pos(outer, "fuse"), pi = leaf_pos(inner, "fuse");
+  EMBER_CHECK(pi == po + 1, "fuse needs adjacent loops, outer first");
+  EMBER_CHECK(outer->reduce == inner->reduce, "cannot fuse a reduction loop with a data loop");
+  IterVar fused = iter_var(outer->var.name() + "." + inner->var.name() + ".f",
+                           outer->extent * inner->extent, outer->reduce);
+  relations_.push_back({IterRelation::Fuse, nullptr, outer, inner, fused, 0});
+  leaf_[po] = fused;
+  leaf_.erase(leaf_.begin() + pi);
+  return fused;
+}
+
+IterVar Stage::fuse(const std::vector<IterVar>& axes) {
+  EMBER_CHECK(!axes.empty(), "fuse of no axes");
+  IterVar f = axes[0];
+  for (size_t i = 1; i < axes.size(); ++i) f = fuse(f, axes[i]);
+  return f;
+}
+
+void Stage::reorder(const std::vector<IterVar>& order) {
+  std::vector<size_t> positions;
+  for (auto& a : order) positions.push_back(leaf_pos(a, "reorder"));
+  std::vector<size_t> sorted = positions;
+  std::sort(sorted.begin(), sorted.end());
+  EMBER_CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(),
+              "reorder names an axis twice");
+  std::vector<IterVar> leaf = leaf_;
+  for (size_t i = 0; i < order.size(); ++i) leaf[sorted[i]] = order[i];
+  leaf_ = leaf;
+}
+
+std::vector<IterVar> Stage::tile(const IterVar& x, const IterVar& y, int64_t fx, int64_t fy) {
+  auto [xo, xi] = split(x, fx);
+  auto [yo, yi] = split(y, fy);
+  reorder({xo, yo, xi, yi});
+  return {xo, yo, xi, yi};
+}
+
+void Stage::annotate(const IterVar& axis, ForKind kind) {
+  leaf_pos(axis, for_kind_name(kind));
+  kinds_[axis.get()] = kind;
+}
+
+ForKind Stage::kind_of(const IterVar& axis) const {
+  auto it = kinds_.find(axis.get());
+  return it == kinds_.end() ? ForKind::Serial : it->second;
+}
+
+void Stage::compute_at(Stage& parent, const IterVar& axis) {
+  parent.leaf_pos(axis, "compute_at");
+  EMBER_CHECK(&parent != this, "a stage cannot be computed at itself");
+  attach_ = AttachKind::At;
+  attach_stage_ = &parent;
+  attach_axis_ = axis;
+}
+
+void Stage::compute_inline() {
+  EMBER_CHECK(!body_.as<ReduceNode>(), "cannot inline the reduction ", tensor_->name);
+  attach_ = AttachKind::Inline;
+  attach_stage_ = nullptr;
+}
+
+Schedule::Schedule(std::vector<Tensor> outputs) : outputs_(std::move(outputs)) {
+  for (auto& t : topo_order(outputs_))
+    if (!t->is_placeholder()) stages_.push_back(std::make_unique<Stage>(t, this));
+}
+
+bool Schedule::has_stage(const Tensor& t) const {
+  for (auto& s : stages_)
+    if (s->tensor().ref() == t.ref()) return true;
+  return false;
+}
+
+Stage& Schedule::operator[](const Tensor& t) {
+  for (auto& s : stages_)
+    if (s->tensor().ref() == t.ref()) return *s;
+  throw InternalError("internal error: no stage for tensor " + t->name +
+                      " (placeholders have no stage)");
+}
+
+PrimExpr Schedule::expanded_body(const Stage& s) const {
+  struct Inliner : PrimMutator {
+    const Schedule* sch;
+    PrimExpr visit_producer_load(const PrimExpr& e, const ProducerLoadNode* op) override {
+      PrimExpr base = PrimMutator::visit_producer_load(e, op);
+      auto* p = base.as<ProducerLoadNode>();
+      for (auto& st : sch->stages_) {
+        if (st->tensor().ref() != p->producer) continue;
+        if (st->attach_kind() != AttachKind::Inline) return base;
+        VarMap map;
+        for (size_t d = 0; d < st->axes().size(); ++d)
+          map.emplace_back(st->axes()[d]->var.get(), p->indices[d]);
+        return mutate(substitute(st->body(), map));
+      }
+      return base;
+    }
+  } inliner;
+  inliner.sch = this;
+  return inliner.mutate(s.body());
+}
+
+Tensor Schedule::cache_write(const Tensor& t, const std::string& suffix) {
+  Stage& s = (*this)[t];
+  EMBER_CHECK(s.relations_.empty(), "cache_write must come before splits of ", t->name);
+  // The cache gets fresh spatial axes; the reduction axes move into it.
+  auto cache = std::make_shared<TensorNode>();
+  cache->name = t->name + "." + suffix;
+  cache->dtype = t->dtype;
+  cache->shape = t->shape;
+  VarMap map;
+  std::vector<PrimExpr> index;
+  for (auto& a : t->axes) {
+    cache->axes.push_back(iter_var(a->var.name(), a->extent));
+    map.emplace_back(a->var.get(), cache->axes.back()->var);
+    index.push_back(a->var);
+  }
+  cache->body = substitute(s.body_, map);
+  Tensor cache_t(cache);
+  s.body_ = cache_t(index);
+  s.root_axes_ = t->axes;
+  s.leaf_ = s.root_axes_;
+  s.kinds_.clear();
+  auto stage = std::make_unique<Stage>(cache_t, this);
+  stage->local_ = true;
+  for (size_t i = 0; i < stages_.size(); ++i) {
+    if (stages_[i].get() == &s) {
+      stages_.insert(stages_.begin() + i, std::move(stage));
+      break;
+    }
+  }
+  return cache_t;
+}
+
+}  // namespace ember::passes
