@@ -731,8 +731,10 @@ void print_stmt(std::ostream& os, const Stmt& s, int indent) {
   switch (s.kind()) {
     case StmtKind::For: {
       auto* op = s.as<ForNode>();
-      os << pad << "for " << op->var.name() << " in [" << op->min << ", " << op->min << " + "
-         << op->extent << ")";
+      int64_t mn;
+      os << pad << "for " << op->var.name() << " in [";
+      if (as_int(op->min, &mn) && mn == 0) os << "0, " << op->extent << ")";
+      else os << op->min << ", " << op->min << " + " << op->extent << ")";
       if (op->for_kind != ForKind::Serial) os << " " << for_kind_name(op->for_kind);
       os << ":\n";
       print_stmt(os, op->body, indent + 1);

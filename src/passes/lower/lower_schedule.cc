@@ -137,8 +137,10 @@ class ScheduleLowering {
     // Loop variables and the position of each leaf.
     std::vector<PrimVar> loop_var;
     std::map<const IterVarNode*, size_t> pos_of;
+    // An attached stage's loops are named after it, so printed nests stay unambiguous.
+    std::string prefix = st->attach_kind() == AttachKind::At ? t->name + "." : "";
     for (size_t i = 0; i < leaf.size(); ++i) {
-      loop_var.push_back(PrimVar(leaf[i]->var.name()));
+      loop_var.push_back(PrimVar(prefix + leaf[i]->var.name()));
       pos_of[leaf[i].get()] = i;
     }
 
@@ -199,7 +201,6 @@ class ScheduleLowering {
       if (s->attach_kind() == AttachKind::At && s->attach_stage() == st)
         attached[pos_of.at(s->attach_axis().get())].push_back(s.get());
     std::map<const Stage*, std::vector<Region>> child_region;
-    std::map<const Stage*, std::vector<std::pair<PrimVar, PrimExpr>>> child_mins;
     PrimExpr body_expr = substitute(bodies_.at(st), root_map);
     for (size_t p = 0; p < leaf.size(); ++p) {
       for (const Stage* c : attached[p]) {
@@ -208,18 +209,17 @@ class ScheduleLowering {
           inner[loop_var[q].get()] = {0, ext.at(leaf[q].get()) - 1};
         for (size_t q = p + 1; q < leaf.size(); ++q)
           for (auto& [v, e] : lets[q]) inner[v.get()] = known.at(v.get());
+        // Region origins are expressions of the loops outside the attach point, which
+        // enclose both the child's nest and this stage's reads of it.
         std::vector<Region> reg = infer_region(c, body_expr, inner, known);
         std::vector<int64_t> shape;
-        for (size_t d = 0; d < reg.size(); ++d) {
-          PrimVar mv(c->tensor()->name + ".min" + std::to_string(d));
-          child_mins[c].emplace_back(mv, reg[d].min);
-          reg[d].min = mv;
-          shape.push_back(reg[d].extent);
+        std::vector<PrimExpr> mins;
+        for (auto& r : reg) {
+          shape.push_back(r.extent);
+          mins.push_back(r.min);
         }
         child_region[c] = reg;
         Buffer b = make_buffer(c->tensor()->name, c->tensor()->dtype, shape, BufferScope::Local);
-        std::vector<PrimExpr> mins;
-        for (auto& r : reg) mins.push_back(r.min);
         realized_[c->tensor().operator->()] = {b, mins};
       }
     }
@@ -253,17 +253,13 @@ class ScheduleLowering {
     auto wrap = [&](size_t i, Stmt body, bool with_children) {
       Stmt inner = body;
       if (with_children && !attached[i].empty()) {
-        // let mins; allocate tiles; compute each child, then the rest of this loop's body.
+        // Allocate the tiles, compute each child, then the rest of this loop's body.
         std::vector<Stmt> parts;
         for (const Stage* c : attached[i]) parts.push_back(emit_stage(c, child_region.at(c), known));
         parts.push_back(body);
         inner = seq(parts);
-        for (auto c = attached[i].rbegin(); c != attached[i].rend(); ++c) {
+        for (auto c = attached[i].rbegin(); c != attached[i].rend(); ++c)
           inner = allocate(realized_.at((*c)->tensor().operator->()).buffer, inner);
-          auto& mins = child_mins[*c];
-          for (auto m = mins.rbegin(); m != mins.rend(); ++m)
-            inner = let_stmt(m->first, simplify(m->second), inner);
-        }
       }
       for (auto it = lets[i].rbegin(); it != lets[i].rend(); ++it)
         inner = let_stmt(it->first, it->second, inner);

@@ -1,0 +1,78 @@
+#include <gtest/gtest.h>
+
+#include "ember/ir/loop.h"
+#include "ember/ir/simplify.h"
+#include "ember/support/error.h"
+
+namespace ember::ir {
+namespace {
+
+TEST(LoopIR, BuildersFoldIntegerConstantsButNotFloats) {
+  PrimVar x("x");
+  EXPECT_EQ(to_string(x + 0), "x");
+  EXPECT_EQ(to_string(x * 1), "x");
+  EXPECT_EQ(to_string(PrimExpr(int64_t{6}) / PrimExpr(int64_t{4})), "1");
+  EXPECT_EQ(to_string(PrimExpr(int64_t{-7}) / PrimExpr(int64_t{2})), "-4");  // floor division
+  EXPECT_EQ(to_string(PrimExpr(int64_t{-7}) % PrimExpr(int64_t{2})), "1");   // floor modulo
+  PrimVar f("f", DType::Float32);
+  // x + 0.0 is not x for x = -0.0: floats keep the node.
+  EXPECT_EQ(to_string(f + make_const(DType::Float32, 0.0)), "(f + 0.0f)");
+}
+
+TEST(LoopIR, SimplifyCancelsAffineTerms) {
+  PrimVar wo("wo"), wi("wi");
+  PrimExpr e = (wo * 16 + wi) - wo * 16;
+  EXPECT_EQ(to_string(simplify(e)), "wi");
+  EXPECT_EQ(to_string(simplify((wo * 8 + 4) / 4)), "((wo*2) + 1)");
+  EXPECT_EQ(to_string(simplify((wo * 8 + 4) % 4)), "0");
+  // floor((8wo + 3) / 4) = 2wo exactly; 6wo is not a multiple of 4, so that one stays.
+  EXPECT_EQ(to_string(simplify((wo * 8 + 3) / 4)), "(wo*2)");
+  EXPECT_EQ(to_string(simplify((wo * 8 + 3) % 4)), "3");
+  EXPECT_EQ(to_string(simplify((wo * 6 + 3) / 4)), "(((wo*6) + 3)/4)");
+}
+
+TEST(LoopIR, BoundOfAffineIndex) {
+  PrimVar wo("wo"), wi("wi"), kw("kw");
+  VarRanges inner{{wi.get(), {0, 15}}, {kw.get(), {0, 2}}};
+  auto b = bound((wo * 16 + wi) * 2 + kw - 1, inner);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(to_string(simplify(b->first)), "((wo*32) + -1)");
+  EXPECT_EQ(b->second, 33);  // 15*2 + 2 + 1
+  // Non-affine in a ranged variable: no bound.
+  EXPECT_FALSE(bound(wi / 3, inner).has_value());
+  // Constant bounds need every variable ranged.
+  auto c = const_bound(wi * 2 + 1, inner);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->min, 1);
+  EXPECT_EQ(c->max, 31);
+  EXPECT_FALSE(const_bound(wo + wi, inner).has_value());
+}
+
+TEST(LoopIR, PrinterShowsLoopKinds) {
+  Buffer a = make_buffer("A", DType::Float32, {8});
+  PrimVar i("i");
+  Stmt s = for_loop(i, 0, 8, ForKind::Vectorized, store(a, i, load(a, i) * make_const(DType::Float32, 2)));
+  EXPECT_EQ(to_string(s), "for i in [0, 8) vectorized:\n  A[i] = (A[i]*2.0f)\n");
+}
+
+TEST(LoopIR, VerifierRejectsUnboundVariablesAndNestedVectorLoops) {
+  Buffer a = make_buffer("A", DType::Float32, {8, 8});
+  PrimVar i("i"), j("j");
+  PrimFunc unbound{"f", {a}, 1, store(a, i, make_const(DType::Float32, 1))};
+  EXPECT_THROW(verify(unbound), InternalError);
+  Stmt inner = for_loop(j, 0, 8, ForKind::Serial, store(a, i * 8 + j, make_const(DType::Float32, 1)));
+  PrimFunc nested{"g", {a}, 1, for_loop(i, 0, 8, ForKind::Vectorized, inner)};
+  EXPECT_THROW(verify(nested), InternalError);
+  PrimFunc ok{"h", {a}, 1, for_loop(i, 0, 8, ForKind::Parallel, inner)};
+  EXPECT_NO_THROW(verify(ok));
+}
+
+TEST(LoopIR, SubstituteReplacesByIdentity) {
+  PrimVar x("x"), y("x");  // same name, different variables
+  PrimExpr e = x + y;
+  PrimExpr r = substitute(e, {{x.get(), PrimExpr(int64_t{3})}});
+  EXPECT_EQ(to_string(r), "(3 + x)");
+}
+
+}  // namespace
+}  // namespace ember::ir

@@ -1,0 +1,113 @@
+#include <gtest/gtest.h>
+
+#include "ember/ir/simplify.h"
+#include "ember/passes/schedule.h"
+#include "ember/support/error.h"
+
+namespace ember::passes {
+namespace {
+
+using namespace ir;
+
+// dense(x, w) followed by relu: the relu stage is the output and the dense is a reduction.
+struct DenseRelu {
+  ir::Tensor x = placeholder("x", {4, 8}, DType::Float32);
+  ir::Tensor w = placeholder("w", {40, 8}, DType::Float32);
+  IterVar k = reduce_axis(8, "k");
+  ir::Tensor dense = compute("dense", {4, 40}, [&](const std::vector<PrimVar>& i) {
+    return sum(x({i[0], k->var}) * w({i[1], k->var}), {k});
+  });
+  ir::Tensor relu = compute("relu", {4, 40}, [&](const std::vector<PrimVar>& i) {
+    return max(dense({i[0], i[1]}), make_const(DType::Float32, 0));
+  });
+};
+
+std::vector<Buffer> allocations(const Stmt& s) {
+  std::vector<Buffer> out;
+  visit_prim(
+      s, [](const PrimExpr&) {},
+      [&](const Stmt& st) {
+        if (auto* a = st.as<AllocateNode>()) out.push_back(a->buffer);
+      });
+  return out;
+}
+
+int count_stmts(const Stmt& s, StmtKind kind) {
+  int n = 0;
+  visit_prim(s, [](const PrimExpr&) {}, [&](const Stmt& st) { n += st.kind() == kind; });
+  return n;
+}
+
+TEST(Schedule, SplitAndFuseKeepEveryIndexOnce) {
+  ir::Tensor a = placeholder("a", {3, 10}, DType::Float32);
+  ir::Tensor b = compute("b", {3, 10}, [&](const std::vector<PrimVar>& i) {
+    return a({i[0], i[1]}) + make_const(DType::Float32, 1);
+  });
+  Schedule sch({b});
+  Stage& s = sch[b];
+  auto [jo, ji] = s.split(s.axes()[1], 4);  // 10 = 3 * 4 - 2: needs a guard
+  IterVar f = s.fuse(s.axes()[0], jo);
+  s.parallel(f);
+  s.vectorize(ji);
+  PrimFunc fn = lower_schedule(sch, "f", {a});
+  std::string text = to_string(fn);
+  EXPECT_NE(text.find("parallel"), std::string::npos) << text;
+  EXPECT_NE(text.find("vectorized"), std::string::npos) << text;
+  EXPECT_EQ(count_stmts(fn.body, StmtKind::IfThenElse), 1) << text;  // the split guard
+}
+
+TEST(Schedule, DivisibleSplitHasNoGuard) {
+  ir::Tensor a = placeholder("a", {3, 16}, DType::Float32);
+  ir::Tensor b = compute("b", {3, 16}, [&](const std::vector<PrimVar>& i) {
+    return a({i[0], i[1]}) * make_const(DType::Float32, 2);
+  });
+  Schedule sch({b});
+  auto [jo, ji] = sch[b].split(sch[b].axes()[1], 8);
+  sch[b].vectorize(ji);
+  PrimFunc fn = lower_schedule(sch, "f", {a});
+  EXPECT_EQ(count_stmts(fn.body, StmtKind::IfThenElse), 0) << fn;
+}
+
+TEST(Schedule, DefaultScheduleComputesTheAnchorTileInsideTheEpilogueLoop) {
+  DenseRelu g;
+  Schedule sch({g.relu});
+  apply_default_schedule(sch, 512);  // 16 float32 lanes
+  PrimFunc fn = lower_schedule(sch, "dense_relu", {g.x, g.w});
+  // One loop nest, one local tile of 16 accumulators: no buffer for the whole dense output.
+  auto allocs = allocations(fn.body);
+  ASSERT_EQ(allocs.size(), 1u) << fn;
+  EXPECT_EQ(allocs[0]->numel(), 16) << fn;
+  if (getenv("SHOW")) std::cout << fn;
+  auto* top = fn.body.as<ForNode>();
+  ASSERT_NE(top, nullptr) << fn;
+  EXPECT_EQ(top->for_kind, ForKind::Parallel);
+  // 40 = 2*16 + 8: the last tile is guarded.
+  EXPECT_GE(count_stmts(fn.body, StmtKind::IfThenElse), 1) << fn;
+}
+
+TEST(Schedule, InlineRejectsReductions) {
+  DenseRelu g;
+  Schedule sch({g.relu});
+  EXPECT_THROW(sch[g.dense].compute_inline(), InternalError);
+}
+
+TEST(Schedule, ComputeAtRegionIsOneRowForARowReduction) {
+  // softmax-like: out[i, j] = a[i, j] / s[i], s[i] = sum_j a[i, j]
+  ir::Tensor a = placeholder("a", {5, 100}, DType::Float32);
+  IterVar r = reduce_axis(100, "r");
+  ir::Tensor s = compute("s", {5}, [&](const std::vector<PrimVar>& i) {
+    return sum(a({i[0], r->var}), {r});
+  });
+  ir::Tensor out = compute("out", {5, 100}, [&](const std::vector<PrimVar>& i) {
+    return a({i[0], i[1]}) / s({i[0]});
+  });
+  Schedule sch({out});
+  apply_default_schedule(sch, 512);
+  PrimFunc fn = lower_schedule(sch, "norm", {a});
+  auto allocs = allocations(fn.body);
+  ASSERT_EQ(allocs.size(), 1u) << fn;
+  EXPECT_EQ(allocs[0]->numel(), 1) << fn;  // computed once per row, not per vector
+}
+
+}  // namespace
+}  // namespace ember::passes
