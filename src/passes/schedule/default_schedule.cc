@@ -105,14 +105,42 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
   return tile;
 }
 
+bool read_by_reduction(Schedule& sch, const Stage& s) {
+  for (auto& r : sch.stages()) {
+    if (!is_reduction(*r)) continue;
+    bool reads = false;
+    visit_prim(r->body(), [&](const PrimExpr& e) {
+      if (auto* p = e.as<ProducerLoadNode>()) reads |= p->producer == s.tensor().ref();
+    });
+    if (reads) return true;
+  }
+  return false;
+}
+
+// A root stage that is not an output: parallel outer loops, vectorized inner loop.
+void schedule_root(Stage& s, int vector_bits) {
+  std::vector<IterVar> axes = s.axes();
+  if (axes.empty()) return;
+  IterVar last = axes.back();
+  int64_t lanes = lanes_for(s.tensor().dtype(), vector_bits);
+  if (last->extent > lanes) last = s.split(last, lanes).second;
+  if (last->extent > 1) s.vectorize(last);
+  if (axes.size() >= 2) s.parallel(s.fuse(std::vector<IterVar>(axes.begin(), axes.end() - 1)));
+}
+
 }  // namespace
 
 void apply_default_schedule(Schedule& sch, int vector_bits) {
-  // Inline every elementwise/injective intermediate into its readers.
+  // Inline every elementwise/injective intermediate into its readers, except one that a
+  // reduction reads (a conv's padded input): inlined there, its bounds checks and clamped
+  // indices would sit in the innermost loop and turn vector loads into gathers, so it is
+  // computed once into its own buffer instead.
   for (auto& s : sch.stages()) {
     bool is_output = false;
     for (auto& o : sch.outputs()) is_output |= o.ref() == s->tensor().ref();
-    if (!is_output && !is_reduction(*s)) s->compute_inline();
+    if (is_output || is_reduction(*s)) continue;
+    if (read_by_reduction(sch, *s)) schedule_root(*s, vector_bits);
+    else s->compute_inline();
   }
   // An output that is itself a reduction gets a local accumulator tile (cache_write), so its
   // stage becomes the tile loop like any epilogue.
