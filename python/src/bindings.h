@@ -35,7 +35,7 @@ struct ArrayView {
   pybind11::array array;
   runtime::Tensor tensor;
 };
-/// Views `value` (a NumPy array, or anything NumPy turns into one) as a Tensor, making it
+/// Views `value` (a NumPy array) as a Tensor, making it
 /// contiguous first. Its dtype must be one Ember has (ember::Error naming `what` if not).
 ArrayView array_view(pybind11::handle value, const std::string& what);
 /// A Tensor with its own copy of `value`: an ember Tensor, or an array as for array_view.

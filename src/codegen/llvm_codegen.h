@@ -2,7 +2,7 @@
 /// LLVMCodeGen: translates loop IR (ember/ir/loop.h) into LLVM IR, one visitor for every
 /// target. Vectorized loops are widened here (the body is emitted once on <L x T> values);
 /// parallel loops are outlined into a body function run by the runtime's ember_parallel_for.
-/// A GPU subclass overrides emit_parallel_for (thread axes) and the kernel signature.
+/// Target specifics are virtual: a GPU subclass overrides emit_parallel_for (thread axes).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -33,7 +33,7 @@ class LLVMCodeGen {
   llvm::Value* emit_binary(const ir::BinaryNode* op);
   llvm::Value* emit_compare(const ir::CompareNode* op);
   llvm::Value* emit_cast(DType to, DType from, llvm::Value* v);
-  llvm::Value* emit_call(const ir::CallNode* op);
+  llvm::Value* emit_call(const ir::PrimCallNode* op);
   llvm::Value* emit_load(const ir::LoadNode* op);
 
   // ---- statements
@@ -42,8 +42,7 @@ class LLVMCodeGen {
   /// Parallel loop: outlined body plus a call to ember_parallel_for (serial when nested).
   virtual void emit_parallel_for(const ir::ForNode* op);
   void emit_vectorized_for(const ir::ForNode* op);
-  void emit_serial_loop(const ir::ForNode* op, llvm::Value* begin, llvm::Value* end,
-                        bool unroll);
+  void emit_serial_loop(const ir::ForNode* op, llvm::Value* begin, llvm::Value* end, bool unroll);
   void emit_store(const ir::StoreNode* op);
   void emit_allocate(const ir::AllocateNode* op);
   void emit_if(const ir::IfThenElseNode* op);
@@ -51,7 +50,8 @@ class LLVMCodeGen {
   // ---- helpers
   llvm::Type* value_type(DType t);   // Bool is i1 in registers
   llvm::Type* memory_type(DType t);  // ... and i8 in memory
-  llvm::Type* with_lanes(llvm::Type* t) const;
+  /// `elem`, or a vector of `elem` with as many lanes as `v` has.
+  llvm::Type* shaped_like(llvm::Type* elem, llvm::Value* v) const;
   /// Broadcasts a scalar to the current vector width (no-op for vectors or scalar code).
   llvm::Value* widen(llvm::Value* v);
   /// Makes two operands agree in shape (scalar, or vectors of the current width).
@@ -63,8 +63,7 @@ class LLVMCodeGen {
   llvm::Value* to_memory(DType t, llvm::Value* v);
   llvm::Value* from_memory(DType t, llvm::Value* v);
   llvm::AllocaInst* entry_alloca(llvm::Type* t, const std::string& name);
-  llvm::Function* make_function(const std::string& name, llvm::FunctionType* type,
-                                bool external);
+  llvm::Function* make_function(const std::string& name, llvm::FunctionType* type, bool external);
   /// Creates `name.impl` with noalias buffer parameters, always inlined into its caller, so
   /// the optimiser learns that the kernel's buffers never alias.
   llvm::Function* make_impl(const std::string& name, const std::vector<llvm::Type*>& scalars,
@@ -75,8 +74,9 @@ class LLVMCodeGen {
   bool is_varying(const ir::PrimExpr& e) const;
   /// Per-lane stride of `e` when it is affine in the lane with a constant step.
   std::optional<int64_t> lane_stride(const ir::PrimExpr& e) const;
-  void bind(const ir::PrimVar& v, const ir::PrimExpr& value_expr, llvm::Value* value);
-  void unbind(const ir::PrimVar& v);
+  /// Binds a variable; `stride` is the value's lane stride when it is a vector.
+  void bind(const ir::PrimVarNode* v, llvm::Value* value, std::optional<int64_t> stride);
+  void unbind(const ir::PrimVarNode* v);
 
   llvm::LLVMContext& ctx_;
   llvm::Module* module_;

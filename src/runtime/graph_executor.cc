@@ -20,7 +20,9 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-std::string type_str(DType dtype, const Shape& shape) { return dtype_name(dtype) + shape_str(shape); }
+std::string type_str(DType dtype, const Shape& shape) {
+  return dtype_name(dtype) + shape_str(shape);
+}
 
 size_t value_bytes(const ExecGraph::Value& v) {
   return static_cast<size_t>(shape_numel(v.shape)) * dtype_bytes(v.dtype);

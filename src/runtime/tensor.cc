@@ -12,7 +12,10 @@ namespace ember::runtime {
 namespace {
 constexpr size_t kAlignment = 64;
 
-std::string type_str(const Tensor& t) { return std::string(dtype_name(t.dtype())) + shape_str(t.shape()); }
+// "float32(1, 3, 32, 32)": how error messages name a tensor's type.
+std::string type_str(const Tensor& t) {
+  return std::string(dtype_name(t.dtype())) + shape_str(t.shape());
+}
 }  // namespace
 
 int64_t shape_numel(const Shape& shape) {

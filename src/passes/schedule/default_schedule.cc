@@ -82,25 +82,24 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
   }
   if (inner_vec->extent > 1) o.vectorize(inner_vec);
 
+  // The tile loop: reductions are computed inside it, so it must enclose the vector loop.
   std::vector<IterVar> outer(axes.begin(), axes.end() - 1);
   IterVar tile;
   if (along && outer_vec) {
     outer.push_back(outer_vec);
     tile = o.fuse(outer);
-    o.parallel(tile);
   } else if (!outer.empty()) {
     tile = o.fuse(outer);
-    o.parallel(tile);
   } else if (outer_vec) {
-    tile = outer_vec;
-    o.parallel(tile);
+    o.parallel(outer_vec);
+    if (along) tile = outer_vec;
   }
-  if (!tile) tile = inner_vec;  // a single short axis: everything is one tile
+  if (!tile) return nullptr;  // reductions stay root nests, computed before this one
+  o.parallel(tile);
 
   for (Stage* r : reds) {
-    bool per_vector = along && tile != inner_vec;
     r->compute_at(o, tile);
-    schedule_reduction_tile(*r, per_vector);
+    schedule_reduction_tile(*r, along);
   }
   return tile;
 }

@@ -1,0 +1,44 @@
+"""ember.build: compile an ir.Function into a Library."""
+from . import _ember
+from ._ember import EmberError, Function, Library
+from .runtime import as_array
+
+__all__ = ["build", "Library", "native_vector_lanes"]
+
+
+def build(func, target="llvm", params=None):
+    """Compiles `func` for `target` ("llvm" is the host CPU).
+
+    `params` maps function parameter names to arrays (NumPy or CPU torch): those parameters
+    become constants and the rest stay model inputs, in order. Returns a Library
+    (get_source("ll") / get_source("asm")) to run with ember.GraphModule.
+    """
+    if not isinstance(func, Function):
+        raise EmberError("ember.build: the model must be an ir.Function (ir.Function(params, "
+                         f"body)), got {type(func).__name__}")
+    if not isinstance(target, str):
+        raise EmberError(f"ember.build: target must be a string such as 'llvm', got {target!r}")
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise EmberError("ember.build: params must be a dict of parameter name -> array, got "
+                         f"{type(params).__name__}")
+    inputs = {p.name: p for p in func.params}
+    arrays = {}
+    for name, value in params.items():
+        if name not in inputs:
+            raise EmberError(f"ember.build: params has '{name}', which is not a parameter of "
+                             f"the function; its parameters are {', '.join(inputs) or 'none'}")
+        array = as_array(value, f"ember.build: param '{name}'")
+        expected = inputs[name]
+        if tuple(array.shape) != expected.shape or array.dtype.name != expected.dtype:
+            raise EmberError(f"ember.build: param '{name}' is {array.dtype.name}"
+                             f"{list(array.shape)} but the function declares it as "
+                             f"{expected.type}; pass an array of that shape and dtype")
+        arrays[name] = array
+    return _ember._build(func, target, arrays)
+
+
+def native_vector_lanes(dtype="float32"):
+    """Vector lanes of the host CPU for `dtype` (16 float32 lanes with AVX-512)."""
+    return _ember.native_vector_lanes(dtype)

@@ -1,0 +1,141 @@
+"""Running compiled models: GraphModule, tensors and the thread count."""
+import operator
+import sys
+
+import numpy as np
+
+from . import _ember
+from ._ember import EmberError, Tensor, BenchmarkResult, Library
+
+__all__ = ["GraphModule", "Tensor", "BenchmarkResult", "set_num_threads", "get_num_threads"]
+
+DTYPES = ("float32", "float64", "int32", "int64", "bool")
+
+
+def _describe(value):
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def _is_torch_tensor(value):
+    # torch is never imported here: a torch tensor can only exist if the caller did.
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def as_array(value, what):
+    """A C-contiguous NumPy array of an Ember dtype for `value` (a NumPy array or scalar, a
+    CPU torch tensor, or an ember Tensor), sharing memory where it can. Values are never
+    cast: an unsupported dtype is an EmberError naming `what`."""
+    if isinstance(value, Tensor):
+        return np.asarray(value)
+    if _is_torch_tensor(value):
+        if value.device.type != "cpu":
+            raise EmberError(f"{what} is a torch tensor on {value.device}; move it to the CPU "
+                             "with .cpu() first")
+        dtype = str(value.dtype).replace("torch.", "")
+        if dtype not in DTYPES:
+            raise EmberError(f"{what} has dtype {value.dtype}, which Ember does not support; "
+                             f"use one of {', '.join(DTYPES)}")
+        value = value.detach().resolve_conj().resolve_neg().numpy()
+    elif isinstance(value, np.generic):
+        value = np.asarray(value)
+    elif not isinstance(value, np.ndarray):
+        raise EmberError(f"{what} must be a NumPy array or a CPU torch tensor, got "
+                         f"{_describe(value)}")
+    if value.dtype.name not in DTYPES:
+        raise EmberError(f"{what} has dtype {value.dtype}, which Ember does not support; "
+                         f"use one of {', '.join(DTYPES)}")
+    if not value.dtype.isnative:  # same values in the host byte order
+        value = value.astype(value.dtype.newbyteorder("="))
+    return np.ascontiguousarray(value)
+
+
+def _index(value, what):
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise EmberError(f"{what} must be an integer, got {_describe(value)}")
+    return operator.index(value)
+
+
+def set_num_threads(n):
+    """Threads used by parallel loops (default: OMP_NUM_THREADS, else the core count)."""
+    _ember.set_num_threads(_index(n, "set_num_threads: the thread count"))
+
+
+def get_num_threads():
+    """Threads used by parallel loops."""
+    return _ember.get_num_threads()
+
+
+class GraphModule:
+    """Runs a compiled Library: set inputs, run, read outputs.
+
+        m = ember.GraphModule(lib)
+        m.set_input("x", array)
+        m.run()
+        out = m.get_output(0)   # np.asarray(out) and torch.from_dlpack(out) share memory
+    """
+
+    def __init__(self, lib):
+        if not isinstance(lib, Library):
+            raise EmberError("GraphModule: expected the Library returned by ember.build, got "
+                             f"{_describe(lib)}")
+        self.lib = lib
+        self._executor = lib._create_executor()
+
+    def set_input(self, key=None, value=None, **inputs):
+        """Copies `value` into input `key` (its name or index); or set_input(x=array, ...).
+        The shape and dtype must match the input exactly."""
+        if key is not None:
+            self._set_input(key, value)
+        elif value is not None:
+            raise EmberError("set_input: name the input, e.g. set_input('x', array)")
+        for name, array in inputs.items():
+            self._set_input(name, array)
+
+    def _set_input(self, key, value):
+        if not isinstance(key, str):
+            key = _index(key, "set_input: the input key (a name or an index)")
+        if isinstance(value, Tensor):
+            self._executor.set_input(key, value)
+        else:
+            self._executor.set_input(key, as_array(value, f"set_input({key!r}): the value"))
+
+    def run(self):
+        """Runs the model (the GIL is released meanwhile)."""
+        self._executor.run()
+
+    def get_output(self, index=0):
+        """Output `index` as an ember Tensor over the module's own buffer: no copy, and the
+        next run() overwrites it (use .numpy() for a copy)."""
+        return self._executor.get_output(_index(index, "get_output: the output index"))
+
+    def get_input(self, key):
+        """The module's buffer for input `key` (a name or an index)."""
+        if not isinstance(key, str):
+            key = _index(key, "get_input: the input key (a name or an index)")
+        return self._executor.get_input(key)
+
+    def get_num_outputs(self):
+        return self._executor.num_outputs()
+
+    def get_num_inputs(self):
+        return self._executor.num_inputs()
+
+    def get_input_names(self):
+        return self._executor.input_names()
+
+    def benchmark(self, number=1, repeat=600, warmup=1):
+        """Times run(): `repeat` measurements, each the mean of `number` runs, in ms.
+        str(result) is the "Execution time summary" table."""
+        return self._executor.benchmark(_index(number, "benchmark: number"),
+                                        _index(repeat, "benchmark: repeat"),
+                                        _index(warmup, "benchmark: warmup"))
+
+    def profile(self, repeat=10):
+        """Prints and returns the per-kernel time table (mean over `repeat` runs)."""
+        table = self._executor.profile(_index(repeat, "profile: repeat"))
+        print(table)
+        return table

@@ -1,0 +1,75 @@
+// Build bindings: ember::build and the Library it returns, plus codegen queries.
+#include <pybind11/stl.h>
+
+#include <map>
+#include <memory>
+
+#include "bindings.h"
+#include "ember/codegen/build.h"
+#include "ember/codegen/codegen.h"
+#include "ember/support/error.h"
+
+namespace py = pybind11;
+using namespace py::literals;
+
+namespace ember::python {
+
+void bind_build(py::module_& m) {
+  py::class_<Library, std::shared_ptr<Library>>(m, "Library", "A compiled model.")
+      .def("get_source",
+           [](const Library& lib, py::handle format) {
+             return lib.get_source(str_arg(format, "Library.get_source: the format"));
+           },
+           "format"_a = "ll", "Generated code: \"ll\" (LLVM IR) or \"asm\" (assembly).")
+      .def_readonly("target", &Library::target)
+      .def_property_readonly("function",
+                             [](const Library& lib) {
+                               return std::const_pointer_cast<ir::FunctionNode>(lib.function);
+                             },
+                             "The graph after the passes.")
+      .def_property_readonly("kernel_names",
+                             [](const Library& lib) {
+                               std::vector<std::string> names;
+                               for (const auto& kernel : lib.graph->kernels) names.push_back(kernel.name);
+                               return names;
+                             })
+      .def_property_readonly("input_names",
+                             [](const Library& lib) {
+                               std::vector<std::string> names;
+                               for (const auto& input : lib.graph->inputs) names.push_back(input.name);
+                               return names;
+                             })
+      .def("_create_executor", [](const Library& lib) {
+        return std::make_shared<runtime::GraphExecutor>(lib.graph, lib.module);
+      });
+
+  m.def("_build",
+        [](py::handle function, py::handle target, py::handle params) {
+          if (!py::isinstance<ir::FunctionNode>(function))
+            fail("ember.build: the model must be an ir.Function, got ", describe(function));
+          ir::Function f = function.cast<std::shared_ptr<ir::FunctionNode>>();
+          std::string t = str_arg(target, "ember.build: target");
+          std::map<std::string, runtime::Tensor> tensors;
+          if (!params.is_none()) {
+            if (!py::isinstance<py::dict>(params))
+              fail("ember.build: params must be a dict of name -> array, got ", describe(params));
+            for (auto item : params.cast<py::dict>()) {
+              std::string name = str_arg(item.first, "ember.build: a params key");
+              tensors[name] = tensor_copy(item.second, "ember.build: param '" + name + "'");
+            }
+          }
+          // Compiling touches no Python object: let other Python threads run meanwhile.
+          py::gil_scoped_release release;
+          return build(f, t, tensors);
+        },
+        "function"_a, "target"_a = "llvm", "params"_a = py::none());
+
+  m.def("native_vector_lanes",
+        [](py::handle dtype) {
+          return codegen::native_vector_lanes(
+              dtype_from_name(str_arg(dtype, "native_vector_lanes: dtype")));
+        },
+        "dtype"_a = "float32", "Vector lanes of the host CPU for a dtype (16 float32 with AVX-512).");
+}
+
+}  // namespace ember::python

@@ -1,0 +1,341 @@
+// Runtime bindings: Tensor with the buffer protocol and DLPack, the graph executor, and the
+// thread pool. Depends only on ember_runtime, so the runtime-only module can use it too.
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "bindings.h"
+#include "ember/runtime/graph_executor.h"
+#include "ember/runtime/parallel.h"
+#include "ember/support/error.h"
+
+namespace py = pybind11;
+using namespace py::literals;
+
+namespace ember::python {
+
+using runtime::BenchmarkResult;
+using runtime::GraphExecutor;
+using runtime::Shape;
+using runtime::Tensor;
+
+// ------------------------------------------------------------------------------ helpers
+
+std::string describe(py::handle value) {
+  std::string type = py::str(py::type::handle_of(value).attr("__name__"));
+  std::string text = py::repr(value);
+  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  return type + " " + text;
+}
+
+std::string str_arg(py::handle value, const std::string& what) {
+  if (!py::isinstance<py::str>(value)) fail(what, " must be a string, got ", describe(value));
+  return value.cast<std::string>();
+}
+
+int64_t int_arg(py::handle value, const std::string& what) {
+  // bool is an int in Python, but passing True where a count or index belongs is a mistake.
+  if (py::isinstance<py::bool_>(value) || !PyIndex_Check(value.ptr()))
+    fail(what, " must be an integer, got ", describe(value));
+  int overflow = 0;
+  py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(value.ptr()));
+  long long v = index ? PyLong_AsLongLongAndOverflow(index.ptr(), &overflow) : 0;
+  if (!index || overflow || (v == -1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    fail(what, " must fit in 64 bits, got ", describe(value));
+  }
+  return v;
+}
+
+namespace {
+
+// NumPy's dtype for an ember dtype, and back. Byte order must be native (x86 is little-endian).
+DType dtype_of_numpy(const py::dtype& dt, const std::string& what) {
+  char kind = dt.kind();
+  auto size = dt.itemsize();
+  char order = dt.byteorder();
+  bool native = order == '=' || order == '|' || order == '<';
+  if (native && kind == 'f' && size == 4) return DType::Float32;
+  if (native && kind == 'f' && size == 8) return DType::Float64;
+  if (native && kind == 'i' && size == 4) return DType::Int32;
+  if (native && kind == 'i' && size == 8) return DType::Int64;
+  if (kind == 'b' && size == 1) return DType::Bool;
+  fail(what, " has dtype ", std::string(py::str(dt)),
+       ", which Ember does not support; use float32, float64, int32, int64 or bool");
+}
+
+const char* buffer_format(DType t) {
+  switch (t) {
+    case DType::Float32: return "f";
+    case DType::Float64: return "d";
+    case DType::Int32: return "i";
+    case DType::Int64: return "q";
+    case DType::Bool: return "?";
+  }
+  EMBER_CHECK(false, "unknown dtype");
+}
+
+std::vector<py::ssize_t> byte_strides(const Tensor& t) {
+  std::vector<py::ssize_t> strides(t.shape().size());
+  py::ssize_t stride = dtype_bytes(t.dtype());
+  for (size_t i = strides.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= t.shape()[i];
+  }
+  return strides;
+}
+
+py::tuple shape_tuple(const Shape& shape) {
+  py::tuple out(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) out[i] = py::int_(shape[i]);
+  return out;
+}
+
+// ------------------------------------------------------------------------------ DLPack
+// The DLPack ABI (dlpack.h, unversioned "dltensor" capsules), written out here so that the
+// build needs no extra header. Layouts must match dlpack.h exactly.
+struct DLDevice {
+  int32_t device_type;  // 1 = kDLCPU
+  int32_t device_id;
+};
+struct DLDataType {
+  uint8_t code;  // 0 int, 1 uint, 2 float, 6 bool
+  uint8_t bits;
+  uint16_t lanes;
+};
+struct DLTensor {
+  void* data;
+  DLDevice device;
+  int32_t ndim;
+  DLDataType dtype;
+  int64_t* shape;
+  int64_t* strides;  // NULL: compact row-major
+  uint64_t byte_offset;
+};
+struct DLManagedTensor {
+  DLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensor* self);
+};
+
+// Owns what the DLTensor points at. It holds the storage by a C++ shared_ptr, not a Python
+// reference, because consumers may call the deleter on any thread without the GIL.
+struct DLPackContext {
+  Tensor tensor;
+  Shape shape;
+  DLManagedTensor managed{};
+};
+
+void dlpack_deleter(DLManagedTensor* self) { delete static_cast<DLPackContext*>(self->manager_ctx); }
+
+// A consumer renames the capsule to "used_dltensor" and takes over the deleter; only an
+// unconsumed capsule frees the tensor here.
+void dlpack_capsule_destructor(PyObject* capsule) {
+  if (!PyCapsule_IsValid(capsule, "dltensor")) return;
+  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+  if (managed && managed->deleter) managed->deleter(managed);
+}
+
+DLDataType dl_dtype(DType t) {
+  switch (t) {
+    case DType::Float32: return {2, 32, 1};
+    case DType::Float64: return {2, 64, 1};
+    case DType::Int32: return {0, 32, 1};
+    case DType::Int64: return {0, 64, 1};
+    case DType::Bool: return {6, 8, 1};
+  }
+  EMBER_CHECK(false, "unknown dtype");
+}
+
+py::object to_dlpack(const Tensor& t, py::object dl_device, py::object copy) {
+  if (!dl_device.is_none()) {
+    auto dev = dl_device.cast<std::pair<int, int>>();
+    if (dev.first != 1 || dev.second != 0)
+      throw py::buffer_error("ember Tensor lives on the CPU (device (1, 0)); it cannot be "
+                             "exported to another device");
+  }
+  auto ctx = std::make_unique<DLPackContext>();
+  ctx->tensor = !copy.is_none() && copy.cast<bool>() ? t.clone() : t;
+  ctx->shape = t.shape();
+  DLTensor& dl = ctx->managed.dl_tensor;
+  dl.data = ctx->tensor.data();
+  dl.device = {1, 0};
+  dl.ndim = static_cast<int32_t>(ctx->shape.size());
+  dl.dtype = dl_dtype(t.dtype());
+  dl.shape = ctx->shape.data();
+  dl.strides = nullptr;
+  dl.byte_offset = 0;
+  ctx->managed.manager_ctx = ctx.get();
+  ctx->managed.deleter = dlpack_deleter;
+  PyObject* capsule = PyCapsule_New(&ctx->managed, "dltensor", dlpack_capsule_destructor);
+  if (!capsule) throw py::error_already_set();
+  ctx.release();  // now owned by the capsule (or by its consumer)
+  return py::reinterpret_steal<py::object>(capsule);
+}
+
+}  // namespace
+
+ArrayView array_view(py::handle value, const std::string& what) {
+  if (!py::isinstance<py::array>(value))
+    fail(what, " must be a NumPy array or a CPU torch tensor, got ", describe(value));
+  // ensure() keeps the dtype and copies only when the memory is not C-contiguous.
+  py::array array = py::array::ensure(value, py::array::c_style);
+  if (!array) throw py::error_already_set();
+  DType dtype = dtype_of_numpy(array.dtype(), what);
+  Shape shape(array.shape(), array.shape() + array.ndim());
+  Tensor view = Tensor::view(nullptr, const_cast<void*>(array.data()), shape, dtype);
+  return {std::move(array), std::move(view)};
+}
+
+runtime::Tensor tensor_copy(py::handle value, const std::string& what) {
+  if (py::isinstance<Tensor>(value)) return value.cast<const Tensor&>().clone();
+  return array_view(value, what).tensor.clone();
+}
+
+void register_errors(py::module_& m) {
+  // Local: each extension module translates its own errors into its own class.
+  py::register_local_exception<ember::Error>(m, "EmberError", PyExc_RuntimeError);
+}
+
+namespace {
+
+int input_index(const GraphExecutor& ex, py::handle key) {
+  if (py::isinstance<py::str>(key)) return ex.input_index(key.cast<std::string>());
+  if (py::isinstance<py::bool_>(key) || !PyIndex_Check(key.ptr()))
+    fail("set_input: the input must be named by its name (str) or its index (int), got ",
+         describe(key));
+  int64_t index = int_arg(key, "set_input: the input index");
+  if (index < 0 || index >= ex.num_inputs())
+    fail("set_input: input index ", index, " is out of range; the model has ", ex.num_inputs(),
+         " input(s)");
+  return static_cast<int>(index);
+}
+
+void check_output_index(const GraphExecutor& ex, int64_t index) {
+  if (index < 0 || index >= ex.num_outputs())
+    fail("get_output: output index ", index, " is out of range; the model has ",
+         ex.num_outputs(), " output(s)");
+}
+
+}  // namespace
+
+void bind_runtime(py::module_& m) {
+  py::class_<Tensor>(m, "Tensor", py::buffer_protocol(),
+                     "A dense CPU tensor. np.asarray(t) and torch.from_dlpack(t) share its "
+                     "memory; t.numpy() copies.")
+      .def_buffer([](Tensor& t) {
+        return py::buffer_info(t.data(), dtype_bytes(t.dtype()), buffer_format(t.dtype()),
+                               t.ndim(), std::vector<py::ssize_t>(t.shape().begin(), t.shape().end()),
+                               byte_strides(t), /*readonly=*/false);
+      })
+      .def_property_readonly("shape", [](const Tensor& t) { return shape_tuple(t.shape()); })
+      .def_property_readonly("dtype", [](const Tensor& t) { return dtype_name(t.dtype()); })
+      .def_property_readonly("ndim", &Tensor::ndim)
+      .def("numpy",
+           [](const Tensor& t) {
+             // No base object: NumPy copies the data into an array it owns.
+             return py::array(py::dtype(buffer_format(t.dtype())),
+                              std::vector<py::ssize_t>(t.shape().begin(), t.shape().end()),
+                              t.data());
+           },
+           "A NumPy copy of the tensor.")
+      .def("__dlpack__",
+           [](const Tensor& t, py::object /*stream*/, py::object /*max_version*/,
+              py::object dl_device, py::object copy) {
+             // A CPU tensor needs no stream; unversioned capsules suit any max_version.
+             return to_dlpack(t, dl_device, copy);
+           },
+           py::kw_only(), "stream"_a = py::none(),
+           "max_version"_a = py::none(), "dl_device"_a = py::none(), "copy"_a = py::none(),
+           "A DLPack capsule sharing this tensor's memory (the array API protocol).")
+      .def("__dlpack_device__", [](const Tensor&) { return py::make_tuple(1, 0); })
+      .def("__repr__",
+           [](const Tensor& t) {
+             return "ember.Tensor(shape=" + runtime::shape_str(t.shape()) +
+                    ", dtype=" + dtype_name(t.dtype()) + ")";
+           })
+      .def_static(
+          "from_numpy", [](py::handle a) { return tensor_copy(a, "Tensor.from_numpy: the array"); },
+          "array"_a, "A tensor holding a copy of a NumPy array.");
+
+  py::class_<BenchmarkResult>(m, "BenchmarkResult", "Timings in milliseconds.")
+      .def_readonly("mean", &BenchmarkResult::mean)
+      .def_readonly("median", &BenchmarkResult::median)
+      .def_readonly("max", &BenchmarkResult::max)
+      .def_readonly("min", &BenchmarkResult::min)
+      .def_readonly("std", &BenchmarkResult::std)
+      .def_readonly("results", &BenchmarkResult::results_ms)
+      .def("__str__", &BenchmarkResult::str)
+      .def("__repr__", [](const BenchmarkResult& r) {
+        return "BenchmarkResult(mean=" + std::to_string(r.mean) +
+               " ms, median=" + std::to_string(r.median) + " ms)";
+      });
+
+  py::class_<GraphExecutor, std::shared_ptr<GraphExecutor>>(m, "GraphExecutor")
+      .def("num_inputs", &GraphExecutor::num_inputs)
+      .def("num_outputs", &GraphExecutor::num_outputs)
+      .def("input_names", &GraphExecutor::input_names)
+      .def("input_index", [](const GraphExecutor& ex, py::handle name) {
+        return ex.input_index(str_arg(name, "input_index: the input name"));
+      })
+      .def("set_input",
+           [](GraphExecutor& ex, py::handle key, py::handle value) {
+             int index = input_index(ex, key);
+             if (py::isinstance<Tensor>(value)) {
+               ex.set_input(index, value.cast<const Tensor&>());
+               return;
+             }
+             std::string what = "set_input: the value for input '" + ex.input_names()[index] + "'";
+             ArrayView view = array_view(value, what);
+             ex.set_input(index, view.tensor);  // copies, while `view.array` is alive
+           },
+           "key"_a, "value"_a)
+      .def("run", &GraphExecutor::run, py::call_guard<py::gil_scoped_release>())
+      // The output aliases the executor's buffer: keep the executor alive with it.
+      .def("get_output",
+           [](const GraphExecutor& ex, py::handle index) {
+             int64_t i = int_arg(index, "get_output: the output index");
+             check_output_index(ex, i);
+             return ex.get_output(static_cast<int>(i));
+           },
+           py::keep_alive<0, 1>())
+      .def("get_input",
+           [](const GraphExecutor& ex, py::handle key) {
+             return ex.get_input(input_index(ex, key));
+           },
+           py::keep_alive<0, 1>())
+      .def("benchmark",
+           [](GraphExecutor& ex, int64_t number, int64_t repeat, int64_t warmup) {
+             if (number < 1 || repeat < 1 || warmup < 0)
+               fail("benchmark: number and repeat must be at least 1 and warmup at least 0, "
+                    "got number=", number, ", repeat=", repeat, ", warmup=", warmup);
+             py::gil_scoped_release release;
+             return ex.benchmark(static_cast<int>(number), static_cast<int>(repeat),
+                                 static_cast<int>(warmup));
+           },
+           "number"_a = 1, "repeat"_a = 10, "warmup"_a = 1)
+      .def("profile",
+           [](GraphExecutor& ex, int64_t repeat) {
+             if (repeat < 1) fail("profile: repeat must be at least 1, got ", repeat);
+             std::vector<runtime::KernelProfile> p;
+             {
+               py::gil_scoped_release release;
+               p = ex.profile(static_cast<int>(repeat));
+             }
+             return GraphExecutor::profile_table(p);
+           },
+           "repeat"_a = 10, "Per-kernel mean times as a table.")
+      .def_property_readonly("pool_bytes", &GraphExecutor::pool_bytes);
+
+  m.def("set_num_threads", [](py::handle n) {
+    int64_t threads = int_arg(n, "set_num_threads: the thread count");
+    if (threads < 1 || threads > 4096)
+      fail("set_num_threads: the thread count must be between 1 and 4096, got ", threads);
+    runtime::set_num_threads(static_cast<int>(threads));
+  }, "n"_a, "Threads used by parallel loops (default: OMP_NUM_THREADS or the core count).");
+  m.def("get_num_threads", &runtime::get_num_threads);
+}
+
+}  // namespace ember::python

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what Ember needs to build and test. Idempotent: installs only what is missing.
+set -euo pipefail
+
+APT_PACKAGES=(llvm-19-dev libboost-graph-dev libgtest-dev libgmock-dev ccache graphviz
+              ninja-build clang-format-19 zlib1g-dev libzstd-dev libedit-dev libxml2-dev
+              libffi-dev)
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [[ $(id -u) -ne 0 ]] && sudo="sudo"
+  $sudo apt-get update
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
+# torch is pinned: any other spec may pull gigabytes of CUDA libraries.
+PY_PACKAGES=("torch==2.13.0" numpy pytest pybind11 scikit-build-core ninja cmake)
+py_missing=$(python3 - "${PY_PACKAGES[@]}" <<'PY'
+import sys
+from importlib.metadata import PackageNotFoundError, version
+for spec in sys.argv[1:]:
+    name, _, want = spec.partition("==")
+    try:
+        have = version(name)
+    except PackageNotFoundError:
+        print(spec)
+        continue
+    if want and have.split("+")[0] != want:  # "2.13.0+cpu" is 2.13.0
+        print(spec)
+PY
+)
+if [[ -n $py_missing ]]; then
+  echo "setup: pip installing" $py_missing
+  # shellcheck disable=SC2086
+  python3 -m pip install $py_missing
+fi

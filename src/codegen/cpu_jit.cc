@@ -1,0 +1,280 @@
+// The CPU back end: loop IR -> LLVM IR (LLVMCodeGen) -> O3 for the host CPU -> ORC LLJIT in
+// this process. The JIT module is a runtime::Module; it owns the LLJIT, so kernel pointers
+// stay valid as long as the module lives.
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "ember/codegen/codegen.h"
+#include "ember/runtime/parallel.h"
+#include "ember/support/error.h"
+#include "llvm/AsmParser/Parser.h"
+#include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/IR/DiagnosticHandler.h"
+#include "llvm/IR/DiagnosticInfo.h"
+#include "llvm/IR/DiagnosticPrinter.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Verifier.h"
+#include "llvm/MC/MCSubtargetInfo.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/ErrorHandling.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm_codegen.h"
+
+namespace ember::codegen {
+
+namespace {
+
+// LLVM must never exit the process: its fatal errors and error diagnostics become
+// exceptions that the caller sees as InternalError.
+void throw_fatal_error(void*, const char* reason, bool) {
+  throw InternalError(std::string("internal error: LLVM failed: ") + reason);
+}
+
+struct ThrowingDiagnosticHandler : llvm::DiagnosticHandler {
+  bool handleDiagnostics(const llvm::DiagnosticInfo& info) override {
+    if (info.getSeverity() != llvm::DS_Error) return true;  // drop warnings and remarks
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    llvm::DiagnosticPrinterRawOStream printer(os);
+    info.print(printer);
+    throw InternalError("internal error: LLVM reported: " + os.str());
+  }
+};
+
+void init_llvm() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();
+    llvm::install_fatal_error_handler(throw_fatal_error, nullptr);
+  });
+}
+
+template <class T>
+T check(llvm::Expected<T> value, const char* what) {
+  if (!value)
+    throw InternalError(std::string("internal error: ") + what + ": " +
+                        llvm::toString(value.takeError()));
+  return std::move(*value);
+}
+
+void check(llvm::Error err, const char* what) {
+  if (err)
+    throw InternalError(std::string("internal error: ") + what + ": " +
+                        llvm::toString(std::move(err)));
+}
+
+// The host CPU and its real features, or the CPU the options name (with that CPU's
+// default features).
+llvm::orc::JITTargetMachineBuilder target_builder(const CpuOptions& options) {
+  auto jtmb = check(llvm::orc::JITTargetMachineBuilder::detectHost(), "cannot detect host");
+  if (!options.cpu.empty() && options.cpu != "native") {
+    jtmb.setCPU(options.cpu);
+    jtmb.getFeatures() = llvm::SubtargetFeatures();
+  }
+  if (options.opt_level < 0 || options.opt_level > 3)
+    fail("CpuOptions::opt_level is ", options.opt_level, "; use 0, 1, 2 or 3");
+  static const llvm::CodeGenOptLevel kLevels[] = {
+      llvm::CodeGenOptLevel::None, llvm::CodeGenOptLevel::Less, llvm::CodeGenOptLevel::Default,
+      llvm::CodeGenOptLevel::Aggressive};
+  jtmb.setCodeGenOptLevel(kLevels[options.opt_level]);
+  return jtmb;
+}
+
+std::unique_ptr<llvm::TargetMachine> make_target_machine(llvm::orc::JITTargetMachineBuilder& jtmb) {
+  // Check the CPU name first: LLVM would only print a warning and ignore it.
+  const std::string& triple = jtmb.getTargetTriple().str();
+  std::string error;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target) throw InternalError("internal error: no LLVM target for " + triple + ": " + error);
+  std::unique_ptr<llvm::MCSubtargetInfo> info(target->createMCSubtargetInfo(triple, "", ""));
+  if (!info || !info->isCPUStringValid(jtmb.getCPU()))
+    fail("unknown CPU '", jtmb.getCPU(), "' in CpuOptions::cpu; use \"native\" or an LLVM ",
+         "CPU name such as \"skylake-avx512\"");
+  return check(jtmb.createTargetMachine(), "cannot create the target machine");
+}
+
+void verify_module(const llvm::Module& m, const char* when) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (llvm::verifyModule(m, &os))
+    throw InternalError(std::string("internal error: generated LLVM IR is invalid ") + when +
+                        ":\n" + os.str());
+}
+
+void optimize(llvm::Module& m, llvm::TargetMachine* tm, int opt_level) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopVectorization = opt_level >= 2;
+  tuning.SLPVectorization = opt_level >= 2;
+  llvm::PassBuilder pb(tm, tuning);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  static const llvm::OptimizationLevel kLevels[] = {
+      llvm::OptimizationLevel::O0, llvm::OptimizationLevel::O1, llvm::OptimizationLevel::O2,
+      llvm::OptimizationLevel::O3};
+  llvm::ModulePassManager mpm = opt_level == 0
+                                    ? pb.buildO0DefaultPipeline(llvm::OptimizationLevel::O0)
+                                    : pb.buildPerModuleDefaultPipeline(kLevels[opt_level]);
+  mpm.run(m, mam);
+}
+
+std::string print_module(const llvm::Module& m) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  m.print(os, nullptr);
+  return os.str();
+}
+
+// C functions generated code may call. They are bound by address: with LLVM linked
+// statically and symbols hidden, a search of the process would not find ember_parallel_for.
+// A kernel that happens to have one of these names keeps it.
+llvm::orc::SymbolMap runtime_symbols(llvm::orc::LLJIT& jit, const llvm::Module& m) {
+  llvm::orc::MangleAndInterner mangle(jit.getExecutionSession(), jit.getDataLayout());
+  auto entry = [](auto* fn) {
+    return llvm::orc::ExecutorSymbolDef(llvm::orc::ExecutorAddr::fromPtr(fn),
+                                        llvm::JITSymbolFlags::Exported);
+  };
+  const std::pair<const char*, llvm::orc::ExecutorSymbolDef> known[] = {
+      {"ember_parallel_for", entry(&ember_parallel_for)},
+      {"aligned_alloc", entry(&aligned_alloc)},
+      {"free", entry(&free)},
+      {"memcpy", entry(&memcpy)},
+      {"memmove", entry(&memmove)},
+      {"memset", entry(&memset)}};
+  llvm::orc::SymbolMap symbols;
+  for (auto& [name, def] : known) {
+    const llvm::Function* f = m.getFunction(name);
+    if (!f || f->isDeclaration()) symbols[mangle(name)] = def;
+  }
+  return symbols;
+}
+
+class CpuJitModule final : public runtime::Module {
+ public:
+  CpuJitModule(std::unique_ptr<llvm::orc::LLJIT> jit,
+               std::map<std::string, runtime::KernelFn> kernels, std::string ll,
+               llvm::orc::JITTargetMachineBuilder target)
+      : jit_(std::move(jit)),
+        kernels_(std::move(kernels)),
+        ll_(std::move(ll)),
+        target_(std::move(target)) {}
+
+  runtime::KernelFn get_function(const std::string& name) const override {
+    auto it = kernels_.find(name);
+    if (it == kernels_.end()) {
+      std::string names;
+      for (auto& [n, fn] : kernels_) names += (names.empty() ? "" : ", ") + ("'" + n + "'");
+      fail("kernel '", name, "' is not in this module; it has ",
+           names.empty() ? std::string("no kernels") : names);
+    }
+    return it->second;
+  }
+
+  std::string type_key() const override { return "llvm-jit"; }
+
+  std::string get_source(const std::string& format) const override {
+    if (format == "ll") return ll_;
+    if (format == "asm") return assembly();
+    fail("this llvm-jit module has no '", format, "' source; its formats are 'll' and 'asm'");
+  }
+
+ private:
+  // Assembly is printed on demand (most modules never need it) from the optimised IR, with
+  // the same target settings as the JIT.
+  std::string assembly() const {
+    std::lock_guard<std::mutex> lock(asm_mutex_);
+    if (!asm_.empty()) return asm_;
+    llvm::LLVMContext ctx;
+    ctx.setDiagnosticHandler(std::make_unique<ThrowingDiagnosticHandler>());
+    llvm::SMDiagnostic err;
+    std::unique_ptr<llvm::Module> m = llvm::parseAssemblyString(ll_, err, ctx);
+    if (!m)
+      throw InternalError("internal error: cannot re-read the module's IR: " +
+                          err.getMessage().str());
+    auto target = target_;
+    auto tm = make_target_machine(target);
+    llvm::SmallString<0> text;
+    llvm::raw_svector_ostream os(text);
+    llvm::legacy::PassManager pm;
+    if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile))
+      throw InternalError("internal error: the target cannot print assembly");
+    pm.run(*m);
+    asm_ = text.str().str();
+    return asm_;
+  }
+
+  std::unique_ptr<llvm::orc::LLJIT> jit_;
+  std::map<std::string, runtime::KernelFn> kernels_;
+  std::string ll_;
+  llvm::orc::JITTargetMachineBuilder target_;
+  mutable std::mutex asm_mutex_;
+  mutable std::string asm_;
+};
+
+}  // namespace
+
+std::shared_ptr<runtime::Module> compile_cpu(const std::vector<ir::PrimFunc>& funcs,
+                                             const CpuOptions& options) {
+  init_llvm();
+  llvm::orc::JITTargetMachineBuilder target = target_builder(options);
+  std::unique_ptr<llvm::TargetMachine> tm = make_target_machine(target);
+
+  auto context = std::make_unique<llvm::LLVMContext>();
+  context->setDiagnosticHandler(std::make_unique<ThrowingDiagnosticHandler>());
+  auto module = std::make_unique<llvm::Module>("ember", *context);
+  module->setDataLayout(tm->createDataLayout());
+  module->setTargetTriple(tm->getTargetTriple().str());
+
+  LLVMCodeGen codegen(module.get(), tm->getTargetCPU().str(), tm->getTargetFeatureString().str());
+  for (const ir::PrimFunc& f : funcs) codegen.add_function(f);
+  verify_module(*module, "before optimisation");
+  optimize(*module, tm.get(), options.opt_level);
+  verify_module(*module, "after optimisation");
+  std::string ll = print_module(*module);
+
+  auto jit = check(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(target).create(),
+                   "cannot create the JIT");
+  llvm::orc::JITDylib& lib = jit->getMainJITDylib();
+  check(lib.define(llvm::orc::absoluteSymbols(runtime_symbols(*jit, *module))),
+        "cannot define runtime symbols");
+  // Anything else LLVM emits a call to (libm's fmod for float Mod) comes from the process.
+  lib.addGenerator(check(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+                             jit->getDataLayout().getGlobalPrefix()),
+                         "cannot search the process for symbols"));
+  check(jit->addIRModule(llvm::orc::ThreadSafeModule(std::move(module), std::move(context))),
+        "cannot add the module to the JIT");
+
+  // Looking every kernel up now compiles the module here, so errors surface in compile_cpu.
+  std::map<std::string, runtime::KernelFn> kernels;
+  for (const ir::PrimFunc& f : funcs)
+    kernels[f.name] =
+        check(jit->lookup(f.name), "cannot find a compiled kernel").toPtr<runtime::KernelFn>();
+  return std::make_shared<CpuJitModule>(std::move(jit), std::move(kernels), std::move(ll), target);
+}
+
+int native_vector_lanes(DType dtype) {
+  static const int bytes = [] {
+    llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
+    auto has = [&](const char* f) { return features.lookup(f); };
+    return has("avx512f") ? 64 : has("avx2") || has("avx") ? 32 : 16;
+  }();
+  return bytes / dtype_bytes(dtype);
+}
+
+}  // namespace ember::codegen

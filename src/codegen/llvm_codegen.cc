@@ -1,0 +1,752 @@
+#include "llvm_codegen.h"
+
+#include <set>
+
+#include "ember/support/error.h"
+#include "llvm/IR/Constants.h"
+#include "llvm/IR/DerivedTypes.h"
+#include "llvm/IR/Function.h"
+#include "llvm/IR/Intrinsics.h"
+#include "llvm/IR/Metadata.h"
+
+namespace ember::codegen {
+
+using namespace ember::ir;
+using llvm::Value;
+
+namespace {
+
+// Local buffers up to this size live on the stack; larger ones on the heap.
+constexpr int64_t kMaxStackBytes = 64 * 1024;
+constexpr unsigned kAlignment = 64;
+
+bool uses_any(const PrimExpr& e, const std::set<const PrimVarNode*>& vars) {
+  bool found = false;
+  visit_prim(e, [&](const PrimExpr& x) {
+    if (auto* v = x.as<PrimVarNode>(); v && vars.count(v)) found = true;
+  });
+  return found;
+}
+
+// A store of a lane-varying value to a lane-invariant index (e.g. `acc[0] = acc[0] + x[i]`)
+// makes the lanes race for one element: such a loop is not vectorizable as written and is
+// emitted as a serial loop, which keeps the program's meaning.
+bool lanes_collide(const Stmt& s, std::set<const PrimVarNode*>& varying) {
+  if (!s) return false;
+  switch (s.kind()) {
+    case StmtKind::Store: {
+      auto* op = s.as<StoreNode>();
+      return !uses_any(op->index, varying) && uses_any(op->value, varying);
+    }
+    case StmtKind::LetStmt: {
+      auto* op = s.as<LetStmtNode>();
+      if (uses_any(op->value, varying)) varying.insert(op->var.as<PrimVarNode>());
+      return lanes_collide(op->body, varying);
+    }
+    case StmtKind::For:
+      return lanes_collide(s.as<ForNode>()->body, varying);
+    case StmtKind::Allocate:
+      return lanes_collide(s.as<AllocateNode>()->body, varying);
+    case StmtKind::IfThenElse: {
+      auto* op = s.as<IfThenElseNode>();
+      return lanes_collide(op->then_case, varying) || lanes_collide(op->else_case, varying);
+    }
+    case StmtKind::Seq:
+      for (auto& x : s.as<SeqNode>()->seq)
+        if (lanes_collide(x, varying)) return true;
+      return false;
+    case StmtKind::Evaluate:
+      return false;
+  }
+  return false;
+}
+
+bool is_vec(Value* v) { return v->getType()->isVectorTy(); }
+
+}  // namespace
+
+LLVMCodeGen::LLVMCodeGen(llvm::Module* module, std::string cpu, std::string features)
+    : ctx_(module->getContext()),
+      module_(module),
+      b_(module->getContext()),
+      cpu_(std::move(cpu)),
+      features_(std::move(features)) {}
+
+// ------------------------------------------------------------------------------ functions
+
+llvm::Function* LLVMCodeGen::make_function(const std::string& name, llvm::FunctionType* type,
+                                           bool external) {
+  if (external) {
+    if (llvm::Function* old = module_->getFunction(name)) {
+      if (!old->hasLocalLinkage())
+        fail("two kernels are named '", name, "'; give every kernel of a module its own name");
+      old->setName(name + ".helper");  // an internal helper took the name first: move it
+    }
+  }
+  auto* f = llvm::Function::Create(
+      type, external ? llvm::Function::ExternalLinkage : llvm::Function::InternalLinkage, name,
+      module_);
+  if (!cpu_.empty()) f->addFnAttr("target-cpu", cpu_);
+  if (!features_.empty()) f->addFnAttr("target-features", features_);
+  f->addFnAttr(llvm::Attribute::NoUnwind);
+  return f;
+}
+
+llvm::Function* LLVMCodeGen::make_impl(const std::string& name,
+                                       const std::vector<llvm::Type*>& scalars,
+                                       size_t num_buffers) {
+  std::vector<llvm::Type*> params = scalars;
+  params.insert(params.end(), num_buffers, b_.getPtrTy());
+  auto* f =
+      make_function(name + ".impl", llvm::FunctionType::get(b_.getVoidTy(), params, false), false);
+  f->addFnAttr(llvm::Attribute::AlwaysInline);
+  for (size_t i = scalars.size(); i < params.size(); ++i) {
+    f->addParamAttr(i, llvm::Attribute::NoAlias);
+    f->addParamAttr(i, llvm::Attribute::NoCapture);
+  }
+  return f;
+}
+
+void LLVMCodeGen::add_function(const PrimFunc& f) {
+  verify(f);
+  func_name_ = f.name;
+  llvm::Type* ptr = b_.getPtrTy();
+  llvm::Function* kernel =
+      make_function(f.name, llvm::FunctionType::get(b_.getVoidTy(), {ptr}, false), true);
+  llvm::Function* impl = make_impl(f.name, {}, f.params.size());
+
+  // The exported wrapper unpacks `void** args` and calls the noalias body.
+  b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", kernel));
+  llvm::Value* args = kernel->getArg(0);
+  args->setName("args");
+  std::vector<Value*> call_args;
+  for (size_t i = 0; i < f.params.size(); ++i) {
+    Value* slot = b_.CreateConstInBoundsGEP1_64(ptr, args, i);
+    call_args.push_back(b_.CreateLoad(ptr, slot, f.params[i]->name));
+  }
+  b_.CreateCall(impl, call_args);
+  b_.CreateRetVoid();
+
+  func_ = impl;
+  b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", impl));
+  for (size_t i = 0; i < f.params.size(); ++i) {
+    impl->getArg(i)->setName(f.params[i]->name);
+    buffers_[f.params[i].get()] = impl->getArg(i);
+  }
+  emit(f.body);
+  b_.CreateRetVoid();
+  buffers_.clear();
+  vars_.clear();
+  func_ = nullptr;
+}
+
+// -------------------------------------------------------------------------------- helpers
+
+llvm::Type* LLVMCodeGen::value_type(DType t) {
+  switch (t) {
+    case DType::Float32:
+      return b_.getFloatTy();
+    case DType::Float64:
+      return b_.getDoubleTy();
+    case DType::Int32:
+      return b_.getInt32Ty();
+    case DType::Int64:
+      return b_.getInt64Ty();
+    case DType::Bool:
+      return b_.getInt1Ty();
+  }
+  EMBER_CHECK(false, "unknown dtype");
+}
+
+llvm::Type* LLVMCodeGen::memory_type(DType t) {
+  return t == DType::Bool ? b_.getInt8Ty() : value_type(t);
+}
+
+llvm::Type* LLVMCodeGen::shaped_like(llvm::Type* elem, Value* v) const {
+  if (auto* vt = llvm::dyn_cast<llvm::VectorType>(v->getType()))
+    return llvm::VectorType::get(elem, vt->getElementCount());
+  return elem;
+}
+
+Value* LLVMCodeGen::widen(Value* v) {
+  return lanes_ && !is_vec(v) ? b_.CreateVectorSplat(lanes_, v) : v;
+}
+
+void LLVMCodeGen::match(Value*& a, Value*& b) {
+  if (is_vec(a) || is_vec(b)) {
+    a = widen(a);
+    b = widen(b);
+  }
+}
+
+Value* LLVMCodeGen::int_cast(Value* v, llvm::Type* to) { return b_.CreateSExtOrTrunc(v, to); }
+
+Value* LLVMCodeGen::buffer_ptr(const Buffer& b) {
+  auto it = buffers_.find(b.get());
+  EMBER_CHECK(it != buffers_.end(), "buffer ", b->name, " is used in ", func_name_,
+              " outside its allocation");
+  return it->second;
+}
+
+Value* LLVMCodeGen::element_ptr(const Buffer& b, Value* index) {
+  return b_.CreateInBoundsGEP(memory_type(b->dtype), buffer_ptr(b), index);
+}
+
+// Bool is i1 in registers and i8 in memory; `v` may be a scalar or a vector.
+Value* LLVMCodeGen::to_memory(DType t, Value* v) {
+  if (t != DType::Bool) return v;
+  return b_.CreateZExt(v, shaped_like(b_.getInt8Ty(), v));
+}
+
+Value* LLVMCodeGen::from_memory(DType t, Value* v) {
+  if (t != DType::Bool) return v;
+  return b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
+}
+
+llvm::AllocaInst* LLVMCodeGen::entry_alloca(llvm::Type* t, const std::string& name) {
+  // Allocas in the entry block are static: inside loops they are reused, not re-grown.
+  llvm::BasicBlock& entry = func_->getEntryBlock();
+  llvm::IRBuilder<> tmp(&entry, entry.getFirstInsertionPt());
+  llvm::AllocaInst* a = tmp.CreateAlloca(t, nullptr, name);
+  a->setAlignment(llvm::Align(kAlignment));
+  return a;
+}
+
+void LLVMCodeGen::bind(const PrimVarNode* v, Value* value, std::optional<int64_t> stride) {
+  vars_[v] = value;
+  if (is_vec(value)) varying_[v] = stride;
+}
+
+void LLVMCodeGen::unbind(const PrimVarNode* v) {
+  vars_.erase(v);
+  varying_.erase(v);
+}
+
+// ---------------------------------------------------------------- vectorization analysis
+
+bool LLVMCodeGen::is_varying(const PrimExpr& e) const {
+  if (varying_.empty()) return false;
+  bool found = false;
+  visit_prim(e, [&](const PrimExpr& x) {
+    if (auto* v = x.as<PrimVarNode>(); v && varying_.count(v)) found = true;
+  });
+  return found;
+}
+
+std::optional<int64_t> LLVMCodeGen::lane_stride(const PrimExpr& e) const {
+  if (!is_varying(e)) return 0;
+  if (auto* v = e.as<PrimVarNode>()) return varying_.at(v);
+  auto* op = e.as<BinaryNode>();
+  if (!op || !is_int(e.dtype())) return std::nullopt;
+  int64_t c;
+  switch (op->op) {
+    case BinaryOp::Add:
+    case BinaryOp::Sub: {
+      auto sa = lane_stride(op->a), sb = lane_stride(op->b);
+      if (!sa || !sb) return std::nullopt;
+      return op->op == BinaryOp::Add ? *sa + *sb : *sa - *sb;
+    }
+    case BinaryOp::Mul: {
+      if (as_int(op->a, &c)) {
+        if (auto s = lane_stride(op->b)) return c * *s;
+      } else if (as_int(op->b, &c)) {
+        if (auto s = lane_stride(op->a)) return c * *s;
+      }
+      return std::nullopt;
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+// ---------------------------------------------------------------------------- expressions
+
+Value* LLVMCodeGen::emit(const PrimExpr& e) {
+  EMBER_CHECK(e, "null expression in ", func_name_);
+  switch (e.kind()) {
+    case PrimKind::IntImm:
+      return llvm::ConstantInt::get(value_type(e.dtype()), e.as<IntImmNode>()->value, true);
+    case PrimKind::FloatImm:
+      return llvm::ConstantFP::get(value_type(e.dtype()), e.as<FloatImmNode>()->value);
+    case PrimKind::Var: {
+      auto it = vars_.find(e.as<PrimVarNode>());
+      EMBER_CHECK(it != vars_.end(), "unbound variable ", e.as<PrimVarNode>()->name, " in ",
+                  func_name_);
+      return it->second;
+    }
+    case PrimKind::Binary:
+      return emit_binary(e.as<BinaryNode>());
+    case PrimKind::Compare:
+      return emit_compare(e.as<CompareNode>());
+    case PrimKind::Not:
+      return b_.CreateNot(emit(e.as<NotNode>()->a));
+    case PrimKind::Select: {
+      auto* op = e.as<SelectNode>();
+      Value *c = emit(op->cond), *t = emit(op->t), *f = emit(op->f);
+      if (is_vec(c) || is_vec(t) || is_vec(f)) {
+        c = widen(c);
+        t = widen(t);
+        f = widen(f);
+      }
+      return b_.CreateSelect(c, t, f);
+    }
+    case PrimKind::Cast: {
+      auto* op = e.as<CastNode>();
+      return emit_cast(e.dtype(), op->value.dtype(), emit(op->value));
+    }
+    case PrimKind::Reinterpret: {
+      auto* op = e.as<ReinterpretNode>();
+      EMBER_CHECK(e.dtype() != DType::Bool && op->value.dtype() != DType::Bool &&
+                      dtype_bytes(e.dtype()) == dtype_bytes(op->value.dtype()),
+                  "reinterpret between types of different sizes: ", to_string(e));
+      Value* v = emit(op->value);
+      return b_.CreateBitCast(v, shaped_like(value_type(e.dtype()), v));
+    }
+    case PrimKind::Load:
+      return emit_load(e.as<LoadNode>());
+    case PrimKind::Call:
+      return emit_call(e.as<PrimCallNode>());
+    case PrimKind::Let: {
+      auto* op = e.as<LetNode>();
+      Value* v = emit(op->value);
+      bind(op->var.as<PrimVarNode>(), v, lane_stride(op->value));
+      Value* r = emit(op->body);
+      unbind(op->var.as<PrimVarNode>());
+      return r;
+    }
+    case PrimKind::ProducerLoad:
+    case PrimKind::Reduce:
+      EMBER_CHECK(false, "tensor-expression node reached codegen in ", func_name_,
+                  " (lower it first): ", to_string(e));
+  }
+  EMBER_CHECK(false, "unknown expression kind");
+}
+
+Value* LLVMCodeGen::emit_binary(const BinaryNode* op) {
+  Value *a = emit(op->a), *b = emit(op->b);
+  match(a, b);
+  DType t = op->a.dtype();
+  bool fp = is_float(t);
+  llvm::Type* ty = a->getType();
+  Value* zero = llvm::Constant::getNullValue(ty);
+  switch (op->op) {
+    case BinaryOp::Add:
+      return fp ? b_.CreateFAdd(a, b) : b_.CreateAdd(a, b);
+    case BinaryOp::Sub:
+      return fp ? b_.CreateFSub(a, b) : b_.CreateSub(a, b);
+    case BinaryOp::Mul:
+      return fp ? b_.CreateFMul(a, b) : b_.CreateMul(a, b);
+    case BinaryOp::Div:
+    case BinaryOp::Mod: {
+      if (fp) return op->op == BinaryOp::Div ? b_.CreateFDiv(a, b) : b_.CreateFRem(a, b);
+      // Masked-off lanes must not divide by a zero that the guard was there to avoid.
+      if (mask_ && is_vec(b) && !llvm::isa<llvm::Constant>(b))
+        b = b_.CreateSelect(mask_, b, llvm::ConstantInt::get(ty, 1));
+      // Floor division: C's truncating quotient, minus one when the remainder is nonzero
+      // and has the other sign than the divisor.
+      Value* q = b_.CreateSDiv(a, b);
+      Value* r = b_.CreateSRem(a, b);
+      Value* adjust =
+          b_.CreateAnd(b_.CreateICmpNE(r, zero), b_.CreateICmpSLT(b_.CreateXor(r, b), zero));
+      if (op->op == BinaryOp::Div) return b_.CreateSub(q, b_.CreateZExt(adjust, ty));
+      return b_.CreateAdd(r, b_.CreateSelect(adjust, b, zero));
+    }
+    case BinaryOp::Min:
+    case BinaryOp::Max: {
+      bool is_min = op->op == BinaryOp::Min;
+      llvm::Intrinsic::ID id = fp ? (is_min ? llvm::Intrinsic::minimum : llvm::Intrinsic::maximum)
+                               : t == DType::Bool
+                                   ? (is_min ? llvm::Intrinsic::umin : llvm::Intrinsic::umax)
+                                   : (is_min ? llvm::Intrinsic::smin : llvm::Intrinsic::smax);
+      return b_.CreateBinaryIntrinsic(id, a, b);
+    }
+    case BinaryOp::BitAnd:
+      return b_.CreateAnd(a, b);
+    case BinaryOp::BitOr:
+      return b_.CreateOr(a, b);
+    case BinaryOp::BitXor:
+      return b_.CreateXor(a, b);
+    case BinaryOp::Shl:
+      return b_.CreateShl(a, b);
+    case BinaryOp::Shr:
+      return b_.CreateAShr(a, b);
+  }
+  EMBER_CHECK(false, "unknown binary op");
+}
+
+Value* LLVMCodeGen::emit_compare(const CompareNode* op) {
+  Value *a = emit(op->a), *b = emit(op->b);
+  match(a, b);
+  using P = llvm::CmpInst::Predicate;
+  DType t = op->a.dtype();
+  if (is_float(t)) {
+    static const P kFloat[] = {P::FCMP_OEQ, P::FCMP_UNE, P::FCMP_OLT,
+                               P::FCMP_OLE, P::FCMP_OGT, P::FCMP_OGE};
+    return b_.CreateFCmp(kFloat[static_cast<int>(op->op)], a, b);
+  }
+  static const P kSigned[] = {P::ICMP_EQ,  P::ICMP_NE,  P::ICMP_SLT,
+                              P::ICMP_SLE, P::ICMP_SGT, P::ICMP_SGE};
+  static const P kUnsigned[] = {P::ICMP_EQ,  P::ICMP_NE,  P::ICMP_ULT,
+                                P::ICMP_ULE, P::ICMP_UGT, P::ICMP_UGE};
+  return b_.CreateICmp((t == DType::Bool ? kUnsigned : kSigned)[static_cast<int>(op->op)], a, b);
+}
+
+Value* LLVMCodeGen::emit_cast(DType to, DType from, Value* v) {
+  if (to == from) return v;
+  llvm::Type* ty = shaped_like(value_type(to), v);
+  if (to == DType::Bool) {
+    // x != 0; NaN is true, as in C and PyTorch.
+    Value* zero = llvm::Constant::getNullValue(v->getType());
+    return is_float(from) ? b_.CreateFCmpUNE(v, zero) : b_.CreateICmpNE(v, zero);
+  }
+  if (from == DType::Bool) return is_float(to) ? b_.CreateUIToFP(v, ty) : b_.CreateZExt(v, ty);
+  if (is_float(from) && is_float(to)) return b_.CreateFPCast(v, ty);
+  if (is_float(from)) return b_.CreateFPToSI(v, ty);
+  if (is_float(to)) return b_.CreateSIToFP(v, ty);
+  return b_.CreateSExtOrTrunc(v, ty);
+}
+
+Value* LLVMCodeGen::emit_call(const PrimCallNode* op) {
+  std::vector<Value*> args;
+  bool vec = false;
+  for (auto& a : op->args) {
+    args.push_back(emit(a));
+    vec = vec || is_vec(args.back());
+  }
+  if (vec)
+    for (auto& a : args) a = widen(a);
+  auto arity = [&](size_t n) {
+    EMBER_CHECK(args.size() == n, "intrinsic call with ", args.size(), " arguments in ",
+                func_name_);
+  };
+  DType t = op->args[0].dtype();
+  bool fp = is_float(t);
+  switch (op->op) {
+    case Intrinsic::Sqrt:
+      arity(1);
+      EMBER_CHECK(fp, "sqrt of a non-float value in ", func_name_);
+      return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, args[0]);
+    case Intrinsic::Floor:
+    case Intrinsic::Ceil:
+    case Intrinsic::Round: {
+      arity(1);
+      if (!fp) return args[0];  // integers are already whole
+      auto id = op->op == Intrinsic::Floor  ? llvm::Intrinsic::floor
+                : op->op == Intrinsic::Ceil ? llvm::Intrinsic::ceil
+                                            : llvm::Intrinsic::roundeven;  // as torch.round
+      return b_.CreateUnaryIntrinsic(id, args[0]);
+    }
+    case Intrinsic::Abs:
+      arity(1);
+      if (fp) return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, args[0]);
+      if (t == DType::Bool) return args[0];
+      return b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, args[0], b_.getFalse());
+    case Intrinsic::IsNan:
+      arity(1);
+      if (!fp)
+        return emit_cast(op->dtype, DType::Bool,
+                         llvm::ConstantInt::getFalse(shaped_like(b_.getInt1Ty(), args[0])));
+      return emit_cast(op->dtype, DType::Bool, b_.CreateFCmpUNO(args[0], args[0]));
+    case Intrinsic::Fma:
+      arity(3);
+      EMBER_CHECK(fp, "fma of non-float values in ", func_name_);
+      return b_.CreateIntrinsic(llvm::Intrinsic::fma, {args[0]->getType()}, args);
+  }
+  EMBER_CHECK(false, "unknown intrinsic");
+}
+
+Value* LLVMCodeGen::emit_load(const LoadNode* op) {
+  DType t = op->buffer->dtype;
+  llvm::Type* mt = memory_type(t);
+  llvm::Align align(dtype_bytes(t));
+  Value* index = emit(op->index);
+  if (!is_vec(index) && !mask_)  // scalar code, or the same element in every lane
+    return from_memory(t, b_.CreateAlignedLoad(mt, element_ptr(op->buffer, index), align));
+
+  llvm::Type* vt = llvm::FixedVectorType::get(mt, lanes_);
+  Value* pass = llvm::Constant::getNullValue(vt);
+  if (is_vec(index) && lane_stride(op->index) == std::optional<int64_t>(1)) {
+    // Contiguous: one vector load at lane 0's element.
+    Value* base = element_ptr(op->buffer, b_.CreateExtractElement(index, uint64_t{0}));
+    Value* v = mask_ ? static_cast<Value*>(b_.CreateMaskedLoad(vt, base, align, mask_, pass))
+                     : b_.CreateAlignedLoad(vt, base, align);
+    return from_memory(t, v);
+  }
+  // Gather (a uniform index under a mask is a gather from one address).
+  Value* ptrs = element_ptr(op->buffer, widen(index));
+  return from_memory(t, b_.CreateMaskedGather(vt, ptrs, align, mask_, pass));
+}
+
+// ----------------------------------------------------------------------------- statements
+
+void LLVMCodeGen::emit(const Stmt& s) {
+  if (!s) return;
+  switch (s.kind()) {
+    case StmtKind::For:
+      return emit_for(s.as<ForNode>());
+    case StmtKind::Store:
+      return emit_store(s.as<StoreNode>());
+    case StmtKind::Allocate:
+      return emit_allocate(s.as<AllocateNode>());
+    case StmtKind::LetStmt: {
+      auto* op = s.as<LetStmtNode>();
+      Value* v = emit(op->value);
+      bind(op->var.as<PrimVarNode>(), v, lane_stride(op->value));
+      emit(op->body);
+      unbind(op->var.as<PrimVarNode>());
+      return;
+    }
+    case StmtKind::IfThenElse:
+      return emit_if(s.as<IfThenElseNode>());
+    case StmtKind::Seq:
+      for (auto& x : s.as<SeqNode>()->seq) emit(x);
+      return;
+    case StmtKind::Evaluate:
+      emit(s.as<EvaluateNode>()->value);
+      return;
+  }
+}
+
+void LLVMCodeGen::emit_for(const ForNode* op) {
+  EMBER_CHECK(lanes_ == 0, "loop over ", op->var.name(), " inside a vectorized loop in ",
+              func_name_, ": vectorized loops must be innermost");
+  switch (op->for_kind) {
+    case ForKind::Parallel:
+      return emit_parallel_for(op);
+    case ForKind::Vectorized:
+      return emit_vectorized_for(op);
+    case ForKind::Serial:
+    case ForKind::Unrolled: {
+      llvm::Type* t = value_type(op->var.dtype());
+      Value* begin = int_cast(emit(op->min), t);
+      Value* end = b_.CreateAdd(begin, int_cast(emit(op->extent), t));
+      return emit_serial_loop(op, begin, end, op->for_kind == ForKind::Unrolled);
+    }
+  }
+}
+
+void LLVMCodeGen::emit_serial_loop(const ForNode* op, Value* begin, Value* end, bool unroll) {
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  auto* header = llvm::BasicBlock::Create(ctx_, op->var.name() + ".header", func_);
+  auto* body = llvm::BasicBlock::Create(ctx_, op->var.name() + ".body", func_);
+  auto* exit = llvm::BasicBlock::Create(ctx_, op->var.name() + ".end", func_);
+  b_.CreateBr(header);
+  b_.SetInsertPoint(header);
+  llvm::PHINode* i = b_.CreatePHI(begin->getType(), 2, op->var.name());
+  b_.CreateCondBr(b_.CreateICmpSLT(i, end), body, exit);
+
+  b_.SetInsertPoint(body);
+  bind(op->var.as<PrimVarNode>(), i, 0);
+  emit(op->body);
+  unbind(op->var.as<PrimVarNode>());
+  // i < end, so i + 1 cannot overflow.
+  Value* next = b_.CreateAdd(i, llvm::ConstantInt::get(i->getType(), 1), "", false, true);
+  llvm::BranchInst* back = b_.CreateBr(header);
+  if (unroll) {
+    llvm::TempMDTuple self = llvm::MDNode::getTemporary(ctx_, {});
+    llvm::Metadata* full =
+        llvm::MDNode::get(ctx_, llvm::MDString::get(ctx_, "llvm.loop.unroll.full"));
+    llvm::MDNode* loop_id = llvm::MDNode::getDistinct(ctx_, {self.get(), full});
+    loop_id->replaceOperandWith(0, loop_id);
+    back->setMetadata(llvm::LLVMContext::MD_loop, loop_id);
+  }
+  i->addIncoming(begin, pre);
+  i->addIncoming(next, b_.GetInsertBlock());
+  b_.SetInsertPoint(exit);
+}
+
+void LLVMCodeGen::emit_vectorized_for(const ForNode* op) {
+  int64_t lanes = 0;
+  EMBER_CHECK(as_int(op->extent, &lanes), "vectorized loop over ", op->var.name(), " in ",
+              func_name_, " has a non-constant extent ", to_string(op->extent));
+  llvm::Type* t = value_type(op->var.dtype());
+  Value* begin = int_cast(emit(op->min), t);
+  std::set<const PrimVarNode*> varying{op->var.as<PrimVarNode>()};
+  if (lanes <= 1 || lanes_collide(op->body, varying)) {
+    emit_serial_loop(op, begin, b_.CreateAdd(begin, llvm::ConstantInt::get(t, lanes)), false);
+    return;
+  }
+  lanes_ = static_cast<int>(lanes);
+  std::vector<llvm::Constant*> steps;
+  for (int64_t i = 0; i < lanes; ++i) steps.push_back(llvm::ConstantInt::get(t, i));
+  Value* lane_values = b_.CreateAdd(widen(begin), llvm::ConstantVector::get(steps), op->var.name());
+  bind(op->var.as<PrimVarNode>(), lane_values, 1);
+  emit(op->body);
+  unbind(op->var.as<PrimVarNode>());
+  lanes_ = 0;
+  mask_ = nullptr;
+}
+
+void LLVMCodeGen::emit_parallel_for(const ForNode* op) {
+  llvm::Type* t = value_type(op->var.dtype());
+  Value* begin = int_cast(emit(op->min), t);
+  Value* extent = emit(op->extent);
+  if (parallel_depth_ > 0) {  // the pool is already busy: nested loops run serially
+    emit_serial_loop(op, begin, b_.CreateAdd(begin, int_cast(extent, t)), false);
+    return;
+  }
+
+  // Everything the body reads from outside travels in a closure struct.
+  std::vector<const PrimVarNode*> free_vars;
+  std::vector<const BufferNode*> free_buffers;
+  std::set<const void*> seen;
+  auto use_buffer = [&](const Buffer& b) {
+    if (buffers_.count(b.get()) && seen.insert(b.get()).second) free_buffers.push_back(b.get());
+  };
+  visit_prim(
+      op->body,
+      [&](const PrimExpr& e) {
+        if (auto* v = e.as<PrimVarNode>(); v && vars_.count(v) && seen.insert(v).second)
+          free_vars.push_back(v);
+        if (auto* l = e.as<LoadNode>()) use_buffer(l->buffer);
+      },
+      [&](const Stmt& s) {
+        if (auto* st = s.as<StoreNode>()) use_buffer(st->buffer);
+      });
+  std::vector<llvm::Type*> scalar_types{t};
+  std::vector<Value*> fields{begin};
+  for (auto* v : free_vars) {
+    scalar_types.push_back(vars_[v]->getType());
+    fields.push_back(vars_[v]);
+  }
+  std::vector<llvm::Type*> field_types = scalar_types;
+  for (auto* b : free_buffers) {
+    field_types.push_back(b_.getPtrTy());
+    fields.push_back(buffers_[b]);
+  }
+  llvm::StructType* closure_type = llvm::StructType::get(ctx_, field_types);
+  llvm::AllocaInst* closure = entry_alloca(closure_type, "closure");
+  for (size_t i = 0; i < fields.size(); ++i)
+    b_.CreateStore(fields[i], b_.CreateStructGEP(closure_type, closure, i));
+
+  // void body(i64 begin, i64 end, ptr closure) unpacks the closure and calls the noalias impl.
+  llvm::Type* i64 = b_.getInt64Ty();
+  std::string name = func_name_ + ".parallel" + std::to_string(num_outlined_++);
+  llvm::Function* body = make_function(
+      name, llvm::FunctionType::get(b_.getVoidTy(), {i64, i64, b_.getPtrTy()}, false), false);
+  std::vector<llvm::Type*> impl_scalars{i64, i64};
+  impl_scalars.insert(impl_scalars.end(), scalar_types.begin(), scalar_types.end());
+  llvm::Function* impl = make_impl(name, impl_scalars, free_buffers.size());
+
+  llvm::BasicBlock* saved_block = b_.GetInsertBlock();
+  llvm::Function* saved_func = func_;
+  auto saved_vars = std::move(vars_);
+  auto saved_buffers = std::move(buffers_);
+  vars_.clear();
+  buffers_.clear();
+
+  b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", body));
+  std::vector<Value*> call_args{body->getArg(0), body->getArg(1)};
+  for (size_t i = 0; i < fields.size(); ++i)
+    call_args.push_back(
+        b_.CreateLoad(field_types[i], b_.CreateStructGEP(closure_type, body->getArg(2), i)));
+  b_.CreateCall(impl, call_args);
+  b_.CreateRetVoid();
+
+  func_ = impl;
+  b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", impl));
+  Value* min = impl->getArg(2);
+  for (size_t i = 0; i < free_vars.size(); ++i) {
+    impl->getArg(3 + i)->setName(free_vars[i]->name);
+    vars_[free_vars[i]] = impl->getArg(3 + i);
+  }
+  for (size_t i = 0; i < free_buffers.size(); ++i) {
+    llvm::Argument* arg = impl->getArg(3 + free_vars.size() + i);
+    arg->setName(free_buffers[i]->name);
+    buffers_[free_buffers[i]] = arg;
+  }
+  ++parallel_depth_;
+  emit_serial_loop(op, b_.CreateAdd(min, int_cast(impl->getArg(0), t)),
+                   b_.CreateAdd(min, int_cast(impl->getArg(1), t)), false);
+  --parallel_depth_;
+  b_.CreateRetVoid();
+
+  func_ = saved_func;
+  vars_ = std::move(saved_vars);
+  buffers_ = std::move(saved_buffers);
+  b_.SetInsertPoint(saved_block);
+  llvm::FunctionCallee parallel_for = module_->getOrInsertFunction(
+      "ember_parallel_for",
+      llvm::FunctionType::get(b_.getInt32Ty(), {i64, b_.getPtrTy(), b_.getPtrTy()}, false));
+  b_.CreateCall(parallel_for, {int_cast(extent, i64), body, closure});
+}
+
+void LLVMCodeGen::emit_store(const StoreNode* op) {
+  DType t = op->buffer->dtype;
+  llvm::Align align(dtype_bytes(t));
+  Value* value = emit(op->value);
+  Value* index = emit(op->index);
+  if (!is_vec(index) && !mask_) {
+    EMBER_CHECK(!is_vec(value), "lane-varying store to one element of ", op->buffer->name, " in ",
+                func_name_);
+    b_.CreateAlignedStore(to_memory(t, value), element_ptr(op->buffer, index), align);
+    return;
+  }
+  value = to_memory(t, widen(value));
+  if (is_vec(index) && lane_stride(op->index) == std::optional<int64_t>(1)) {
+    Value* base = element_ptr(op->buffer, b_.CreateExtractElement(index, uint64_t{0}));
+    if (mask_)
+      b_.CreateMaskedStore(value, base, align, mask_);
+    else
+      b_.CreateAlignedStore(value, base, align);
+    return;
+  }
+  b_.CreateMaskedScatter(value, element_ptr(op->buffer, widen(index)), align, mask_);
+}
+
+void LLVMCodeGen::emit_allocate(const AllocateNode* op) {
+  const Buffer& buf = op->buffer;
+  EMBER_CHECK(lanes_ == 0, "allocation of ", buf->name, " inside a vectorized loop in ",
+              func_name_);
+  int64_t bytes = buf->numel() * dtype_bytes(buf->dtype);
+  EMBER_CHECK(bytes >= 0, "buffer ", buf->name, " has a negative size");
+  Value* ptr = nullptr;
+  llvm::FunctionCallee free_fn;
+  if (bytes <= kMaxStackBytes) {
+    ptr = entry_alloca(llvm::ArrayType::get(memory_type(buf->dtype), buf->numel()), buf->name);
+  } else {
+    llvm::Type* i64 = b_.getInt64Ty();
+    llvm::FunctionCallee alloc = module_->getOrInsertFunction(
+        "aligned_alloc", llvm::FunctionType::get(b_.getPtrTy(), {i64, i64}, false));
+    free_fn = module_->getOrInsertFunction(
+        "free", llvm::FunctionType::get(b_.getVoidTy(), {b_.getPtrTy()}, false));
+    int64_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;  // as C11 requires
+    ptr = b_.CreateCall(alloc, {b_.getInt64(kAlignment), b_.getInt64(rounded)}, buf->name);
+  }
+  buffers_[buf.get()] = ptr;
+  emit(op->body);
+  buffers_.erase(buf.get());
+  if (free_fn) b_.CreateCall(free_fn, {ptr});
+}
+
+void LLVMCodeGen::emit_if(const IfThenElseNode* op) {
+  Value* cond = emit(op->cond);
+  if (is_vec(cond)) {
+    // A lane-varying condition becomes a mask on the loads and stores of each branch.
+    Value* outer = mask_;
+    mask_ = outer ? b_.CreateAnd(outer, cond) : cond;
+    emit(op->then_case);
+    if (op->else_case) {
+      Value* not_cond = b_.CreateNot(cond);
+      mask_ = outer ? b_.CreateAnd(outer, not_cond) : not_cond;
+      emit(op->else_case);
+    }
+    mask_ = outer;
+    return;
+  }
+  auto* then_bb = llvm::BasicBlock::Create(ctx_, "if.then", func_);
+  auto* else_bb = op->else_case ? llvm::BasicBlock::Create(ctx_, "if.else", func_) : nullptr;
+  auto* end_bb = llvm::BasicBlock::Create(ctx_, "if.end", func_);
+  b_.CreateCondBr(cond, then_bb, else_bb ? else_bb : end_bb);
+  b_.SetInsertPoint(then_bb);
+  emit(op->then_case);
+  b_.CreateBr(end_bb);
+  if (else_bb) {
+    b_.SetInsertPoint(else_bb);
+    emit(op->else_case);
+    b_.CreateBr(end_bb);
+  }
+  b_.SetInsertPoint(end_bb);
+}
+
+}  // namespace ember::codegen

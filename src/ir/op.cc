@@ -1,0 +1,143 @@
+// The op registry and the helpers shared by type relations.
+#include "ember/ir/op.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include "ember/support/error.h"
+
+namespace ember::ir {
+namespace {
+
+// Function-local static: ops register from static initialisers in other translation
+// units, whose order relative to this file is unspecified.
+std::map<std::string, std::unique_ptr<Op>>& registry() {
+  static std::map<std::string, std::unique_ptr<Op>> ops;
+  return ops;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// "nn.relu" -> "relu", so that "relu" or "nn.sigmoid" still find their op.
+std::string strip_namespace(const std::string& name) {
+  size_t dot = name.rfind('.');
+  return dot == std::string::npos ? name : name.substr(dot + 1);
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+std::string shape_string(const std::vector<int64_t>& s) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  os << "]";
+  return os.str();
+}
+
+}  // namespace
+
+const char* op_pattern_name(OpPattern p) {
+  switch (p) {
+    case OpPattern::ElemWise:
+      return "ElemWise";
+    case OpPattern::Broadcast:
+      return "Broadcast";
+    case OpPattern::Injective:
+      return "Injective";
+    case OpPattern::CommReduce:
+      return "CommReduce";
+    case OpPattern::OutEWiseFusable:
+      return "OutEWiseFusable";
+    case OpPattern::Opaque:
+      return "Opaque";
+  }
+  return "?";
+}
+
+void TypeContext::fail(const std::string& msg) const {
+  if (node_name.empty()) ember::fail(op_name, ": ", msg);
+  ember::fail(op_name, " '", node_name, "': ", msg);
+}
+
+const Op* register_op(Op op) {
+  auto& ops = registry();
+  EMBER_CHECK(!op.name.empty() && !ops.count(op.name), "op '", op.name,
+              "' is registered twice (or has no name)");
+  EMBER_CHECK(op.type_rel && op.compute, "op '", op.name, "' lacks a type relation or compute");
+  auto owned = std::make_unique<Op>(std::move(op));
+  const Op* ptr = owned.get();
+  ops.emplace(ptr->name, std::move(owned));
+  return ptr;
+}
+
+const Op* get_op(const std::string& name) {
+  auto& ops = registry();
+  auto it = ops.find(name);
+  if (it != ops.end()) return it->second.get();
+  // Suggest names within a small edit distance, comparing with and without the "nn."
+  // namespace so that "relu" suggests "nn.relu".
+  std::vector<std::string> similar;
+  std::string bare = strip_namespace(name);
+  size_t limit = std::max<size_t>(2, bare.size() / 3);
+  for (const auto& [known, op] : ops) {
+    size_t d = std::min(edit_distance(name, known), edit_distance(bare, strip_namespace(known)));
+    if (d <= limit) similar.push_back(known);
+  }
+  if (!similar.empty()) fail("unknown op '", name, "'; did you mean ", join(similar), "?");
+  fail("unknown op '", name, "'; known ops are: ", join(list_ops()));
+}
+
+std::vector<std::string> list_ops() {
+  std::vector<std::string> names;
+  for (const auto& [name, op] : registry()) names.push_back(name);
+  return names;
+}
+
+std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
+                                      const TypeContext& ctx) {
+  size_t n = std::max(a.size(), b.size());
+  std::vector<int64_t> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    // Align from the right, as NumPy does; missing leading dimensions act as 1.
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1)
+      ctx.fail("cannot broadcast shapes " + shape_string(a) + " and " + shape_string(b) +
+               ": dimension " + std::to_string(i) + " of the result would be " +
+               std::to_string(da) + " vs " + std::to_string(db) +
+               " (sizes must be equal or 1); reshape one input");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+int64_t normalize_axis(int64_t axis, int64_t ndim, const TypeContext& ctx) {
+  if (axis < -ndim || axis >= ndim) {
+    if (ndim == 0) ctx.fail("axis " + std::to_string(axis) + " given for a rank-0 tensor");
+    ctx.fail("axis " + std::to_string(axis) + " is out of range for a rank-" +
+             std::to_string(ndim) + " tensor (valid axes are " + std::to_string(-ndim) + " to " +
+             std::to_string(ndim - 1) + ")");
+  }
+  return axis < 0 ? axis + ndim : axis;
+}
+
+}  // namespace ember::ir

@@ -1,0 +1,558 @@
+// Neural-network ops (NCHW layout, OIHW weights): convolution, dense and matrix products,
+// bias and batch norm, pooling, softmax. Shapes and numerics follow
+// torch.nn.functional.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "ember/ir/op.h"
+#include "ember/ir/prim_math.h"
+
+namespace ember::ir {
+namespace {
+
+// ---------------------------------------------------------------- relation helpers
+
+const TensorType& tensor_arg(const std::vector<Type>& args, size_t i, const char* what,
+                             const TypeContext& ctx) {
+  if (args[i].is_tuple) ctx.fail(std::string(what) + " must be a tensor, not a tuple");
+  return args[i].tensor();
+}
+
+void check_arity(const std::vector<Type>& args, size_t n, const TypeContext& ctx) {
+  if (args.size() != n)
+    ctx.fail("takes " + std::to_string(n) + " input(s) but was given " +
+             std::to_string(args.size()));
+}
+
+std::string ints_str(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+void check_float(const TensorType& t, const std::string& what, const TypeContext& ctx) {
+  if (!is_float(t.dtype))
+    ctx.fail(what + " is " + to_string(t) +
+             " but the op needs a float tensor (float32 or float64); cast it to float32");
+}
+
+void check_rank(const TensorType& t, int64_t rank, const std::string& what,
+                const TypeContext& ctx) {
+  if (t.ndim() != rank)
+    ctx.fail(what + " must be " + std::to_string(rank) + "-D" + (rank == 4 ? " (NCHW)" : "") +
+             " but is " + to_string(t));
+}
+
+void check_same_dtype(const TensorType& a, const std::string& what_a, const TensorType& b,
+                      const std::string& what_b, const TypeContext& ctx) {
+  if (a.dtype != b.dtype)
+    ctx.fail(what_a + " is " + to_string(a) + " but " + what_b + " is " + to_string(b) +
+             "; cast them to the same dtype");
+}
+
+// A (h, w) attribute given as 1 or 2 values, each >= min_value; written back as 2 values.
+std::vector<int64_t> pair_attr(Attrs& attrs, const std::string& key, std::vector<int64_t> dflt,
+                               int64_t min_value, const TypeContext& ctx) {
+  std::vector<int64_t> v = attrs.get_ints(key, dflt);
+  if (v.size() == 1) v = {v[0], v[0]};
+  if (v.size() != 2) ctx.fail(key + " " + ints_str(v) + " must have 1 or 2 values (h, w)");
+  for (int64_t x : v)
+    if (x < min_value)
+      ctx.fail(key + " " + ints_str(v) + " must be >= " + std::to_string(min_value));
+  attrs = attrs.with(key, v);
+  return v;
+}
+
+// Padding as 1 value, 2 (h, w) or 4 (top, left, bottom, right); written back as 4.
+std::vector<int64_t> padding_attr(Attrs& attrs, const TypeContext& ctx) {
+  std::vector<int64_t> p = attrs.get_ints("padding", {0, 0, 0, 0});
+  if (p.size() == 1)
+    p = {p[0], p[0], p[0], p[0]};
+  else if (p.size() == 2)
+    p = {p[0], p[1], p[0], p[1]};
+  if (p.size() != 4)
+    ctx.fail("padding " + ints_str(p) +
+             " must have 1, 2 (h, w) or 4 (top, left, bottom, right) values");
+  for (int64_t x : p)
+    if (x < 0) ctx.fail("padding " + ints_str(p) + " must not be negative");
+  attrs = attrs.with("padding", p);
+  return p;
+}
+
+// Output size of a sliding window along one dimension, as torch computes it: with ceil_mode
+// a last window that would start in the end padding is dropped.
+int64_t window_out_size(int64_t size, int64_t pad_begin, int64_t pad_end, int64_t kernel,
+                        int64_t stride, int64_t dilation, bool ceil_mode, const char* dim,
+                        const TypeContext& ctx) {
+  int64_t span = size + pad_begin + pad_end - dilation * (kernel - 1) - 1;
+  if (span < 0)
+    ctx.fail(std::string("the window (size ") + std::to_string(kernel) + ", dilation " +
+             std::to_string(dilation) + ") is larger than the padded input " + dim + " (" +
+             std::to_string(size + pad_begin + pad_end) +
+             "); use a smaller window or more padding");
+  int64_t out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+  if (ceil_mode && (out - 1) * stride >= size + pad_begin) --out;
+  return out;
+}
+
+// ---------------------------------------------------------------- compute helpers
+
+std::vector<PrimExpr> as_exprs(const std::vector<PrimVar>& v) {
+  return std::vector<PrimExpr>(v.begin(), v.end());
+}
+
+PrimExpr idx(int64_t v) { return PrimExpr(v); }
+
+// data [N, C, H, W] placed at (top, left) in a [N, C, hp, wp] tensor filled with `fill`.
+// Returns data itself when nothing is padded. Select evaluates both sides, so the guarded
+// load reads clamped (always valid) indices.
+Tensor pad_nchw(const std::string& name, const Tensor& data, int64_t top, int64_t left, int64_t hp,
+                int64_t wp, PrimExpr fill) {
+  int64_t h = data.shape()[2], w = data.shape()[3];
+  if (top == 0 && left == 0 && hp <= h && wp <= w) return data;
+  return compute(name, {data.shape()[0], data.shape()[1], hp, wp},
+                 [&](const std::vector<PrimVar>& i) {
+                   PrimExpr y = i[2] - idx(top), x = i[3] - idx(left);
+                   PrimExpr inside = make_const(DType::Bool, 1);
+                   PrimExpr yc = y, xc = x;
+                   // Guard and clamp only the sides that have padding.
+                   if (top > 0) {
+                     inside = logical_and(inside, y >= idx(0));
+                     yc = max(yc, idx(0));
+                   }
+                   if (hp - top > h) {
+                     inside = logical_and(inside, y < idx(h));
+                     yc = min(yc, idx(h - 1));
+                   }
+                   if (left > 0) {
+                     inside = logical_and(inside, x >= idx(0));
+                     xc = max(xc, idx(0));
+                   }
+                   if (wp - left > w) {
+                     inside = logical_and(inside, x < idx(w));
+                     xc = min(xc, idx(w - 1));
+                   }
+                   return select(inside, data({i[0], i[1], yc, xc}), fill);
+                 });
+}
+
+// ---------------------------------------------------------------- conv2d
+
+Type conv2d_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_arity(args, 2, ctx);
+  const TensorType& data = tensor_arg(args, 0, "data", ctx);
+  const TensorType& weight = tensor_arg(args, 1, "weight", ctx);
+  check_rank(data, 4, "data", ctx);
+  check_rank(weight, 4, "the weight (OIHW)", ctx);
+  check_float(data, "data", ctx);
+  check_same_dtype(data, "data", weight, "the weight", ctx);
+  auto strides = pair_attr(attrs, "strides", {1, 1}, 1, ctx);
+  auto dilation = pair_attr(attrs, "dilation", {1, 1}, 1, ctx);
+  auto pad = padding_attr(attrs, ctx);
+  int64_t groups = attrs.get_int("groups", 1);
+  if (groups < 1) ctx.fail("groups = " + std::to_string(groups) + " must be >= 1");
+  attrs = attrs.with("groups", groups);
+  int64_t channels = data.shape[1], out_channels = weight.shape[0];
+  if (channels != weight.shape[1] * groups)
+    ctx.fail("data has " + std::to_string(channels) + " channels but the weight expects " +
+             std::to_string(weight.shape[1] * groups) + " (weight shape " + ints_str(weight.shape) +
+             ", groups=" + std::to_string(groups) + "); check the weight or the groups attribute");
+  if (out_channels % groups != 0)
+    ctx.fail("the weight has " + std::to_string(out_channels) + " output channels, which groups=" +
+             std::to_string(groups) + " does not divide; check the weight or the groups attribute");
+  int64_t oh = window_out_size(data.shape[2], pad[0], pad[2], weight.shape[2], strides[0],
+                               dilation[0], false, "height", ctx);
+  int64_t ow = window_out_size(data.shape[3], pad[1], pad[3], weight.shape[3], strides[1],
+                               dilation[1], false, "width", ctx);
+  return TensorType{{data.shape[0], out_channels, oh, ow}, data.dtype};
+}
+
+Tensor conv2d_compute(const std::vector<Tensor>& in, const Attrs& attrs, const TensorType& out) {
+  const Tensor &data = in[0], &weight = in[1];
+  auto s = attrs.get_ints("strides", {1, 1});
+  auto d = attrs.get_ints("dilation", {1, 1});
+  auto p = attrs.get_ints("padding", {0, 0, 0, 0});
+  int64_t groups = attrs.get_int("groups", 1);
+  int64_t group_in = weight.shape()[1], kh = weight.shape()[2], kw = weight.shape()[3];
+  int64_t group_out = weight.shape()[0] / groups;
+  // Only the rows and columns that some window reads.
+  int64_t hp = (out.shape[2] - 1) * s[0] + d[0] * (kh - 1) + 1;
+  int64_t wp = (out.shape[3] - 1) * s[1] + d[1] * (kw - 1) + 1;
+  Tensor padded = pad_nchw("conv2d_pad", data, p[0], p[1], hp, wp, make_const(data.dtype(), 0.0));
+  IterVar rc = reduce_axis(group_in, "rc"), ry = reduce_axis(kh, "ry"), rx = reduce_axis(kw, "rx");
+  return compute("conv2d", out.shape, [&](const std::vector<PrimVar>& i) {
+    // Output channel o belongs to group o / group_out, which reads input channels
+    // [g * group_in, (g + 1) * group_in).
+    PrimExpr c =
+        groups == 1 ? PrimExpr(rc->var) : (i[1] / idx(group_out)) * idx(group_in) + rc->var;
+    PrimExpr y = i[2] * idx(s[0]) + ry->var * idx(d[0]);
+    PrimExpr x = i[3] * idx(s[1]) + rx->var * idx(d[1]);
+    return sum(padded({i[0], c, y, x}) * weight({i[1], rc->var, ry->var, rx->var}), {rc, ry, rx});
+  });
+}
+
+// ---------------------------------------------------------------- dense, matmul, bmm
+
+Type dense_rel(const std::vector<Type>& args, Attrs&, const TypeContext& ctx) {
+  check_arity(args, 2, ctx);
+  const TensorType& data = tensor_arg(args, 0, "data", ctx);
+  const TensorType& weight = tensor_arg(args, 1, "weight", ctx);
+  check_float(data, "data", ctx);
+  check_same_dtype(data, "data", weight, "the weight", ctx);
+  if (data.ndim() < 1) ctx.fail("data must have at least 1 dimension, got " + to_string(data));
+  check_rank(weight, 2, "the weight [N, K]", ctx);
+  int64_t k = data.shape.back();
+  if (k != weight.shape[1])
+    ctx.fail("data has " + std::to_string(k) + " features (last dimension of " + to_string(data) +
+             ") but the weight expects " + std::to_string(weight.shape[1]) + " (weight shape " +
+             ints_str(weight.shape) + "); check the weight");
+  std::vector<int64_t> shape(data.shape.begin(), data.shape.end() - 1);
+  shape.push_back(weight.shape[0]);
+  return TensorType{shape, data.dtype};
+}
+
+Tensor dense_compute(const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {
+  const Tensor &data = in[0], &weight = in[1];
+  IterVar k = reduce_axis(weight.shape()[1], "k");
+  return compute("dense", out.shape, [&](const std::vector<PrimVar>& i) {
+    std::vector<PrimExpr> di(i.begin(), i.end() - 1);
+    di.push_back(k->var);
+    return sum(data(di) * weight({i.back(), k->var}), {k});
+  });
+}
+
+Type matmul_rel(const std::vector<Type>& args, Attrs&, const TypeContext& ctx) {
+  check_arity(args, 2, ctx);
+  const TensorType& a = tensor_arg(args, 0, "the first input", ctx);
+  const TensorType& b = tensor_arg(args, 1, "the second input", ctx);
+  check_float(a, "the first input", ctx);
+  check_same_dtype(a, "the first input", b, "the second input", ctx);
+  if (a.ndim() < 2) ctx.fail("the first input must be [..., M, K] but is " + to_string(a));
+  check_rank(b, 2, "the second input [K, N]", ctx);
+  if (a.shape.back() != b.shape[0])
+    ctx.fail("cannot multiply " + to_string(a) + " by " + to_string(b) + ": K is " +
+             std::to_string(a.shape.back()) + " vs " + std::to_string(b.shape[0]) +
+             "; the last dimension of the first input must equal the first of the second");
+  std::vector<int64_t> shape(a.shape.begin(), a.shape.end() - 1);
+  shape.push_back(b.shape[1]);
+  return TensorType{shape, a.dtype};
+}
+
+Tensor matmul_compute(const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {
+  const Tensor &a = in[0], &b = in[1];
+  IterVar k = reduce_axis(b.shape()[0], "k");
+  return compute("matmul", out.shape, [&](const std::vector<PrimVar>& i) {
+    std::vector<PrimExpr> ai(i.begin(), i.end() - 1);
+    ai.push_back(k->var);
+    return sum(a(ai) * b({k->var, i.back()}), {k});
+  });
+}
+
+Type batch_matmul_rel(const std::vector<Type>& args, Attrs&, const TypeContext& ctx) {
+  check_arity(args, 2, ctx);
+  const TensorType& a = tensor_arg(args, 0, "the first input", ctx);
+  const TensorType& b = tensor_arg(args, 1, "the second input", ctx);
+  check_float(a, "the first input", ctx);
+  check_same_dtype(a, "the first input", b, "the second input", ctx);
+  check_rank(a, 3, "the first input [B, M, K]", ctx);
+  check_rank(b, 3, "the second input [B, K, N]", ctx);
+  if (a.shape[0] != b.shape[0] || a.shape[2] != b.shape[1])
+    ctx.fail("cannot batch-multiply " + to_string(a) + " by " + to_string(b) +
+             ": the batch sizes must be equal and K (last of the first) must equal the "
+             "second's dimension 1");
+  return TensorType{{a.shape[0], a.shape[1], b.shape[2]}, a.dtype};
+}
+
+Tensor batch_matmul_compute(const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {
+  const Tensor &a = in[0], &b = in[1];
+  IterVar k = reduce_axis(a.shape()[2], "k");
+  return compute("batch_matmul", out.shape, [&](const std::vector<PrimVar>& i) {
+    return sum(a({i[0], i[1], k->var}) * b({i[0], k->var, i[2]}), {k});
+  });
+}
+
+// ---------------------------------------------------------------- bias_add, batch_norm
+
+// A [C] parameter applied along `axis` of data.
+void check_channel_param(const TensorType& data, int64_t axis, const TensorType& p,
+                         const std::string& what, const TypeContext& ctx) {
+  check_same_dtype(data, "data", p, what, ctx);
+  if (p.ndim() != 1 || p.shape[0] != data.shape[axis])
+    ctx.fail(what + " is " + to_string(p) + " but data " + to_string(data) + " has " +
+             std::to_string(data.shape[axis]) + " channels along axis " + std::to_string(axis) +
+             "; it must be 1-D with one value per channel");
+}
+
+Type bias_add_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_arity(args, 2, ctx);
+  const TensorType& data = tensor_arg(args, 0, "data", ctx);
+  const TensorType& bias = tensor_arg(args, 1, "bias", ctx);
+  if (data.dtype == DType::Bool) ctx.fail("data is " + to_string(data) + "; cast it to float32");
+  int64_t axis = normalize_axis(attrs.get_int("axis", 1), data.ndim(), ctx);
+  attrs = attrs.with("axis", axis);
+  check_channel_param(data, axis, bias, "the bias", ctx);
+  return data;
+}
+
+Tensor bias_add_compute(const std::vector<Tensor>& in, const Attrs& attrs, const TensorType& out) {
+  const Tensor &data = in[0], &bias = in[1];
+  int64_t axis = attrs.get_int("axis", 1);
+  return compute("bias_add", out.shape, [&](const std::vector<PrimVar>& i) {
+    return data(as_exprs(i)) + bias({i[axis]});
+  });
+}
+
+Type batch_norm_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_arity(args, 5, ctx);
+  const TensorType& data = tensor_arg(args, 0, "data", ctx);
+  check_float(data, "data", ctx);
+  int64_t axis = normalize_axis(attrs.get_int("axis", 1), data.ndim(), ctx);
+  double eps = attrs.get_float("epsilon", 1e-5);
+  if (!(eps >= 0)) ctx.fail("epsilon = " + std::to_string(eps) + " must be >= 0");
+  attrs = attrs.with("axis", axis).with("epsilon", eps);
+  const char* names[] = {"gamma", "beta", "moving_mean", "moving_var"};
+  for (size_t i = 1; i < 5; ++i)
+    check_channel_param(data, axis, tensor_arg(args, i, names[i - 1], ctx), names[i - 1], ctx);
+  return data;
+}
+
+// Inference form, in the data dtype: (x - mean) / sqrt(var + eps) * gamma + beta.
+Tensor batch_norm_compute(const std::vector<Tensor>& in, const Attrs& attrs,
+                          const TensorType& out) {
+  const Tensor &data = in[0], &gamma = in[1], &beta = in[2], &mean = in[3], &var = in[4];
+  int64_t axis = attrs.get_int("axis", 1);
+  PrimExpr eps = make_const(data.dtype(), attrs.get_float("epsilon", 1e-5));
+  return compute("batch_norm", out.shape, [&](const std::vector<PrimVar>& i) {
+    std::vector<PrimExpr> c{i[axis]};
+    return (data(as_exprs(i)) - mean(c)) / sqrt(var(c) + eps) * gamma(c) + beta(c);
+  });
+}
+
+// ---------------------------------------------------------------- pooling
+
+struct PoolParams {
+  std::vector<int64_t> kernel, strides, dilation, pad;
+  bool ceil_mode;
+};
+
+PoolParams pool_attrs(Attrs& attrs, bool has_dilation, const TypeContext& ctx) {
+  if (!attrs.has("pool_size")) ctx.fail("needs the pool_size attribute");
+  PoolParams p;
+  p.kernel = pair_attr(attrs, "pool_size", {}, 1, ctx);
+  p.strides = pair_attr(attrs, "strides", {1, 1}, 1, ctx);
+  p.dilation =
+      has_dilation ? pair_attr(attrs, "dilation", {1, 1}, 1, ctx) : std::vector<int64_t>{1, 1};
+  p.pad = padding_attr(attrs, ctx);
+  p.ceil_mode = attrs.get_int("ceil_mode", 0) != 0;
+  attrs = attrs.with("ceil_mode", int64_t{p.ceil_mode});
+  // A window that saw only padding would have no defined value (max of nothing, average
+  // over no elements); torch is stricter still (pad <= kernel / 2).
+  for (int dim = 0; dim < 2; ++dim) {
+    int64_t window = p.dilation[dim] * (p.kernel[dim] - 1) + 1;
+    if (p.pad[dim] >= window || p.pad[dim + 2] >= window)
+      ctx.fail("padding " + ints_str(p.pad) + " must be smaller than the pool window (" +
+               std::to_string(window) + " along " + (dim == 0 ? "height" : "width") +
+               "); reduce the padding");
+  }
+  return p;
+}
+
+Type pool_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx,
+              bool has_dilation) {
+  check_arity(args, 1, ctx);
+  const TensorType& data = tensor_arg(args, 0, "data", ctx);
+  check_rank(data, 4, "data", ctx);
+  check_float(data, "data", ctx);
+  PoolParams p = pool_attrs(attrs, has_dilation, ctx);
+  int64_t oh = window_out_size(data.shape[2], p.pad[0], p.pad[2], p.kernel[0], p.strides[0],
+                               p.dilation[0], p.ceil_mode, "height", ctx);
+  int64_t ow = window_out_size(data.shape[3], p.pad[1], p.pad[3], p.kernel[1], p.strides[1],
+                               p.dilation[1], p.ceil_mode, "width", ctx);
+  return TensorType{{data.shape[0], data.shape[1], oh, ow}, data.dtype};
+}
+
+Type max_pool2d_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  return pool_rel(args, attrs, ctx, true);
+}
+
+Type avg_pool2d_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  attrs = attrs.with("count_include_pad", int64_t{attrs.get_int("count_include_pad", 1) != 0});
+  return pool_rel(args, attrs, ctx, false);
+}
+
+// The padded input the windows read (it may extend past the padding in ceil mode).
+Tensor pool_input(const std::string& name, const Tensor& data, const Attrs& attrs,
+                  const std::vector<int64_t>& d, const TensorType& out, PrimExpr fill) {
+  auto k = attrs.get_ints("pool_size", {});
+  auto s = attrs.get_ints("strides", {1, 1});
+  auto p = attrs.get_ints("padding", {0, 0, 0, 0});
+  int64_t hp = (out.shape[2] - 1) * s[0] + d[0] * (k[0] - 1) + 1;
+  int64_t wp = (out.shape[3] - 1) * s[1] + d[1] * (k[1] - 1) + 1;
+  return pad_nchw(name, data, p[0], p[1], hp, wp, std::move(fill));
+}
+
+Tensor max_pool2d_compute(const std::vector<Tensor>& in, const Attrs& attrs,
+                          const TensorType& out) {
+  auto k = attrs.get_ints("pool_size", {});
+  auto s = attrs.get_ints("strides", {1, 1});
+  auto d = attrs.get_ints("dilation", {1, 1});
+  Tensor padded = pool_input("max_pool2d_pad", in[0], attrs, d, out,
+                             reduce_identity(ReduceOp::Max, in[0].dtype()));
+  IterVar ry = reduce_axis(k[0], "ry"), rx = reduce_axis(k[1], "rx");
+  return compute("max_pool2d", out.shape, [&](const std::vector<PrimVar>& i) {
+    PrimExpr y = i[2] * idx(s[0]) + ry->var * idx(d[0]);
+    PrimExpr x = i[3] * idx(s[1]) + rx->var * idx(d[1]);
+    return max_reduce(padded({i[0], i[1], y, x}), {ry, rx});
+  });
+}
+
+// torch's divisor: the window clipped to the padded input (count_include_pad) or to the
+// input itself; a ceil-mode window hanging past the padding counts only what it covers.
+PrimExpr avg_window_size(const PrimExpr& o, int64_t stride, int64_t kernel, int64_t size,
+                         int64_t pad_begin, int64_t pad_end, bool count_include_pad) {
+  PrimExpr start = o * idx(stride) - idx(pad_begin);
+  PrimExpr end = min(start + idx(kernel), idx(size + pad_end));
+  if (count_include_pad) return end - start;
+  return min(end, idx(size)) - max(start, idx(0));
+}
+
+Tensor avg_pool2d_compute(const std::vector<Tensor>& in, const Attrs& attrs,
+                          const TensorType& out) {
+  const Tensor& data = in[0];
+  auto k = attrs.get_ints("pool_size", {});
+  auto s = attrs.get_ints("strides", {1, 1});
+  auto p = attrs.get_ints("padding", {0, 0, 0, 0});
+  bool include_pad = attrs.get_int("count_include_pad", 1) != 0;
+  Tensor padded =
+      pool_input("avg_pool2d_pad", data, attrs, {1, 1}, out, make_const(data.dtype(), 0.0));
+  IterVar ry = reduce_axis(k[0], "ry"), rx = reduce_axis(k[1], "rx");
+  Tensor total = compute("avg_pool2d_sum", out.shape, [&](const std::vector<PrimVar>& i) {
+    PrimExpr y = i[2] * idx(s[0]) + ry->var, x = i[3] * idx(s[1]) + rx->var;
+    return sum(padded({i[0], i[1], y, x}), {ry, rx});
+  });
+  return compute("avg_pool2d", out.shape, [&](const std::vector<PrimVar>& i) {
+    PrimExpr wh = avg_window_size(i[2], s[0], k[0], data.shape()[2], p[0], p[2], include_pad);
+    PrimExpr ww = avg_window_size(i[3], s[1], k[1], data.shape()[3], p[1], p[3], include_pad);
+    return total(as_exprs(i)) / cast(data.dtype(), wh * ww);
+  });
+}
+
+Type adaptive_avg_pool2d_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_arity(args, 1, ctx);
+  const TensorType& data = tensor_arg(args, 0, "data", ctx);
+  check_rank(data, 4, "data", ctx);
+  check_float(data, "data", ctx);
+  if (!attrs.has("output_size")) ctx.fail("needs the output_size attribute");
+  auto size = pair_attr(attrs, "output_size", {}, 1, ctx);
+  if (data.shape[2] == 0 || data.shape[3] == 0)
+    ctx.fail("data " + to_string(data) + " has an empty spatial dimension");
+  return TensorType{{data.shape[0], data.shape[1], size[0], size[1]}, data.dtype};
+}
+
+// Window i of n over `size` is [floor(i * size / n), ceil((i + 1) * size / n)).
+int64_t adaptive_max_window(int64_t size, int64_t n) {
+  int64_t widest = 0;
+  for (int64_t i = 0; i < n; ++i)
+    widest = std::max(widest, ((i + 1) * size + n - 1) / n - (i * size) / n);
+  return widest;
+}
+
+Tensor adaptive_avg_pool2d_compute(const std::vector<Tensor>& in, const Attrs&,
+                                   const TensorType& out) {
+  const Tensor& data = in[0];
+  int64_t h = data.shape()[2], w = data.shape()[3], oh = out.shape[2], ow = out.shape[3];
+  int64_t kh = adaptive_max_window(h, oh), kw = adaptive_max_window(w, ow);
+  // When the sizes divide, every window is full and needs no guard.
+  bool guard_h = h % oh != 0, guard_w = w % ow != 0;
+  auto start = [](const PrimExpr& i, int64_t size, int64_t n) { return i * idx(size) / idx(n); };
+  auto end = [](const PrimExpr& i, int64_t size, int64_t n) {
+    return ((i + idx(1)) * idx(size) + idx(n - 1)) / idx(n);
+  };
+  IterVar ry = reduce_axis(kh, "ry"), rx = reduce_axis(kw, "rx");
+  Tensor total = compute("adaptive_avg_pool2d_sum", out.shape, [&](const std::vector<PrimVar>& i) {
+    PrimExpr y = start(i[2], h, oh) + ry->var, x = start(i[3], w, ow) + rx->var;
+    PrimExpr inside = make_const(DType::Bool, 1);
+    if (guard_h) {
+      inside = logical_and(inside, y < end(i[2], h, oh));
+      y = min(y, idx(h - 1));
+    }
+    if (guard_w) {
+      inside = logical_and(inside, x < end(i[3], w, ow));
+      x = min(x, idx(w - 1));
+    }
+    PrimExpr v = data({i[0], i[1], y, x});
+    return sum(select(inside, v, make_const(data.dtype(), 0.0)), {ry, rx});
+  });
+  return compute("adaptive_avg_pool2d", out.shape, [&](const std::vector<PrimVar>& i) {
+    PrimExpr count =
+        (end(i[2], h, oh) - start(i[2], h, oh)) * (end(i[3], w, ow) - start(i[3], w, ow));
+    return total(as_exprs(i)) / cast(data.dtype(), count);
+  });
+}
+
+// ---------------------------------------------------------------- softmax
+
+Type softmax_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_arity(args, 1, ctx);
+  const TensorType& data = tensor_arg(args, 0, "data", ctx);
+  check_float(data, "data", ctx);
+  if (data.ndim() == 0) ctx.fail("data must have at least 1 dimension, got " + to_string(data));
+  attrs = attrs.with("axis", normalize_axis(attrs.get_int("axis", -1), data.ndim(), ctx));
+  return data;
+}
+
+// Numerically stable like torch: max over the axis, exp(x - max), sum, divide. The
+// reduced stages keep the axis with size 1.
+Tensor softmax_compute(const std::vector<Tensor>& in, const Attrs& attrs, const TensorType& out) {
+  const Tensor& x = in[0];
+  size_t axis = static_cast<size_t>(attrs.get_int("axis", -1));
+  std::vector<int64_t> reduced = out.shape;
+  reduced[axis] = 1;
+  auto at_axis = [&](const std::vector<PrimVar>& i, PrimExpr v) {
+    std::vector<PrimExpr> r = as_exprs(i);
+    r[axis] = std::move(v);
+    return r;
+  };
+  IterVar k1 = reduce_axis(out.shape[axis], "k");
+  Tensor mx = compute("softmax_max", reduced, [&](const std::vector<PrimVar>& i) {
+    return max_reduce(x(at_axis(i, k1->var)), {k1});
+  });
+  Tensor e = compute("softmax_exp", out.shape, [&](const std::vector<PrimVar>& i) {
+    return exp(x(as_exprs(i)) - mx(at_axis(i, idx(0))));
+  });
+  IterVar k2 = reduce_axis(out.shape[axis], "k");
+  Tensor total = compute("softmax_sum", reduced, [&](const std::vector<PrimVar>& i) {
+    return sum(e(at_axis(i, k2->var)), {k2});
+  });
+  return compute("softmax", out.shape, [&](const std::vector<PrimVar>& i) {
+    return e(as_exprs(i)) / total(at_axis(i, idx(0)));
+  });
+}
+
+// ---------------------------------------------------------------- registration
+
+[[maybe_unused]] const Op* kConv2d =
+    register_op({"nn.conv2d", 2, OpPattern::OutEWiseFusable, conv2d_rel, conv2d_compute});
+[[maybe_unused]] const Op* kDense =
+    register_op({"nn.dense", 2, OpPattern::OutEWiseFusable, dense_rel, dense_compute});
+[[maybe_unused]] const Op* kMatmul =
+    register_op({"nn.matmul", 2, OpPattern::OutEWiseFusable, matmul_rel, matmul_compute});
+[[maybe_unused]] const Op* kBatchMatmul = register_op(
+    {"nn.batch_matmul", 2, OpPattern::OutEWiseFusable, batch_matmul_rel, batch_matmul_compute});
+[[maybe_unused]] const Op* kBiasAdd =
+    register_op({"nn.bias_add", 2, OpPattern::Broadcast, bias_add_rel, bias_add_compute});
+[[maybe_unused]] const Op* kBatchNorm =
+    register_op({"nn.batch_norm", 5, OpPattern::Broadcast, batch_norm_rel, batch_norm_compute});
+[[maybe_unused]] const Op* kMaxPool2d = register_op(
+    {"nn.max_pool2d", 1, OpPattern::OutEWiseFusable, max_pool2d_rel, max_pool2d_compute});
+[[maybe_unused]] const Op* kAvgPool2d = register_op(
+    {"nn.avg_pool2d", 1, OpPattern::OutEWiseFusable, avg_pool2d_rel, avg_pool2d_compute});
+[[maybe_unused]] const Op* kAdaptiveAvgPool2d =
+    register_op({"nn.adaptive_avg_pool2d", 1, OpPattern::OutEWiseFusable, adaptive_avg_pool2d_rel,
+                 adaptive_avg_pool2d_compute});
+[[maybe_unused]] const Op* kSoftmax =
+    register_op({"nn.softmax", 1, OpPattern::Opaque, softmax_rel, softmax_compute});
+
+}  // namespace
+}  // namespace ember::ir
