@@ -139,6 +139,17 @@ Expr call(const std::string& op_name, std::vector<Expr> args, Attrs attrs,
   return call(get_op(op_name), std::move(args), std::move(attrs), name);
 }
 
+Expr call_function(Function fn, std::vector<Expr> args, const std::string& name) {
+  EMBER_CHECK(fn != nullptr, "call of a null function");
+  EMBER_CHECK(fn->params.size() == args.size(), "function call with ", args.size(),
+              " arguments for ", fn->params.size(), " parameters");
+  for (size_t i = 0; i < args.size(); ++i)
+    EMBER_CHECK(args[i] && args[i]->type == fn->params[i]->type, "argument ", i,
+                " of a call of ", fn->name, " has the wrong type");
+  Type t = fn->type;
+  return std::make_shared<CallNode>(std::move(fn), std::move(args), std::move(t), name);
+}
+
 Expr tuple(std::vector<Expr> fields, const std::string& name) {
   std::vector<TensorType> types;
   for (size_t i = 0; i < fields.size(); ++i) {
@@ -216,7 +227,7 @@ Expr rewrite(const Expr& root, const RewriteFn& fn) {
       switch (e->kind) {
         case NodeKind::Call: {
           auto* c = static_cast<const CallNode*>(e.get());
-          r = call(c->op, new_in, c->attrs, c->name);
+          r = c->fn ? call_function(c->fn, new_in, c->name) : call(c->op, new_in, c->attrs, c->name);
           break;
         }
         case NodeKind::Tuple: r = tuple(new_in, e->name); break;
@@ -270,6 +281,11 @@ void infer_types(const Function& f) {
     switch (e->kind) {
       case NodeKind::Call: {
         auto* c = static_cast<const CallNode*>(e.get());
+        if (c->fn) {
+          infer_types(c->fn);
+          expected = c->fn->type;
+          break;
+        }
         std::vector<Type> types;
         for (auto& a : c->args) types.push_back(a->type);
         Attrs attrs = c->attrs;
@@ -321,6 +337,11 @@ struct EqualChecker {
                             static_cast<const ConstantNode*>(b.get())->value);
       case NodeKind::Call: {
         auto *x = static_cast<const CallNode*>(a.get()), *y = static_cast<const CallNode*>(b.get());
+        if (x->fn || y->fn) {
+          if (!x->fn || !y->fn || !all(x->args, y->args)) return false;
+          EqualChecker inner;
+          return inner.eq(x->fn, y->fn);
+        }
         return x->op == y->op && x->attrs == y->attrs && all(x->args, y->args);
       }
       case NodeKind::Tuple:
@@ -389,7 +410,20 @@ std::string to_string(const Expr& root) {
     }
     std::string id = "%" + std::to_string(counter++);
     os << "  " << id << " = ";
-    if (e->kind == NodeKind::Call) {
+    if (e->kind == NodeKind::Call && static_cast<const CallNode*>(e.get())->fn) {
+      auto* c = static_cast<const CallNode*>(e.get());
+      // A fused group: its primitive function, indented, then the call.
+      std::string inner = to_string(c->fn), indented;
+      for (char ch : inner) {
+        indented += ch;
+        if (ch == '\n') indented += "    ";
+      }
+      while (!indented.empty() && indented.back() == ' ') indented.pop_back();
+      if (!indented.empty() && indented.back() == '\n') indented.pop_back();
+      os << "primitive " << indented << "(";
+      for (size_t i = 0; i < c->args.size(); ++i) os << (i ? ", " : "") << ref(c->args[i]);
+      os << ")";
+    } else if (e->kind == NodeKind::Call) {
       auto* c = static_cast<const CallNode*>(e.get());
       os << c->op->name << "(";
       for (size_t i = 0; i < c->args.size(); ++i) os << (i ? ", " : "") << ref(c->args[i]);

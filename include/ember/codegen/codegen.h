@@ -22,6 +22,17 @@ struct CpuOptions {
 std::shared_ptr<runtime::Module> compile_cpu(const std::vector<ir::PrimFunc>& funcs,
                                              const CpuOptions& options = {});
 
+struct CudaOptions {
+  std::string arch = "sm_80";  // "sm_90" for Hopper
+};
+
+/// Compiles the functions to PTX through LLVM's NVPTX backend (no CUDA needed to build).
+/// Each PrimFunc's GPU-bound loops (ForKind::GpuBlock*/GpuThread*) become the launch grid.
+/// The module runs kernels through the CUDA driver when one is present, and otherwise fails
+/// at run time with a clear ember::Error; get_source("ptx") always works.
+std::shared_ptr<runtime::Module> compile_cuda(const std::vector<ir::PrimFunc>& funcs,
+                                              const CudaOptions& options = {});
+
 /// Vector lanes for `dtype` on the host CPU (16 float32 lanes with AVX-512).
 int native_vector_lanes(DType dtype);
 

@@ -70,7 +70,9 @@ enum class NodeKind { Var, Constant, Call, Tuple, TupleGetItem, Function };
 struct ExprNode {
   NodeKind kind;
   Type type;
-  std::string name;  // source name (PyTorch module path); may be empty
+  /// Source name: the PyTorch module path ("layer1.0.conv1"), kept by every pass. A node
+  /// that a pass merged others into joins their names with " + " ("conv1 + bn1").
+  std::string name;
   ExprNode(NodeKind k, Type t, std::string n) : kind(k), type(std::move(t)), name(std::move(n)) {}
   virtual ~ExprNode() = default;
 };
@@ -94,14 +96,22 @@ struct ConstantNode : ExprNode {
   ConstantNode(runtime::Tensor v, std::string n);
 };
 
+struct FunctionNode;
+
+/// A call of an op, or (after FuseOps) of a primitive function: one fused group, which
+/// lowers to one kernel. Exactly one of `op` and `fn` is set.
 struct CallNode : ExprNode {
   static constexpr NodeKind kKind = NodeKind::Call;
   const Op* op;
+  std::shared_ptr<const FunctionNode> fn;
   std::vector<Expr> args;
   Attrs attrs;
   CallNode(const Op* o, std::vector<Expr> a, Attrs at, Type t, std::string n)
       : ExprNode(kKind, std::move(t), std::move(n)), op(o), args(std::move(a)),
         attrs(std::move(at)) {}
+  CallNode(std::shared_ptr<const FunctionNode> f, std::vector<Expr> a, Type t, std::string n)
+      : ExprNode(kKind, std::move(t), std::move(n)), op(nullptr), fn(std::move(f)),
+        args(std::move(a)) {}
 };
 
 struct TupleNode : ExprNode {
@@ -136,6 +146,8 @@ Expr constant(runtime::Tensor value, const std::string& name = "");
 Expr call(const Op* op, std::vector<Expr> args, Attrs attrs = {}, const std::string& name = "");
 Expr call(const std::string& op_name, std::vector<Expr> args, Attrs attrs = {},
           const std::string& name = "");
+/// Calls a primitive (fused) function; the argument types must match its parameters.
+Expr call_function(Function fn, std::vector<Expr> args, const std::string& name = "");
 Expr tuple(std::vector<Expr> fields, const std::string& name = "");
 Expr tuple_get_item(Expr tuple, int64_t index, const std::string& name = "");
 /// Every free Var in body must be in params (ember::Error naming the missing input).

@@ -12,6 +12,7 @@ namespace ember::passes {
 
 struct LowerOptions {
   int vector_bits = 512;  // the target's vector register width
+  bool gpu = false;       // schedule for a GPU (apply_gpu_schedule) instead of the CPU
 };
 
 /// What one kernel computes, for reports.

@@ -116,6 +116,11 @@ class Schedule {
 /// local tile at the output's tile loop, so the epilogue is applied while the tile is hot.
 void apply_default_schedule(Schedule& sch, int vector_bits);
 
+/// The default GPU schedule (src/passes/schedule/gpu_schedule.cc): outputs are split over
+/// blocks and threads (Stage::bind), reductions computed per thread into registers (or tiled
+/// through shared memory), the epilogue applied before the global store.
+void apply_gpu_schedule(Schedule& sch);
+
 /// Lowers a schedule to one loop-IR function. `inputs` are the placeholder tensors (in
 /// parameter order); the outputs are the schedule's outputs. Stages that are neither
 /// inlined nor attached get their own root loop nest, in producer-first order.

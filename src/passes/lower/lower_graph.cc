@@ -35,7 +35,8 @@ PrimFunc lower_call(const CallNode* call, const std::string& func_name,
       return out(std::vector<PrimExpr>(i.begin(), i.end()));
     });
   Schedule sch({out});
-  apply_default_schedule(sch, options.vector_bits);
+  if (options.gpu) apply_gpu_schedule(sch);
+  else apply_default_schedule(sch, options.vector_bits);
   return lower_schedule(sch, func_name, inputs);
 }
 
