@@ -9,13 +9,38 @@
 
 Every user mistake raises ember.EmberError.
 """
+try:
+    from . import _ember
+    RUNTIME_ONLY = False
+except ImportError as _error:
+    # A runtime-only install (EMBER_RUNTIME_ONLY=ON) has just _ember_runtime: ember.load and
+    # GraphModule work, ember.build raises. The runtime module stands in for _ember.
+    try:
+        from . import _ember_runtime as _ember
+    except ImportError:
+        raise _error from None
+    import sys as _sys
+    _sys.modules[__name__ + "._ember"] = _ember
+    _ember.Library = _ember.LoadedLibrary  # the library type GraphModule accepts
+    RUNTIME_ONLY = True
 from ._ember import EmberError
-from . import ir, op
-from .build import Library, build, native_vector_lanes
+from .deploy import LoadedLibrary, load
+if RUNTIME_ONLY:
+    from .deploy import _runtime_only as build
+else:
+    from . import frontend, ir, op, transform
+    from .build import FusionReport, KernelReport, Library, build, native_vector_lanes
+from . import runtime as _runtime
 from .runtime import (BenchmarkResult, GraphModule, Tensor, get_num_threads,
                       set_num_threads)
+if not RUNTIME_ONLY:
+    # GraphModule runs built and loaded libraries alike.
+    _runtime.Library = (Library, LoadedLibrary)
 
-__all__ = ["EmberError", "ir", "op", "build", "Library", "GraphModule", "Tensor",
-           "BenchmarkResult", "set_num_threads", "get_num_threads", "native_vector_lanes"]
+__all__ = ["EmberError", "frontend", "ir", "op", "transform", "build", "Library", "FusionReport", "GraphModule", "Tensor",
+           "BenchmarkResult", "set_num_threads", "get_num_threads", "native_vector_lanes",
+           "load", "LoadedLibrary", "RUNTIME_ONLY"]
 __version__ = "0.1.0"
 EmberError.__module__ = "ember"  # shown as ember.EmberError in tracebacks
+if RUNTIME_ONLY:
+    __all__ = [name for name in __all__ if name in globals()]

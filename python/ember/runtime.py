@@ -7,7 +7,8 @@ import numpy as np
 from . import _ember
 from ._ember import EmberError, Tensor, BenchmarkResult, Library
 
-__all__ = ["GraphModule", "Tensor", "BenchmarkResult", "set_num_threads", "get_num_threads"]
+__all__ = ["GraphModule", "Tensor", "BenchmarkResult", "set_num_threads", "get_num_threads",
+           "cuda_available"]
 
 DTYPES = ("float32", "float64", "int32", "int64", "bool")
 
@@ -53,6 +54,11 @@ def as_array(value, what):
     return np.ascontiguousarray(value)
 
 
+def cuda_available():
+    """True when a CUDA driver and an NVIDIA GPU are present (target="cuda" can run)."""
+    return _ember.cuda_available()
+
+
 def _index(value, what):
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         raise EmberError(f"{what} must be an integer, got {_describe(value)}")
@@ -76,6 +82,11 @@ class GraphModule:
         m.set_input("x", array)
         m.run()
         out = m.get_output(0)   # np.asarray(out) and torch.from_dlpack(out) share memory
+
+    A Library built with target="cuda" runs on the GPU: inputs may be NumPy arrays or CPU
+    tensors (copied to the GPU) or CUDA torch tensors (read on the GPU, through DLPack);
+    outputs are GPU tensors: out.numpy() copies to the host, torch.from_dlpack(out) shares.
+    Without a GPU, creating the GraphModule raises EmberError ("no CUDA driver found").
     """
 
     def __init__(self, lib):
@@ -100,6 +111,9 @@ class GraphModule:
             key = _index(key, "set_input: the input key (a name or an index)")
         if isinstance(value, Tensor):
             self._executor.set_input(key, value)
+        elif _is_torch_tensor(value) and value.device.type == "cuda":
+            # On the GPU already: DLPack hands the executor the device memory, no host copy.
+            self._executor.set_input(key, Tensor.from_dlpack(value.detach().contiguous()))
         else:
             self._executor.set_input(key, as_array(value, f"set_input({key!r}): the value"))
 
@@ -107,9 +121,14 @@ class GraphModule:
         """Runs the model (the GIL is released meanwhile)."""
         self._executor.run()
 
+    @property
+    def device(self):
+        """Where the module's tensors live: "cpu" or "cuda:0"."""
+        return self._executor.device
+
     def get_output(self, index=0):
         """Output `index` as an ember Tensor over the module's own buffer: no copy, and the
-        next run() overwrites it (use .numpy() for a copy)."""
+        next run() overwrites it (use .numpy() for a copy). On "cuda" it is a GPU tensor."""
         return self._executor.get_output(_index(index, "get_output: the output index"))
 
     def get_input(self, key):

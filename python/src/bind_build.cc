@@ -39,12 +39,45 @@ void bind_build(py::module_& m) {
                                for (const auto& input : lib.graph->inputs) names.push_back(input.name);
                                return names;
                              })
+      .def("_kernels",
+           [](const Library& lib) {
+             py::list out;
+             for (auto& k : lib.kernels)
+               out.append(py::dict("func"_a = k.func, "name"_a = k.name, "ops"_a = k.ops,
+                                   "anchor"_a = k.anchor, "patterns"_a = k.patterns));
+             return out;
+           })
+      .def("_fusion_decisions",
+           [](const Library& lib) {
+             py::list out;
+             for (auto& d : lib.fusion)
+               out.append(py::make_tuple(d.producer, d.consumer, d.fused, d.reason));
+             return out;
+           })
+      .def("_fusion_dot", &Library::fusion_graph)
+      .def("export",
+           [](const Library& lib, py::handle path) {
+             py::object p;
+             try {
+               p = py::module_::import("os").attr("fspath")(path);
+             } catch (py::error_already_set&) {
+               fail("Library.export: the path must be a str or os.PathLike, got ", describe(path));
+             }
+             std::string file = str_arg(p, "Library.export: the path");
+             py::gil_scoped_release release;
+             lib.export_library(file);
+           },
+           "path"_a,
+           "Saves the model as one artifact file (graph, parameters, code) for ember.load, "
+           "the C++ runtime (runtime::load_library) or `ember run`.")
       .def("_create_executor", [](const Library& lib) {
         return std::make_shared<runtime::GraphExecutor>(lib.graph, lib.module);
       });
 
   m.def("_build",
-        [](py::handle function, py::handle target, py::handle params) {
+        [](py::handle function, py::handle target, py::handle params, int opt_level,
+           std::vector<std::string> disabled, std::vector<std::string> required,
+           std::map<std::string, std::string> config) {
           if (!py::isinstance<ir::FunctionNode>(function))
             fail("ember.build: the model must be an ir.Function, got ", describe(function));
           ir::Function f = function.cast<std::shared_ptr<ir::FunctionNode>>();
@@ -58,11 +91,24 @@ void bind_build(py::module_& m) {
               tensors[name] = tensor_copy(item.second, "ember.build: param '" + name + "'");
             }
           }
+          passes::PassContext ctx;
+          ctx.opt_level = opt_level;
+          ctx.disabled_passes = {disabled.begin(), disabled.end()};
+          ctx.required_passes = {required.begin(), required.end()};
+          ctx.config = config;
           // Compiling touches no Python object: let other Python threads run meanwhile.
           py::gil_scoped_release release;
-          return build(f, t, tensors);
+          return build(f, t, tensors, ctx);
         },
-        "function"_a, "target"_a = "llvm", "params"_a = py::none());
+        "function"_a, "target"_a = "llvm", "params"_a = py::none(), "opt_level"_a = 3,
+        "disabled_passes"_a = std::vector<std::string>{},
+        "required_passes"_a = std::vector<std::string>{},
+        "config"_a = std::map<std::string, std::string>{});
+  m.def("_known_passes", [] {
+    std::vector<std::pair<std::string, int>> out;
+    for (auto& p : passes::known_passes()) out.emplace_back(p.name, p.opt_level);
+    return out;
+  });
 
   m.def("native_vector_lanes",
         [](py::handle dtype) {

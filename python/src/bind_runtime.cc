@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "../../src/runtime/cuda_device.h"
 #include "bindings.h"
 #include "ember/runtime/graph_executor.h"
 #include "ember/runtime/parallel.h"
@@ -97,7 +98,7 @@ py::tuple shape_tuple(const Shape& shape) {
 // The DLPack ABI (dlpack.h, unversioned "dltensor" capsules), written out here so that the
 // build needs no extra header. Layouts must match dlpack.h exactly.
 struct DLDevice {
-  int32_t device_type;  // 1 = kDLCPU
+  int32_t device_type;  // 1 = kDLCPU, 2 = kDLCUDA
   int32_t device_id;
 };
 struct DLDataType {
@@ -149,19 +150,35 @@ DLDataType dl_dtype(DType t) {
   EMBER_CHECK(false, "unknown dtype");
 }
 
+bool on_gpu(const Tensor& t) { return t.device().type == runtime::DeviceType::CUDA; }
+
+std::string device_str(const Tensor& t) {
+  return on_gpu(t) ? "cuda:" + std::to_string(t.device().id) : "cpu";
+}
+
+// A deep copy on the tensor's own device.
+Tensor copy_on_device(const Tensor& t) {
+  if (!on_gpu(t)) return t.clone();
+  Tensor c = runtime::cuda::empty(t.shape(), t.dtype(), t.device().id);
+  runtime::cuda::copy(c, t);
+  return c;
+}
+
 py::object to_dlpack(const Tensor& t, py::object dl_device, py::object copy) {
+  int type = static_cast<int>(t.device().type), id = t.device().id;
   if (!dl_device.is_none()) {
     auto dev = dl_device.cast<std::pair<int, int>>();
-    if (dev.first != 1 || dev.second != 0)
-      throw py::buffer_error("ember Tensor lives on the CPU (device (1, 0)); it cannot be "
-                             "exported to another device");
+    if (dev.first != type || dev.second != id)
+      throw py::buffer_error("ember Tensor lives on " + device_str(t) + " (DLPack device (" +
+                             std::to_string(type) + ", " + std::to_string(id) +
+                             ")); it cannot be exported to another device");
   }
   auto ctx = std::make_unique<DLPackContext>();
-  ctx->tensor = !copy.is_none() && copy.cast<bool>() ? t.clone() : t;
+  ctx->tensor = !copy.is_none() && copy.cast<bool>() ? copy_on_device(t) : t;
   ctx->shape = t.shape();
   DLTensor& dl = ctx->managed.dl_tensor;
   dl.data = ctx->tensor.data();
-  dl.device = {1, 0};
+  dl.device = {type, id};
   dl.ndim = static_cast<int32_t>(ctx->shape.size());
   dl.dtype = dl_dtype(t.dtype());
   dl.shape = ctx->shape.data();
@@ -173,6 +190,54 @@ py::object to_dlpack(const Tensor& t, py::object dl_device, py::object copy) {
   if (!capsule) throw py::error_already_set();
   ctx.release();  // now owned by the capsule (or by its consumer)
   return py::reinterpret_steal<py::object>(capsule);
+}
+
+// Ember's dtype for a DLPack dtype; ember::Error for the others.
+DType dtype_of_dl(DLDataType t) {
+  if (t.lanes == 1) {
+    if (t.code == 2 && t.bits == 32) return DType::Float32;
+    if (t.code == 2 && t.bits == 64) return DType::Float64;
+    if (t.code == 0 && t.bits == 32) return DType::Int32;
+    if (t.code == 0 && t.bits == 64) return DType::Int64;
+    if (t.code == 6 && t.bits == 8) return DType::Bool;
+  }
+  fail("a DLPack tensor of type code ", int(t.code), " with ", int(t.bits), " bits and ",
+       t.lanes, " lanes is not an Ember dtype; use float32, float64, int32, int64 or bool");
+}
+
+// Imports a DLPack capsule (CPU or CUDA) without copying: the Tensor owns the producer's
+// memory through its deleter.
+Tensor from_dlpack(py::handle obj) {
+  py::object capsule = py::hasattr(obj, "__dlpack__") ? obj.attr("__dlpack__")()
+                                                      : py::reinterpret_borrow<py::object>(obj);
+  if (!PyCapsule_IsValid(capsule.ptr(), "dltensor"))
+    fail("from_dlpack needs an object with __dlpack__ (a torch tensor) or a DLPack capsule, "
+         "got ", describe(obj));
+  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
+  const DLTensor& dl = managed->dl_tensor;
+  DType dtype = dtype_of_dl(dl.dtype);
+  Shape shape(dl.shape, dl.shape + dl.ndim);
+  if (dl.strides) {  // must be compact row-major
+    int64_t expect = 1;
+    for (int d = dl.ndim - 1; d >= 0; --d) {
+      if (shape[d] != 1 && dl.strides[d] != expect)
+        fail("from_dlpack: the tensor is not contiguous; call .contiguous() first");
+      expect *= shape[d];
+    }
+  }
+  runtime::Device device;
+  if (dl.device.device_type == 2) device = {runtime::DeviceType::CUDA, dl.device.device_id};
+  else if (dl.device.device_type != 1)
+    fail("from_dlpack: DLPack device type ", dl.device.device_type,
+         " is not supported; Ember takes CPU (1) and CUDA (2) tensors");
+  // Consumed: the capsule no longer frees the tensor; the Tensor's owner does.
+  PyCapsule_SetName(capsule.ptr(), "used_dltensor");
+  std::shared_ptr<void> owner(managed, [](void* m) {
+    auto* t = static_cast<DLManagedTensor*>(m);
+    if (t->deleter) t->deleter(t);
+  });
+  void* data = static_cast<char*>(dl.data) + dl.byte_offset;
+  return Tensor::view(std::move(owner), data, shape, dtype, device);
 }
 
 }  // namespace
@@ -190,7 +255,10 @@ ArrayView array_view(py::handle value, const std::string& what) {
 }
 
 runtime::Tensor tensor_copy(py::handle value, const std::string& what) {
-  if (py::isinstance<Tensor>(value)) return value.cast<const Tensor&>().clone();
+  if (py::isinstance<Tensor>(value)) {
+    const Tensor& t = value.cast<const Tensor&>();
+    return on_gpu(t) ? runtime::cuda::to_host(t) : t.clone();
+  }
   return array_view(value, what).tensor.clone();
 }
 
@@ -226,6 +294,10 @@ void bind_runtime(py::module_& m) {
                      "A dense CPU tensor. np.asarray(t) and torch.from_dlpack(t) share its "
                      "memory; t.numpy() copies.")
       .def_buffer([](Tensor& t) {
+        if (on_gpu(t))
+          throw py::buffer_error("this ember Tensor is on " + device_str(t) +
+                                 ": copy it to the host with .numpy(), or share it with "
+                                 "torch.from_dlpack(t)");
         return py::buffer_info(t.data(), dtype_bytes(t.dtype()), buffer_format(t.dtype()),
                                t.ndim(), std::vector<py::ssize_t>(t.shape().begin(), t.shape().end()),
                                byte_strides(t), /*readonly=*/false);
@@ -235,12 +307,14 @@ void bind_runtime(py::module_& m) {
       .def_property_readonly("ndim", &Tensor::ndim)
       .def("numpy",
            [](const Tensor& t) {
+             Tensor host = runtime::cuda::to_host(t);  // itself when on the CPU
              // No base object: NumPy copies the data into an array it owns.
              return py::array(py::dtype(buffer_format(t.dtype())),
                               std::vector<py::ssize_t>(t.shape().begin(), t.shape().end()),
-                              t.data());
+                              host.data());
            },
-           "A NumPy copy of the tensor.")
+           "A NumPy copy of the tensor (copied from the GPU for a CUDA tensor).")
+      .def_property_readonly("device", [](const Tensor& t) { return device_str(t); })
       .def("__dlpack__",
            [](const Tensor& t, py::object /*stream*/, py::object /*max_version*/,
               py::object dl_device, py::object copy) {
@@ -250,15 +324,24 @@ void bind_runtime(py::module_& m) {
            py::kw_only(), "stream"_a = py::none(),
            "max_version"_a = py::none(), "dl_device"_a = py::none(), "copy"_a = py::none(),
            "A DLPack capsule sharing this tensor's memory (the array API protocol).")
-      .def("__dlpack_device__", [](const Tensor&) { return py::make_tuple(1, 0); })
+      .def("__dlpack_device__",
+           [](const Tensor& t) {
+             return py::make_tuple(static_cast<int>(t.device().type), t.device().id);
+           })
       .def("__repr__",
            [](const Tensor& t) {
              return "ember.Tensor(shape=" + runtime::shape_str(t.shape()) +
-                    ", dtype=" + dtype_name(t.dtype()) + ")";
+                    ", dtype=" + dtype_name(t.dtype()) +
+                    (on_gpu(t) ? ", device=" + device_str(t) : std::string()) + ")";
            })
       .def_static(
           "from_numpy", [](py::handle a) { return tensor_copy(a, "Tensor.from_numpy: the array"); },
-          "array"_a, "A tensor holding a copy of a NumPy array.");
+          "array"_a, "A tensor holding a copy of a NumPy array.")
+      .def_static("from_dlpack", &from_dlpack, "value"_a,
+                  "A tensor sharing the memory of a DLPack producer (a CPU or CUDA torch "
+                  "tensor): no copy.");
+  m.def("cuda_available", &runtime::cuda::available,
+        "True when a CUDA driver and GPU are present (never raises).");
 
   py::class_<BenchmarkResult>(m, "BenchmarkResult", "Timings in milliseconds.")
       .def_readonly("mean", &BenchmarkResult::mean)
@@ -327,7 +410,12 @@ void bind_runtime(py::module_& m) {
              return GraphExecutor::profile_table(p);
            },
            "repeat"_a = 10, "Per-kernel mean times as a table.")
-      .def_property_readonly("pool_bytes", &GraphExecutor::pool_bytes);
+      .def_property_readonly("pool_bytes", &GraphExecutor::pool_bytes)
+      .def_property_readonly("device", [](const GraphExecutor& ex) {
+        return ex.device().type == runtime::DeviceType::CUDA
+                   ? "cuda:" + std::to_string(ex.device().id)
+                   : std::string("cpu");
+      });
 
   m.def("set_num_threads", [](py::handle n) {
     int64_t threads = int_arg(n, "set_num_threads: the thread count");

@@ -18,6 +18,8 @@ void bind_runtime(pybind11::module_& m);
 void bind_ir(pybind11::module_& m);
 /// ember::build and Library, codegen queries.
 void bind_build(pybind11::module_& m);
+/// Loading saved artifacts (LoadedLibrary, _load); runtime only, so in both modules.
+void bind_deploy(pybind11::module_& m);
 
 // ---- helpers shared by the bind_* files (defined in bind_runtime.cc). They throw
 // ember::Error, so a wrong argument reaches Python as EmberError, never as a crash.

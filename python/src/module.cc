@@ -8,4 +8,5 @@ PYBIND11_MODULE(_ember, m) {
   ember::python::bind_runtime(m);
   ember::python::bind_ir(m);
   ember::python::bind_build(m);
+  ember::python::bind_deploy(m);
 }

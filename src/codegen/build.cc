@@ -3,8 +3,10 @@
 #include <sstream>
 
 #include "ember/codegen/codegen.h"
+#include "ember/ir/op.h"
 #include "ember/passes/bind_params.h"
 #include "ember/passes/lower.h"
+#include "ember/passes/pipeline.h"
 #include "ember/support/error.h"
 
 namespace ember {
@@ -16,6 +18,7 @@ std::string Library::get_source(const std::string& format) const {
     return os.str();
   }
   if (format == "graph") return ir::to_string(function);
+  if (format == "dot") return fusion_graph();
   try {
     return module->get_source(format);
   } catch (const Error& e) {
@@ -23,15 +26,35 @@ std::string Library::get_source(const std::string& format) const {
   }
 }
 
+namespace {
+
+// FoldConstant's evaluator: compile the constant subgraph for the host CPU with Ember's own
+// pipeline (without FoldConstant itself) and run it.
+std::vector<runtime::Tensor> evaluate_constant(const ir::Function& f) {
+  passes::PassContext ctx;
+  ctx.disabled_passes = {"FoldConstant"};
+  auto lib = build(f, "llvm", {}, ctx);
+  runtime::GraphExecutor exec(lib->graph, lib->module);
+  exec.run();
+  std::vector<runtime::Tensor> out;
+  for (int i = 0; i < exec.num_outputs(); ++i) out.push_back(exec.get_output(i).clone());
+  return out;
+}
+
+}  // namespace
+
 std::shared_ptr<Library> build(const ir::Function& f, const std::string& target,
-                               const std::map<std::string, runtime::Tensor>& params) {
+                               const std::map<std::string, runtime::Tensor>& params,
+                               const passes::PassContext& ctx) {
   if (!f) fail("ember.build needs a function (ir.Function), got None");
   bool cuda = target == "cuda" || target.rfind("cuda ", 0) == 0;
   if (!cuda && target != "llvm" && target.rfind("llvm ", 0) != 0)
     fail("unknown target '", target,
          "'; supported targets: \"llvm\" (the host CPU), \"cuda\" (NVIDIA GPU, PTX; "
          "\"cuda -arch=sm_90\" for Hopper)");
-  ir::Function func = passes::bind_params(f, params);
+  std::vector<passes::FusionDecision> fusion;
+  ir::Function func =
+      passes::run_pipeline(passes::bind_params(f, params), ctx, evaluate_constant, &fusion);
   passes::LowerOptions lower_opts;
   lower_opts.gpu = cuda;
   lower_opts.vector_bits = codegen::native_vector_lanes(DType::Float32) * 32;
@@ -48,9 +71,79 @@ std::shared_ptr<Library> build(const ir::Function& f, const std::string& target,
   }
   lib->graph = std::make_shared<const runtime::ExecGraph>(std::move(lowered.graph));
   lib->prim_funcs = std::move(lowered.funcs);
+  lib->kernels = std::move(lowered.kernels);
+  if (!ctx.validated().enabled("FuseOps", 1)) {
+    // Every edge between two ops is a kernel boundary.
+    for (auto& e : ir::post_order(func->body)) {
+      auto* c = ir::as<ir::CallNode>(e);
+      if (!c || !c->op) continue;
+      for (auto& a : c->args) {
+        auto* p = ir::as<ir::CallNode>(a);
+        if (!p || !p->op) continue;
+        auto desc = [](const ir::CallNode* n) -> std::string {
+          return n->name.empty() ? n->op->name : n->op->name + " '" + n->name + "'";
+        };
+        fusion.push_back({desc(p), desc(c), false, "FuseOps is disabled"});
+      }
+    }
+  }
+  lib->fusion = std::move(fusion);
   lib->function = func;
   lib->target = target;
   return lib;
+}
+
+}  // namespace ember
+
+namespace ember {
+
+std::string Library::fusion_graph() const {
+  // One cluster per kernel holding its ops; edges follow the kernels' value ids.
+  auto quote = [](const std::string& s) {
+    std::string q = "\"";
+    for (char c : s) q += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+    return q + "\"";
+  };
+  std::ostringstream os;
+  os << "digraph ember {\n  rankdir=TB;\n  node [shape=box, style=rounded, fontsize=10];\n";
+  std::map<int, std::string> producer;  // value id -> node that produces it
+  for (auto& in : graph->inputs) {
+    std::string id = "in" + std::to_string(in.value);
+    os << "  " << id << " [label=" << quote(in.name) << ", shape=ellipse];\n";
+    producer[in.value] = id;
+  }
+  for (size_t k = 0; k < graph->kernels.size(); ++k) {
+    auto& kern = graph->kernels[k];
+    const passes::KernelInfo* info = k < kernels.size() ? &kernels[k] : nullptr;
+    os << "  subgraph cluster_" << k << " {\n    label=" << quote(kern.name)
+       << ";\n    style=filled; color=lightgrey;\n";
+    std::string last;
+    size_t n_ops = info ? info->ops.size() : 1;
+    for (size_t o = 0; o < n_ops; ++o) {
+      std::string id = "k" + std::to_string(k) + "_" + std::to_string(o);
+      os << "    " << id << " [label=" << quote(info ? info->ops[o] : kern.func) << "];\n";
+      if (!last.empty()) os << "    " << last << " -> " << id << ";\n";
+      last = id;
+    }
+    os << "  }\n";
+    for (int i = 0; i < kern.num_inputs; ++i) {
+      auto it = producer.find(kern.args[i]);
+      if (it != producer.end()) os << "  " << it->second << " -> k" << k << "_0;\n";
+    }
+    producer[kern.args.back()] = last;
+  }
+  for (auto& v : graph->views) {
+    auto it = producer.find(v.src);
+    if (it != producer.end()) producer[v.dst] = it->second;
+  }
+  for (size_t i = 0; i < graph->outputs.size(); ++i) {
+    std::string id = "out" + std::to_string(i);
+    os << "  " << id << " [label=\"output " << i << "\", shape=ellipse];\n";
+    auto it = producer.find(graph->outputs[i]);
+    if (it != producer.end()) os << "  " << it->second << " -> " << id << ";\n";
+  }
+  os << "}\n";
+  return os.str();
 }
 
 }  // namespace ember

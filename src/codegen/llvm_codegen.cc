@@ -406,7 +406,17 @@ Value* LLVMCodeGen::emit_cast(DType to, DType from, Value* v) {
   return b_.CreateSExtOrTrunc(v, ty);
 }
 
+Value* LLVMCodeGen::emit_barrier() {
+  EMBER_CHECK(false, "barrier in ", func_name_, ": barriers exist only on a GPU target");
+}
+
+void LLVMCodeGen::emit_gpu_for(const ForNode* op) {
+  EMBER_CHECK(false, "loop ", op->var.name(), " in ", func_name_, " is bound to ",
+              for_kind_name(op->for_kind), ": GPU-bound loops need target=\"cuda\"");
+}
+
 Value* LLVMCodeGen::emit_call(const PrimCallNode* op) {
+  if (op->op == Intrinsic::Barrier) return emit_barrier();  // the one call without arguments
   std::vector<Value*> args;
   bool vec = false;
   for (auto& a : op->args) {
@@ -451,6 +461,8 @@ Value* LLVMCodeGen::emit_call(const PrimCallNode* op) {
       arity(3);
       EMBER_CHECK(fp, "fma of non-float values in ", func_name_);
       return b_.CreateIntrinsic(llvm::Intrinsic::fma, {args[0]->getType()}, args);
+    case Intrinsic::Barrier:
+      break;  // handled above
   }
   EMBER_CHECK(false, "unknown intrinsic");
 }
@@ -515,6 +527,13 @@ void LLVMCodeGen::emit_for(const ForNode* op) {
       return emit_parallel_for(op);
     case ForKind::Vectorized:
       return emit_vectorized_for(op);
+    case ForKind::GpuBlockX:
+    case ForKind::GpuBlockY:
+    case ForKind::GpuBlockZ:
+    case ForKind::GpuThreadX:
+    case ForKind::GpuThreadY:
+    case ForKind::GpuThreadZ:
+      return emit_gpu_for(op);
     case ForKind::Serial:
     case ForKind::Unrolled: {
       llvm::Type* t = value_type(op->var.dtype());

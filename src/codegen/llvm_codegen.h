@@ -34,6 +34,8 @@ class LLVMCodeGen {
   llvm::Value* emit_compare(const ir::CompareNode* op);
   llvm::Value* emit_cast(DType to, DType from, llvm::Value* v);
   llvm::Value* emit_call(const ir::PrimCallNode* op);
+  /// Intrinsic::Barrier; only a GPU target has one (the CPU target fails an internal check).
+  virtual llvm::Value* emit_barrier();
   llvm::Value* emit_load(const ir::LoadNode* op);
 
   // ---- statements
@@ -41,10 +43,12 @@ class LLVMCodeGen {
   void emit_for(const ir::ForNode* op);
   /// Parallel loop: outlined body plus a call to ember_parallel_for (serial when nested).
   virtual void emit_parallel_for(const ir::ForNode* op);
+  /// Loop bound to a GPU block/thread index; only a GPU target has them.
+  virtual void emit_gpu_for(const ir::ForNode* op);
   void emit_vectorized_for(const ir::ForNode* op);
   void emit_serial_loop(const ir::ForNode* op, llvm::Value* begin, llvm::Value* end, bool unroll);
   void emit_store(const ir::StoreNode* op);
-  void emit_allocate(const ir::AllocateNode* op);
+  virtual void emit_allocate(const ir::AllocateNode* op);
   void emit_if(const ir::IfThenElseNode* op);
 
   // ---- helpers

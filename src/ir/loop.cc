@@ -218,6 +218,11 @@ PrimExpr call(Intrinsic op, std::vector<PrimExpr> args) {
   return PrimExpr(std::make_shared<PrimCallNode>(t, op, std::move(args)));
 }
 
+PrimExpr barrier() {
+  return PrimExpr(std::make_shared<PrimCallNode>(DType::Int32, Intrinsic::Barrier,
+                                                 std::vector<PrimExpr>{}));
+}
+
 PrimExpr load(Buffer buffer, PrimExpr index) {
   return PrimExpr(std::make_shared<LoadNode>(std::move(buffer), std::move(index)));
 }
@@ -232,9 +237,17 @@ const char* for_kind_name(ForKind k) {
     case ForKind::Parallel: return "parallel";
     case ForKind::Vectorized: return "vectorized";
     case ForKind::Unrolled: return "unrolled";
+    case ForKind::GpuBlockX: return "blockIdx.x";
+    case ForKind::GpuBlockY: return "blockIdx.y";
+    case ForKind::GpuBlockZ: return "blockIdx.z";
+    case ForKind::GpuThreadX: return "threadIdx.x";
+    case ForKind::GpuThreadY: return "threadIdx.y";
+    case ForKind::GpuThreadZ: return "threadIdx.z";
   }
   return "?";
 }
+
+bool is_gpu_kind(ForKind k) { return k >= ForKind::GpuBlockX && k <= ForKind::GpuThreadZ; }
 
 Stmt for_loop(PrimVar v, PrimExpr min, PrimExpr extent, ForKind kind, Stmt body) {
   return Stmt(std::make_shared<ForNode>(std::move(v), std::move(min), std::move(extent), kind,
@@ -599,6 +612,7 @@ const char* intrinsic_name(Intrinsic op) {
     case Intrinsic::Round: return "round";
     case Intrinsic::IsNan: return "isnan";
     case Intrinsic::Fma: return "fma";
+    case Intrinsic::Barrier: return "barrier";
   }
   return "?";
 }
@@ -748,7 +762,8 @@ void print_stmt(std::ostream& os, const Stmt& s, int indent) {
     case StmtKind::Allocate: {
       auto* op = s.as<AllocateNode>();
       os << pad << "allocate " << op->buffer->name << ": " << dtype_name(op->buffer->dtype)
-         << "[" << op->buffer->numel() << "]\n";
+         << "[" << op->buffer->numel() << "]"
+         << (op->buffer->scope == BufferScope::Shared ? " shared" : "") << "\n";
       print_stmt(os, op->body, indent);
       return;
     }
@@ -834,6 +849,10 @@ class Verifier {
         int64_t ext;
         if (op->for_kind == ForKind::Vectorized && !as_int(op->extent, &ext))
           fail_at(s, "vectorized loop with a non-constant extent");
+        if (is_gpu_kind(op->for_kind) && !as_int(op->extent, &ext))
+          fail_at(s, "GPU-bound loop with a non-constant extent (it sets a launch dimension)");
+        if (is_gpu_kind(op->for_kind) && in_vector)
+          fail_at(s, "GPU-bound loop inside a vectorized loop");
         bound_.insert(op->var.get());
         stmt(op->body, in_vector || op->for_kind == ForKind::Vectorized);
         bound_.erase(op->var.get());

@@ -99,6 +99,8 @@ const std::vector<double> kErfcLarge = {
 PrimExpr is_nan(const PrimExpr& x) { return call(Intrinsic::IsNan, {x}); }
 PrimExpr abs(const PrimExpr& x) { return call(Intrinsic::Abs, {x}); }
 PrimExpr floor(const PrimExpr& x) { return call(Intrinsic::Floor, {x}); }
+PrimExpr ceil(const PrimExpr& x) { return call(Intrinsic::Ceil, {x}); }
+PrimExpr round(const PrimExpr& x) { return call(Intrinsic::Round, {x}); }
 PrimExpr sqrt(const PrimExpr& x) { return call(Intrinsic::Sqrt, {x}); }
 PrimExpr rsqrt(const PrimExpr& x) { return cst(x, 1.0) / sqrt(x); }
 

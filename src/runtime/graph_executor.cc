@@ -7,6 +7,7 @@
 #include <limits>
 #include <sstream>
 
+#include "cuda_device.h"
 #include "ember/support/error.h"
 
 namespace ember::runtime {
@@ -90,6 +91,12 @@ class BlockPlanner {
 GraphExecutor::GraphExecutor(std::shared_ptr<const ExecGraph> graph, std::shared_ptr<Module> module)
     : graph_(std::move(graph)), module_(std::move(module)) {
   EMBER_CHECK(graph_ != nullptr, "GraphExecutor needs a graph");
+  // A CUDA module: load it first, so a machine without a GPU fails here, clearly.
+  cuda_ = std::dynamic_pointer_cast<cuda::CudaModule>(module_);
+  if (cuda_) cuda_->load(0);
+  auto zeros = [&](const Shape& shape, DType dtype) {
+    return cuda_ ? cuda::zeros(shape, dtype) : Tensor::zeros(shape, dtype);
+  };
   const ExecGraph& g = *graph_;
   const int n = static_cast<int>(g.values.size());
   auto check_id = [&](int v, const std::string& where) {
@@ -181,42 +188,57 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const ExecGraph> graph, std::shared
   }
   pool_bytes_ = planner.total();
   std::vector<size_t> offsets = planner.offsets();
-  Tensor pool = Tensor::empty({static_cast<int64_t>(pool_bytes_)}, DType::Bool);
+  Shape pool_shape{static_cast<int64_t>(pool_bytes_)};
+  Tensor pool = cuda_ ? cuda::empty(pool_shape, DType::Bool) : Tensor::empty(pool_shape, DType::Bool);
   auto* pool_data = static_cast<char*>(pool.data());
 
   // 4. Tensors: roots first, then views over their roots' memory.
   tensors_.resize(n);
   for (const auto& in : g.inputs)
-    tensors_[in.value] = Tensor::zeros(g.values[in.value].shape, g.values[in.value].dtype);
-  for (const auto& p : g.params) tensors_[p.value] = p.data;
+    tensors_[in.value] = zeros(g.values[in.value].shape, g.values[in.value].dtype);
+  for (const auto& p : g.params) {
+    if (cuda_) {
+      tensors_[p.value] = cuda::empty(p.data.shape(), p.data.dtype());
+      cuda::copy(tensors_[p.value], p.data);
+    } else {
+      tensors_[p.value] = p.data;
+    }
+  }
   for (int v = 0; v < n; ++v) {
     const ExecGraph::Value& val = g.values[v];
     if (role[v] == Role::Output) {
-      tensors_[v] = Tensor::zeros(val.shape, val.dtype);
+      tensors_[v] = zeros(val.shape, val.dtype);
     } else if (role[v] == Role::Intermediate) {
       // A value no kernel touches gets a small buffer of its own rather than pool space.
       tensors_[v] = block[v] >= 0 ? Tensor::view(pool.owner(), pool_data + offsets[block[v]],
-                                                 val.shape, val.dtype)
-                                  : Tensor::zeros(val.shape, val.dtype);
+                                                 val.shape, val.dtype, pool.device())
+                                  : zeros(val.shape, val.dtype);
     }
   }
   for (int v = 0; v < n; ++v) {
     if (role[v] != Role::View) continue;
     const Tensor& base = tensors_[root[v]];
-    tensors_[v] = Tensor::view(base.owner(), base.data(), g.values[v].shape, g.values[v].dtype);
+    tensors_[v] = Tensor::view(base.owner(), base.data(), g.values[v].shape, g.values[v].dtype,
+                               base.device());
   }
 
   // 5. Kernels and their argument pointers, resolved once.
   EMBER_CHECK(module_ != nullptr || g.kernels.empty(), "GraphExecutor needs a module");
   for (const auto& kern : g.kernels) {
+    std::vector<void*> ptrs;
+    for (int a : kern.args) ptrs.push_back(tensors_[a].data());
+    args_.push_back(std::move(ptrs));
+    if (cuda_) {
+      if (!cuda_->kernels().count(kern.func))
+        fail("kernel '", kern.name, "': the CUDA module has no function '", kern.func,
+             "'; the module does not match the graph, rebuild the model");
+      continue;
+    }
     KernelFn fn = module_->get_function(kern.func);
     if (!fn)
       fail("kernel '", kern.name, "': the module has no function '", kern.func,
            "'; the module does not match the graph, rebuild the model");
     fns_.push_back(fn);
-    std::vector<void*> ptrs;
-    for (int a : kern.args) ptrs.push_back(tensors_[a].data());
-    args_.push_back(std::move(ptrs));
   }
 }
 
@@ -250,15 +272,28 @@ void GraphExecutor::set_input(int index, const Tensor& value) {
     fail("input '", in.name, "' expects ", type_str(expected.dtype, expected.shape),
          " but was given ", type_str(value.dtype(), value.shape()),
          ": pass a tensor of that shape and dtype (or rebuild the model for the new shape)");
-  tensors_[in.value].copy_from(value);
+  cuda::copy(tensors_[in.value], value);  // host or device, either way
 }
 
 void GraphExecutor::set_input(const std::string& name, const Tensor& value) {
   set_input(input_index(name), value);
 }
 
+void GraphExecutor::launch_all() {
+  for (size_t k = 0; k < args_.size(); ++k) cuda_->launch(graph_->kernels[k].func, args_[k]);
+}
+
 void GraphExecutor::run() {
+  if (cuda_) {
+    launch_all();
+    cuda::synchronize();
+    return;
+  }
   for (size_t k = 0; k < fns_.size(); ++k) fns_[k](args_[k].data());
+}
+
+Device GraphExecutor::device() const {
+  return cuda_ ? Device{DeviceType::CUDA, 0} : Device{};
 }
 
 Tensor GraphExecutor::get_output(int index) const {
@@ -281,6 +316,14 @@ BenchmarkResult GraphExecutor::benchmark(int number, int repeat, int warmup) {
   for (int i = 0; i < warmup; ++i) run();
   BenchmarkResult r;
   for (int i = 0; i < repeat; ++i) {
+    if (cuda_) {  // GPU time between events, launches queued back to back
+      cuda::Event start, stop;
+      start.record();
+      for (int j = 0; j < number; ++j) launch_all();
+      stop.record();
+      r.results_ms.push_back(stop.elapsed_since(start) / number);
+      continue;
+    }
     auto t0 = Clock::now();
     for (int j = 0; j < number; ++j) run();
     r.results_ms.push_back(ms_since(t0) / number);
@@ -315,8 +358,19 @@ std::string BenchmarkResult::str() const {
 std::vector<KernelProfile> GraphExecutor::profile(int repeat) {
   if (repeat < 1) fail("profile(repeat=", repeat, "): repeat must be at least 1");
   run();  // warm up: first-touch page faults and caches should not count against kernel 0
-  std::vector<double> total(fns_.size(), 0.0);
+  const size_t num_kernels = graph_->kernels.size();
+  std::vector<double> total(num_kernels, 0.0);
   for (int r = 0; r < repeat; ++r) {
+    if (cuda_) {
+      for (size_t k = 0; k < num_kernels; ++k) {
+        cuda::Event start, stop;
+        start.record();
+        cuda_->launch(graph_->kernels[k].func, args_[k]);
+        stop.record();
+        total[k] += stop.elapsed_since(start);
+      }
+      continue;
+    }
     for (size_t k = 0; k < fns_.size(); ++k) {
       auto t0 = Clock::now();
       fns_[k](args_[k].data());
@@ -326,7 +380,7 @@ std::vector<KernelProfile> GraphExecutor::profile(int repeat) {
   double all = 0;
   for (double t : total) all += t / repeat;
   std::vector<KernelProfile> rows;
-  for (size_t k = 0; k < fns_.size(); ++k) {
+  for (size_t k = 0; k < num_kernels; ++k) {
     const auto& kern = graph_->kernels[k];
     KernelProfile p;
     p.name = kern.name;

@@ -7,6 +7,9 @@
 
 #include "ember/ir/graph.h"
 #include "ember/ir/loop.h"
+#include "ember/passes/fuse_ops.h"
+#include "ember/passes/lower.h"
+#include "ember/passes/pass_context.h"
 #include "ember/runtime/graph_executor.h"
 
 namespace ember {
@@ -15,15 +18,24 @@ namespace ember {
 struct Library {
   std::shared_ptr<const runtime::ExecGraph> graph;
   std::shared_ptr<runtime::Module> module;
-  std::vector<ir::PrimFunc> prim_funcs;  // the loop IR of each kernel
-  ir::Function function;                 // the graph after the passes
+  std::vector<ir::PrimFunc> prim_funcs;          // the loop IR of each kernel
+  std::vector<passes::KernelInfo> kernels;       // what each kernel computes (fusion report)
+  std::vector<passes::FusionDecision> fusion;    // every op-to-op edge: fused or why not
+  ir::Function function;                         // the graph after the passes
   std::string target;
   std::string get_source(const std::string& format) const;
+  /// Graphviz DOT of the compiled graph: each kernel a cluster of the ops it computes.
+  std::string fusion_graph() const;
+  /// Saves the model as one artifact file (codegen/export.h) for ember.load or
+  /// runtime::load_library.
+  void export_library(const std::string& path) const;
 };
 
 /// Compiles `f` for `target` ("llvm" is the host CPU). Function parameters whose names are
-/// keys of `params` become constants; the rest are the model's inputs, in order.
+/// keys of `params` become constants; the rest are the model's inputs, in order. The graph
+/// passes that run are chosen by `ctx` (all of them by default).
 std::shared_ptr<Library> build(const ir::Function& f, const std::string& target = "llvm",
-                               const std::map<std::string, runtime::Tensor>& params = {});
+                               const std::map<std::string, runtime::Tensor>& params = {},
+                               const passes::PassContext& ctx = {});
 
 }  // namespace ember

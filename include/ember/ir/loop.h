@@ -133,7 +133,9 @@ struct ReinterpretNode : PrimExprNode {
   ReinterpretNode(DType t, PrimExpr v) : PrimExprNode(kKind, t), value(std::move(v)) {}
 };
 
-enum class BufferScope { Global, Local };
+/// Global: kernel parameters; Local: per-thread (stack, registers); Shared: one copy per
+/// GPU thread block (addrspace 3), visible to all of its threads.
+enum class BufferScope { Global, Local, Shared };
 struct BufferNode {
   std::string name;
   DType dtype;
@@ -159,7 +161,9 @@ struct LoadNode : PrimExprNode {
 
 /// Pure math intrinsics that map to single LLVM intrinsics (all vectorize). Transcendentals
 /// (exp, log, tanh, erf, ...) are not here: prim_math.h expands them into these.
-enum class Intrinsic { Sqrt, Floor, Ceil, Abs, Round, IsNan, Fma };
+/// Barrier (GPU only, no arguments, Int32 result, used in an Evaluate) waits until every
+/// thread of the block has reached it and their shared-memory writes are visible.
+enum class Intrinsic { Sqrt, Floor, Ceil, Abs, Round, IsNan, Fma, Barrier };
 struct PrimCallNode : PrimExprNode {
   static constexpr PrimKind kKind = PrimKind::Call;
   Intrinsic op;
@@ -228,6 +232,8 @@ PrimExpr select(PrimExpr cond, PrimExpr t, PrimExpr f);
 PrimExpr cast(DType t, PrimExpr v);
 PrimExpr reinterpret(DType t, PrimExpr v);
 PrimExpr call(Intrinsic op, std::vector<PrimExpr> args);  // result dtype = args[0]'s
+/// `evaluate(barrier())` synchronises the threads of a GPU block (__syncthreads).
+PrimExpr barrier();
 PrimExpr load(Buffer buffer, PrimExpr index);
 PrimExpr let(PrimVar v, PrimExpr value, PrimExpr body);
 /// Constant value if `e` is an IntImm (or FloatImm for the double overload).
@@ -264,9 +270,16 @@ class Stmt {
 
 /// Vectorized loops must be innermost and have a constant extent; the code generator
 /// turns the body into vector instructions of that many lanes. Parallel loops are outlined
-/// and run on the runtime's OpenMP pool. GPU thread axes come with the GPU target.
-enum class ForKind { Serial, Parallel, Vectorized, Unrolled };
+/// and run on the runtime's OpenMP pool. GPU kinds bind the loop to a block index
+/// (blockIdx.x/y/z) or a thread index (threadIdx.x/y/z): the loop disappears and its
+/// constant extent becomes that launch dimension (the NVPTX target only).
+enum class ForKind {
+  Serial, Parallel, Vectorized, Unrolled,
+  GpuBlockX, GpuBlockY, GpuBlockZ, GpuThreadX, GpuThreadY, GpuThreadZ
+};
 const char* for_kind_name(ForKind k);
+/// True for the GpuBlock* and GpuThread* kinds.
+bool is_gpu_kind(ForKind k);
 
 struct ForNode : StmtNode {
   static constexpr StmtKind kKind = StmtKind::For;

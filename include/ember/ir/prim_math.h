@@ -16,6 +16,9 @@ PrimExpr sqrt(const PrimExpr& x);   // the Sqrt intrinsic
 PrimExpr rsqrt(const PrimExpr& x);  // 1 / sqrt(x), exact division (no approximation)
 PrimExpr abs(const PrimExpr& x);
 PrimExpr floor(const PrimExpr& x);
+PrimExpr ceil(const PrimExpr& x);
+/// Rounds half to even, as torch.round does.
+PrimExpr round(const PrimExpr& x);
 PrimExpr is_nan(const PrimExpr& x);
 /// pow(x, y) for float x, y: exp(y * log(x)) with the C-library special cases for x <= 0
 /// when y is an integer.

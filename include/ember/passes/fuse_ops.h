@@ -1,4 +1,7 @@
 #pragma once
+#include <string>
+#include <vector>
+
 #include "ember/ir/graph.h"
 
 namespace ember::passes {
@@ -8,6 +11,18 @@ namespace ember::passes {
 /// function (ir::call_function). Every call of an op that computes something ends up in
 /// exactly one group; views (reshape) and constants stay outside. `max_depth` bounds the
 /// number of ops in a group.
-ir::Function fuse_ops(const ir::Function& f, int max_depth = 256);
+/// One edge between two ops of the input graph, and what FuseOps decided about it.
+struct FusionDecision {
+  std::string producer, consumer;  // "op 'source name'"
+  bool fused;
+  std::string reason;  // why not, or which rule fused it
+};
+
+ir::Function fuse_ops(const ir::Function& f, int max_depth = 256,
+                      std::vector<FusionDecision>* decisions = nullptr);
+
+/// The catalog names of the fusion rules a primitive function (a fused group) embodies,
+/// e.g. "conv2d+epilogue"; empty for a single op.
+std::vector<std::string> fusion_patterns(const ir::Function& group);
 
 }  // namespace ember::passes

@@ -17,10 +17,11 @@ struct LowerOptions {
 
 /// What one kernel computes, for reports.
 struct KernelInfo {
-  std::string func;               // symbol name
-  std::string name;               // source names joined by " + "
-  std::vector<std::string> ops;   // op names, in order
-  std::string anchor;             // the op that sets the loop nest
+  std::string func;                   // symbol name
+  std::string name;                   // source names joined by " + "
+  std::vector<std::string> ops;       // op names, in order
+  std::string anchor;                 // the op that sets the loop nest
+  std::vector<std::string> patterns;  // fusion rules that fired (empty for a single op)
 };
 
 struct LoweredGraph {
@@ -29,11 +30,12 @@ struct LoweredGraph {
   runtime::ExecGraph graph;
 };
 
-/// Lowers one call node with the default schedule into a PrimFunc named `func_name`.
-ir::PrimFunc lower_call(const ir::CallNode* call, const std::string& func_name,
-                        const LowerOptions& options);
+/// Lowers a primitive function (a fused group) with the default schedule into one PrimFunc
+/// named `func_name`: the anchor's tile and the epilogue share one loop nest.
+ir::PrimFunc lower_group(const ir::Function& group, const std::string& func_name,
+                         const LowerOptions& options);
 
-/// Lowers every call of `f`; view ops (reshape, flatten) become executor views, constants
+/// Lowers every call of `f` (op calls one kernel each, fused groups one kernel per group); view ops (reshape, flatten) become executor views, constants
 /// become parameters, and the function's inputs stay inputs in order.
 LoweredGraph lower_graph(const ir::Function& f, const LowerOptions& options);
 

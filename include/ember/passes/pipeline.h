@@ -4,6 +4,7 @@
 #include <string>
 
 #include "ember/ir/graph.h"
+#include "ember/passes/fuse_ops.h"
 #include "ember/passes/pass_context.h"
 
 namespace ember::passes {
@@ -17,6 +18,7 @@ using ConstEvaluator = std::function<std::vector<runtime::Tensor>(const ir::Func
 /// config "dump_ir" = "1" (or EMBER_DUMP_IR=1 in the environment) the IR after each pass is
 /// printed to stderr.
 ir::Function run_pipeline(const ir::Function& f, const PassContext& ctx,
-                          const ConstEvaluator& evaluate);
+                          const ConstEvaluator& evaluate,
+                          std::vector<FusionDecision>* fusion_decisions = nullptr);
 
 }  // namespace ember::passes

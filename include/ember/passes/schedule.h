@@ -56,6 +56,9 @@ class Stage {
   void vectorize(const IterVar& axis) { annotate(axis, ir::ForKind::Vectorized); }
   void parallel(const IterVar& axis) { annotate(axis, ir::ForKind::Parallel); }
   void unroll(const IterVar& axis) { annotate(axis, ir::ForKind::Unrolled); }
+  /// Binds `axis` to a GPU block or thread index (ForKind::GpuBlockX ... GpuThreadZ): the
+  /// loop runs as that many blocks or threads. A tag is bound at most once per stage.
+  void bind(const IterVar& axis, ir::ForKind thread_tag);
   /// Computes this stage inside `parent`'s loop `axis`, over the region that the parent
   /// reads there; its storage becomes a local buffer of that region's size.
   void compute_at(Stage& parent, const IterVar& axis);

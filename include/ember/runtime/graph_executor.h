@@ -10,6 +10,10 @@
 
 namespace ember::runtime {
 
+namespace cuda {
+class CudaModule;
+}
+
 /// What `ember::build` produces for the executor: values (one per tensor in the compiled
 /// graph), which of them are inputs, parameters and outputs, and the kernel calls in order.
 struct ExecGraph {
@@ -62,7 +66,9 @@ struct KernelProfile {
 class GraphExecutor {
  public:
   /// Plans memory (buffers reused once their last reader has run; inputs and outputs get
-  /// their own) and resolves every kernel in `module`.
+  /// their own) and resolves every kernel in `module`. With a CUDA module (target "cuda")
+  /// all memory is on the GPU and kernels are launched; without a GPU this throws the
+  /// "no CUDA driver found" ember::Error.
   GraphExecutor(std::shared_ptr<const ExecGraph> graph, std::shared_ptr<Module> module);
 
   int num_inputs() const;
@@ -70,12 +76,16 @@ class GraphExecutor {
   std::vector<std::string> input_names() const;
   /// ember::Error listing the inputs when `name` is not one.
   int input_index(const std::string& name) const;
-  /// Copies `value` into the executor's own input buffer; shape and dtype must match
+  /// Copies `value` (on the CPU or the executor's GPU) into the executor's own input
+  /// buffer; shape and dtype must match
   /// (ember::Error naming the input, the expected and the given type).
   void set_input(int index, const Tensor& value);
   void set_input(const std::string& name, const Tensor& value);
+  /// Runs every kernel; on a GPU it returns once they have finished.
   void run();
-  /// The executor's output buffer (no copy): the next run() overwrites it.
+  /// Where the executor's tensors live (CUDA for a CUDA module).
+  Device device() const;
+  /// The executor's output buffer (no copy, on device()): the next run() overwrites it.
   Tensor get_output(int index) const;
   Tensor get_input(int index) const;
   BenchmarkResult benchmark(int number = 1, int repeat = 10, int warmup = 1);
@@ -93,6 +103,8 @@ class GraphExecutor {
   std::vector<Tensor> tensors_;           // one per value
   std::vector<KernelFn> fns_;
   std::vector<std::vector<void*>> args_;  // per kernel, resolved pointers
+  std::shared_ptr<cuda::CudaModule> cuda_;  // set when the kernels run on a GPU
+  void launch_all();                        // GPU: launches every kernel, no wait
   size_t pool_bytes_ = 0;
 };
 

@@ -1,6 +1,7 @@
 #pragma once
-/// A dense, row-major, 64-byte aligned CPU tensor. Copies share storage (like
-/// torch.Tensor); use clone() for a deep copy.
+/// A dense, row-major tensor: 64-byte aligned CPU memory, or GPU memory (device CUDA, made
+/// by the CUDA runtime; data() is then a device pointer that the host must not read).
+/// Copies share storage (like torch.Tensor); use clone() for a deep copy of a CPU tensor.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -29,6 +30,13 @@ class Tensor {
   static Tensor zeros(const Shape& shape, DType dtype);
   /// A tensor over memory owned by `owner` (kept alive as long as the tensor lives).
   static Tensor view(std::shared_ptr<void> owner, void* data, const Shape& shape, DType dtype);
+  /// The same over memory of `device` (a CUDA device pointer for DeviceType::CUDA).
+  static Tensor view(std::shared_ptr<void> owner, void* data, const Shape& shape, DType dtype,
+                     Device device) {
+    Tensor t = view(std::move(owner), data, shape, dtype);
+    t.device_ = device;
+    return t;
+  }
 
   bool defined() const { return data_ != nullptr || numel() == 0; }
   void* data() const { return data_; }
@@ -36,7 +44,7 @@ class Tensor {
   T* data_as() const { return static_cast<T*>(data_); }
   const Shape& shape() const { return shape_; }
   DType dtype() const { return dtype_; }
-  Device device() const { return Device{}; }
+  Device device() const { return device_; }
   int64_t ndim() const { return static_cast<int64_t>(shape_.size()); }
   int64_t numel() const { return shape_numel(shape_); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_bytes(dtype_); }
@@ -53,6 +61,7 @@ class Tensor {
   void* data_ = nullptr;
   Shape shape_;
   DType dtype_ = DType::Float32;
+  Device device_;
 };
 
 }  // namespace ember::runtime

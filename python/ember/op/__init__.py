@@ -9,9 +9,15 @@ import operator
 
 from .. import _ember
 from .._ember import EmberError, Expr
+from ..ir import dtype_name
 
-__all__ = ["add", "subtract", "multiply", "divide", "sigmoid", "tanh", "exp", "sqrt", "rsqrt",
-           "clip", "reshape", "flatten", "transpose", "concatenate", "nn"]
+__all__ = ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum",
+           "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+           "logical_and", "logical_or", "logical_not", "where",
+           "sigmoid", "tanh", "exp", "log", "erf", "sqrt", "rsqrt", "abs", "negative", "floor",
+           "ceil", "round", "clip", "cast", "sum", "mean", "max", "min",
+           "reshape", "flatten", "transpose", "concatenate", "strided_slice", "expand_dims",
+           "squeeze", "broadcast_to", "take", "nn"]
 
 
 # ------------------------------------------------------------------ argument checking helpers
@@ -64,31 +70,85 @@ def _call(op, args, attrs, name):
 
 # ------------------------------------------------------------------------------ operators
 
-def _binary(op):
+def _binary(op, doc="with NumPy broadcasting; the dtypes must match"):
     def make(a, b, name=""):
         return _call(op, [_expr(a, "a", op), _expr(b, "b", op)], {}, name)
     make.__name__ = op
-    make.__doc__ = f"Elementwise {op} with NumPy broadcasting; the dtypes must match."
+    make.__doc__ = f"Elementwise {op} {doc}."
     return make
 
 
-def _unary(op):
+def _unary(op, doc="of a float tensor"):
     def make(x, name=""):
         return _call(op, [_expr(x, "x", op)], {}, name)
     make.__name__ = op.split(".")[-1]
-    make.__doc__ = f"Elementwise {op} of a float tensor."
+    make.__doc__ = f"Elementwise {op} {doc}."
     return make
+
+
+def _axes(value, attr, op):
+    """None -> [] (every axis), an int -> [int], a list/tuple -> list of ints."""
+    return [] if value is None else _ints(value, attr, op)
 
 
 add = _binary("add")
 subtract = _binary("subtract")
 multiply = _binary("multiply")
-divide = _binary("divide")
+divide = _binary("divide", "of float tensors with NumPy broadcasting")
+power = _binary("power", "(torch.pow) of float tensors with NumPy broadcasting")
+maximum = _binary("maximum", "with NumPy broadcasting; NaN propagates (torch.maximum)")
+minimum = _binary("minimum", "with NumPy broadcasting; NaN propagates (torch.minimum)")
+_COMPARE = "with NumPy broadcasting; the dtypes must match; the result is bool"
+equal = _binary("equal", _COMPARE)
+not_equal = _binary("not_equal", _COMPARE)
+less = _binary("less", _COMPARE)
+less_equal = _binary("less_equal", _COMPARE)
+greater = _binary("greater", _COMPARE)
+greater_equal = _binary("greater_equal", _COMPARE)
+_LOGICAL = "with NumPy broadcasting; any dtype, nonzero is true; the result is bool"
+logical_and = _binary("logical_and", _LOGICAL)
+logical_or = _binary("logical_or", _LOGICAL)
+logical_not = _unary("logical_not", "of any tensor (nonzero is true); the result is bool")
 sigmoid = _unary("sigmoid")
 tanh = _unary("tanh")
 exp = _unary("exp")
+log = _unary("log")
+erf = _unary("erf")
 sqrt = _unary("sqrt")
 rsqrt = _unary("rsqrt")
+floor = _unary("floor")
+ceil = _unary("ceil")
+round = _unary("round", "of a float tensor, halves to even (torch.round)")
+abs = _unary("abs", "of a float or integer tensor")
+negative = _unary("negative", "of a float or integer tensor")
+
+
+def where(condition, x, y, name=""):
+    """condition ? x : y elementwise, broadcasting all three; condition is bool."""
+    return _call("where", [_expr(condition, "condition", "where"), _expr(x, "x", "where"),
+                           _expr(y, "y", "where")], {}, name)
+
+
+def cast(x, dtype, name=""):
+    """Converts to `dtype` ("float32", np.int64, torch.bool, ...); float to int truncates."""
+    return _call("cast", [_expr(x, "x", "cast")], {"dtype": dtype_name(dtype, "op.cast")}, name)
+
+
+def _reduce(op):
+    def make(data, axis=None, keepdims=False, name=""):
+        return _call(op, [_expr(data, "data", op)],
+                     {"axis": _axes(axis, "axis", op),
+                      "keepdims": _bool(keepdims, "keepdims", op)}, name)
+    make.__name__ = op
+    make.__doc__ = (f"{op} over `axis` (an int, a list, or None for every axis); keepdims "
+                    "keeps the reduced axes with size 1.")
+    return make
+
+
+sum = _reduce("sum")
+mean = _reduce("mean")
+max = _reduce("max")
+min = _reduce("min")
 
 
 def clip(x, a_min, a_max, name=""):
@@ -128,6 +188,44 @@ def concatenate(data, axis=0, name=""):
                          f"{_describe(data)}")
     args = [_expr(d, f"data[{i}]", "concatenate") for i, d in enumerate(data)]
     return _call("concatenate", args, {"axis": _int(axis, "axis", "concatenate")}, name)
+
+
+def strided_slice(data, begin, end, strides=None, axes=None, name=""):
+    """data[begin:end:strides] along `axes` (default: the leading axes). Negative indices
+    count from the end and out-of-range ones are clamped, as in Python; strides > 0."""
+    op = "strided_slice"
+    return _call(op, [_expr(data, "data", op)],
+                 {"begin": _ints(begin, "begin", op), "end": _ints(end, "end", op),
+                  "strides": _axes(strides, "strides", op), "axes": _axes(axes, "axes", op)},
+                 name)
+
+
+def expand_dims(data, axis, num_newaxis=1, name=""):
+    """Inserts `num_newaxis` size-1 axes before axis `axis` (torch.unsqueeze)."""
+    op = "expand_dims"
+    return _call(op, [_expr(data, "data", op)],
+                 {"axis": _int(axis, "axis", op),
+                  "num_newaxis": _int(num_newaxis, "num_newaxis", op)}, name)
+
+
+def squeeze(data, axis=None, name=""):
+    """Removes the given size-1 axes (None: every size-1 axis)."""
+    op = "squeeze"
+    return _call(op, [_expr(data, "data", op)], {"axis": _axes(axis, "axis", op)}, name)
+
+
+def broadcast_to(data, shape, name=""):
+    """Broadcasts to `shape` (NumPy rules; -1 keeps the input's size, as torch.expand)."""
+    op = "broadcast_to"
+    return _call(op, [_expr(data, "data", op)], {"shape": _ints(shape, "shape", op)}, name)
+
+
+def take(data, indices, axis=0, name=""):
+    """Rows of `data` along `axis` picked by int32/int64 `indices` (an embedding lookup is
+    take(weight, ids)); out-of-range indices are clamped to the first or last row."""
+    op = "take"
+    return _call(op, [_expr(data, "data", op), _expr(indices, "indices", op)],
+                 {"axis": _int(axis, "axis", op)}, name)
 
 
 from . import nn  # noqa: E402  (nn uses the helpers above)

@@ -1,10 +1,37 @@
 """Neural-network operators (layout NCHW, weights OIHW), named as in TVM's relay.nn."""
-from . import _bool, _call, _expr, _float, _int, _ints, _unary
+import numpy as np
 
-__all__ = ["conv2d", "dense", "matmul", "batch_matmul", "bias_add", "relu", "batch_norm",
-           "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "softmax"]
+from . import _bool, _call, _describe, _expr, _float, _int, _ints, _unary
+from .._ember import EmberError
+from ..ir import const
+
+__all__ = ["conv2d", "dense", "matmul", "batch_matmul", "bias_add", "relu", "leaky_relu", "gelu",
+           "silu", "hardswish", "hardsigmoid", "batch_norm", "layer_norm", "max_pool2d",
+           "avg_pool2d", "adaptive_avg_pool2d", "softmax", "log_softmax", "pad"]
 
 relu = _unary("nn.relu")
+silu = _unary("nn.silu", "x * sigmoid(x) of a float tensor")
+hardswish = _unary("nn.hardswish", "x * relu6(x + 3) / 6 of a float tensor")
+hardsigmoid = _unary("nn.hardsigmoid", "relu6(x + 3) / 6 of a float tensor")
+
+
+def _str(value, attr, op):
+    if not isinstance(value, str):
+        raise EmberError(f"op.{op}: '{attr}' must be a string, got {_describe(value)}")
+    return value
+
+
+def leaky_relu(x, alpha=0.01, name=""):
+    """x for x > 0, else alpha * x."""
+    op = "nn.leaky_relu"
+    return _call(op, [_expr(x, "x", op)], {"alpha": _float(alpha, "alpha", op)}, name)
+
+
+def gelu(x, approximate="none", name=""):
+    """GELU as torch computes it: approximate="none" (erf) or "tanh"."""
+    op = "nn.gelu"
+    return _call(op, [_expr(x, "x", op)],
+                 {"approximate": _str(approximate, "approximate", op)}, name)
 
 
 def conv2d(data, weight, strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1,
@@ -26,13 +53,14 @@ def dense(data, weight, name=""):
 
 
 def matmul(a, b, name=""):
-    """a [..., M, K] @ b [K, N] -> [..., M, N]."""
+    """a [..., M, K] @ b [K, N] -> [..., M, N], or @ b [K] -> [..., M]."""
     op = "nn.matmul"
     return _call(op, [_expr(a, "a", op), _expr(b, "b", op)], {}, name)
 
 
 def batch_matmul(a, b, name=""):
-    """a [B, M, K] @ b [B, K, N] -> [B, M, N] (torch.bmm)."""
+    """a [..., M, K] @ b [..., K, N] -> [..., M, N], broadcasting the batch dimensions
+    (torch.matmul for operands of rank >= 2; torch.bmm for rank 3)."""
     op = "nn.batch_matmul"
     return _call(op, [_expr(a, "a", op), _expr(b, "b", op)], {}, name)
 
@@ -51,6 +79,26 @@ def batch_norm(data, gamma, beta, moving_mean, moving_var, axis=1, epsilon=1e-5,
             _expr(moving_mean, "moving_mean", op), _expr(moving_var, "moving_var", op)]
     return _call(op, args, {"axis": _int(axis, "axis", op),
                             "epsilon": _float(epsilon, "epsilon", op)}, name)
+
+
+def layer_norm(data, gamma=None, beta=None, axis=-1, epsilon=1e-5, name=""):
+    """Normalises over the axes from `axis` on (torch's F.layer_norm with normalized_shape =
+    data.shape[axis:]); gamma and beta have that shape, and None means ones / zeros."""
+    op = "nn.layer_norm"
+    data = _expr(data, "data", op)
+    axis = _int(axis, "axis", op)
+    if gamma is None or beta is None:
+        if data.type.is_tuple or not -len(data.shape) <= axis < len(data.shape):
+            # Let the type relation report the bad input or axis.
+            shape, dtype = (), "float32"
+        else:
+            shape, dtype = data.shape[axis:], data.dtype
+        if gamma is None:
+            gamma = const(np.ones(shape, dtype=dtype), name=f"{name}.weight" if name else "")
+        if beta is None:
+            beta = const(np.zeros(shape, dtype=dtype), name=f"{name}.bias" if name else "")
+    return _call(op, [data, _expr(gamma, "gamma", op), _expr(beta, "beta", op)],
+                 {"axis": axis, "epsilon": _float(epsilon, "epsilon", op)}, name)
 
 
 def max_pool2d(data, pool_size, strides=None, padding=(0, 0, 0, 0), dilation=(1, 1),
@@ -92,3 +140,27 @@ def softmax(data, axis=-1, name=""):
     """Softmax along `axis`."""
     op = "nn.softmax"
     return _call(op, [_expr(data, "data", op)], {"axis": _int(axis, "axis", op)}, name)
+
+
+def log_softmax(data, axis=-1, name=""):
+    """log(softmax(data)) along `axis`, computed stably as x - max - log(sum(exp(x - max)))."""
+    op = "nn.log_softmax"
+    return _call(op, [_expr(data, "data", op)], {"axis": _int(axis, "axis", op)}, name)
+
+
+def pad(data, pad_width, pad_value=0.0, pad_mode="constant", name=""):
+    """Pads each axis with pad_value: pad_width is ((before_0, after_0), (before_1, after_1),
+    ...) or the same flattened, one pair per axis from axis 0 (F.pad lists the last axis
+    first). Negative widths crop. Only pad_mode="constant"."""
+    op = "nn.pad"
+    if isinstance(pad_width, (list, tuple)) and all(isinstance(p, (list, tuple))
+                                                    for p in pad_width):
+        for i, p in enumerate(pad_width):
+            if len(p) != 2:
+                raise EmberError(f"op.{op}: pad_width[{i}] must be a (before, after) pair, "
+                                 f"got {_describe(p)}")
+        pad_width = [w for p in pad_width for w in p]
+    return _call(op, [_expr(data, "data", op)],
+                 {"pad_width": _ints(pad_width, "pad_width", op),
+                  "pad_value": _float(pad_value, "pad_value", op),
+                  "pad_mode": _str(pad_mode, "pad_mode", op)}, name)

@@ -1,126 +1,306 @@
-// Elementwise ops: broadcasting binary arithmetic and float unary functions.
+// Elementwise ops: broadcasting binary arithmetic, comparisons and logic, where, unary
+// math, activations and cast. Numerics follow PyTorch; float Max/Min propagate NaN
+// (loop.h), so relu, clip, maximum and the hard activations pass NaN through like torch.
 #include <string>
 #include <vector>
 
-#include "ember/ir/op.h"
 #include "ember/ir/prim_math.h"
+#include "ember/support/error.h"
+#include "op_util.h"
 
 namespace ember::ir {
 namespace {
 
-const TensorType& tensor_arg(const std::vector<Type>& args, size_t i, const char* what,
-                             const TypeContext& ctx) {
-  if (args[i].is_tuple) ctx.fail(std::string(what) + " must be a tensor, not a tuple");
-  return args[i].tensor();
-}
+using namespace ops;
 
-void check_arity(const std::vector<Type>& args, size_t n, const TypeContext& ctx) {
-  if (args.size() != n)
-    ctx.fail("takes " + std::to_string(n) + " input(s) but was given " +
-             std::to_string(args.size()));
-}
+// Which input dtypes an op accepts, and what to tell the user otherwise.
+enum class Accept { Any, NotBool, Float };
 
-// "nn.relu" -> "relu": the stage (and kernel) name.
-std::string stage_name(const std::string& op) {
-  return op.rfind("nn.", 0) == 0 ? op.substr(3) : op;
-}
-
-// Index of `t` for output index `idx` under NumPy broadcasting (size-1 dimensions read 0).
-std::vector<PrimExpr> broadcast_index(const Tensor& t, const std::vector<PrimVar>& idx) {
-  size_t offset = idx.size() - t.shape().size();
-  std::vector<PrimExpr> out;
-  for (size_t d = 0; d < t.shape().size(); ++d)
-    out.push_back(t.shape()[d] == 1 ? PrimExpr(int64_t{0}) : PrimExpr(idx[offset + d]));
-  return out;
+void check_accept(Accept accept, const TensorType& t, const std::string& what,
+                  const TypeContext& ctx) {
+  if (accept == Accept::Float) check_float(t, what, ctx);
+  if (accept == Accept::NotBool && t.dtype == DType::Bool)
+    ctx.fail(what + " is " + to_string(t) + "; the op does not take bool tensors, cast it to " +
+             "float32 or int32");
 }
 
 // ---------------------------------------------------------------- binary (Broadcast)
 
-Type binary_rel(const std::vector<Type>& args, Attrs&, const TypeContext& ctx) {
+// The result dtype of a binary op: the inputs' or bool (comparisons).
+enum class Result { Same, Bool };
+
+Type binary_rel(const std::vector<Type>& args, Accept accept, Result result,
+                const TypeContext& ctx) {
   check_arity(args, 2, ctx);
   const TensorType& a = tensor_arg(args, 0, "the first input", ctx);
   const TensorType& b = tensor_arg(args, 1, "the second input", ctx);
   if (a.dtype != b.dtype)
     ctx.fail("input dtypes differ: " + to_string(a) + " vs " + to_string(b) +
              "; cast one input so that both have the same dtype");
-  if (a.dtype == DType::Bool)
-    ctx.fail("arithmetic on bool tensors is not supported; cast the inputs to float32");
-  // Integer division would have to choose between torch's true and floor division.
-  if (ctx.op_name == "divide" && !is_float(a.dtype))
-    ctx.fail("integer division is not supported (inputs are " + std::string(dtype_name(a.dtype)) +
-             "); cast the inputs to a float dtype");
-  return TensorType{broadcast_shapes(a.shape, b.shape, ctx), a.dtype};
+  check_accept(accept, a, "the first input", ctx);
+  return TensorType{broadcast_shapes(a.shape, b.shape, ctx),
+                    result == Result::Bool ? DType::Bool : a.dtype};
 }
 
-ComputeRule binary_compute(BinaryOp op, std::string name) {
-  return [op, name](const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {
+using BinaryFn = std::function<PrimExpr(const PrimExpr& a, const PrimExpr& b)>;
+
+const Op* register_binary(const std::string& name, Accept accept, Result result, BinaryFn fn) {
+  TypeRelation rel = [accept, result](const std::vector<Type>& args, Attrs&,
+                                      const TypeContext& ctx) {
+    return binary_rel(args, accept, result, ctx);
+  };
+  ComputeRule rule = [fn, name](const std::vector<Tensor>& in, const Attrs&,
+                                const TensorType& out) {
     const Tensor &a = in[0], &b = in[1];
     return compute(name, out.shape, [&](const std::vector<PrimVar>& i) {
-      return binary(op, a(broadcast_index(a, i)), b(broadcast_index(b, i)));
+      return fn(a(broadcast_index(a, i)), b(broadcast_index(b, i)));
+    });
+  };
+  return register_op({name, 2, OpPattern::Broadcast, rel, rule});
+}
+
+BinaryFn binary_fn(BinaryOp op) {
+  return [op](const PrimExpr& a, const PrimExpr& b) { return binary(op, a, b); };
+}
+
+[[maybe_unused]] const Op* kAdd =
+    register_binary("add", Accept::NotBool, Result::Same, binary_fn(BinaryOp::Add));
+[[maybe_unused]] const Op* kSubtract =
+    register_binary("subtract", Accept::NotBool, Result::Same, binary_fn(BinaryOp::Sub));
+[[maybe_unused]] const Op* kMultiply =
+    register_binary("multiply", Accept::NotBool, Result::Same, binary_fn(BinaryOp::Mul));
+// Integer division would have to choose between torch's true and floor division.
+[[maybe_unused]] const Op* kDivide =
+    register_binary("divide", Accept::Float, Result::Same, binary_fn(BinaryOp::Div));
+[[maybe_unused]] const Op* kPower =
+    register_binary("power", Accept::Float, Result::Same,
+                    [](const PrimExpr& a, const PrimExpr& b) { return pow(a, b); });
+[[maybe_unused]] const Op* kMaximum =
+    register_binary("maximum", Accept::Any, Result::Same, binary_fn(BinaryOp::Max));
+[[maybe_unused]] const Op* kMinimum =
+    register_binary("minimum", Accept::Any, Result::Same, binary_fn(BinaryOp::Min));
+
+// Float comparisons with NaN are false, except not_equal, which is true (as in torch).
+[[maybe_unused]] const Op* kEqual =
+    register_binary("equal", Accept::Any, Result::Bool,
+                    [](const PrimExpr& a, const PrimExpr& b) { return a == b; });
+[[maybe_unused]] const Op* kNotEqual =
+    register_binary("not_equal", Accept::Any, Result::Bool,
+                    [](const PrimExpr& a, const PrimExpr& b) { return a != b; });
+[[maybe_unused]] const Op* kLess = register_binary(
+    "less", Accept::Any, Result::Bool, [](const PrimExpr& a, const PrimExpr& b) { return a < b; });
+[[maybe_unused]] const Op* kLessEqual =
+    register_binary("less_equal", Accept::Any, Result::Bool,
+                    [](const PrimExpr& a, const PrimExpr& b) { return a <= b; });
+[[maybe_unused]] const Op* kGreater =
+    register_binary("greater", Accept::Any, Result::Bool,
+                    [](const PrimExpr& a, const PrimExpr& b) { return a > b; });
+[[maybe_unused]] const Op* kGreaterEqual =
+    register_binary("greater_equal", Accept::Any, Result::Bool,
+                    [](const PrimExpr& a, const PrimExpr& b) { return a >= b; });
+
+// ---------------------------------------------------------------- logical (bool out)
+
+// As torch.logical_*: any dtype, nonzero (and NaN) is true, the inputs' dtypes may differ.
+PrimExpr truth(const PrimExpr& x) { return cast(DType::Bool, x); }
+
+Type logical_rel(const std::vector<Type>& args, Attrs&, const TypeContext& ctx) {
+  if (args.size() == 1) return TensorType{tensor_arg(args, 0, "the input", ctx).shape, DType::Bool};
+  check_arity(args, 2, ctx);
+  const TensorType& a = tensor_arg(args, 0, "the first input", ctx);
+  const TensorType& b = tensor_arg(args, 1, "the second input", ctx);
+  return TensorType{broadcast_shapes(a.shape, b.shape, ctx), DType::Bool};
+}
+
+ComputeRule logical_compute(std::string name, bool is_and) {
+  return [name, is_and](const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {
+    const Tensor &a = in[0], &b = in[1];
+    return compute(name, out.shape, [&](const std::vector<PrimVar>& i) {
+      PrimExpr x = truth(a(broadcast_index(a, i))), y = truth(b(broadcast_index(b, i)));
+      return is_and ? logical_and(x, y) : logical_or(x, y);
     });
   };
 }
 
-const Op* register_binary(const std::string& name, BinaryOp op) {
-  return register_op({name, 2, OpPattern::Broadcast, binary_rel, binary_compute(op, name)});
+Tensor logical_not_compute(const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {
+  return compute("logical_not", out.shape, [&](const std::vector<PrimVar>& i) {
+    return logical_not(truth(in[0](as_exprs(i))));
+  });
 }
 
-[[maybe_unused]] const Op* kAdd = register_binary("add", BinaryOp::Add);
-[[maybe_unused]] const Op* kSubtract = register_binary("subtract", BinaryOp::Sub);
-[[maybe_unused]] const Op* kMultiply = register_binary("multiply", BinaryOp::Mul);
-[[maybe_unused]] const Op* kDivide = register_binary("divide", BinaryOp::Div);
+[[maybe_unused]] const Op* kLogicalAnd = register_op(
+    {"logical_and", 2, OpPattern::Broadcast, logical_rel, logical_compute("logical_and", true)});
+[[maybe_unused]] const Op* kLogicalOr = register_op(
+    {"logical_or", 2, OpPattern::Broadcast, logical_rel, logical_compute("logical_or", false)});
+[[maybe_unused]] const Op* kLogicalNot =
+    register_op({"logical_not", 1, OpPattern::ElemWise, logical_rel, logical_not_compute});
 
-// ---------------------------------------------------------------- unary float (ElemWise)
+// ---------------------------------------------------------------- where
 
-Type unary_float_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
-  check_arity(args, 1, ctx);
-  const TensorType& x = tensor_arg(args, 0, "the input", ctx);
-  if (!is_float(x.dtype))
-    ctx.fail("the input is " + to_string(x) +
-             " but the op needs a float tensor (float32 or float64); cast the input to float32");
-  if (ctx.op_name == "clip") {
-    if (!attrs.has("a_min") || !attrs.has("a_max"))
-      ctx.fail("needs both the a_min and a_max attributes");
-    // Store as floats so the compute rule reads one representation.
-    attrs = attrs.with("a_min", attrs.get_float("a_min", 0.0))
-                .with("a_max", attrs.get_float("a_max", 0.0));
-  }
-  return x;
+Type where_rel(const std::vector<Type>& args, Attrs&, const TypeContext& ctx) {
+  check_arity(args, 3, ctx);
+  const TensorType& cond = tensor_arg(args, 0, "the condition", ctx);
+  const TensorType& a = tensor_arg(args, 1, "the second input", ctx);
+  const TensorType& b = tensor_arg(args, 2, "the third input", ctx);
+  if (cond.dtype != DType::Bool)
+    ctx.fail("the condition is " + to_string(cond) +
+             " but must be bool; compare it (e.g. not_equal with 0) to get a bool tensor");
+  check_same_dtype(a, "the second input", b, "the third input", ctx);
+  return TensorType{broadcast_shapes(broadcast_shapes(cond.shape, a.shape, ctx), b.shape, ctx),
+                    a.dtype};
 }
+
+// Select evaluates both sides; both loads are in range (broadcast indices).
+Tensor where_compute(const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {
+  const Tensor &c = in[0], &a = in[1], &b = in[2];
+  return compute("where", out.shape, [&](const std::vector<PrimVar>& i) {
+    return select(c(broadcast_index(c, i)), a(broadcast_index(a, i)), b(broadcast_index(b, i)));
+  });
+}
+
+[[maybe_unused]] const Op* kWhere =
+    register_op({"where", 3, OpPattern::Broadcast, where_rel, where_compute});
+
+// ---------------------------------------------------------------- unary (ElemWise)
 
 using UnaryFn = std::function<PrimExpr(const PrimExpr& x, const Attrs& attrs)>;
+// Checks and normalises an op's attributes (fills defaults, stores one representation).
+using AttrNorm = std::function<void(Attrs& attrs, const TypeContext& ctx)>;
 
-const Op* register_unary(const std::string& name, UnaryFn fn) {
+const Op* register_unary(const std::string& name, UnaryFn fn, Accept accept = Accept::Float,
+                         AttrNorm norm = nullptr) {
+  TypeRelation rel = [accept, norm](const std::vector<Type>& args, Attrs& attrs,
+                                    const TypeContext& ctx) {
+    check_arity(args, 1, ctx);
+    const TensorType& x = tensor_arg(args, 0, "the input", ctx);
+    check_accept(accept, x, "the input", ctx);
+    if (norm) norm(attrs, ctx);
+    return Type(x);
+  };
   std::string stage = stage_name(name);
   ComputeRule rule = [fn, stage](const std::vector<Tensor>& in, const Attrs& attrs,
                                  const TensorType& out) {
     const Tensor& x = in[0];
-    return compute(stage, out.shape, [&](const std::vector<PrimVar>& i) {
-      return fn(x(std::vector<PrimExpr>(i.begin(), i.end())), attrs);
-    });
+    return compute(stage, out.shape,
+                   [&](const std::vector<PrimVar>& i) { return fn(x(as_exprs(i)), attrs); });
   };
-  return register_op({name, 1, OpPattern::ElemWise, unary_float_rel, rule});
+  return register_op({name, 1, OpPattern::ElemWise, rel, rule});
 }
 
-// Max and Min propagate NaN (loop.h), so relu and clip pass NaN through like torch.
-[[maybe_unused]] const Op* kRelu = register_unary(
-    "nn.relu", [](const PrimExpr& x, const Attrs&) { return max(x, make_const(x.dtype(), 0.0)); });
-[[maybe_unused]] const Op* kSigmoid =
-    register_unary("sigmoid", [](const PrimExpr& x, const Attrs&) { return sigmoid(x); });
-[[maybe_unused]] const Op* kTanh =
-    register_unary("tanh", [](const PrimExpr& x, const Attrs&) { return tanh(x); });
-[[maybe_unused]] const Op* kExp =
-    register_unary("exp", [](const PrimExpr& x, const Attrs&) { return exp(x); });
-[[maybe_unused]] const Op* kSqrt =
-    register_unary("sqrt", [](const PrimExpr& x, const Attrs&) { return sqrt(x); });
-[[maybe_unused]] const Op* kRsqrt =
-    register_unary("rsqrt", [](const PrimExpr& x, const Attrs&) { return rsqrt(x); });
-[[maybe_unused]] const Op* kClip =
-    register_unary("clip", [](const PrimExpr& x, const Attrs& attrs) {
-      PrimExpr lo = make_const(x.dtype(), attrs.get_float("a_min", 0.0));
-      PrimExpr hi = make_const(x.dtype(), attrs.get_float("a_max", 0.0));
+// A unary op that is a prim_math function of x alone.
+const Op* register_math(const std::string& name, PrimExpr (*fn)(const PrimExpr&),
+                        Accept accept = Accept::Float) {
+  return register_unary(name, [fn](const PrimExpr& x, const Attrs&) { return fn(x); }, accept);
+}
+
+PrimExpr cst(const PrimExpr& like, double v) { return make_const(like.dtype(), v); }
+
+[[maybe_unused]] const Op* kSigmoid = register_math("sigmoid", sigmoid);
+[[maybe_unused]] const Op* kTanh = register_math("tanh", tanh);
+[[maybe_unused]] const Op* kExp = register_math("exp", exp);
+[[maybe_unused]] const Op* kLog = register_math("log", log);
+[[maybe_unused]] const Op* kErf = register_math("erf", erf);
+[[maybe_unused]] const Op* kSqrt = register_math("sqrt", sqrt);
+[[maybe_unused]] const Op* kRsqrt = register_math("rsqrt", rsqrt);
+[[maybe_unused]] const Op* kFloor = register_math("floor", floor);
+[[maybe_unused]] const Op* kCeil = register_math("ceil", ceil);
+[[maybe_unused]] const Op* kRound = register_math("round", round);  // half to even, as torch
+[[maybe_unused]] const Op* kAbs = register_math("abs", abs, Accept::NotBool);
+[[maybe_unused]] const Op* kNegative =
+    register_unary("negative", [](const PrimExpr& x, const Attrs&) { return -x; }, Accept::NotBool);
+
+[[maybe_unused]] const Op* kClip = register_unary(
+    "clip",
+    [](const PrimExpr& x, const Attrs& attrs) {
+      PrimExpr lo = cst(x, attrs.get_float("a_min", 0.0));
+      PrimExpr hi = cst(x, attrs.get_float("a_max", 0.0));
       return min(max(x, lo), hi);  // torch.clamp: a_min > a_max gives a_max everywhere
+    },
+    Accept::Float,
+    [](Attrs& attrs, const TypeContext& ctx) {
+      if (!attrs.has("a_min") || !attrs.has("a_max"))
+        ctx.fail("needs both the a_min and a_max attributes");
+      // Store as floats so the compute rule reads one representation.
+      attrs = attrs.with("a_min", attrs.get_float("a_min", 0.0))
+                  .with("a_max", attrs.get_float("a_max", 0.0));
     });
+
+// ---------------------------------------------------------------- activations
+
+// relu6(x + 3) / 6, the common part of torch's hardsigmoid and hardswish.
+PrimExpr relu6_shifted(const PrimExpr& x) {
+  return min(max(x + cst(x, 3.0), cst(x, 0.0)), cst(x, 6.0));
+}
+
+[[maybe_unused]] const Op* kRelu =
+    register_unary("nn.relu", [](const PrimExpr& x, const Attrs&) { return max(x, cst(x, 0.0)); });
+
+[[maybe_unused]] const Op* kLeakyRelu = register_unary(
+    "nn.leaky_relu",
+    [](const PrimExpr& x, const Attrs& attrs) {
+      return select(x > cst(x, 0.0), x, x * cst(x, attrs.get_float("alpha", 0.01)));
+    },
+    Accept::Float,
+    [](Attrs& attrs, const TypeContext&) {
+      attrs = attrs.with("alpha", attrs.get_float("alpha", 0.01));
+    });
+
+// torch's formulas: erf form 0.5 x (1 + erf(x / sqrt 2)); tanh form
+// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))). 0.70710678... = 1 / sqrt 2 and
+// 0.79788456... = sqrt(2 / pi).
+[[maybe_unused]] const Op* kGelu = register_unary(
+    "nn.gelu",
+    [](const PrimExpr& x, const Attrs& attrs) {
+      if (attrs.get_str("approximate", "none") == "tanh") {
+        PrimExpr inner = cst(x, 0.7978845608028654) * (x + cst(x, 0.044715) * (x * x * x));
+        return cst(x, 0.5) * x * (cst(x, 1.0) + tanh(inner));
+      }
+      return x * cst(x, 0.5) * (cst(x, 1.0) + erf(x * cst(x, 0.7071067811865476)));
+    },
+    Accept::Float,
+    [](Attrs& attrs, const TypeContext& ctx) {
+      std::string mode = attrs.get_str("approximate", "none");
+      if (mode != "none" && mode != "tanh")
+        ctx.fail("approximate = '" + mode + "' is not supported; use 'none' or 'tanh'");
+      attrs = attrs.with("approximate", mode);
+    });
+
+// torch's x / (1 + e^-x): for x < -89 e^-x is inf and the result -0, as in torch.
+[[maybe_unused]] const Op* kSilu = register_unary(
+    "nn.silu", [](const PrimExpr& x, const Attrs&) { return x / (cst(x, 1.0) + exp(-x)); });
+[[maybe_unused]] const Op* kHardswish = register_unary(
+    "nn.hardswish",
+    [](const PrimExpr& x, const Attrs&) { return x * relu6_shifted(x) / cst(x, 6.0); });
+[[maybe_unused]] const Op* kHardsigmoid =
+    register_unary("nn.hardsigmoid",
+                   [](const PrimExpr& x, const Attrs&) { return relu6_shifted(x) / cst(x, 6.0); });
+
+// ---------------------------------------------------------------- cast
+
+Type cast_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_arity(args, 1, ctx);
+  const TensorType& x = tensor_arg(args, 0, "the input", ctx);
+  std::string name = attrs.get_str("dtype", "float32");
+  DType to;
+  try {
+    to = dtype_from_name(name);
+  } catch (const Error&) {
+    ctx.fail("dtype '" + name + "' is not supported; use float32, float64, int32, int64 or bool");
+  }
+  attrs = attrs.with("dtype", name);
+  return TensorType{x.shape, to};
+}
+
+// Float to int truncates toward zero; NaN or out-of-range floats give an unspecified value
+// (torch's is platform dependent too). To bool is x != 0, NaN included.
+Tensor cast_compute(const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {
+  return compute("cast", out.shape, [&](const std::vector<PrimVar>& i) {
+    return cast(out.dtype, in[0](as_exprs(i)));
+  });
+}
+
+[[maybe_unused]] const Op* kCast =
+    register_op({"cast", 1, OpPattern::ElemWise, cast_rel, cast_compute});
 
 }  // namespace
 }  // namespace ember::ir

@@ -1,55 +1,19 @@
 // Neural-network ops (NCHW layout, OIHW weights): convolution, dense and matrix products,
-// bias and batch norm, pooling, softmax. Shapes and numerics follow
-// torch.nn.functional.
+// bias, batch and layer norm, pooling, softmax and log_softmax, constant padding. Shapes
+// and numerics follow torch.nn.functional.
 #include <algorithm>
 #include <string>
 #include <vector>
 
-#include "ember/ir/op.h"
 #include "ember/ir/prim_math.h"
+#include "op_util.h"
 
 namespace ember::ir {
 namespace {
 
+using namespace ops;
+
 // ---------------------------------------------------------------- relation helpers
-
-const TensorType& tensor_arg(const std::vector<Type>& args, size_t i, const char* what,
-                             const TypeContext& ctx) {
-  if (args[i].is_tuple) ctx.fail(std::string(what) + " must be a tensor, not a tuple");
-  return args[i].tensor();
-}
-
-void check_arity(const std::vector<Type>& args, size_t n, const TypeContext& ctx) {
-  if (args.size() != n)
-    ctx.fail("takes " + std::to_string(n) + " input(s) but was given " +
-             std::to_string(args.size()));
-}
-
-std::string ints_str(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
-void check_float(const TensorType& t, const std::string& what, const TypeContext& ctx) {
-  if (!is_float(t.dtype))
-    ctx.fail(what + " is " + to_string(t) +
-             " but the op needs a float tensor (float32 or float64); cast it to float32");
-}
-
-void check_rank(const TensorType& t, int64_t rank, const std::string& what,
-                const TypeContext& ctx) {
-  if (t.ndim() != rank)
-    ctx.fail(what + " must be " + std::to_string(rank) + "-D" + (rank == 4 ? " (NCHW)" : "") +
-             " but is " + to_string(t));
-}
-
-void check_same_dtype(const TensorType& a, const std::string& what_a, const TensorType& b,
-                      const std::string& what_b, const TypeContext& ctx) {
-  if (a.dtype != b.dtype)
-    ctx.fail(what_a + " is " + to_string(a) + " but " + what_b + " is " + to_string(b) +
-             "; cast them to the same dtype");
-}
 
 // A (h, w) attribute given as 1 or 2 values, each >= min_value; written back as 2 values.
 std::vector<int64_t> pair_attr(Attrs& attrs, const std::string& key, std::vector<int64_t> dflt,
@@ -97,12 +61,6 @@ int64_t window_out_size(int64_t size, int64_t pad_begin, int64_t pad_end, int64_
 }
 
 // ---------------------------------------------------------------- compute helpers
-
-std::vector<PrimExpr> as_exprs(const std::vector<PrimVar>& v) {
-  return std::vector<PrimExpr>(v.begin(), v.end());
-}
-
-PrimExpr idx(int64_t v) { return PrimExpr(v); }
 
 // data [N, C, H, W] placed at (top, left) in a [N, C, hp, wp] tensor filled with `fill`.
 // Returns data itself when nothing is padded. Select evaluates both sides, so the guarded
@@ -222,6 +180,7 @@ Tensor dense_compute(const std::vector<Tensor>& in, const Attrs&, const TensorTy
   });
 }
 
+// a [..., M, K] @ b [K, N] -> [..., M, N], or @ b [K] -> [..., M] (torch.matmul).
 Type matmul_rel(const std::vector<Type>& args, Attrs&, const TypeContext& ctx) {
   check_arity(args, 2, ctx);
   const TensorType& a = tensor_arg(args, 0, "the first input", ctx);
@@ -229,46 +188,79 @@ Type matmul_rel(const std::vector<Type>& args, Attrs&, const TypeContext& ctx) {
   check_float(a, "the first input", ctx);
   check_same_dtype(a, "the first input", b, "the second input", ctx);
   if (a.ndim() < 2) ctx.fail("the first input must be [..., M, K] but is " + to_string(a));
-  check_rank(b, 2, "the second input [K, N]", ctx);
+  if (b.ndim() != 1 && b.ndim() != 2)
+    ctx.fail("the second input must be [K, N] or [K] but is " + to_string(b) +
+             "; use nn.batch_matmul for batched operands");
   if (a.shape.back() != b.shape[0])
     ctx.fail("cannot multiply " + to_string(a) + " by " + to_string(b) + ": K is " +
              std::to_string(a.shape.back()) + " vs " + std::to_string(b.shape[0]) +
              "; the last dimension of the first input must equal the first of the second");
   std::vector<int64_t> shape(a.shape.begin(), a.shape.end() - 1);
-  shape.push_back(b.shape[1]);
+  if (b.ndim() == 2) shape.push_back(b.shape[1]);
   return TensorType{shape, a.dtype};
 }
 
 Tensor matmul_compute(const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {
   const Tensor &a = in[0], &b = in[1];
+  bool vector_b = b.ndim() == 1;
   IterVar k = reduce_axis(b.shape()[0], "k");
   return compute("matmul", out.shape, [&](const std::vector<PrimVar>& i) {
-    std::vector<PrimExpr> ai(i.begin(), i.end() - 1);
+    std::vector<PrimExpr> ai(i.begin(), vector_b ? i.end() : i.end() - 1);
     ai.push_back(k->var);
-    return sum(a(ai) * b({k->var, i.back()}), {k});
+    return sum(a(ai) * (vector_b ? b({k->var}) : b({k->var, i.back()})), {k});
   });
 }
 
+// a [..., M, K] @ b [..., K, N] with NumPy broadcasting of the batch dimensions (torch.matmul
+// for operands of rank >= 2).
 Type batch_matmul_rel(const std::vector<Type>& args, Attrs&, const TypeContext& ctx) {
   check_arity(args, 2, ctx);
   const TensorType& a = tensor_arg(args, 0, "the first input", ctx);
   const TensorType& b = tensor_arg(args, 1, "the second input", ctx);
   check_float(a, "the first input", ctx);
   check_same_dtype(a, "the first input", b, "the second input", ctx);
-  check_rank(a, 3, "the first input [B, M, K]", ctx);
-  check_rank(b, 3, "the second input [B, K, N]", ctx);
-  if (a.shape[0] != b.shape[0] || a.shape[2] != b.shape[1])
-    ctx.fail("cannot batch-multiply " + to_string(a) + " by " + to_string(b) +
-             ": the batch sizes must be equal and K (last of the first) must equal the "
-             "second's dimension 1");
-  return TensorType{{a.shape[0], a.shape[1], b.shape[2]}, a.dtype};
+  if (a.ndim() < 2) ctx.fail("the first input must be [..., M, K] but is " + to_string(a));
+  if (b.ndim() < 2) ctx.fail("the second input must be [..., K, N] but is " + to_string(b));
+  int64_t k = a.shape.back();
+  if (k != b.shape[b.ndim() - 2])
+    ctx.fail("cannot batch-multiply " + to_string(a) + " by " + to_string(b) + ": K is " +
+             std::to_string(k) + " vs " + std::to_string(b.shape[b.ndim() - 2]) +
+             "; the last dimension of the first input must equal the second-to-last of the "
+             "second");
+  std::vector<int64_t> batch_a(a.shape.begin(), a.shape.end() - 2);
+  std::vector<int64_t> batch_b(b.shape.begin(), b.shape.end() - 2);
+  size_t nb = std::max(batch_a.size(), batch_b.size());
+  std::vector<int64_t> shape(nb);
+  for (size_t d = 0; d < nb; ++d) {
+    int64_t da = d < nb - batch_a.size() ? 1 : batch_a[d - (nb - batch_a.size())];
+    int64_t db = d < nb - batch_b.size() ? 1 : batch_b[d - (nb - batch_b.size())];
+    if (da != db && da != 1 && db != 1)
+      ctx.fail("cannot batch-multiply " + to_string(a) + " by " + to_string(b) +
+               ": the batch sizes " + ints_str(batch_a) + " and " + ints_str(batch_b) +
+               " do not broadcast (sizes must be equal or 1)");
+    shape[d] = da == 1 ? db : da;
+  }
+  shape.push_back(a.shape[a.ndim() - 2]);
+  shape.push_back(b.shape.back());
+  return TensorType{shape, a.dtype};
 }
 
 Tensor batch_matmul_compute(const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {
   const Tensor &a = in[0], &b = in[1];
-  IterVar k = reduce_axis(a.shape()[2], "k");
+  IterVar k = reduce_axis(a.shape().back(), "k");
+  // Batch index of an operand: its batch dimensions broadcast against the output's.
+  auto operand_index = [](const Tensor& t, const std::vector<PrimExpr>& batch, PrimExpr row,
+                          PrimExpr col) {
+    std::vector<int64_t> tb(t.shape().begin(), t.shape().end() - 2);
+    std::vector<PrimExpr> ti = broadcast_index(tb, batch);
+    ti.push_back(std::move(row));
+    ti.push_back(std::move(col));
+    return ti;
+  };
   return compute("batch_matmul", out.shape, [&](const std::vector<PrimVar>& i) {
-    return sum(a({i[0], i[1], k->var}) * b({i[0], k->var, i[2]}), {k});
+    std::vector<PrimExpr> batch(i.begin(), i.end() - 2);
+    PrimExpr m = i[i.size() - 2], n = i.back();
+    return sum(a(operand_index(a, batch, m, k->var)) * b(operand_index(b, batch, k->var, n)), {k});
   });
 }
 
@@ -530,6 +522,152 @@ Tensor softmax_compute(const std::vector<Tensor>& in, const Attrs& attrs, const 
   });
 }
 
+Tensor log_softmax_compute(const std::vector<Tensor>& in, const Attrs& attrs,
+                           const TensorType& out) {
+  const Tensor& x = in[0];
+  size_t axis = static_cast<size_t>(attrs.get_int("axis", -1));
+  std::vector<int64_t> reduced = out.shape;
+  reduced[axis] = 1;
+  auto at_axis = [&](const std::vector<PrimVar>& i, PrimExpr v) {
+    std::vector<PrimExpr> r = as_exprs(i);
+    r[axis] = std::move(v);
+    return r;
+  };
+  IterVar k1 = reduce_axis(out.shape[axis], "k");
+  Tensor mx = compute("log_softmax_max", reduced, [&](const std::vector<PrimVar>& i) {
+    return max_reduce(x(at_axis(i, k1->var)), {k1});
+  });
+  IterVar k2 = reduce_axis(out.shape[axis], "k");
+  Tensor total = compute("log_softmax_sum", reduced, [&](const std::vector<PrimVar>& i) {
+    return sum(exp(x(at_axis(i, k2->var)) - mx(at_axis(i, idx(0)))), {k2});
+  });
+  // torch's order: (x - max) - log(sum(exp(x - max))).
+  return compute("log_softmax", out.shape, [&](const std::vector<PrimVar>& i) {
+    return x(as_exprs(i)) - mx(at_axis(i, idx(0))) - log(total(at_axis(i, idx(0))));
+  });
+}
+
+// ---------------------------------------------------------------- layer_norm
+
+// Normalises over the trailing axes from `axis` on (torch's normalized_shape =
+// data.shape[axis:]); gamma and beta have exactly that shape.
+Type layer_norm_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_arity(args, 3, ctx);
+  const TensorType& data = tensor_arg(args, 0, "data", ctx);
+  check_float(data, "data", ctx);
+  if (data.ndim() == 0) ctx.fail("data must have at least 1 dimension, got " + to_string(data));
+  int64_t axis = normalize_axis(attrs.get_int("axis", -1), data.ndim(), ctx);
+  double eps = attrs.get_float("epsilon", 1e-5);
+  if (!(eps >= 0)) ctx.fail("epsilon = " + std::to_string(eps) + " must be >= 0");
+  attrs = attrs.with("axis", axis).with("epsilon", eps);
+  std::vector<int64_t> norm(data.shape.begin() + axis, data.shape.end());
+  const char* names[] = {"gamma", "beta"};
+  for (size_t i = 1; i < 3; ++i) {
+    const TensorType& p = tensor_arg(args, i, names[i - 1], ctx);
+    check_same_dtype(data, "data", p, names[i - 1], ctx);
+    if (p.shape != norm)
+      ctx.fail(std::string(names[i - 1]) + " is " + to_string(p) + " but must have shape " +
+               ints_str(norm) + " (data " + to_string(data) + " normalised from axis " +
+               std::to_string(axis) + " on)");
+  }
+  return data;
+}
+
+// Three stages in the data dtype: the sum (a reduction), the biased variance around
+// sum / n (a second reduction reading the first), and the output
+// (x - mean) * rsqrt(var + eps) * gamma + beta.
+Tensor layer_norm_compute(const std::vector<Tensor>& in, const Attrs& attrs,
+                          const TensorType& out) {
+  const Tensor &x = in[0], &gamma = in[1], &beta = in[2];
+  size_t axis = static_cast<size_t>(attrs.get_int("axis", -1));
+  std::vector<int64_t> lead(out.shape.begin(), out.shape.begin() + axis);
+  std::vector<int64_t> norm(out.shape.begin() + axis, out.shape.end());
+  PrimExpr n = make_const(x.dtype(), static_cast<double>(numel(norm)));
+  PrimExpr eps = make_const(x.dtype(), attrs.get_float("epsilon", 1e-5));
+  auto reduce_axes = [&]() {
+    std::vector<IterVar> r;
+    for (size_t d = 0; d < norm.size(); ++d)
+      r.push_back(reduce_axis(norm[d], "r" + std::to_string(d)));
+    return r;
+  };
+  // x at leading index `i` and normalised index `r`.
+  auto read_x = [&](const std::vector<PrimVar>& i, const std::vector<IterVar>& r) {
+    std::vector<PrimExpr> xi = as_exprs(i);
+    for (auto& a : r) xi.push_back(a->var);
+    return x(xi);
+  };
+  std::vector<IterVar> r1 = reduce_axes();
+  Tensor total = compute("layer_norm_sum", lead,
+                         [&](const std::vector<PrimVar>& i) { return sum(read_x(i, r1), r1); });
+  std::vector<IterVar> r2 = reduce_axes();
+  Tensor sq = compute("layer_norm_var", lead, [&](const std::vector<PrimVar>& i) {
+    PrimExpr d = read_x(i, r2) - total(as_exprs(i)) / n;
+    return sum(d * d, r2);
+  });
+  return compute("layer_norm", out.shape, [&](const std::vector<PrimVar>& i) {
+    std::vector<PrimExpr> li(i.begin(), i.begin() + axis), ni(i.begin() + axis, i.end());
+    PrimExpr centred = x(as_exprs(i)) - total(li) / n;
+    return centred * rsqrt(sq(li) / n + eps) * gamma(ni) + beta(ni);
+  });
+}
+
+// ---------------------------------------------------------------- pad
+
+// pad_width is flat [before_0, after_0, before_1, after_1, ...], one pair per axis;
+// negative widths crop (F.pad). Only constant padding.
+Type pad_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_arity(args, 1, ctx);
+  const TensorType& x = tensor_arg(args, 0, "data", ctx);
+  std::string mode = attrs.get_str("pad_mode", "constant");
+  if (mode != "constant")
+    ctx.fail("pad_mode '" + mode + "' is not supported; only 'constant' padding is");
+  std::vector<int64_t> width = attrs.get_ints("pad_width", {});
+  if (static_cast<int64_t>(width.size()) != 2 * x.ndim())
+    ctx.fail("pad_width " + ints_str(width) + " has " + std::to_string(width.size()) +
+             " values but data " + to_string(x) + " needs " + std::to_string(2 * x.ndim()) +
+             " (a before and an after width for each axis)");
+  std::vector<int64_t> shape = x.shape;
+  for (int64_t d = 0; d < x.ndim(); ++d) {
+    shape[d] += width[2 * d] + width[2 * d + 1];
+    if (shape[d] < 0)
+      ctx.fail("pad_width " + ints_str(width) + " crops axis " + std::to_string(d) + " of " +
+               to_string(x) + " to a negative size " + std::to_string(shape[d]));
+    if (x.shape[d] == 0 && shape[d] > 0)
+      ctx.fail("axis " + std::to_string(d) + " of " + to_string(x) +
+               " is empty; padding an empty axis is not supported");
+  }
+  attrs = attrs.with("pad_width", width)
+              .with("pad_value", attrs.get_float("pad_value", 0.0))
+              .with("pad_mode", mode);
+  return TensorType{shape, x.dtype};
+}
+
+// Select evaluates both sides, so the load reads clamped (always valid) indices; only the
+// sides that are padded get a guard.
+Tensor pad_compute(const std::vector<Tensor>& in, const Attrs& attrs, const TensorType& out) {
+  const Tensor& x = in[0];
+  auto width = attrs.get_ints("pad_width", {});
+  PrimExpr fill = make_const(x.dtype(), attrs.get_float("pad_value", 0.0));
+  return compute("pad", out.shape, [&](const std::vector<PrimVar>& i) {
+    PrimExpr inside = make_const(DType::Bool, 1);
+    std::vector<PrimExpr> xi;
+    for (size_t d = 0; d < i.size(); ++d) {
+      int64_t before = width[2 * d], size = x.shape()[d];
+      PrimExpr y = i[d] - idx(before);
+      if (before > 0) {
+        inside = logical_and(inside, y >= idx(0));
+        y = max(y, idx(0));
+      }
+      if (before + size < out.shape[d]) {
+        inside = logical_and(inside, y < idx(size));
+        y = min(y, idx(size - 1));
+      }
+      xi.push_back(y);
+    }
+    return select(inside, x(xi), fill);
+  });
+}
+
 // ---------------------------------------------------------------- registration
 
 [[maybe_unused]] const Op* kConv2d =
@@ -553,6 +691,13 @@ Tensor softmax_compute(const std::vector<Tensor>& in, const Attrs& attrs, const 
                  adaptive_avg_pool2d_compute});
 [[maybe_unused]] const Op* kSoftmax =
     register_op({"nn.softmax", 1, OpPattern::Opaque, softmax_rel, softmax_compute});
+[[maybe_unused]] const Op* kLogSoftmax =
+    register_op({"nn.log_softmax", 1, OpPattern::Opaque, softmax_rel, log_softmax_compute});
+// Opaque for now: its own kernel (fusing it is issue 5).
+[[maybe_unused]] const Op* kLayerNorm =
+    register_op({"nn.layer_norm", 3, OpPattern::Opaque, layer_norm_rel, layer_norm_compute});
+[[maybe_unused]] const Op* kPad =
+    register_op({"nn.pad", 1, OpPattern::Injective, pad_rel, pad_compute});
 
 }  // namespace
 }  // namespace ember::ir

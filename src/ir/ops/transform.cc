@@ -1,41 +1,17 @@
-// Layout ops: reshape, flatten, transpose, concatenate. Each output element reads one
-// input element (Injective); reshape and flatten are views of their input.
+// Layout and indexing ops: reshape, flatten, transpose, concatenate, strided_slice,
+// expand_dims, squeeze, broadcast_to, take. Each output element reads one input element
+// (Injective; broadcast_to is Broadcast); reshape, flatten, expand_dims and squeeze are
+// views of their input.
 #include <algorithm>
 #include <string>
 #include <vector>
 
-#include "ember/ir/op.h"
+#include "op_util.h"
 
 namespace ember::ir {
 namespace {
 
-const TensorType& tensor_arg(const std::vector<Type>& args, size_t i, const char* what,
-                             const TypeContext& ctx) {
-  if (args[i].is_tuple) ctx.fail(std::string(what) + " must be a tensor, not a tuple");
-  return args[i].tensor();
-}
-
-void check_arity(const std::vector<Type>& args, size_t n, const TypeContext& ctx) {
-  if (args.size() != n)
-    ctx.fail("takes " + std::to_string(n) + " input(s) but was given " +
-             std::to_string(args.size()));
-}
-
-std::string ints_str(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
-int64_t numel(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
-std::vector<PrimExpr> as_exprs(const std::vector<PrimVar>& v) {
-  return std::vector<PrimExpr>(v.begin(), v.end());
-}
+using namespace ops;
 
 // Output element `idx` of a tensor with `out_shape` reads the input element at the same
 // row-major position: flatten the index, then unflatten it in the input's shape.
@@ -203,10 +179,188 @@ Tensor concatenate_compute(const std::vector<Tensor>& in, const Attrs& attrs,
   });
 }
 
-Op view_op(Op op) {
-  op.is_view = true;
-  return op;
+// ---------------------------------------------------------------- strided_slice
+
+// begin/end/strides per entry of `axes` (default: the leading axes). Negative begin and
+// end count from the end and both are clamped into [0, size], as Python slices are; after
+// the relation every list has one normalised entry per sliced axis.
+Type strided_slice_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_arity(args, 1, ctx);
+  const TensorType& x = tensor_arg(args, 0, "data", ctx);
+  if (!attrs.has("begin") || !attrs.has("end")) ctx.fail("needs the begin and end attributes");
+  std::vector<int64_t> begin = attrs.get_ints("begin", {}), end = attrs.get_ints("end", {});
+  size_t n = begin.size();
+  std::vector<int64_t> strides = attrs.get_ints("strides", {});
+  if (strides.empty()) strides.assign(n, 1);
+  std::vector<int64_t> axes = attrs.get_ints("axes", {});
+  if (axes.empty())
+    for (size_t k = 0; k < n; ++k) axes.push_back(static_cast<int64_t>(k));
+  if (end.size() != n || strides.size() != n || axes.size() != n)
+    ctx.fail("begin " + ints_str(begin) + ", end " + ints_str(end) + ", strides " +
+             ints_str(attrs.get_ints("strides", {})) + " and axes " +
+             ints_str(attrs.get_ints("axes", {})) +
+             " must have one entry per sliced axis (strides and axes may be empty)");
+  std::vector<int64_t> shape = x.shape;
+  std::vector<bool> seen(x.ndim(), false);
+  for (size_t k = 0; k < n; ++k) {
+    int64_t a = axes[k] = normalize_axis(axes[k], x.ndim(), ctx);
+    if (seen[a])
+      ctx.fail("axes " + ints_str(attrs.get_ints("axes", {})) + " repeats axis " +
+               std::to_string(a));
+    seen[a] = true;
+    if (strides[k] < 1)
+      ctx.fail("strides " + ints_str(strides) + " must be positive (reverse with a flip instead)");
+    int64_t size = x.shape[a];
+    auto clamp = [size](int64_t v) { return std::clamp(v < 0 ? v + size : v, int64_t{0}, size); };
+    begin[k] = clamp(begin[k]);
+    end[k] = clamp(end[k]);
+    shape[a] = end[k] > begin[k] ? (end[k] - begin[k] + strides[k] - 1) / strides[k] : 0;
+  }
+  attrs = attrs.with("begin", begin).with("end", end).with("strides", strides).with("axes", axes);
+  return TensorType{shape, x.dtype};
 }
+
+Tensor strided_slice_compute(const std::vector<Tensor>& in, const Attrs& attrs,
+                             const TensorType& out) {
+  auto begin = attrs.get_ints("begin", {}), strides = attrs.get_ints("strides", {});
+  auto axes = attrs.get_ints("axes", {});
+  return compute("strided_slice", out.shape, [&](const std::vector<PrimVar>& i) {
+    std::vector<PrimExpr> xi = as_exprs(i);
+    for (size_t k = 0; k < axes.size(); ++k)
+      xi[axes[k]] = idx(begin[k]) + i[axes[k]] * idx(strides[k]);
+    return in[0](xi);
+  });
+}
+
+// ---------------------------------------------------------------- expand_dims, squeeze
+
+Type expand_dims_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_arity(args, 1, ctx);
+  const TensorType& x = tensor_arg(args, 0, "data", ctx);
+  if (!attrs.has("axis")) ctx.fail("needs the axis attribute");
+  // The new axes go before input axis `axis`; axis == ndim appends them.
+  int64_t axis = normalize_axis(attrs.get_int("axis", 0), x.ndim() + 1, ctx);
+  int64_t count = attrs.get_int("num_newaxis", 1);
+  if (count < 0) ctx.fail("num_newaxis = " + std::to_string(count) + " must be >= 0");
+  attrs = attrs.with("axis", axis).with("num_newaxis", count);
+  std::vector<int64_t> shape = x.shape;
+  shape.insert(shape.begin() + axis, count, 1);
+  return TensorType{shape, x.dtype};
+}
+
+Tensor expand_dims_compute(const std::vector<Tensor>& in, const Attrs& attrs,
+                           const TensorType& out) {
+  int64_t axis = attrs.get_int("axis", 0), count = attrs.get_int("num_newaxis", 1);
+  return compute("expand_dims", out.shape, [&](const std::vector<PrimVar>& i) {
+    std::vector<PrimExpr> xi = as_exprs(i);
+    xi.erase(xi.begin() + axis, xi.begin() + axis + count);
+    return in[0](xi);
+  });
+}
+
+Type squeeze_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_arity(args, 1, ctx);
+  const TensorType& x = tensor_arg(args, 0, "data", ctx);
+  std::vector<int64_t> axes = attrs.get_ints("axis", {});
+  if (axes.empty()) {
+    for (int64_t d = 0; d < x.ndim(); ++d)
+      if (x.shape[d] == 1) axes.push_back(d);
+  }
+  for (int64_t& a : axes) {
+    a = normalize_axis(a, x.ndim(), ctx);
+    if (x.shape[a] != 1)
+      ctx.fail("axis " + std::to_string(a) + " of " + to_string(x) + " has size " +
+               std::to_string(x.shape[a]) + "; only size-1 axes can be squeezed");
+  }
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  attrs = attrs.with("axis", axes);
+  std::vector<int64_t> shape;
+  for (int64_t d = 0; d < x.ndim(); ++d)
+    if (!std::binary_search(axes.begin(), axes.end(), d)) shape.push_back(x.shape[d]);
+  return TensorType{shape, x.dtype};
+}
+
+Tensor squeeze_compute(const std::vector<Tensor>& in, const Attrs& attrs, const TensorType& out) {
+  auto axes = attrs.get_ints("axis", {});
+  const Tensor& x = in[0];
+  return compute("squeeze", out.shape, [&](const std::vector<PrimVar>& i) {
+    std::vector<PrimExpr> xi;
+    size_t next = 0;
+    for (int64_t d = 0; d < x.ndim(); ++d)
+      xi.push_back(std::binary_search(axes.begin(), axes.end(), d) ? idx(0) : PrimExpr(i[next++]));
+    return x(xi);
+  });
+}
+
+// ---------------------------------------------------------------- broadcast_to
+
+// NumPy rules; a -1 in `shape` keeps the input's size there (torch.Tensor.expand).
+Type broadcast_to_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_arity(args, 1, ctx);
+  const TensorType& x = tensor_arg(args, 0, "data", ctx);
+  if (!attrs.has("shape")) ctx.fail("needs the shape attribute");
+  std::vector<int64_t> shape = attrs.get_ints("shape", {});
+  int64_t lead = static_cast<int64_t>(shape.size()) - x.ndim();
+  if (lead < 0)
+    ctx.fail("cannot broadcast " + to_string(x) + " to " + ints_str(shape) +
+             ", which has fewer dimensions");
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    int64_t from = d < lead ? 1 : x.shape[d - lead];
+    if (shape[d] == -1 && d >= lead) shape[d] = from;
+    if (shape[d] < 0 || (from != 1 && from != shape[d]))
+      ctx.fail("cannot broadcast " + to_string(x) + " to " + ints_str(attrs.get_ints("shape", {})) +
+               ": dimension " + std::to_string(d) + " has size " + std::to_string(from) +
+               ", which must be 1 or " + (shape[d] < 0 ? "a size >= 0" : std::to_string(shape[d])));
+  }
+  attrs = attrs.with("shape", shape);
+  return TensorType{shape, x.dtype};
+}
+
+Tensor broadcast_to_compute(const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {
+  const Tensor& x = in[0];
+  return compute("broadcast_to", out.shape,
+                 [&](const std::vector<PrimVar>& i) { return x(broadcast_index(x, i)); });
+}
+
+// ---------------------------------------------------------------- take
+
+Type take_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_arity(args, 2, ctx);
+  const TensorType& data = tensor_arg(args, 0, "data", ctx);
+  const TensorType& indices = tensor_arg(args, 1, "indices", ctx);
+  if (!is_int(indices.dtype))
+    ctx.fail("indices are " + to_string(indices) + " but must be int32 or int64; cast them");
+  int64_t axis = normalize_axis(attrs.get_int("axis", 0), data.ndim(), ctx);
+  if (data.shape[axis] == 0)
+    ctx.fail("data " + to_string(data) + " is empty along axis " + std::to_string(axis) +
+             "; there is nothing to take");
+  attrs = attrs.with("axis", axis);
+  std::vector<int64_t> shape(data.shape.begin(), data.shape.begin() + axis);
+  shape.insert(shape.end(), indices.shape.begin(), indices.shape.end());
+  shape.insert(shape.end(), data.shape.begin() + axis + 1, data.shape.end());
+  return TensorType{shape, data.dtype};
+}
+
+// Out-of-range indices are clamped into [0, size - 1] (TVM's mode "clip"): a bad index
+// reads the first or last row instead of memory outside the tensor. Negative indices are
+// not wrapped.
+Tensor take_compute(const std::vector<Tensor>& in, const Attrs& attrs, const TensorType& out) {
+  const Tensor &data = in[0], &indices = in[1];
+  size_t axis = static_cast<size_t>(attrs.get_int("axis", 0));
+  size_t k = indices.shape().size();
+  return compute("take", out.shape, [&](const std::vector<PrimVar>& i) {
+    std::vector<PrimExpr> ii(i.begin() + axis, i.begin() + axis + k);
+    PrimExpr at = cast(DType::Int64, indices(ii));
+    at = min(max(at, idx(0)), idx(data.shape()[axis] - 1));
+    std::vector<PrimExpr> di(i.begin(), i.begin() + axis);
+    di.push_back(at);
+    di.insert(di.end(), i.begin() + axis + k, i.end());
+    return data(di);
+  });
+}
+
+// ---------------------------------------------------------------- registration
 
 [[maybe_unused]] const Op* kReshape =
     register_op(view_op({"reshape", 1, OpPattern::Injective, reshape_rel, reshape_compute}));
@@ -216,6 +370,16 @@ Op view_op(Op op) {
     register_op({"transpose", 1, OpPattern::Injective, transpose_rel, transpose_compute});
 [[maybe_unused]] const Op* kConcatenate =
     register_op({"concatenate", -1, OpPattern::Injective, concatenate_rel, concatenate_compute});
+[[maybe_unused]] const Op* kStridedSlice = register_op(
+    {"strided_slice", 1, OpPattern::Injective, strided_slice_rel, strided_slice_compute});
+[[maybe_unused]] const Op* kExpandDims = register_op(
+    view_op({"expand_dims", 1, OpPattern::Injective, expand_dims_rel, expand_dims_compute}));
+[[maybe_unused]] const Op* kSqueeze =
+    register_op(view_op({"squeeze", 1, OpPattern::Injective, squeeze_rel, squeeze_compute}));
+[[maybe_unused]] const Op* kBroadcastTo =
+    register_op({"broadcast_to", 1, OpPattern::Broadcast, broadcast_to_rel, broadcast_to_compute});
+[[maybe_unused]] const Op* kTake =
+    register_op({"take", 2, OpPattern::Injective, take_rel, take_compute});
 
 }  // namespace
 }  // namespace ember::ir

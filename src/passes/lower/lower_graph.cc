@@ -1,6 +1,7 @@
 #include <map>
 
 #include "ember/ir/op.h"
+#include "ember/passes/fuse_ops.h"
 #include "ember/passes/lower.h"
 #include "ember/passes/schedule.h"
 #include "ember/support/error.h"
@@ -11,27 +12,73 @@ using namespace ir;
 
 namespace {
 
-std::string symbol_name(const std::string& op, size_t index) {
+std::string symbol_name(const std::string& what, size_t index) {
   std::string s = "k" + std::to_string(index) + "_";
-  for (char c : op) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return s;
+  for (char c : what) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return s.size() > 64 ? s.substr(0, 64) : s;
+}
+
+// A single op call as a one-op primitive function, so both paths lower the same way.
+Function as_group(const CallNode* c) {
+  std::vector<Expr> params, args;
+  for (size_t i = 0; i < c->args.size(); ++i)
+    params.push_back(var("p" + std::to_string(i), c->args[i]->type.tensor()));
+  Expr body = call(c->op, params, c->attrs, c->name);
+  return function(params, body, c->name.empty() ? c->op->name : c->name);
+}
+
+std::vector<const CallNode*> op_calls(const Function& group) {
+  std::vector<const CallNode*> out;
+  for (auto& e : post_order(group->body))
+    if (auto* c = as<CallNode>(e)) {
+      EMBER_CHECK(c->op, "nested fused functions in group ", group->name);
+      out.push_back(c);
+    }
+  return out;
+}
+
+KernelInfo describe(const Function& group, const std::string& func) {
+  KernelInfo k;
+  k.func = func;
+  k.name = group->name;
+  const CallNode* anchor = nullptr;
+  for (auto* c : op_calls(group)) {
+    k.ops.push_back(c->op->name);
+    if (!anchor || c->op->pattern > anchor->op->pattern) anchor = c;
+  }
+  if (anchor) k.anchor = anchor->op->name;
+  k.patterns = fusion_patterns(group);
+  return k;
 }
 
 }  // namespace
 
-PrimFunc lower_call(const CallNode* call, const std::string& func_name,
-                    const LowerOptions& options) {
+PrimFunc lower_group(const Function& group, const std::string& func_name,
+                     const LowerOptions& options) {
+  std::map<const ExprNode*, ir::Tensor> te;
   std::vector<ir::Tensor> inputs;
-  for (size_t i = 0; i < call->args.size(); ++i) {
-    const TensorType& t = call->args[i]->type.tensor();
+  for (size_t i = 0; i < group->params.size(); ++i) {
+    const TensorType& t = group->params[i]->type.tensor();
     inputs.push_back(placeholder("p" + std::to_string(i), t.shape, t.dtype));
+    te[group->params[i].get()] = inputs.back();
   }
-  ir::Tensor out = call->op->compute(inputs, call->attrs, call->type.tensor());
-  EMBER_CHECK(out && out.shape() == call->type.tensor().shape && out.dtype() == call->type.tensor().dtype,
-              "compute rule of ", call->op->name, " disagrees with its type relation");
-  // An op whose compute returns an input unchanged still needs a kernel that copies it.
+  for (auto* c : op_calls(group)) {
+    std::vector<ir::Tensor> args;
+    for (auto& a : c->args) {
+      auto it = te.find(a.get());
+      EMBER_CHECK(it != te.end(), "group ", group->name, " reads a node that is not an input");
+      args.push_back(it->second);
+    }
+    ir::Tensor out = c->op->compute(args, c->attrs, c->type.tensor());
+    EMBER_CHECK(out && out.shape() == c->type.tensor().shape &&
+                    out.dtype() == c->type.tensor().dtype,
+                "compute rule of ", c->op->name, " disagrees with its type relation");
+    te[c] = out;
+  }
+  ir::Tensor out = te.at(group->body.get());
+  // A group whose result is one of its inputs unchanged still needs a kernel that copies it.
   if (out->is_placeholder())
-    out = compute(call->op->name, out.shape(), [&](const std::vector<PrimVar>& i) {
+    out = compute("copy", out.shape(), [&](const std::vector<PrimVar>& i) {
       return out(std::vector<PrimExpr>(i.begin(), i.end()));
     });
   Schedule sch({out});
@@ -84,20 +131,21 @@ LoweredGraph lower_graph(const Function& f, const LowerOptions& options) {
         auto* c = static_cast<const CallNode*>(e.get());
         int v = new_value(e->type.tensor());
         values[e.get()] = {v};
-        if (c->op->is_view) {
+        if (c->op && c->op->is_view) {
           g.views.push_back({v, values.at(c->args[0].get()).at(0)});
           break;
         }
-        std::string func = symbol_name(c->op->name, out.funcs.size());
-        out.funcs.push_back(lower_call(c, func, options));
+        Function group = c->fn ? c->fn : as_group(c);
+        std::string func = symbol_name(group->name, out.funcs.size());
+        out.funcs.push_back(lower_group(group, func, options));
         runtime::ExecGraph::Kernel k;
         k.func = func;
-        k.name = c->name.empty() ? c->op->name : c->name;
+        k.name = group->name;
         for (auto& a : c->args) k.args.push_back(values.at(a.get()).at(0));
         k.num_inputs = static_cast<int>(c->args.size());
         k.args.push_back(v);
         g.kernels.push_back(k);
-        out.kernels.push_back({func, k.name, {c->op->name}, c->op->name});
+        out.kernels.push_back(describe(group, func));
         break;
       }
       case NodeKind::Function:

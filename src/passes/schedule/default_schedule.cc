@@ -63,6 +63,41 @@ void schedule_reduction_tile(Stage& r, bool vectorize_inner) {
   if (vectorize_inner) r.vectorize(last);
 }
 
+// Register tiling: an axis `d` of the reduction that one of its inputs does not depend on
+// (a conv's output channel: the input patch is the same for every channel). Computing kTile
+// values of `d` per tile reuses each vector load of that input kTile times. Returns -1 when
+// no axis qualifies or `o` does not read `r` elementwise.
+constexpr int64_t kTile = 4;
+int register_tile_axis(const PrimExpr& o_body, const Stage& o, const Stage& r) {
+  const auto& axes = r.axes();
+  if (axes.size() != o.axes().size() || axes.size() < 2) return -1;
+  bool elementwise = false;
+  visit_prim(o_body, [&](const PrimExpr& e) {
+    auto* p = e.as<ProducerLoadNode>();
+    if (!p || p->producer != r.tensor().ref()) return;
+    bool same = true;
+    for (size_t k = 0; k < p->indices.size(); ++k)
+      same &= p->indices[k].get() == o.axes()[k]->var.get();
+    elementwise = same;
+  });
+  if (!elementwise) return -1;
+  auto* red = r.body().as<ReduceNode>();
+  for (int d = static_cast<int>(axes.size()) - 2; d >= 0; --d) {
+    if (axes[d]->extent < kTile) continue;
+    bool some_input_ignores_d = false;
+    visit_prim(red->source, [&](const PrimExpr& e) {
+      auto* p = e.as<ProducerLoadNode>();
+      if (!p) return;
+      bool uses = false;
+      for (auto& idx : p->indices)
+        visit_prim(idx, [&](const PrimExpr& x) { uses |= x.get() == axes[d]->var.get(); });
+      some_input_ignores_d |= !uses;
+    });
+    if (some_input_ignores_d) return d;
+  }
+  return -1;
+}
+
 // Tiles `o` (parallel outer, vector inner); returns the loop its reductions attach at.
 IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
   std::vector<IterVar> axes = o.axes();
@@ -73,6 +108,10 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
   bool along = true;
   for (Stage* r : reds) along &= reads_along(body, r->tensor().operator->(), last->var.get());
 
+  int tile_axis = along && reds.size() == 1 ? register_tile_axis(body, o, *reds[0]) : -1;
+  IterVar tile_inner;
+  if (tile_axis >= 0) std::tie(axes[tile_axis], tile_inner) = o.split(axes[tile_axis], kTile);
+
   int64_t lanes = lanes_for(o.tensor().dtype(), vector_bits);
   IterVar outer_vec, inner_vec;
   if (last->extent > lanes) {
@@ -81,6 +120,14 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
     inner_vec = last;
   }
   if (inner_vec->extent > 1) o.vectorize(inner_vec);
+  if (tile_inner) {
+    // [.., d.o, d.i, .., last.o, last.i] -> [.., d.o, .., last.o, d.i, last.i]
+    std::vector<IterVar> order(o.leaf_axes().begin(), o.leaf_axes().end() - 1);
+    order.erase(std::find(order.begin(), order.end(), tile_inner));
+    order.push_back(tile_inner);
+    order.push_back(inner_vec);
+    o.reorder(order);
+  }
 
   // The tile loop: reductions are computed inside it, so it must enclose the vector loop.
   std::vector<IterVar> outer(axes.begin(), axes.end() - 1);
@@ -99,7 +146,20 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
 
   for (Stage* r : reds) {
     r->compute_at(o, tile);
-    schedule_reduction_tile(*r, along);
+    if (tile_inner) {
+      // Reduction loops outside the kTile x lanes register tile.
+      std::vector<IterVar> order;
+      for (size_t k = 0; k + 1 < r->axes().size(); ++k)
+        if (static_cast<int>(k) != tile_axis) order.push_back(r->axes()[k]);
+      for (auto& a : r->reduce_axes()) order.push_back(a);
+      order.push_back(r->axes()[tile_axis]);
+      order.push_back(r->axes().back());
+      r->reorder(order);
+      r->unroll(r->axes()[tile_axis]);
+      r->vectorize(r->axes().back());
+    } else {
+      schedule_reduction_tile(*r, along);
+    }
   }
   return tile;
 }

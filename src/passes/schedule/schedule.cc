@@ -87,6 +87,17 @@ void Stage::annotate(const IterVar& axis, ForKind kind) {
   kinds_[axis.get()] = kind;
 }
 
+void Stage::bind(const IterVar& axis, ForKind thread_tag) {
+  EMBER_CHECK(is_gpu_kind(thread_tag), "bind needs a GPU block or thread kind, got ",
+              for_kind_name(thread_tag));
+  EMBER_CHECK(!axis->reduce, "cannot bind reduction axis ", axis->var.name(), " of ",
+              tensor_->name, " to ", for_kind_name(thread_tag));
+  for (auto& [a, k] : kinds_)
+    EMBER_CHECK(k != thread_tag || a == axis.get(), "schedule of ", tensor_->name, ": ",
+                for_kind_name(thread_tag), " is bound twice");
+  annotate(axis, thread_tag);
+}
+
 ForKind Stage::kind_of(const IterVar& axis) const {
   auto it = kinds_.find(axis.get());
   return it == kinds_.end() ? ForKind::Serial : it->second;

@@ -153,7 +153,18 @@ TEST(OpsTest, DenseMatmulBatchMatmul) {
   Expr b = call("nn.batch_matmul", {f32("a", {3, 5, 6}), f32("b", {3, 6, 2})});
   EXPECT_EQ(shape_of(b), (std::vector<int64_t>{3, 5, 2}));
   expect_error([] { call("nn.batch_matmul", {f32("a", {3, 5, 6}), f32("b", {2, 6, 2})}); },
-               {"batch sizes"});
+               {"batch sizes [3] and [2]", "do not broadcast"});
+  // torch.matmul: batch dimensions broadcast, and a rank-1 right operand drops N.
+  using V = std::vector<int64_t>;
+  EXPECT_EQ(shape_of(call("nn.batch_matmul", {f32("a", {2, 1, 5, 6}), f32("b", {3, 6, 4})})),
+            (V{2, 3, 5, 4}));
+  EXPECT_EQ(shape_of(call("nn.batch_matmul", {f32("a", {5, 6}), f32("b", {3, 6, 4})})),
+            (V{3, 5, 4}));
+  EXPECT_EQ(shape_of(call("nn.matmul", {f32("a", {2, 5, 6}), f32("b", {6})})), (V{2, 5}));
+  expect_error([] { call("nn.batch_matmul", {f32("a", {3, 5, 6}), f32("b", {3, 5, 2})}); },
+               {"K is 6 vs 5"});
+  expect_error([] { call("nn.matmul", {f32("a", {5, 6}), f32("b", {2, 6, 2})}); },
+               {"[K, N] or [K]", "nn.batch_matmul"});
 }
 
 TEST(OpsTest, BroadcastAndElementwise) {
@@ -167,7 +178,7 @@ TEST(OpsTest, BroadcastAndElementwise) {
   Expr i = var("i", TensorType{{2}, DType::Int64});
   expect_error([&] { call("add", {f32("a", {2}), i}); }, {"dtypes differ", "int64"});
   expect_error([&] { call("nn.relu", {i}, {}, "act"); }, {"nn.relu 'act'", "int64", "float"});
-  expect_error([&] { call("divide", {i, i}); }, {"integer division"});
+  expect_error([&] { call("divide", {i, i}); }, {"divide", "int64", "float"});
   Expr c = call("clip", {f32("x", {3})}, Attrs({{"a_min", int64_t{0}}, {"a_max", 6.0}}));
   EXPECT_EQ(attrs_of(c).values().at("a_min"), AttrValue(0.0));
   expect_error([] { call("clip", {f32("x", {3})}, Attrs({{"a_min", 0.0}})); }, {"a_max"});
@@ -269,6 +280,173 @@ TEST(OpsTest, Softmax) {
             (std::vector<std::string>{"softmax_max", "softmax_exp", "softmax_sum", "softmax"}));
   expect_error([] { call("nn.softmax", {f32("x", {2, 7})}, Attrs({{"axis", int64_t{2}}}), "sm"); },
                {"nn.softmax 'sm'", "axis 2 is out of range", "-2 to 1"});
+}
+
+TEST(OpsTest, NewOpPatterns) {
+  for (const char* name :
+       {"erf", "log", "abs", "negative", "floor", "ceil", "round", "cast", "logical_not", "nn.gelu",
+        "nn.leaky_relu", "nn.silu", "nn.hardswish", "nn.hardsigmoid"})
+    EXPECT_EQ(get_op(name)->pattern, OpPattern::ElemWise) << name;
+  for (const char* name :
+       {"power", "maximum", "minimum", "equal", "not_equal", "less", "less_equal", "greater",
+        "greater_equal", "logical_and", "logical_or", "where", "broadcast_to"})
+    EXPECT_EQ(get_op(name)->pattern, OpPattern::Broadcast) << name;
+  for (const char* name : {"sum", "mean", "max", "min"})
+    EXPECT_EQ(get_op(name)->pattern, OpPattern::CommReduce) << name;
+  for (const char* name : {"strided_slice", "nn.pad", "expand_dims", "squeeze", "take"})
+    EXPECT_EQ(get_op(name)->pattern, OpPattern::Injective) << name;
+  EXPECT_EQ(get_op("nn.layer_norm")->pattern, OpPattern::Opaque);
+  EXPECT_EQ(get_op("nn.log_softmax")->pattern, OpPattern::Opaque);
+  EXPECT_TRUE(get_op("expand_dims")->is_view);
+  EXPECT_TRUE(get_op("squeeze")->is_view);
+  EXPECT_FALSE(get_op("strided_slice")->is_view);
+}
+
+TEST(OpsTest, ElementwiseDtypes) {
+  using V = std::vector<int64_t>;
+  Expr i = var("i", TensorType{{2, 3}, DType::Int32});
+  Expr b = var("b", TensorType{{3}, DType::Bool});
+  Expr c = call("less", {f32("a", {2, 1}), f32("b", {3})});
+  EXPECT_EQ(c->type.tensor(), (TensorType{V{2, 3}, DType::Bool}));
+  EXPECT_EQ(call("equal", {b, b})->type.tensor().dtype, DType::Bool);
+  EXPECT_EQ(call("logical_and", {b, i})->type.tensor(), (TensorType{V{2, 3}, DType::Bool}));
+  EXPECT_EQ(call("logical_not", {i})->type.tensor().dtype, DType::Bool);
+  EXPECT_EQ(call("maximum", {i, i})->type.tensor().dtype, DType::Int32);
+  EXPECT_EQ(call("abs", {i})->type.tensor().dtype, DType::Int32);
+  EXPECT_EQ(call("negative", {i})->type.tensor().dtype, DType::Int32);
+  expect_error([&] { call("negative", {b}, {}, "neg"); }, {"negative 'neg'", "bool"});
+  expect_error([&] { call("log", {i}); }, {"log", "int32", "float"});
+  expect_error([&] { call("power", {i, i}); }, {"power", "float"});
+  expect_error([&] { call("greater", {i, f32("x", {3})}); }, {"dtypes differ"});
+  Expr w = call("where", {b, f32("x", {2, 1}), f32("y", {})});
+  EXPECT_EQ(w->type.tensor(), (TensorType{V{2, 3}, DType::Float32}));
+  EXPECT_EQ(stage_names(w), (std::vector<std::string>{"where"}));
+  expect_error([&] { call("where", {f32("c", {3}), f32("x", {3}), f32("y", {3})}, {}, "sel"); },
+               {"where 'sel'", "condition", "must be bool"});
+  expect_error([&] { call("where", {b, f32("x", {3}), i}); }, {"third input", "same dtype"});
+  expect_error([&] { call("where", {b, f32("x", {4}), f32("y", {3})}); }, {"cannot broadcast"});
+  Expr k = call("cast", {i}, Attrs({{"dtype", std::string("float64")}}));
+  EXPECT_EQ(k->type.tensor(), (TensorType{V{2, 3}, DType::Float64}));
+  EXPECT_EQ(call("cast", {b})->type.tensor().dtype, DType::Float32);  // the default
+  expect_error([&] { call("cast", {i}, Attrs({{"dtype", std::string("float16")}}), "to_half"); },
+               {"cast 'to_half'", "float16", "float32, float64"});
+  Expr g = call("nn.gelu", {f32("x", {4})});
+  EXPECT_EQ(attrs_of(g).get_str("approximate", ""), "none");
+  expect_error(
+      [] { call("nn.gelu", {f32("x", {4})}, Attrs({{"approximate", std::string("fast")}})); },
+      {"approximate = 'fast'", "'none' or 'tanh'"});
+  Expr l = call("nn.leaky_relu", {f32("x", {4})}, Attrs({{"alpha", int64_t{1}}}));
+  EXPECT_EQ(attrs_of(l).values().at("alpha"), AttrValue(1.0));
+  EXPECT_EQ(stage_names(call("nn.hardswish", {f32("x", {4})})),
+            (std::vector<std::string>{"hardswish"}));
+}
+
+TEST(OpsTest, Reductions) {
+  using V = std::vector<int64_t>;
+  Expr x = f32("x", {2, 3, 4});
+  Expr s = call("sum", {x}, Attrs({{"axis", V{-1, 0}}}));
+  EXPECT_EQ(shape_of(s), (V{3}));
+  EXPECT_EQ(attrs_of(s).get_ints("axis", {}), (V{0, 2}));
+  EXPECT_EQ(shape_of(call("max", {x}, Attrs({{"axis", V{1}}, {"keepdims", int64_t{1}}}))),
+            (V{2, 1, 4}));
+  Expr all = call("min", {x});
+  EXPECT_EQ(shape_of(all), (V{}));
+  EXPECT_EQ(attrs_of(all).get_ints("axis", {}), (V{0, 1, 2}));
+  Expr m = call("mean", {x}, Attrs({{"axis", V{1, 2}}, {"keepdims", int64_t{1}}}));
+  EXPECT_EQ(shape_of(m), (V{2, 1, 1}));
+  EXPECT_EQ(stage_names(m), (std::vector<std::string>{"mean_sum", "mean"}));
+  EXPECT_EQ(stage_names(s), (std::vector<std::string>{"sum"}));
+  expect_error([&] { call("sum", {x}, Attrs({{"axis", V{3}}}), "total"); },
+               {"sum 'total'", "axis 3 is out of range"});
+  expect_error([&] { call("sum", {x}, Attrs({{"axis", V{1, -2}}})); }, {"repeats an axis"});
+  expect_error([] { call("mean", {var("i", TensorType{{3}, DType::Int64})}); }, {"float"});
+  expect_error([] { call("max", {f32("e", {2, 0})}, Attrs({{"axis", V{1}}})); },
+               {"axis 1", "empty"});
+  EXPECT_EQ(shape_of(call("sum", {f32("e", {2, 0})}, Attrs({{"axis", V{1}}}))), (V{2}));
+}
+
+TEST(OpsTest, LayerNormLogSoftmaxPad) {
+  using V = std::vector<int64_t>;
+  Expr x = f32("x", {2, 3, 4});
+  Expr ln = call("nn.layer_norm", {x, f32("g", {3, 4}), f32("b", {3, 4})},
+                 Attrs({{"axis", int64_t{-2}}}));
+  EXPECT_EQ(shape_of(ln), (V{2, 3, 4}));
+  EXPECT_EQ(attrs_of(ln).get_int("axis", 0), 1);
+  EXPECT_EQ(attrs_of(ln).get_float("epsilon", 0), 1e-5);
+  EXPECT_EQ(stage_names(ln),
+            (std::vector<std::string>{"layer_norm_sum", "layer_norm_var", "layer_norm"}));
+  expect_error([&] { call("nn.layer_norm", {x, f32("g", {4}), f32("b", {3})}, {}, "ln1"); },
+               {"nn.layer_norm 'ln1'", "beta is float32[3]", "must have shape [4]"});
+  expect_error(
+      [&] { call("nn.layer_norm", {x, f32("g", {4}), f32("b", {4})}, Attrs({{"epsilon", -1.0}})); },
+      {"epsilon"});
+  Expr ls = call("nn.log_softmax", {x}, Attrs({{"axis", int64_t{1}}}));
+  EXPECT_EQ(stage_names(ls),
+            (std::vector<std::string>{"log_softmax_max", "log_softmax_sum", "log_softmax"}));
+  Expr p = call("nn.pad", {x}, Attrs({{"pad_width", V{0, 0, 1, 2, -1, 3}}}));
+  EXPECT_EQ(shape_of(p), (V{2, 6, 6}));
+  EXPECT_EQ(attrs_of(p).values().at("pad_value"), AttrValue(0.0));
+  expect_error([&] { call("nn.pad", {x}, Attrs({{"pad_width", V{1, 1}}}), "pad1"); },
+               {"nn.pad 'pad1'", "needs 6", "before and an after"});
+  expect_error([&] { call("nn.pad", {x}, Attrs({{"pad_width", V{0, 0, 0, 0, -3, -2}}})); },
+               {"negative size -1"});
+  expect_error(
+      [&] {
+        call("nn.pad", {x},
+             Attrs({{"pad_width", V{0, 0, 0, 0, 1, 1}}, {"pad_mode", std::string("reflect")}}));
+      },
+      {"pad_mode 'reflect'", "constant"});
+}
+
+TEST(OpsTest, SliceSqueezeExpandBroadcastTake) {
+  using V = std::vector<int64_t>;
+  Expr x = f32("x", {4, 5, 6});
+  // Python-style normalisation: x[1:, ::2] and x[:, :, -4:100:3].
+  Expr s = call("strided_slice", {x},
+                Attrs({{"begin", V{1, 0}},
+                       {"end", V{std::numeric_limits<int64_t>::max(), 5}},
+                       {"strides", V{1, 2}}}));
+  EXPECT_EQ(shape_of(s), (V{3, 3, 6}));
+  EXPECT_EQ(attrs_of(s).get_ints("end", {}), (V{4, 5}));
+  EXPECT_EQ(attrs_of(s).get_ints("axes", {}), (V{0, 1}));
+  Expr t = call("strided_slice", {x},
+                Attrs({{"begin", V{-4}}, {"end", V{100}}, {"strides", V{3}}, {"axes", V{-1}}}));
+  EXPECT_EQ(shape_of(t), (V{4, 5, 2}));  // elements 2 and 5
+  EXPECT_EQ(attrs_of(t).get_ints("begin", {}), (V{2}));
+  EXPECT_EQ(shape_of(call("strided_slice", {x}, Attrs({{"begin", V{3}}, {"end", V{1}}}))),
+            (V{0, 5, 6}));
+  expect_error(
+      [&] {
+        call("strided_slice", {x}, Attrs({{"begin", V{0}}, {"end", V{2}}, {"strides", V{-1}}}),
+             "flip");
+      },
+      {"strided_slice 'flip'", "must be positive"});
+  expect_error([&] { call("strided_slice", {x}, Attrs({{"begin", V{0, 0}}, {"end", V{2}}})); },
+               {"one entry per sliced axis"});
+  Expr e = call("expand_dims", {x}, Attrs({{"axis", int64_t{-1}}, {"num_newaxis", int64_t{2}}}));
+  EXPECT_EQ(shape_of(e), (V{4, 5, 6, 1, 1}));
+  EXPECT_EQ(shape_of(call("expand_dims", {x}, Attrs({{"axis", int64_t{0}}}))), (V{1, 4, 5, 6}));
+  expect_error([&] { call("expand_dims", {x}, Attrs({{"axis", int64_t{4}}})); }, {"out of range"});
+  Expr y = f32("y", {1, 3, 1, 2});
+  EXPECT_EQ(shape_of(call("squeeze", {y})), (V{3, 2}));
+  EXPECT_EQ(shape_of(call("squeeze", {y}, Attrs({{"axis", V{-2}}}))), (V{1, 3, 2}));
+  expect_error([&] { call("squeeze", {y}, Attrs({{"axis", V{1}}}), "sq"); },
+               {"squeeze 'sq'", "axis 1", "has size 3", "only size-1 axes"});
+  Expr b = call("broadcast_to", {f32("z", {3, 1})}, Attrs({{"shape", V{2, -1, 4}}}));
+  EXPECT_EQ(shape_of(b), (V{2, 3, 4}));
+  expect_error([&] { call("broadcast_to", {f32("z", {3, 2})}, Attrs({{"shape", V{3, 4}}}), "bc"); },
+               {"broadcast_to 'bc'", "dimension 1 has size 2", "1 or 4"});
+  expect_error([&] { call("broadcast_to", {f32("z", {3, 2})}, Attrs({{"shape", V{2}}})); },
+               {"fewer dimensions"});
+  Expr ids = var("ids", TensorType{{2, 7}, DType::Int64});
+  Expr emb = call("take", {f32("w", {10, 16}), ids}, {}, "embed");
+  EXPECT_EQ(shape_of(emb), (V{2, 7, 16}));
+  EXPECT_EQ(stage_names(emb), (std::vector<std::string>{"take"}));
+  Expr ids32 = var("ids", TensorType{{3}, DType::Int32});
+  EXPECT_EQ(shape_of(call("take", {x, ids32}, Attrs({{"axis", int64_t{1}}}))), (V{4, 3, 6}));
+  expect_error([&] { call("take", {x, f32("f", {3})}, {}, "embed"); },
+               {"take 'embed'", "indices are float32[3]", "int32 or int64"});
+  expect_error([&] { call("take", {x, ids32}, Attrs({{"axis", int64_t{3}}})); }, {"out of range"});
 }
 
 // ---------------------------------------------------------------- prim_math accuracy

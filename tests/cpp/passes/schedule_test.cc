@@ -73,10 +73,12 @@ TEST(Schedule, DefaultScheduleComputesTheAnchorTileInsideTheEpilogueLoop) {
   Schedule sch({g.relu});
   apply_default_schedule(sch, 512);  // 16 float32 lanes
   PrimFunc fn = lower_schedule(sch, "dense_relu", {g.x, g.w});
-  // One loop nest, one local tile of 16 accumulators: no buffer for the whole dense output.
+  // One loop nest, one local register tile of 4 rows x 16 lanes (each vector of w is reused
+  // for 4 rows of x): no buffer for the whole dense output.
   auto allocs = allocations(fn.body);
   ASSERT_EQ(allocs.size(), 1u) << fn;
-  EXPECT_EQ(allocs[0]->numel(), 16) << fn;
+  EXPECT_EQ(allocs[0]->numel(), 4 * 16) << fn;
+  EXPECT_NE(to_string(fn).find("unrolled"), std::string::npos) << fn;
   if (getenv("SHOW")) std::cout << fn;
   auto* top = fn.body.as<ForNode>();
   ASSERT_NE(top, nullptr) << fn;

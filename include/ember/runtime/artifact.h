@@ -1,0 +1,103 @@
+#pragma once
+/// The saved-model file: one self-contained artifact holding the executor graph, the
+/// parameters and the compiled code, loadable with no compiler (no LLVM, no Python).
+///
+/// Format (version 1; all integers little-endian):
+///
+///   offset 0   char[8]  magic "EMBERLIB"
+///          8   u32      format version (kArtifactVersion)
+///         12   u32      number of sections N
+///         16   N x 32-byte section entries:
+///                char[8] kind, zero padded: "graph"   executor graph + report, JSON
+///                                           "params"  parameter bytes, each 64-byte aligned
+///                                           "cpu.so"  ELF shared library of the kernels
+///                                           "ptx"     PTX text of the kernels (GPU targets)
+///                u64 offset (from the file start, a multiple of 64), u64 size,
+///                u64 checksum (FNV-1a 64 of the section bytes)
+///   16 + 32N   u64      FNV-1a 64 of the bytes before it (header and entries)
+///   then the sections, each at its 64-byte aligned offset; the file ends with the last.
+///
+/// The graph JSON holds "values" [{shape, dtype}], "inputs" [{name, value}], "params"
+/// [{name, value, offset, nbytes}] (offset into "params"), "kernels" [{func, name, args,
+/// num_inputs, ops, anchor, patterns}], "views" [{dst, src}], "outputs" [ids], "fusion"
+/// [{producer, consumer, fused, reason}] (the fusion report), and "target",
+/// "cpu", "features" (what the code needs from the CPU), "imports" (runtime functions the
+/// code calls, see LibraryModule) and "ember_version".
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ember/runtime/graph_executor.h"
+#include "ember/runtime/module.h"
+#include "ember/runtime/tensor.h"
+
+namespace ember::runtime {
+
+inline constexpr uint32_t kArtifactVersion = 1;
+
+/// How one kernel was formed, for reports (`ember inspect`).
+struct KernelReport {
+  std::string func;               // symbol in the code
+  std::string name;               // display name: source names joined by " + "
+  std::vector<std::string> ops;   // ops fused into it, in order (empty if not recorded)
+  std::string anchor;             // the anchor op (conv2d, dense, ...); "" if not recorded
+  std::vector<std::string> patterns;  // fusion rules that fired (empty for a single op)
+};
+
+/// One edge between two ops of the compiled graph, and what fusion decided about it.
+struct FusionEdge {
+  std::string producer, consumer;
+  bool fused = false;
+  std::string reason;  // why not, or which rule fused it
+};
+
+/// A saved model's description: everything but the graph and the code.
+struct ArtifactInfo {
+  std::string ember_version;
+  std::string target;    // "llvm", "cuda -arch=sm_90"
+  std::string cpu;       // CPU the code was compiled for ("skylake-avx512"), "" for GPU code
+  std::string features;  // its LLVM feature string ("+avx2,+fma,...")
+  std::vector<std::string> imports;
+  std::vector<KernelReport> kernels;  // one per graph kernel, same order
+  std::vector<FusionEdge> fusion;
+  /// Filled by reading: (kind, bytes) of each section, and the file size.
+  std::vector<std::pair<std::string, uint64_t>> sections;
+  uint64_t file_bytes = 0;
+};
+
+/// A whole artifact in memory. `code` maps a code section kind ("cpu.so", "ptx") to bytes.
+struct Artifact {
+  std::shared_ptr<const ExecGraph> graph;  // params hold their data
+  ArtifactInfo info;
+  std::vector<std::pair<std::string, std::string>> code;
+};
+
+/// Writes `a` to `path` (ember::Error naming the path when it cannot).
+void save_artifact(const Artifact& a, const std::string& path);
+/// Reads and checks an artifact: magic, version, sizes, checksums and the graph's
+/// consistency. Every defect is an ember::Error naming the file and what is wrong
+/// ("not an Ember artifact", "truncated", "corrupted", "format version 7"), never a crash.
+/// Parameters view one 64-byte aligned buffer holding the file (no copy).
+Artifact read_artifact(const std::string& path);
+
+/// A model loaded for running: what GraphExecutor takes, and the report. Any number of
+/// executors may run on one LoadedLibrary at once, from different threads: each has its own
+/// buffers, and they share the read-only parameters and code.
+struct LoadedLibrary {
+  std::shared_ptr<const ExecGraph> graph;
+  std::shared_ptr<Module> module;
+  ArtifactInfo info;
+};
+
+/// read_artifact, then loads the code: a "cpu.so" section as a LibraryModule after checking
+/// that this CPU has the features the code was compiled for.
+std::shared_ptr<LoadedLibrary> load_library(const std::string& path);
+
+/// NumPy .npy files (format 1.0-3.0, little-endian, C order, Ember's dtypes), so C++
+/// programs can exchange inputs and outputs with Python.
+Tensor load_npy(const std::string& path);
+void save_npy(const std::string& path, const Tensor& t);
+
+}  // namespace ember::runtime

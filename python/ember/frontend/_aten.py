@@ -1,0 +1,1260 @@
+"""ATen operators to Ember ops: one converter per aten op, shared by the torch.export and the
+TorchScript importers (both speak ATen; they differ only in how a graph is walked).
+
+A converter gets the Converter `cx` (which names every node it makes after the PyTorch
+module being converted) and the call's arguments `a`, by schema name or position, with
+defaults filled in. Tensors arrive as Ember expressions, everything else as Python values.
+It returns an expression, a Python value (shape arithmetic in traced graphs), or a list for
+ops with several outputs. Shapes are static, so shape logic runs here in Python.
+"""
+import math
+import numbers
+
+import numpy as np
+import torch
+
+from .. import _ember, ir
+from .._ember import Constant, EmberError, Expr
+
+CONVERTERS = {}
+
+# TorchScript passes a dtype as its ScalarType code.
+_SCALAR_TYPES = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64,
+                 5: torch.float16, 6: torch.float32, 7: torch.float64, 11: torch.bool,
+                 15: torch.bfloat16}
+# Type promotion order of Ember's dtypes (torch's, restricted to them).
+_PROMOTION = ["bool", "int32", "int64", "float32", "float64"]
+
+
+def converts(*names):
+    """Registers a converter for aten ops by overload-packet name ("conv2d", "add")."""
+    def register(fn):
+        for name in names:
+            CONVERTERS[name] = fn
+        return fn
+    return register
+
+
+class Args:
+    """An aten call's arguments by schema name (a["weight"]) or position (a[1])."""
+
+    def __init__(self, op, names, values):
+        self.op = op  # the overload packet name, e.g. "batch_norm"
+        self.names = list(names)
+        self.values = list(values)
+
+    def __getitem__(self, key):
+        if isinstance(key, int):
+            return self.values[key] if key < len(self.values) else None
+        return self.values[self.names.index(key)] if key in self.names else None
+
+    def has(self, key):
+        return key in self.names
+
+
+class Converter:
+    """State of one import: the source name of the node being converted, the weights used
+    so far (as function parameters) and every problem found, reported together at the end."""
+
+    def __init__(self, tensors):
+        self.name = ""          # PyTorch module path of the node being converted
+        self.problems = []      # (op, where, detail or None)
+        self.params = {}        # state_dict name -> NumPy array
+        self.weights = []       # the ir.Var of each weight, in first-use order
+        self._tensors = tensors  # state_dict name -> torch tensor
+        self._weight_vars = {}
+
+    # ----------------------------------------------------------------- making nodes
+    def emit(self, op, args, **attrs):
+        return _ember.call(op, list(args), attrs, self.name)
+
+    def const(self, value, dtype="float32"):
+        return ir.const(np.asarray(value, dtype=dtype), self.name)
+
+    def weight(self, name):
+        """The function parameter for state_dict entry `name` (made on first use)."""
+        if name not in self._weight_vars:
+            tensor = self._tensors[name].detach().cpu()
+            # No copy (a ResNet-50 copy costs half a second): ember.build copies params.
+            array = np.ascontiguousarray(tensor.numpy()) if tensor.dtype != torch.bfloat16 \
+                else None
+            if array is None or array.dtype.name not in _PROMOTION:
+                raise EmberError(f"weight '{name}' has dtype {tensor.dtype}, which Ember does "
+                                 "not support; convert the model with model.float() first")
+            var = ir.var(name, array.shape, array.dtype.name)
+            self._weight_vars[name] = var
+            self.params[name] = array
+            self.weights.append(var)
+        return self._weight_vars[name]
+
+    # --------------------------------------------------------------- converting calls
+    def resolve(self, value):
+        """An argument with weight references replaced by their parameters."""
+        if isinstance(value, WeightRef):
+            return self.weight(value.name)
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.resolve(v) for v in value)
+        return value
+
+    def convert(self, op, display, names, values, evaluate, where):
+        """Converts one aten call: `op` is its overload-packet name, `display` how the user
+        knows it, `where` its module path. An op without a converter whose tensor inputs
+        are all constants is evaluated by `evaluate` (PyTorch itself). Problems are
+        recorded, not raised, so that one import reports all of them; the result is then
+        MISSING, and every node using it is skipped."""
+        self.name = where
+        for v in _flat(values):
+            if v is MISSING:  # still report this op if it is unsupported too
+                if op not in CONVERTERS:
+                    self.problems.append((display, where, None))
+                return MISSING
+            if isinstance(v, Unavailable):
+                self.problems.append((display, where, f"it uses {v.what}, which Ember does "
+                                      "not compute"))
+                return MISSING
+        try:
+            args = Args(op, names, [self.resolve(v) for v in values])
+            fn = CONVERTERS.get(op)
+            if fn is not None:
+                return fn(self, args)
+            exprs = [v for v in _flat(args.values) if isinstance(v, Expr)]
+            if evaluate is not None and all(isinstance(e, Constant) for e in exprs):
+                return self._from_torch(evaluate(_to_torch(args.values)))
+        except EmberError as error:
+            self.problems.append((display, where, str(error)))
+            return MISSING
+        self.problems.append((display, where, None))
+        return MISSING
+
+    def _from_torch(self, value):
+        if isinstance(value, torch.Tensor):
+            return ir.const(value.detach().contiguous(), self.name)
+        if isinstance(value, (list, tuple)):
+            return [self._from_torch(v) for v in value]
+        return value
+
+    def error(self):
+        """One EmberError listing every unsupported op and failed conversion with the
+        module paths where each occurs, or None."""
+        if not self.problems:
+            return None
+        unsupported, failed = {}, []
+        for op, where, detail in self.problems:
+            if detail is None:
+                unsupported.setdefault(op, []).append(where)
+            else:
+                failed.append(f"  {op} at '{where}': {detail}")
+        lines = []
+        if unsupported:
+            lines.append(f"from_pytorch: the model uses {len(unsupported)} PyTorch operator(s) "
+                         "that Ember does not support:")
+            for op, places in unsupported.items():
+                unique = list(dict.fromkeys(places))
+                lines.append(f"  {op} at " + ", ".join(f"'{p}'" for p in unique))
+            lines.append("Rewrite those parts of the model with supported operations (see "
+                         "ember.ir.list_ops()), or report the missing operators.")
+        if failed:
+            lines.append("from_pytorch: these operators could not be converted:")
+            lines += failed
+        return EmberError("\n".join(lines))
+
+
+class WeightRef:
+    """A parameter or buffer by state_dict name, made a function parameter when used."""
+
+    def __init__(self, name):
+        self.name = name
+
+
+class Unavailable:
+    """An output that PyTorch computes and Ember does not (max_pool2d's indices, batch
+    norm's saved statistics); an error only if something uses it."""
+
+    def __init__(self, what):
+        self.what = what
+
+
+def item(sequence, index, what):
+    """sequence[index] for a multi-output op, as Unavailable where Ember has no value."""
+    if sequence is MISSING:
+        return MISSING
+    value = sequence[index]
+    return Unavailable(f"output {index} of {what}") if value is None else value
+
+
+class _Missing:
+    """The value of a node that could not be converted; anything using it is skipped."""
+
+    def __repr__(self):
+        return "MISSING"
+
+
+MISSING = _Missing()
+
+
+def _flat(values):
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            yield from _flat(v)
+        else:
+            yield v
+
+
+def _to_torch(values):
+    out = []
+    for v in values:
+        if isinstance(v, Constant):
+            v = torch.from_numpy(np.asarray(v.value))
+        elif isinstance(v, (list, tuple)):
+            v = type(v)(_to_torch(v))
+        out.append(v)
+    return out
+
+
+# ------------------------------------------------------------------------------- helpers
+
+def dtype_name(dtype):
+    """Ember's name for a torch dtype (or a TorchScript ScalarType code)."""
+    if isinstance(dtype, int) and not isinstance(dtype, bool):
+        dtype = _SCALAR_TYPES.get(dtype, dtype)
+    name = str(dtype).replace("torch.", "")
+    if name not in _PROMOTION:
+        raise EmberError(f"dtype {name} is not supported by Ember; use one of "
+                         f"{', '.join(_PROMOTION)}")
+    return name
+
+
+def _is_float(dtype):
+    return dtype.startswith("float")
+
+
+def _axis(axis, rank):
+    if not -rank <= axis < max(rank, 1):
+        raise EmberError(f"dimension {axis} is out of range for a tensor of rank {rank}")
+    return axis % rank if rank else 0
+
+
+def _axes(dims, rank):
+    if dims is None:
+        return []
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    return [_axis(d, rank) for d in dims]
+
+
+def _pair(value):
+    value = [value] if isinstance(value, int) else list(value)
+    return value * 2 if len(value) == 1 else value
+
+
+def _pads(padding):
+    """torch (ph, pw) -> Ember's (top, left, bottom, right)."""
+    ph, pw = _pair(padding)
+    return [ph, pw, ph, pw]
+
+
+def cast(cx, x, dtype):
+    return x if x.dtype == dtype else cx.emit("cast", [x], dtype=dtype)
+
+
+def reshape(cx, x, shape):
+    shape = [int(s) for s in shape]
+    return x if list(x.shape) == shape else cx.emit("reshape", [x], newshape=shape)
+
+
+def transpose(cx, x, axes):
+    axes = list(axes)
+    return x if axes == list(range(len(axes))) else cx.emit("transpose", [x], axes=axes)
+
+
+def swap_last(cx, x):
+    axes = list(range(len(x.shape)))
+    axes[-2], axes[-1] = axes[-1], axes[-2]
+    return transpose(cx, x, axes)
+
+
+def broadcast_to(cx, x, shape):
+    shape = [int(s) for s in shape]
+    return x if list(x.shape) == shape else cx.emit("broadcast_to", [x], shape=shape)
+
+
+def slice_axis(cx, x, axis, begin, end, step=1):
+    if begin == 0 and end >= x.shape[axis] and step == 1:
+        return x
+    return cx.emit("strided_slice", [x], begin=[begin], end=[end], strides=[step], axes=[axis])
+
+
+def _promote(cx, a, b):
+    """The two operands of a binary op as expressions of one dtype, following torch's
+    promotion: a Python number takes the tensor's dtype unless it is a float next to an
+    integer tensor; a 0-dim tensor does not promote a bigger tensor of its own kind."""
+    if not isinstance(a, Expr):
+        b, a = _promote(cx, b, a)
+        return a, b
+    if not isinstance(b, Expr):
+        dtype = a.dtype
+        if isinstance(b, bool) and dtype != "bool":
+            b = int(b)
+        if isinstance(b, float) and not _is_float(dtype):
+            dtype = "float32"
+        elif isinstance(b, int) and not isinstance(b, bool) and dtype == "bool":
+            dtype = "int64"
+        return cast(cx, a, dtype), cx.const(b, dtype)
+    if a.dtype == b.dtype:
+        return a, b
+    same_kind = _is_float(a.dtype) == _is_float(b.dtype)
+    if same_kind and len(a.shape) == 0 and len(b.shape) > 0:
+        return cast(cx, a, b.dtype), b
+    if same_kind and len(b.shape) == 0 and len(a.shape) > 0:
+        return a, cast(cx, b, a.dtype)
+    dtype = max(a.dtype, b.dtype, key=_PROMOTION.index)
+    return cast(cx, a, dtype), cast(cx, b, dtype)
+
+
+def binary(cx, op, a, b):
+    a, b = _promote(cx, a, b)
+    return cx.emit(op, [a, b])
+
+
+def matmul(cx, a, b):
+    """torch.matmul for every rank combination, from nn.matmul (2-D right operand) and
+    nn.batch_matmul (3-D, batch dimensions broadcast and flattened here)."""
+    if len(b.shape) == 1:
+        out = matmul(cx, a, reshape(cx, b, [b.shape[0], 1]))
+        return reshape(cx, out, out.shape[:-1])
+    if len(a.shape) == 1:
+        out = matmul(cx, reshape(cx, a, [1, a.shape[0]]), b)
+        return reshape(cx, out, out.shape[:-2] + out.shape[-1:])
+    if len(b.shape) == 2:
+        return cx.emit("nn.matmul", [a, b])
+    batch = list(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+    a = broadcast_to(cx, a, batch + list(a.shape[-2:]))
+    b = broadcast_to(cx, b, batch + list(b.shape[-2:]))
+    if len(batch) == 1:
+        return cx.emit("nn.batch_matmul", [a, b])
+    n = int(np.prod(batch))
+    out = cx.emit("nn.batch_matmul", [reshape(cx, a, [n] + list(a.shape[-2:])),
+                                      reshape(cx, b, [n] + list(b.shape[-2:]))])
+    return reshape(cx, out, batch + list(out.shape[-2:]))
+
+
+def linear(cx, x, weight, bias):
+    y = cx.emit("nn.dense", [x, weight])
+    if bias is not None:
+        y = cx.emit("nn.bias_add", [y, bias], axis=len(y.shape) - 1)
+    return y
+
+
+def layer_norm(cx, x, normalized_rank, gamma, beta, eps):
+    shape = list(x.shape[len(x.shape) - normalized_rank:])
+    gamma = cx.const(np.ones(shape), x.dtype) if gamma is None else gamma
+    beta = cx.const(np.zeros(shape), x.dtype) if beta is None else beta
+    return cx.emit("nn.layer_norm", [x, gamma, beta], axis=len(x.shape) - normalized_rank,
+                   epsilon=float(eps))
+
+
+def attention(cx, q, k, v, mask=None, mask_keeps=True, is_causal=False, scale=None):
+    """softmax(q @ k^T * scale + mask) @ v for q [..., L, E], k [..., S, E], v [..., S, Ev].
+    A bool mask keeps the True positions when mask_keeps (torch's SDPA) and drops them
+    otherwise (nn.MultiheadAttention's masks); a float mask is added. Returns (out, probs)."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    scores = matmul(cx, q, swap_last(cx, k))
+    scores = binary(cx, "multiply", scores, scale)
+    length, source = scores.shape[-2:]
+    if is_causal:
+        keep = cx.const(np.tril(np.ones((length, source), dtype=bool)), "bool")
+        scores = cx.emit("where", [keep, scores, cx.const(-np.inf, scores.dtype)])
+    if mask is not None:
+        if mask.dtype == "bool":
+            masked = cx.const(-np.inf, scores.dtype)
+            args = [mask, scores, masked] if mask_keeps else [mask, masked, scores]
+            scores = cx.emit("where", args)
+        else:
+            scores = binary(cx, "add", scores, mask)
+    probs = cx.emit("nn.softmax", [scores], axis=-1)
+    return matmul(cx, probs, v), probs
+
+
+# ------------------------------------------------------------------ elementwise operators
+
+_UNARY = {"relu": "nn.relu", "sigmoid": "sigmoid", "tanh": "tanh", "exp": "exp",
+          "sqrt": "sqrt", "rsqrt": "rsqrt", "erf": "erf", "log": "log", "abs": "abs",
+          "neg": "negative", "floor": "floor", "ceil": "ceil", "round": "round",
+          "silu": "nn.silu", "hardswish": "nn.hardswish", "hardsigmoid": "nn.hardsigmoid",
+          "logical_not": "logical_not"}
+_FLOAT_ONLY = {"sigmoid", "tanh", "exp", "sqrt", "rsqrt", "erf", "log", "silu", "hardswish",
+               "hardsigmoid"}
+
+
+def _unary(torch_name, ember_op):
+    def convert(cx, a):
+        x = a[0]
+        if torch_name in _FLOAT_ONLY and not _is_float(x.dtype):
+            x = cast(cx, x, "float32")  # torch computes these in the default float dtype
+        return cx.emit(ember_op, [x])
+    return convert
+
+
+for _name, _op in _UNARY.items():
+    CONVERTERS[_name] = _unary(_name, _op)
+
+
+@converts("bitwise_not")
+def _bitwise_not(cx, a):
+    if a[0].dtype != "bool":
+        raise EmberError("bitwise_not is supported on bool tensors only")
+    return cx.emit("logical_not", [a[0]])
+
+
+@converts("gelu")
+def _gelu(cx, a):
+    return cx.emit("nn.gelu", [a[0]], approximate=a["approximate"] or "none")
+
+
+@converts("leaky_relu")
+def _leaky_relu(cx, a):
+    return cx.emit("nn.leaky_relu", [a[0]], alpha=float(a[1]))
+
+
+@converts("hardtanh")
+def _hardtanh(cx, a):
+    return cx.emit("clip", [a[0]], a_min=float(a[1]), a_max=float(a[2]))
+
+
+@converts("relu6")
+def _relu6(cx, a):
+    return cx.emit("clip", [a[0]], a_min=0.0, a_max=6.0)
+
+
+@converts("clamp", "clip", "clamp_min", "clamp_max")
+def _clamp(cx, a):
+    x, low, high = a[0], a["min"], a["max"]
+    if isinstance(low, Expr) or isinstance(high, Expr):  # clamp.Tensor
+        if low is not None:
+            x = binary(cx, "maximum", x, low)
+        return x if high is None else binary(cx, "minimum", x, high)
+    low = -math.inf if low is None else float(low)
+    high = math.inf if high is None else float(high)
+    if not _is_float(x.dtype):
+        raise EmberError(f"clamp of a {x.dtype} tensor is not supported; Ember's clip is "
+                         "float only")
+    return cx.emit("clip", [x], a_min=low, a_max=high)
+
+
+def _arith(ember_op, python_op):
+    def convert(cx, a):
+        x, y = a[0], a[1]
+        alpha = a["alpha"]
+        if not isinstance(x, Expr) and not isinstance(y, Expr):
+            return python_op(x, y if alpha in (None, 1) else alpha * y)
+        if alpha not in (None, 1):
+            y = binary(cx, "multiply", y, alpha) if isinstance(y, Expr) else alpha * y
+        return binary(cx, ember_op, x, y)
+    return convert
+
+
+CONVERTERS["add"] = _arith("add", lambda x, y: x + y)
+CONVERTERS["sub"] = CONVERTERS["subtract"] = _arith("subtract", lambda x, y: x - y)
+CONVERTERS["mul"] = CONVERTERS["multiply"] = _arith("multiply", lambda x, y: x * y)
+
+
+@converts("rsub")
+def _rsub(cx, a):
+    return CONVERTERS["sub"](cx, Args("sub", ["self", "other", "alpha"],
+                                      [a[1], a[0], a["alpha"]]))
+
+
+@converts("div", "divide", "true_divide", "floor_divide", "floordiv")
+def _div(cx, a):
+    x, y = a[0], a[1]
+    mode = "floor" if a.op in ("floor_divide", "floordiv") else a["rounding_mode"]
+    if not isinstance(x, Expr) and not isinstance(y, Expr):
+        return x // y if mode == "floor" else (int(x / y) if mode == "trunc" else x / y)
+    x, y = _promote(cx, x, y)
+    if not _is_float(x.dtype):  # torch's true division of integers gives floats
+        if mode is not None:
+            raise EmberError(f"integer division with rounding_mode={mode!r} is not supported")
+        x, y = cast(cx, x, "float32"), cast(cx, y, "float32")
+    out = cx.emit("divide", [x, y])
+    if mode == "floor":
+        return cx.emit("floor", [out])
+    if mode == "trunc":  # trunc(q) = sign(q) * floor(|q|)
+        floor = cx.emit("floor", [cx.emit("abs", [out])])
+        return cx.emit("where", [binary(cx, "less", out, 0.0), cx.emit("negative", [floor]),
+                                 floor])
+    return out
+
+
+@converts("remainder")
+def _remainder(cx, a):
+    x, y = a[0], a[1]
+    if not isinstance(x, Expr) and not isinstance(y, Expr):
+        return x % y
+    raise EmberError("remainder of tensors is not supported")
+
+
+@converts("pow")
+def _pow(cx, a):
+    x, y = a[0], a[1]
+    if not isinstance(x, Expr) and not isinstance(y, Expr):
+        return x ** y
+    if isinstance(x, Expr) and isinstance(y, numbers.Number):
+        if y == 1:
+            return x
+        if y == 2:
+            return cx.emit("multiply", [x, x])
+        if y == 0.5:
+            return cx.emit("sqrt", [x])
+        if y == -0.5:
+            return cx.emit("rsqrt", [x])
+    x, y = _promote(cx, x, y)
+    return cx.emit("power", [x, y])
+
+
+@converts("square")
+def _square(cx, a):
+    return cx.emit("multiply", [a[0], a[0]])
+
+
+@converts("reciprocal")
+def _reciprocal(cx, a):
+    return binary(cx, "divide", 1.0, a[0])
+
+
+def _binary_op(ember_op, python_op, result_bool=False):
+    def convert(cx, a):
+        x, y = a[0], a[1]
+        if not isinstance(x, Expr) and not isinstance(y, Expr):
+            return python_op(x, y)
+        return binary(cx, ember_op, x, y)
+    return convert
+
+
+for _names, _op, _py in (
+        (("maximum", "fmax"), "maximum", max),
+        (("minimum", "fmin"), "minimum", min),
+        (("eq",), "equal", lambda x, y: x == y), (("ne",), "not_equal", lambda x, y: x != y),
+        (("lt",), "less", lambda x, y: x < y), (("le",), "less_equal", lambda x, y: x <= y),
+        (("gt",), "greater", lambda x, y: x > y),
+        (("ge",), "greater_equal", lambda x, y: x >= y),
+        (("logical_and", "bitwise_and", "__and__"), "logical_and", lambda x, y: x and y),
+        (("logical_or", "bitwise_or", "__or__"), "logical_or", lambda x, y: x or y)):
+    for _name in _names:
+        CONVERTERS[_name] = _binary_op(_op, _py)
+
+
+@converts("where")
+def _where(cx, a):
+    cond, x, y = a[0], a[1], a[2]
+    if x is None:
+        raise EmberError("torch.where(condition) with one argument (nonzero) has a "
+                         "data-dependent shape and is not supported")
+    x, y = _promote(cx, x, y)
+    if cond.dtype != "bool":
+        cond = cx.emit("not_equal", [cond, cx.const(0, cond.dtype)])
+    return cx.emit("where", [cond, x, y])
+
+
+@converts("masked_fill")
+def _masked_fill(cx, a):
+    x, mask, value = a[0], a[1], a[2]
+    if isinstance(value, Expr):
+        value = cast(cx, value, x.dtype)
+    else:
+        value = cx.const(value, x.dtype)
+    return cx.emit("where", [mask, value, x])
+
+
+# ----------------------------------------------------------------- identities and casts
+
+def _identity(cx, a):
+    return a[0]
+
+
+for _name in ("contiguous", "clone", "detach", "alias", "lift_fresh_copy", "dropout",
+              "feature_dropout", "alpha_dropout", "feature_alpha_dropout", "lift_fresh",
+              "resolve_conj", "resolve_neg", "positive"):
+    CONVERTERS[_name] = _identity
+
+
+@converts("native_dropout")
+def _native_dropout(cx, a):
+    return [a[0], None]
+
+
+@converts("_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size",
+          "_assert_async")
+def _no_op(cx, a):
+    return None
+
+
+@converts("to", "_to_copy", "type_as", "_to_dim_order_copy")
+def _to(cx, a):
+    x = a[0]
+    dtype = a["dtype"]
+    if a.has("other") and isinstance(a["other"], Expr):
+        dtype = a["other"].dtype
+    if dtype is None:
+        for v in a.values[1:]:  # TorchScript's aten::to overloads put the dtype anywhere
+            if isinstance(v, torch.dtype):
+                dtype = v
+                break
+    if dtype is None:
+        return x
+    if not isinstance(x, Expr):
+        return torch.tensor(x, dtype=_SCALAR_TYPES.get(dtype, dtype)).item()
+    return cast(cx, x, dtype if isinstance(dtype, str) else dtype_name(dtype))
+
+
+# ------------------------------------------------------------- scalars (TorchScript traces)
+
+@converts("size", "sym_size")
+def _size(cx, a):
+    shape = list(a[0].shape)
+    return shape if a[1] is None else shape[_axis(a[1], len(shape))]
+
+
+@converts("dim")
+def _dim(cx, a):
+    return len(a[0].shape)
+
+
+@converts("numel", "sym_numel")
+def _numel(cx, a):
+    return int(np.prod(a[0].shape))
+
+
+@converts("Int", "Float", "ScalarImplicit", "item", "Bool")
+def _scalar(cx, a):
+    x = a[0]
+    if isinstance(x, Constant):
+        return np.asarray(x.value).item()
+    if isinstance(x, Expr):
+        raise EmberError("a tensor value is read as a Python number (.item(), int(tensor)): "
+                         "the graph would depend on data; keep it a tensor")
+    return x
+
+
+@converts("__getitem__")
+def _list_getitem(cx, a):
+    return a[0][a[1]]
+
+
+@converts("len")
+def _len(cx, a):
+    return len(a[0])
+
+
+# ------------------------------------------------------------------ constant-like tensors
+
+def _fill(shape, value, dtype, cx, like=None):
+    if dtype is None:
+        dtype = like.dtype if like is not None else (
+            "float32" if isinstance(value, float) else
+            "bool" if isinstance(value, bool) else "int64")
+    elif not isinstance(dtype, str):
+        dtype = dtype_name(dtype)
+    return cx.const(np.full([int(s) for s in shape], value), dtype)
+
+
+@converts("zeros_like")
+def _zeros_like(cx, a):
+    return _fill(a[0].shape, 0, a["dtype"], cx, a[0])
+
+
+@converts("ones_like")
+def _ones_like(cx, a):
+    return _fill(a[0].shape, 1, a["dtype"], cx, a[0])
+
+
+@converts("full_like")
+def _full_like(cx, a):
+    return _fill(a[0].shape, a[1], a["dtype"], cx, a[0])
+
+
+@converts("new_zeros")
+def _new_zeros(cx, a):
+    return _fill(a[1], 0, a["dtype"], cx, a[0])
+
+
+@converts("new_ones")
+def _new_ones(cx, a):
+    return _fill(a[1], 1, a["dtype"], cx, a[0])
+
+
+@converts("new_full")
+def _new_full(cx, a):
+    return _fill(a[1], a[2], a["dtype"], cx, a[0])
+
+
+# ------------------------------------------------------------------------ linear algebra
+
+@converts("linear")
+def _linear(cx, a):
+    return linear(cx, a[0], a[1], a[2])
+
+
+@converts("addmm")
+def _addmm(cx, a):
+    bias, beta, alpha = a[0], a["beta"], a["alpha"]
+    y = matmul(cx, a[1], a[2])
+    if alpha not in (None, 1):
+        y = binary(cx, "multiply", y, alpha)
+    if beta not in (None, 1):
+        bias = binary(cx, "multiply", bias, beta)
+    if len(bias.shape) == 1 and bias.shape[0] == y.shape[-1]:
+        return cx.emit("nn.bias_add", [y, bias], axis=len(y.shape) - 1)
+    return binary(cx, "add", y, bias)
+
+
+@converts("mm", "matmul", "bmm")
+def _matmul(cx, a):
+    return matmul(cx, a[0], a[1])
+
+
+@converts("baddbmm")
+def _baddbmm(cx, a):
+    return CONVERTERS["addmm"](cx, a)
+
+
+@converts("t", "numpy_T")
+def _t(cx, a):
+    x = a[0]
+    return x if len(x.shape) < 2 else transpose(cx, x, list(range(len(x.shape)))[::-1])
+
+
+@converts("transpose", "swapaxes", "swapdims")
+def _transpose(cx, a):
+    x = a[0]
+    axes = list(range(len(x.shape)))
+    i, j = _axis(a[1], len(axes)), _axis(a[2], len(axes))
+    axes[i], axes[j] = axes[j], axes[i]
+    return transpose(cx, x, axes)
+
+
+@converts("permute")
+def _permute(cx, a):
+    return transpose(cx, a[0], _axes(a[1], len(a[0].shape)))
+
+
+@converts("movedim")
+def _movedim(cx, a):
+    x = a[0]
+    rank = len(x.shape)
+    src, dst = _axes(a[1], rank), _axes(a[2], rank)
+    rest = [d for d in range(rank) if d not in src]
+    order = [None] * rank
+    for s, d in zip(src, dst):
+        order[d] = s
+    it = iter(rest)
+    return transpose(cx, x, [o if o is not None else next(it) for o in order])
+
+
+# ------------------------------------------------------------------------------- shapes
+
+def _infer_shape(shape, total):
+    shape = [int(s) for s in shape]
+    if -1 in shape:
+        known = int(np.prod([s for s in shape if s != -1]))
+        shape[shape.index(-1)] = total // known if known else 0
+    return shape
+
+
+@converts("view", "reshape", "_unsafe_view", "view_copy", "_reshape_alias", "view_as",
+          "reshape_as")
+def _reshape(cx, a):
+    x, shape = a[0], a[1]
+    if isinstance(shape, Expr):  # view_as / reshape_as
+        shape = shape.shape
+    if isinstance(shape, torch.dtype):
+        raise EmberError("view(dtype) reinterprets memory and is not supported")
+    return reshape(cx, x, _infer_shape(shape, int(np.prod(x.shape))))
+
+
+@converts("flatten")
+def _flatten(cx, a):
+    x = a[0]
+    rank = len(x.shape)
+    if rank == 0:
+        return reshape(cx, x, [1])
+    start, end = _axis(a[1] if a[1] is not None else 0, rank), _axis(
+        a[2] if a[2] is not None else -1, rank)
+    shape = list(x.shape[:start]) + [int(np.prod(x.shape[start:end + 1]))] + list(
+        x.shape[end + 1:])
+    return reshape(cx, x, shape)
+
+
+@converts("unflatten")
+def _unflatten(cx, a):
+    x = a[0]
+    axis = _axis(a[1], len(x.shape))
+    sizes = _infer_shape(a[2], x.shape[axis])
+    return reshape(cx, x, list(x.shape[:axis]) + sizes + list(x.shape[axis + 1:]))
+
+
+@converts("unsqueeze")
+def _unsqueeze(cx, a):
+    x = a[0]
+    axis = _axis(a[1], len(x.shape) + 1)
+    return reshape(cx, x, list(x.shape[:axis]) + [1] + list(x.shape[axis:]))
+
+
+@converts("squeeze")
+def _squeeze(cx, a):
+    x = a[0]
+    dims = _axes(a[1], len(x.shape)) if a[1] is not None else range(len(x.shape))
+    return reshape(cx, x, [s for i, s in enumerate(x.shape) if not (i in dims and s == 1)])
+
+
+@converts("expand", "expand_as", "broadcast_to")
+def _expand(cx, a):
+    x, shape = a[0], a[1]
+    shape = list(shape.shape if isinstance(shape, Expr) else shape)
+    lead = len(shape) - len(x.shape)
+    shape = [x.shape[i - lead] if s == -1 else s for i, s in enumerate(shape)]
+    if lead > 0:
+        x = reshape(cx, x, [1] * lead + list(x.shape))
+    return broadcast_to(cx, x, shape)
+
+
+@converts("repeat")
+def _repeat(cx, a):
+    x, repeats = a[0], list(a[1])
+    shape = [1] * (len(repeats) - len(x.shape)) + list(x.shape)
+    # [s0, s1] repeated [r0, r1]: view as [1, s0, 1, s1], broadcast to [r0, s0, r1, s1],
+    # and merge each pair.
+    x = reshape(cx, x, [d for s in shape for d in (1, s)])
+    x = broadcast_to(cx, x, [d for r, s in zip(repeats, shape) for d in (r, s)])
+    return reshape(cx, x, [r * s for r, s in zip(repeats, shape)])
+
+
+@converts("cat", "concat", "concatenate")
+def _cat(cx, a):
+    tensors = [t for t in a[0] if not (len(t.shape) == 1 and t.shape[0] == 0)]
+    if not tensors:
+        raise EmberError("cat of only empty tensors")
+    dtype = max((t.dtype for t in tensors), key=_PROMOTION.index)
+    tensors = [cast(cx, t, dtype) for t in tensors]
+    if len(tensors) == 1:
+        return tensors[0]
+    return cx.emit("concatenate", tensors, axis=_axis(a[1] or 0, len(tensors[0].shape)))
+
+
+@converts("stack")
+def _stack(cx, a):
+    tensors = list(a[0])
+    axis = _axis(a[1] or 0, len(tensors[0].shape) + 1)
+    tensors = [reshape(cx, t, list(t.shape[:axis]) + [1] + list(t.shape[axis:]))
+               for t in tensors]
+    return tensors[0] if len(tensors) == 1 else cx.emit("concatenate", tensors, axis=axis)
+
+
+def _split(cx, x, sizes, axis):
+    out, begin = [], 0
+    for size in sizes:
+        out.append(slice_axis(cx, x, axis, begin, begin + size))
+        begin += size
+    return out
+
+
+@converts("split", "unsafe_split", "split_with_sizes", "unsafe_split_with_sizes")
+def _split_op(cx, a):
+    x = a[0]
+    axis = _axis(a[2] if a[2] is not None else 0, len(x.shape))
+    length = x.shape[axis]
+    size = a[1]
+    if isinstance(size, int):
+        sizes = [min(size, length - i) for i in range(0, length, size)] if size else [0]
+    else:
+        sizes = list(size)
+    return _split(cx, x, sizes, axis)
+
+
+@converts("chunk", "unsafe_chunk")
+def _chunk(cx, a):
+    x = a[0]
+    axis = _axis(a[2] if a[2] is not None else 0, len(x.shape))
+    length = x.shape[axis]
+    size = -(-length // a[1])  # torch: every chunk but the last has ceil(length / chunks)
+    return _split(cx, x, [min(size, length - i) for i in range(0, length, size)], axis)
+
+
+@converts("unbind")
+def _unbind(cx, a):
+    x = a[0]
+    axis = _axis(a[1] or 0, len(x.shape))
+    shape = list(x.shape[:axis]) + list(x.shape[axis + 1:])
+    return [reshape(cx, s, shape) for s in _split(cx, x, [1] * x.shape[axis], axis)]
+
+
+def _bound(index, length, default):
+    if index is None:
+        return default
+    index = int(index)
+    if index < 0:
+        index += length
+    return min(max(index, 0), length)
+
+
+@converts("slice")
+def _slice(cx, a):
+    x = a[0]
+    if not isinstance(x, Expr):  # a Python list (TorchScript list slicing)
+        return x[a[1]:a[2]:a[3]]
+    axis = _axis(a[1] or 0, len(x.shape))
+    length = x.shape[axis]
+    begin = _bound(a[2], length, 0)
+    end = max(_bound(a[3], length, length), begin)
+    step = a[4] or 1
+    if begin == end:
+        raise EmberError(f"slice [{begin}:{end}] of dimension {axis} is empty")
+    return slice_axis(cx, x, axis, begin, end, step)
+
+
+@converts("narrow")
+def _narrow(cx, a):
+    x = a[0]
+    axis = _axis(a[1], len(x.shape))
+    begin = _bound(a[2], x.shape[axis], 0)
+    return slice_axis(cx, x, axis, begin, begin + a[3])
+
+
+@converts("select")
+def _select(cx, a):
+    x = a[0]
+    axis = _axis(a[1], len(x.shape))
+    index = int(a[2]) % x.shape[axis]
+    y = slice_axis(cx, x, axis, index, index + 1)
+    return reshape(cx, y, list(x.shape[:axis]) + list(x.shape[axis + 1:]))
+
+
+@converts("index_select")
+def _index_select(cx, a):
+    return cx.emit("take", [a[0], a[2]], axis=_axis(a[1], len(a[0].shape)))
+
+
+@converts("index")
+def _index(cx, a):
+    x, indices = a[0], list(a[1])
+    used = [i for i, t in enumerate(indices) if t is not None]
+    if len(used) != 1:
+        raise EmberError("advanced indexing with several index tensors is not supported; "
+                         "index one dimension at a time")
+    index = indices[used[0]]
+    if index.dtype == "bool":
+        raise EmberError("boolean mask indexing (x[mask]) has a data-dependent shape and "
+                         "is not supported; use torch.where or masked_fill instead")
+    return cx.emit("take", [x, index], axis=used[0])
+
+
+@converts("embedding")
+def _embedding(cx, a):
+    return cx.emit("take", [a[0], a[1]], axis=0)
+
+
+@converts("constant_pad_nd", "pad")
+def _pad(cx, a):
+    x, pad = a[0], list(a[1])
+    mode = a["mode"] if a.has("mode") else "constant"
+    if mode not in (None, "constant"):
+        raise EmberError(f"padding mode '{mode}' is not supported; only constant padding is")
+    value = a["value"] or 0.0
+    rank = len(x.shape)
+    width = [0] * (2 * rank)
+    for i in range(len(pad) // 2):  # torch lists (before, after) pairs from the last dim
+        axis = rank - 1 - i
+        width[2 * axis], width[2 * axis + 1] = pad[2 * i], pad[2 * i + 1]
+    return cx.emit("nn.pad", [x], pad_width=width, pad_value=float(value),
+                   pad_mode="constant")
+
+
+# ---------------------------------------------------------------------------- reductions
+
+def _reduce(ember_op):
+    def convert(cx, a):
+        x = a[0]
+        dims = a["dim"] if a.has("dim") else None
+        axes = _axes(dims, len(x.shape))
+        if a["dtype"] is not None:
+            x = cast(cx, x, dtype_name(a["dtype"]))
+        if ember_op == "mean" and not _is_float(x.dtype):
+            raise EmberError("mean of an integer tensor: pass dtype=torch.float32")
+        return cx.emit(ember_op, [x], axis=axes, keepdims=int(bool(a["keepdim"])))
+    return convert
+
+
+CONVERTERS["sum"] = _reduce("sum")
+CONVERTERS["mean"] = _reduce("mean")
+CONVERTERS["amax"] = _reduce("max")
+CONVERTERS["amin"] = _reduce("min")
+
+
+def _max_min(ember_op, python_op):
+    def convert(cx, a):
+        x, other = a[0], a[1]
+        if isinstance(other, Expr) or (other is not None and not isinstance(x, Expr)):
+            return _binary_op("maximum" if ember_op == "max" else "minimum", python_op)(cx, a)
+        if other is None:  # max(x): all elements
+            return cx.emit(ember_op, [x], axis=[], keepdims=0)
+        axis = _axis(other, len(x.shape))  # max.dim returns (values, indices)
+        values = cx.emit(ember_op, [x], axis=[axis], keepdims=int(bool(a["keepdim"])))
+        return [values, None]
+    return convert
+
+
+CONVERTERS["max"] = _max_min("max", max)
+CONVERTERS["min"] = _max_min("min", min)
+
+
+@converts("var", "std")
+def _var(cx, a):
+    x = a[0]
+    axes = _axes(a["dim"], len(x.shape))
+    correction = a["correction"] if a.has("correction") else None
+    if correction is None:
+        unbiased = a["unbiased"] if a.has("unbiased") else None
+        correction = 1 if unbiased in (None, True) else 0
+    count = int(np.prod([x.shape[i] for i in (axes or range(len(x.shape)))]))
+    mean = cx.emit("mean", [x], axis=axes, keepdims=1)
+    centered = cx.emit("subtract", [x, mean])
+    total = cx.emit("sum", [cx.emit("multiply", [centered, centered])], axis=axes,
+                    keepdims=int(bool(a["keepdim"])))
+    out = binary(cx, "divide", total, float(max(count - correction, 0)))
+    return cx.emit("sqrt", [out]) if a.op == "std" else out
+
+
+# --------------------------------------------------------------------- neural-net layers
+
+@converts("conv2d", "conv1d", "convolution", "_convolution")
+def _conv(cx, a):
+    x, w, bias = a[0], a[1], a[2]
+    if a.has("transposed") and a["transposed"]:
+        raise EmberError("transposed convolution (ConvTranspose) is not supported yet")
+    rank = len(x.shape)
+    if rank not in (3, 4):
+        raise EmberError(f"{rank - 2}-D convolution is not supported; Ember has conv2d "
+                         "(and conv1d through it)")
+    stride, padding, dilation = a["stride"], a["padding"], a["dilation"]
+    groups = a["groups"]
+    one_d = rank == 3
+    if one_d:  # [N, C, L] as [N, C, 1, L]
+        x = reshape(cx, x, [x.shape[0], x.shape[1], 1, x.shape[2]])
+        w = reshape(cx, w, [w.shape[0], w.shape[1], 1, w.shape[2]])
+        stride, dilation = [1] + list(_pair(stride))[:1], [1] + list(_pair(dilation))[:1]
+        if not isinstance(padding, str):
+            padding = [0] + list(_pair(padding))[:1]
+    stride, dilation = _pair(stride), _pair(dilation)
+    if isinstance(padding, str):  # conv2d.padding: "valid" or "same"
+        pads = [0, 0, 0, 0]
+        if padding == "same":
+            for i, k in enumerate(w.shape[2:]):
+                total = dilation[i] * (k - 1)
+                pads[i], pads[i + 2] = total // 2, total - total // 2
+    else:
+        pads = _pads(padding)
+    y = cx.emit("nn.conv2d", [x, w], strides=stride, padding=pads, dilation=dilation,
+                groups=int(groups))
+    if bias is not None:
+        y = cx.emit("nn.bias_add", [y, bias], axis=1)
+    return reshape(cx, y, [y.shape[0], y.shape[1], y.shape[3]]) if one_d else y
+
+
+@converts("batch_norm", "native_batch_norm", "_native_batch_norm_legit_no_training",
+          "_native_batch_norm_legit", "cudnn_batch_norm")
+def _batch_norm(cx, a):
+    x, gamma, beta, mean, var = (a["input"], a["weight"], a["bias"], a["running_mean"],
+                                 a["running_var"])
+    training = a["training"] if a.has("training") else False
+    if training or mean is None or var is None:
+        raise EmberError("batch norm in training mode (batch statistics) is not supported: "
+                         "call model.eval() before exporting or tracing")
+    channels = [x.shape[1]]
+    gamma = cx.const(np.ones(channels), x.dtype) if gamma is None else gamma
+    beta = cx.const(np.zeros(channels), x.dtype) if beta is None else beta
+    y = cx.emit("nn.batch_norm", [x, gamma, beta, mean, var], axis=1, epsilon=float(a["eps"]))
+    return y if a.op == "batch_norm" else [y, None, None]
+
+
+@converts("layer_norm", "native_layer_norm")
+def _layer_norm(cx, a):
+    y = layer_norm(cx, a[0], len(a[1]), a[2], a[3], a[4] if a[4] is not None else 1e-5)
+    return y if a.op == "layer_norm" else [y, None, None]
+
+
+@converts("softmax", "_softmax")
+def _softmax(cx, a):
+    x = a[0]
+    if a.has("dtype") and a["dtype"] is not None:
+        x = cast(cx, x, dtype_name(a["dtype"]))
+    return cx.emit("nn.softmax", [x], axis=_axis(a[1], len(x.shape)))
+
+
+@converts("log_softmax", "_log_softmax")
+def _log_softmax(cx, a):
+    x = a[0]
+    if a.has("dtype") and a["dtype"] is not None:
+        x = cast(cx, x, dtype_name(a["dtype"]))
+    return cx.emit("nn.log_softmax", [x], axis=_axis(a[1], len(x.shape)))
+
+
+def _pool_args(a):
+    kernel = _pair(a[1])
+    stride = _pair(a[2]) if a[2] else kernel  # an empty stride means the kernel size
+    return kernel, stride, _pads(a[3] if a[3] is not None else 0)
+
+
+@converts("max_pool2d", "max_pool2d_with_indices")
+def _max_pool2d(cx, a):
+    kernel, stride, pads = _pool_args(a)
+    y = cx.emit("nn.max_pool2d", [a[0]], pool_size=kernel, strides=stride, padding=pads,
+                dilation=_pair(a[4] if a[4] is not None else 1), ceil_mode=int(bool(a[5])))
+    return [y, None] if a.op == "max_pool2d_with_indices" else y
+
+
+@converts("avg_pool2d")
+def _avg_pool2d(cx, a):
+    if a["divisor_override"] is not None:
+        raise EmberError("avg_pool2d with divisor_override is not supported")
+    kernel, stride, pads = _pool_args(a)
+    count_include_pad = a["count_include_pad"]
+    return cx.emit("nn.avg_pool2d", [a[0]], pool_size=kernel, strides=stride, padding=pads,
+                   ceil_mode=int(bool(a["ceil_mode"])),
+                   count_include_pad=int(count_include_pad in (None, True)))
+
+
+@converts("adaptive_avg_pool2d", "_adaptive_avg_pool2d")
+def _adaptive_avg_pool2d(cx, a):
+    x = a[0]
+    size = [x.shape[2 + i] if s is None else s for i, s in enumerate(_pair(a[1]))]
+    return cx.emit("nn.adaptive_avg_pool2d", [x], output_size=size)
+
+
+@converts("scaled_dot_product_attention")
+def _sdpa(cx, a):
+    q, k, v = a["query"], a["key"], a["value"]
+    if a["enable_gqa"]:
+        heads = q.shape[-3] // k.shape[-3]
+        k, v = (_repeat_heads(cx, t, heads) for t in (k, v))
+    out, _ = attention(cx, q, k, v, mask=a["attn_mask"], mask_keeps=True,
+                       is_causal=bool(a["is_causal"]), scale=a["scale"])
+    return out
+
+
+@converts("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_attention_math")
+def _sdpa_internal(cx, a):
+    out, probs = attention(cx, a["query"], a["key"], a["value"], mask=a["attn_mask"],
+                           mask_keeps=True, is_causal=bool(a["is_causal"]), scale=a["scale"])
+    return [out, probs]
+
+
+def _repeat_heads(cx, t, times):
+    """[..., H, S, E] -> [..., H * times, S, E], each head repeated (repeat_interleave)."""
+    shape = list(t.shape)
+    x = reshape(cx, t, shape[:-2] + [1] + shape[-2:])
+    x = broadcast_to(cx, x, shape[:-2] + [times] + shape[-2:])
+    return reshape(cx, x, shape[:-3] + [shape[-3] * times] + shape[-2:])
+
+
+# -------------------------------------------- fused ops that TorchScript traces record
+
+def _split_rows(cx, w, parts):
+    n = w.shape[0] // parts
+    return [slice_axis(cx, w, 0, i * n, (i + 1) * n) for i in range(parts)]
+
+
+def multi_head_attention(cx, query, key, value, heads, qkv_w, qkv_b, proj_w, proj_b, mask=None,
+                         mask_type=None):
+    """nn.MultiheadAttention's computation on batch-first [B, L, E] inputs; a bool mask
+    marks the positions to drop. Returns (out, per-head probabilities [B, H, L, S])."""
+    batch, length, dim = query.shape
+    head_dim = dim // heads
+    ws, bs = _split_rows(cx, qkv_w, 3), _split_rows(cx, qkv_b, 3)
+
+    def project(x, i):
+        y = linear(cx, x, ws[i], bs[i])
+        y = reshape(cx, y, [batch, x.shape[1], heads, head_dim])
+        return transpose(cx, y, [0, 2, 1, 3])
+
+    q, k, v = project(query, 0), project(key, 1), project(value, 2)
+    if mask is not None and mask_type == 1:  # key padding mask [B, S]
+        mask = reshape(cx, mask, [batch, 1, 1, mask.shape[-1]])
+    elif mask is not None and len(mask.shape) == 3:  # [B * H, L, S]
+        mask = reshape(cx, mask, [batch, heads] + list(mask.shape[1:]))
+    out, probs = attention(cx, q, k, v, mask=mask, mask_keeps=False)
+    out = reshape(cx, transpose(cx, out, [0, 2, 1, 3]), [batch, length, dim])
+    return linear(cx, out, proj_w, proj_b), probs
+
+
+@converts("_native_multi_head_attention")
+def _native_mha(cx, a):
+    out, probs = multi_head_attention(cx, a["query"], a["key"], a["value"], a["num_head"],
+                                      a["qkv_weight"], a["qkv_bias"], a["proj_weight"],
+                                      a["proj_bias"], a["mask"], a["mask_type"])
+    if not a["need_weights"]:
+        return [out, None]
+    if a["average_attn_weights"] in (None, True):
+        probs = cx.emit("mean", [probs], axis=[1], keepdims=0)
+    return [out, probs]
+
+
+@converts("_transformer_encoder_layer_fwd")
+def _encoder_layer(cx, a):
+    x, eps = a["src"], a["eps"]
+
+    def attend(y):
+        return multi_head_attention(cx, y, y, y, a["num_heads"], a["qkv_weight"],
+                                    a["qkv_bias"], a["proj_weight"], a["proj_bias"],
+                                    a["mask"], a["mask_type"])[0]
+
+    def ffn(y):
+        y = linear(cx, y, a["ffn_weight_1"], a["ffn_bias_1"])
+        y = cx.emit("nn.gelu", [y], approximate="none") if a["use_gelu"] else cx.emit(
+            "nn.relu", [y])
+        return linear(cx, y, a["ffn_weight_2"], a["ffn_bias_2"])
+
+    def norm(y, i):
+        return layer_norm(cx, y, 1, a[f"norm_weight_{i}"], a[f"norm_bias_{i}"], eps)
+
+    if a["norm_first"]:
+        x = cx.emit("add", [x, attend(norm(x, 1))])
+        return cx.emit("add", [x, ffn(norm(x, 2))])
+    x = norm(cx.emit("add", [x, attend(x)]), 1)
+    return norm(cx.emit("add", [x, ffn(x)]), 2)
+
+
+def _gates(cx, a):
+    x, hx = a["input"], a["hx"]
+    h = hx[0] if isinstance(hx, (list, tuple)) else hx
+    gates = linear(cx, x, a["w_ih"], a["b_ih"])
+    return cx.emit("add", [gates, linear(cx, h, a["w_hh"], a["b_hh"])]), hx
+
+
+@converts("lstm_cell")
+def _lstm_cell(cx, a):
+    gates, (h, c) = _gates(cx, a)
+    i, f, g, o = _split(cx, gates, [gates.shape[1] // 4] * 4, 1)
+    sig = lambda t: cx.emit("sigmoid", [t])  # noqa: E731
+    c = cx.emit("add", [cx.emit("multiply", [sig(f), c]),
+                        cx.emit("multiply", [sig(i), cx.emit("tanh", [g])])])
+    return [cx.emit("multiply", [sig(o), cx.emit("tanh", [c])]), c]
+
+
+@converts("rnn_tanh_cell")
+def _rnn_tanh_cell(cx, a):
+    return cx.emit("tanh", [_gates(cx, a)[0]])
+
+
+@converts("rnn_relu_cell")
+def _rnn_relu_cell(cx, a):
+    return cx.emit("nn.relu", [_gates(cx, a)[0]])
+
+
+@converts("gru_cell")
+def _gru_cell(cx, a):
+    x, h = a["input"], a["hx"]
+    gi = _split(cx, linear(cx, x, a["w_ih"], a["b_ih"]), [h.shape[1]] * 3, 1)
+    gh = _split(cx, linear(cx, h, a["w_hh"], a["b_hh"]), [h.shape[1]] * 3, 1)
+    r = cx.emit("sigmoid", [cx.emit("add", [gi[0], gh[0]])])
+    z = cx.emit("sigmoid", [cx.emit("add", [gi[1], gh[1]])])
+    n = cx.emit("tanh", [cx.emit("add", [gi[2], cx.emit("multiply", [r, gh[2]])])])
+    # h' = (1 - z) * n + z * h = n + z * (h - n)
+    return cx.emit("add", [n, cx.emit("multiply", [z, cx.emit("subtract", [h, n])])])

@@ -1,0 +1,299 @@
+"""Importing PyTorch models into Ember's graph IR.
+
+    mod, params = ember.frontend.from_pytorch(model, example_inputs)
+    lib = ember.build(mod, target="llvm", params=params)
+
+`model` is an nn.Module (exported here with torch.export in eval mode), an ExportedProgram,
+a torch.fx.GraphModule (exported the same way, so its call_module targets become the node
+names) or a torch.jit.trace'd module (see _torchscript.py). Both paths walk an ATen graph
+and hand each call to the converters in _aten.py, which name every Ember node after the
+PyTorch module it came from ("layer1.0.conv1").
+"""
+import inspect
+import operator
+
+import torch
+from torch.export.graph_signature import InputKind, OutputKind
+
+from .. import ir
+from .._ember import EmberError, Expr
+from . import _aten
+from ._aten import MISSING, Converter, Unavailable, WeightRef, dtype_name
+
+__all__ = ["from_pytorch"]
+
+
+def from_pytorch(model, example_inputs, input_names=None):
+    """Converts a PyTorch model into (ir.Function, params).
+
+    The function's first parameters are the model inputs, in example_inputs order, named
+    after forward()'s arguments unless `input_names` is given; the remaining parameters are
+    the weights and buffers, named by their state_dict keys, and `params` maps those names
+    to NumPy arrays that share memory with the model's tensors (ember.build binds them as
+    constants, copying them). example_inputs is a tensor or a tuple of tensors with the
+    shapes and dtypes the compiled model will take.
+    """
+    inputs = _example_inputs(example_inputs, model)
+    if isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
+        from ._torchscript import import_torchscript
+        cx, user_vars, outputs = import_torchscript(model, inputs, input_names)
+    else:
+        if isinstance(model, torch.export.ExportedProgram):
+            program = model
+        elif isinstance(model, torch.nn.Module):
+            program = _export(model, inputs)
+        else:
+            raise EmberError("from_pytorch: the model must be a torch.nn.Module, a "
+                             "torch.export.ExportedProgram, a torch.fx.GraphModule or a "
+                             f"torch.jit.trace'd module, got {type(model).__name__}")
+        cx, user_vars, outputs = _import_exported(program, inputs, input_names)
+    return make_function(cx, user_vars, outputs)
+
+
+def make_function(cx, user_vars, outputs):
+    """The ir.Function and params of an import, or the one error listing every problem."""
+    for i, out in enumerate(outputs):
+        if isinstance(out, Unavailable):
+            cx.problems.append(("output", f"output {i}", f"the model returns {out.what}, "
+                                "which Ember does not compute"))
+        elif out is not MISSING and not isinstance(out, Expr):
+            cx.problems.append(("output", f"output {i}", "the model returns a "
+                                f"{type(out).__name__}, not a tensor; return tensors only"))
+    error = cx.error()
+    if error is not None:
+        raise error
+    if not outputs:
+        raise EmberError("from_pytorch: the model returns no tensors")
+    clash = [v.name for v in user_vars if v.name in cx.params]
+    if clash:
+        raise EmberError(f"from_pytorch: input name(s) {clash} are also weight names; pick "
+                         "other names with input_names=[...]")
+    body = outputs[0] if len(outputs) == 1 else ir.Tuple(list(outputs))
+    return ir.Function(list(user_vars) + cx.weights, body), cx.params
+
+
+def _example_inputs(example_inputs, model):
+    if example_inputs is None and isinstance(model, torch.export.ExportedProgram):
+        return None  # the program knows its input shapes
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    if not isinstance(example_inputs, (tuple, list)) or not all(
+            isinstance(t, torch.Tensor) for t in example_inputs):
+        raise EmberError("from_pytorch: example_inputs must be a tensor or a tuple of tensors "
+                         f"(one per forward() argument), got {type(example_inputs).__name__}")
+    for i, t in enumerate(example_inputs):
+        try:
+            dtype_name(t.dtype)
+        except EmberError as error:
+            raise EmberError(f"from_pytorch: example input {i}: {error}") from None
+    return tuple(t.detach() for t in example_inputs)
+
+
+def input_var(name, tensor):
+    return ir.var(name, list(tensor.shape), dtype_name(tensor.dtype))
+
+
+def check_input_names(input_names, default_names):
+    """input_names (validated) or the names taken from the model."""
+    if input_names is None:
+        return list(default_names)
+    if isinstance(input_names, str):
+        input_names = [input_names]
+    names = list(input_names)
+    if len(names) != len(default_names) or not all(isinstance(n, str) and n for n in names):
+        raise EmberError(f"from_pytorch: input_names must be {len(default_names)} non-empty "
+                         f"strings (one per model input), got {input_names!r}")
+    if len(set(names)) != len(names):
+        raise EmberError(f"from_pytorch: input_names has duplicates: {names}")
+    return names
+
+
+# ------------------------------------------------------------------------ torch.export
+
+def _check_arity(model, inputs):
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):  # no introspectable signature: let export judge
+        return
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
+    if len(inputs) < len(required) or (not varargs and len(inputs) > len(positional)):
+        names = ", ".join(p.name for p in positional)
+        raise EmberError(f"from_pytorch: {type(model).__name__}.forward takes "
+                         f"{len(required)} input(s) ({names}) but example_inputs has "
+                         f"{len(inputs)}; pass one example tensor per argument")
+
+
+def _export(model, inputs):
+    """torch.export in eval mode under no_grad, restoring the model's mode afterwards."""
+    _check_arity(model, inputs)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            return torch.export.export(model, inputs)
+    except Exception as error:  # torch raises many kinds; all mean "cannot capture"
+        raise EmberError(_export_failure(model, error)) from None
+    finally:
+        model.train(was_training)
+
+
+def _export_failure(model, error):
+    text = str(error).strip().splitlines()
+    first = text[0] if text else type(error).__name__
+    kind = type(error).__name__
+    message = (f"from_pytorch: torch.export could not capture {type(model).__name__} "
+               f"({kind}: {first})\n")
+    data_dependent = any(word in " ".join(text[:20]).lower() for word in
+                         ("data-dependent", "data dependent", "guardondatadependent"))
+    if data_dependent or "DataDependent" in kind:
+        return message + (
+            "Its forward() branches, loops or sizes a tensor on tensor *values* (dynamic "
+            "control flow). Ember compiles one static graph: rewrite that part with tensor "
+            "operations (torch.where, masking), or trace the model with "
+            "torch.jit.trace(model.eval(), example_inputs) and pass the traced module (a "
+            "trace records only the path taken for the example inputs).")
+    return message + ("Make forward() exportable with the given example_inputs, or pass a "
+                      "torch.jit.trace(model.eval(), example_inputs) module instead.")
+
+
+def _aten_name(target):
+    """'conv2d' for aten.conv2d.default; 'relu' for the in-place aten.relu_; None for
+    anything that is not an aten op."""
+    schema = getattr(target, "_schema", None)
+    if schema is None or not schema.name.startswith("aten::"):
+        return None
+    name = schema.name[len("aten::"):]
+    return name[:-1] if name.endswith("_") and not name.endswith("__") else name
+
+
+def _decompose(program):
+    """Decomposes only what Ember cannot convert whole. The exported graph keeps linear,
+    conv, batch_norm, layer_norm, gelu, softmax, ... as single ops (fusion wants them that
+    way); only when another op is present does run_decompositions lower it to core ATen,
+    with every op that has a converter removed from the table so it stays whole."""
+    targets = {n.target for n in program.graph.nodes if n.op == "call_function"}
+    if all(t is operator.getitem or _aten_name(t) in _aten.CONVERTERS for t in targets):
+        return program  # nothing to decompose: skip the (slow) retrace
+    table = torch.export.default_decompositions()
+    for op in list(table.keys()):
+        if _aten_name(op) in _aten.CONVERTERS:
+            table.pop(op)
+    try:
+        return program.run_decompositions(table)
+    except Exception:  # keep the original ops; the unsupported ones get reported
+        return program
+
+
+def _module_path(node):
+    """The PyTorch module a node came from ("layer1.0.conv1"), else the node's name."""
+    stack = node.meta.get("nn_module_stack")
+    if stack:
+        path = list(stack.values())[-1][0]
+        if path:
+            return path
+    return node.name
+
+
+def _import_exported(program, inputs, input_names):
+    program = _decompose(program)
+    signature = program.graph_signature
+    specs = {spec.arg.name: spec for spec in signature.input_specs
+             if hasattr(spec.arg, "name")}
+    tensors = dict(program.state_dict)
+    tensors.update({k: v for k, v in program.constants.items() if isinstance(v, torch.Tensor)})
+    cx = Converter(tensors)
+
+    placeholders = [n for n in program.graph.nodes if n.op == "placeholder"
+                    and specs[n.name].kind == InputKind.USER_INPUT]
+    names = check_input_names(input_names, [n.name for n in placeholders])
+    if inputs is not None and len(inputs) != len(placeholders):
+        raise EmberError(f"from_pytorch: the model takes {len(placeholders)} input(s) "
+                         f"({', '.join(n.name for n in placeholders)}) but example_inputs has "
+                         f"{len(inputs)}")
+    env, user_vars = {}, []
+    for i, node in enumerate(placeholders):
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            raise EmberError(f"from_pytorch: input '{node.name}' is not a tensor; Ember models "
+                             "take tensors only")
+        if inputs is not None and (tuple(val.shape) != tuple(inputs[i].shape)
+                                   or val.dtype != inputs[i].dtype):
+            raise EmberError(f"from_pytorch: example input {i} ('{node.name}') is "
+                             f"{inputs[i].dtype}{list(inputs[i].shape)} but the program was "
+                             f"exported for {val.dtype}{list(val.shape)}")
+        env[node] = input_var(names[i], val)
+        user_vars.append(env[node])
+
+    def value(arg):
+        if isinstance(arg, torch.fx.Node):
+            return env[arg]
+        if isinstance(arg, (list, tuple)):
+            return type(arg)(value(a) for a in arg)
+        return arg
+
+    outputs = []
+    for node in program.graph.nodes:
+        if node.op == "placeholder":
+            spec = specs[node.name]
+            if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER):
+                env[node] = WeightRef(spec.target)
+            elif spec.kind == InputKind.CONSTANT_TENSOR:
+                try:
+                    env[node] = ir.const(tensors[spec.target].detach().contiguous(),
+                                         spec.target)
+                except EmberError as error:  # an unsupported dtype
+                    cx.problems.append(("constant", spec.target, str(error)))
+                    env[node] = MISSING
+            elif spec.kind != InputKind.USER_INPUT:
+                raise EmberError(f"from_pytorch: input '{node.name}' of kind {spec.kind.name} "
+                                 "is not supported")
+        elif node.op == "call_function":
+            env[node] = _convert_node(cx, node, env, value)
+        elif node.op == "output":
+            kinds = [s.kind for s in signature.output_specs]
+            outputs = [cx.resolve(value(a)) for a, kind in zip(node.args[0], kinds)
+                       if kind == OutputKind.USER_OUTPUT]
+        else:  # get_attr of submodules: control-flow operators (torch.cond, while_loop)
+            env[node] = MISSING
+    return cx, user_vars, outputs
+
+
+def _convert_node(cx, node, env, value):
+    where = _module_path(node)
+    target = node.target
+    if target is operator.getitem:
+        return _aten.item(value(node.args[0]), node.args[1], str(node.args[0].target))
+    name = _aten_name(target)
+    if name is None:
+        detail = None
+        if isinstance(target, torch._ops.HigherOrderOperator):
+            detail = ("control flow (torch.cond / while_loop / map) is not supported; "
+                      "Ember compiles one static graph")
+        cx.name = where
+        cx.problems.append((str(target), where, detail))
+        return MISSING
+    schema = target._schema
+    names = [a.name for a in schema.arguments]
+    values = []
+    for i, arg in enumerate(schema.arguments):
+        if i < len(node.args) and not arg.kwarg_only:
+            values.append(value(node.args[i]))
+        elif arg.name in node.kwargs:
+            values.append(value(node.kwargs[arg.name]))
+        else:
+            values.append(arg.default_value if arg.has_default_value() else None)
+
+    def evaluate(torch_values):
+        args = [v for v, a in zip(torch_values, schema.arguments) if not a.kwarg_only]
+        kwargs = {a.name: v for v, a in zip(torch_values, schema.arguments) if a.kwarg_only}
+        with torch.no_grad():
+            return target(*args, **kwargs)
+
+    result = cx.convert(name, str(target), names, values, evaluate, where)
+    first = schema.arguments[0] if schema.arguments else None
+    if (first is not None and first.alias_info is not None and first.alias_info.is_write
+            and node.args and isinstance(node.args[0], torch.fx.Node)):
+        env[node.args[0]] = result  # in-place (relu_): later uses of the input see the result
+    return result

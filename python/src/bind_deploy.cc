@@ -1,0 +1,118 @@
+// Deployment bindings: loading a saved artifact into a LoadedLibrary that ember.GraphModule
+// runs. Depends only on ember_runtime, so the runtime-only module has it too (exporting is
+// Library.export, in bind_build.cc).
+#include <pybind11/stl.h>
+
+#include <memory>
+
+#include "bindings.h"
+#include "ember/runtime/artifact.h"
+#include "ember/support/error.h"
+
+namespace py = pybind11;
+using namespace py::literals;
+
+namespace ember::python {
+
+namespace {
+
+using runtime::LoadedLibrary;
+
+py::tuple shape_tuple(const runtime::Shape& shape) {
+  py::tuple out(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) out[i] = py::int_(shape[i]);
+  return out;
+}
+
+// Paths may be str or os.PathLike.
+std::string path_arg(py::handle value, const std::string& what) {
+  py::object path;
+  try {
+    path = py::module_::import("os").attr("fspath")(value);
+  } catch (py::error_already_set&) {
+    fail(what, " must be a path (str or os.PathLike), got ", describe(value));
+  }
+  return str_arg(path, what);
+}
+
+}  // namespace
+
+void bind_deploy(py::module_& m) {
+  py::class_<LoadedLibrary, std::shared_ptr<LoadedLibrary>>(
+      m, "LoadedLibrary",
+      "A compiled model loaded from an artifact (ember.load): run it with ember.GraphModule.")
+      .def_property_readonly("target", [](const LoadedLibrary& lib) { return lib.info.target; })
+      .def_property_readonly("input_names",
+                             [](const LoadedLibrary& lib) {
+                               std::vector<std::string> names;
+                               for (const auto& in : lib.graph->inputs) names.push_back(in.name);
+                               return names;
+                             })
+      .def_property_readonly("kernel_names",
+                             [](const LoadedLibrary& lib) {
+                               std::vector<std::string> names;
+                               for (const auto& k : lib.graph->kernels) names.push_back(k.name);
+                               return names;
+                             })
+      .def("get_source",
+           [](const LoadedLibrary& lib, py::handle format) {
+             return lib.module->get_source(str_arg(format, "LoadedLibrary.get_source: the format"));
+           },
+           "format"_a = "ll")
+      // The same report entries as Library._kernels / _fusion_decisions.
+      .def("_kernels",
+           [](const LoadedLibrary& lib) {
+             py::list out;
+             for (const auto& k : lib.info.kernels)
+               out.append(py::dict("func"_a = k.func, "name"_a = k.name, "ops"_a = k.ops,
+                                   "anchor"_a = k.anchor, "patterns"_a = k.patterns));
+             return out;
+           })
+      .def("_fusion_decisions",
+           [](const LoadedLibrary& lib) {
+             py::list out;
+             for (const auto& d : lib.info.fusion)
+               out.append(py::make_tuple(d.producer, d.consumer, d.fused, d.reason));
+             return out;
+           })
+      .def("_info",
+           [](const LoadedLibrary& lib) {
+             const runtime::ExecGraph& g = *lib.graph;
+             auto value = [&](int v) {
+               return py::make_tuple(shape_tuple(g.values[v].shape),
+                                     dtype_name(g.values[v].dtype));
+             };
+             py::list inputs, outputs, params, sections;
+             for (const auto& in : g.inputs) inputs.append(py::make_tuple(in.name, value(in.value)));
+             for (int o : g.outputs) outputs.append(value(o));
+             size_t param_bytes = 0;
+             for (const auto& p : g.params) {
+               params.append(py::make_tuple(p.name, value(p.value)));
+               param_bytes += p.data.nbytes();
+             }
+             for (const auto& [kind, bytes] : lib.info.sections)
+               sections.append(py::make_tuple(kind, bytes));
+             return py::dict("ember_version"_a = lib.info.ember_version,
+                             "format_version"_a = runtime::kArtifactVersion,
+                             "target"_a = lib.info.target, "cpu"_a = lib.info.cpu,
+                             "features"_a = lib.info.features, "imports"_a = lib.info.imports,
+                             "inputs"_a = inputs,
+                             "outputs"_a = outputs, "params"_a = params,
+                             "param_bytes"_a = param_bytes, "sections"_a = sections,
+                             "file_bytes"_a = lib.info.file_bytes,
+                             "code"_a = lib.module ? lib.module->type_key() : "none");
+           })
+      .def("_create_executor", [](const LoadedLibrary& lib) {
+        return std::make_shared<runtime::GraphExecutor>(lib.graph, lib.module);
+      });
+
+  m.def("_load",
+        [](py::handle path) {
+          std::string p = path_arg(path, "ember.load: the path");
+          py::gil_scoped_release release;
+          return runtime::load_library(p);
+        },
+        "path"_a, "Loads an artifact written by Library.export.");
+}
+
+}  // namespace ember::python

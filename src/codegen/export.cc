@@ -1,0 +1,257 @@
+// Export: the CPU code as a shared library, and the whole model as one artifact file.
+//
+// The exported code is the in-process JIT's code: we re-read the optimised LLVM IR the JIT
+// module kept and only run the back end again (as position-independent code), so a loaded
+// artifact computes bit for bit what the in-memory Library computed.
+//
+// The library must load into any process: a C++ program that links the static runtime
+// without -rdynamic, or Python, whose extension modules keep their symbols private. So the
+// code never names a runtime symbol: each runtime function it calls (ember_parallel_for)
+// becomes a private stub that jumps through a pointer variable `__ember_import_<name>`,
+// which runtime::LibraryModule fills after dlopen.
+#include "ember/codegen/export.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "ember/runtime/artifact.h"
+#include "ember/runtime/library_module.h"
+#include "ember/support/error.h"
+#include "llvm/AsmParser/Parser.h"
+#include "llvm/IR/DiagnosticInfo.h"
+#include "llvm/IR/DiagnosticPrinter.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/IR/Verifier.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+
+extern char** environ;
+
+namespace ember::codegen {
+
+namespace {
+
+constexpr const char* kEmberVersion = "0.1.0";
+
+struct ThrowingDiagnosticHandler : llvm::DiagnosticHandler {
+  bool handleDiagnostics(const llvm::DiagnosticInfo& info) override {
+    if (info.getSeverity() != llvm::DS_Error) return true;
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    llvm::DiagnosticPrinterRawOStream printer(os);
+    info.print(printer);
+    throw InternalError("internal error: LLVM reported while exporting: " + os.str());
+  }
+};
+
+// Turns each call of a runtime function into a call through its import slot.
+std::vector<std::string> add_import_slots(llvm::Module& m) {
+  std::vector<std::string> imports;
+  llvm::PointerType* ptr = llvm::PointerType::getUnqual(m.getContext());
+  for (llvm::Function& f : m) {
+    if (!f.isDeclaration() || !f.getName().starts_with("ember_")) continue;
+    std::string name = f.getName().str();
+    if (!runtime::runtime_imports().count(name))
+      throw InternalError("internal error: generated code calls '" + name +
+                          "', which the runtime does not provide");
+    auto* slot = new llvm::GlobalVariable(m, ptr, false, llvm::GlobalValue::ExternalLinkage,
+                                          llvm::ConstantPointerNull::get(ptr),
+                                          runtime::kImportPrefix + name);
+    slot->setVisibility(llvm::GlobalValue::DefaultVisibility);
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(m.getContext(), "entry", &f));
+    std::vector<llvm::Value*> args;
+    for (llvm::Argument& a : f.args()) args.push_back(&a);
+    llvm::CallInst* call = b.CreateCall(f.getFunctionType(), b.CreateLoad(ptr, slot), args);
+    call->setTailCall();
+    if (f.getReturnType()->isVoidTy())
+      b.CreateRetVoid();
+    else
+      b.CreateRet(call);
+    f.setLinkage(llvm::GlobalValue::InternalLinkage);
+    imports.push_back(name);
+  }
+  return imports;
+}
+
+std::string temp_dir() {
+  const char* env = std::getenv("TMPDIR");
+  std::string dir = std::string(env && *env ? env : "/tmp") + "/ember-export-XXXXXX";
+  if (!mkdtemp(dir.data()))
+    fail("export: cannot create a temporary directory under '", env && *env ? env : "/tmp",
+         "'; set TMPDIR to a writable directory");
+  return dir;
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out.flush()) fail("export: cannot write '", path, "'");
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+bool on_path(const std::string& exe) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');)
+    if (!dir.empty() && access((dir + "/" + exe).c_str(), X_OK) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+CpuObject compile_cpu_object_from_ir(const std::string& ll, int opt_level) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  llvm::InitializeNativeTargetAsmParser();
+  if (opt_level < 0 || opt_level > 3) fail("export: opt_level is ", opt_level, "; use 0 to 3");
+
+  llvm::LLVMContext ctx;
+  ctx.setDiagnosticHandler(std::make_unique<ThrowingDiagnosticHandler>());
+  llvm::SMDiagnostic err;
+  std::unique_ptr<llvm::Module> m = llvm::parseAssemblyString(ll, err, ctx);
+  if (!m) throw InternalError("internal error: export cannot read the IR: " + err.getMessage().str());
+
+  // LLVMCodeGen puts the CPU and its features on every function.
+  CpuObject out;
+  for (const llvm::Function& f : *m) {
+    if (f.isDeclaration() || !f.hasFnAttribute("target-cpu")) continue;
+    out.cpu = f.getFnAttribute("target-cpu").getValueAsString().str();
+    if (f.hasFnAttribute("target-features"))
+      out.features = f.getFnAttribute("target-features").getValueAsString().str();
+    break;
+  }
+  const std::string triple = m->getTargetTriple();
+  std::string error;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target) throw InternalError("internal error: no LLVM target for " + triple + ": " + error);
+  static const llvm::CodeGenOptLevel kLevels[] = {
+      llvm::CodeGenOptLevel::None, llvm::CodeGenOptLevel::Less, llvm::CodeGenOptLevel::Default,
+      llvm::CodeGenOptLevel::Aggressive};
+  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
+      triple, out.cpu, out.features, llvm::TargetOptions(), llvm::Reloc::PIC_, std::nullopt,
+      kLevels[opt_level]));
+  if (!tm) throw InternalError("internal error: cannot create the target machine for " + triple);
+  m->setDataLayout(tm->createDataLayout());
+
+  out.imports = add_import_slots(*m);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (llvm::verifyModule(*m, &os))
+    throw InternalError("internal error: exported LLVM IR is invalid:\n" + os.str());
+
+  llvm::SmallString<0> object;
+  llvm::raw_svector_ostream obj(object);
+  llvm::legacy::PassManager pm;
+  if (tm->addPassesToEmitFile(pm, obj, nullptr, llvm::CodeGenFileType::ObjectFile))
+    throw InternalError("internal error: the target cannot emit object files");
+  pm.run(*m);
+  out.bytes = object.str().str();
+  return out;
+}
+
+CpuObject compile_cpu_object(const std::vector<ir::PrimFunc>& funcs, const CpuOptions& options) {
+  // compile_cpu owns code generation and the optimisation pipeline; taking its optimised IR
+  // keeps one copy of both (at the price of one JIT compile).
+  return compile_cpu_object_from_ir(compile_cpu(funcs, options)->get_source("ll"),
+                                    options.opt_level);
+}
+
+std::string link_shared_library(const std::string& object) {
+  const std::string cxx = "c++";
+  if (!on_path(cxx))
+    fail("export needs a C++ compiler to link the model's code into a shared library, and ",
+         "there is no '", cxx, "' on PATH; install one (e.g. apt-get install g++)");
+  std::string dir = temp_dir();
+  std::string obj = dir + "/model.o", so = dir + "/model.so", log = dir + "/link.log";
+  auto cleanup = [&] {
+    for (const std::string& f : {obj, so, log}) std::remove(f.c_str());
+    rmdir(dir.c_str());
+  };
+  try {
+    write_file(obj, object);
+    // libm for the few math calls LLVM may emit (fmod).
+    std::vector<std::string> argv = {cxx, "-shared", "-o", so, obj, "-lm"};
+    std::vector<char*> cargv;
+    for (std::string& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, cxx.c_str(), &actions, nullptr, cargv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) fail("export: cannot run '", cxx, "' to link the model's code");
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      fail("export: linking the model's code with '", cxx, " -shared' failed:\n", read_file(log));
+    std::string bytes = read_file(so);
+    cleanup();
+    return bytes;
+  } catch (...) {
+    cleanup();
+    throw;
+  }
+}
+
+void export_library(const Library& lib, const std::string& path) {
+  if (!lib.graph || !lib.module) fail("export: the Library is empty; build a model first");
+  runtime::Artifact a;
+  a.graph = lib.graph;
+  a.info.ember_version = kEmberVersion;
+  a.info.target = lib.target;
+  for (size_t i = 0; i < lib.graph->kernels.size(); ++i) {
+    const auto& k = lib.graph->kernels[i];
+    runtime::KernelReport r{k.func, k.name, {}, "", {}};
+    if (i < lib.kernels.size() && lib.kernels[i].func == k.func) {
+      r.ops = lib.kernels[i].ops;
+      r.anchor = lib.kernels[i].anchor;
+      r.patterns = lib.kernels[i].patterns;
+    }
+    a.info.kernels.push_back(std::move(r));
+  }
+  for (const auto& d : lib.fusion)
+    a.info.fusion.push_back({d.producer, d.consumer, d.fused, d.reason});
+
+  const std::string kind = lib.module->type_key();
+  if (kind == "llvm-jit") {
+    CpuObject obj = compile_cpu_object_from_ir(lib.module->get_source("ll"));
+    a.info.cpu = obj.cpu;
+    a.info.features = obj.features;
+    a.info.imports = obj.imports;
+    a.code.emplace_back("cpu.so", link_shared_library(obj.bytes));
+  } else if (kind == "ptx") {
+    a.code.emplace_back("ptx", lib.module->get_source("ptx"));
+  } else {
+    fail("export: this Library's code is a '", kind, "' module, which cannot be exported; ",
+         "export the Library that ember.build returned");
+  }
+  runtime::save_artifact(a, path);
+}
+
+}  // namespace ember::codegen
+
+namespace ember {
+void Library::export_library(const std::string& path) const { codegen::export_library(*this, path); }
+}  // namespace ember

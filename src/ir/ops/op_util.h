@@ -1,0 +1,92 @@
+#pragma once
+// Helpers shared by the op families in src/ir/ops/*.cc: argument checks for type relations
+// (each failure is a user-facing ember::Error through TypeContext::fail) and small index
+// builders for compute rules. Internal to src/ir/ops.
+#include <string>
+#include <vector>
+
+#include "ember/ir/op.h"
+
+namespace ember::ir::ops {
+
+// ---------------------------------------------------------------- type relations
+
+inline void check_arity(const std::vector<Type>& args, size_t n, const TypeContext& ctx) {
+  if (args.size() != n)
+    ctx.fail("takes " + std::to_string(n) + " input(s) but was given " +
+             std::to_string(args.size()));
+}
+
+inline const TensorType& tensor_arg(const std::vector<Type>& args, size_t i,
+                                    const std::string& what, const TypeContext& ctx) {
+  if (args[i].is_tuple) ctx.fail(what + " must be a tensor, not a tuple");
+  return args[i].tensor();
+}
+
+inline std::string ints_str(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+inline int64_t numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+inline void check_float(const TensorType& t, const std::string& what, const TypeContext& ctx) {
+  if (!is_float(t.dtype))
+    ctx.fail(what + " is " + to_string(t) +
+             " but the op needs a float tensor (float32 or float64); cast it to float32");
+}
+
+inline void check_rank(const TensorType& t, int64_t rank, const std::string& what,
+                       const TypeContext& ctx) {
+  if (t.ndim() != rank)
+    ctx.fail(what + " must be " + std::to_string(rank) + "-D" + (rank == 4 ? " (NCHW)" : "") +
+             " but is " + to_string(t));
+}
+
+inline void check_same_dtype(const TensorType& a, const std::string& what_a, const TensorType& b,
+                             const std::string& what_b, const TypeContext& ctx) {
+  if (a.dtype != b.dtype)
+    ctx.fail(what_a + " is " + to_string(a) + " but " + what_b + " is " + to_string(b) +
+             "; cast them to the same dtype");
+}
+
+// ---------------------------------------------------------------- compute rules
+
+// "nn.relu" -> "relu": the stage (and kernel) name.
+inline std::string stage_name(const std::string& op) {
+  return op.rfind("nn.", 0) == 0 ? op.substr(3) : op;
+}
+
+inline PrimExpr idx(int64_t v) { return PrimExpr(v); }
+
+inline std::vector<PrimExpr> as_exprs(const std::vector<PrimVar>& v) {
+  return std::vector<PrimExpr>(v.begin(), v.end());
+}
+
+// Index of `t` for output index `i` under NumPy broadcasting: `t`'s dimensions align with
+// the trailing ones of `i`, and size-1 dimensions read 0.
+inline std::vector<PrimExpr> broadcast_index(const std::vector<int64_t>& t_shape,
+                                             const std::vector<PrimExpr>& i) {
+  size_t offset = i.size() - t_shape.size();
+  std::vector<PrimExpr> out;
+  for (size_t d = 0; d < t_shape.size(); ++d)
+    out.push_back(t_shape[d] == 1 ? idx(0) : i[offset + d]);
+  return out;
+}
+
+inline std::vector<PrimExpr> broadcast_index(const Tensor& t, const std::vector<PrimVar>& i) {
+  return broadcast_index(t.shape(), as_exprs(i));
+}
+
+// Registers `op` as a view of its input (the executor aliases memory instead of running it).
+inline Op view_op(Op op) {
+  op.is_view = true;
+  return op;
+}
+
+}  // namespace ember::ir::ops

@@ -1,0 +1,123 @@
+// FoldConstant: evaluates the parts of the graph that depend on no input.
+//
+// A node is constant-valued when it is a Constant, or an op call whose arguments are all
+// constant-valued. Folding replaces the constant-valued calls whose value escapes (read by a
+// node that is not constant-valued, or the function's output) by Constants: those are the
+// roots of the maximal constant subgraphs. All roots are evaluated together, as the outputs
+// of one function with no inputs, so the whole pass compiles once.
+#include "ember/passes/fold_constant.h"
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "ember/ir/op.h"
+#include "ember/support/error.h"
+
+namespace ember::passes {
+
+using namespace ir;
+
+namespace {
+
+std::vector<Expr> inputs_of(const Expr& e) {
+  switch (e->kind) {
+    case NodeKind::Call:
+      return static_cast<const CallNode*>(e.get())->args;
+    case NodeKind::Tuple:
+      return static_cast<const TupleNode*>(e.get())->fields;
+    case NodeKind::TupleGetItem:
+      return {static_cast<const TupleGetItemNode*>(e.get())->tuple};
+    default:
+      return {};
+  }
+}
+
+// The source names in the subgraph under `root`, each once, joined with " + ". Names that
+// are already joined are split so that "conv1 + bn1" and "bn1" give "conv1 + bn1". The
+// calls name the value; a bare view of a constant (reshape of a weight) keeps the weight's.
+std::string joined_names(const Expr& root) {
+  std::vector<std::string> parts[2];  // [0]: calls, [1]: constants
+  std::set<std::string> seen[2];
+  for (auto& e : post_order(root)) {
+    int k = e->kind == NodeKind::Call ? 0 : 1;
+    const std::string& name = e->name;
+    for (size_t start = 0; start < name.size();) {
+      size_t end = name.find(" + ", start);
+      std::string part = name.substr(start, end == std::string::npos ? end : end - start);
+      if (!part.empty() && seen[k].insert(part).second) parts[k].push_back(part);
+      start = end == std::string::npos ? name.size() : end + 3;
+    }
+  }
+  const auto& chosen = parts[0].empty() ? parts[1] : parts[0];
+  std::string out;
+  for (auto& p : chosen) out += (out.empty() ? "" : " + ") + p;
+  return out;
+}
+
+// The evaluator compiles with Ember's own pipeline, which may run FoldConstant again on the
+// all-constant function it was given; folding there would recurse forever, so a fold_constant
+// nested inside an evaluation leaves its function as it is.
+thread_local bool g_evaluating = false;
+
+struct EvaluatingScope {
+  EvaluatingScope() { g_evaluating = true; }
+  ~EvaluatingScope() { g_evaluating = false; }
+};
+
+}  // namespace
+
+Function fold_constant(const Function& f, const ConstEvaluator& evaluate) {
+  if (g_evaluating) return f;
+  std::vector<Expr> order = post_order(f->body);
+
+  // Constant-valued nodes. Calls of fused functions are left to their own kernels.
+  std::set<const ExprNode*> is_const;
+  for (auto& e : order) {
+    if (e->kind == NodeKind::Constant) {
+      is_const.insert(e.get());
+    } else if (auto* c = as<CallNode>(e); c && c->op && !e->type.is_tuple) {
+      bool all = true;
+      for (auto& a : c->args) all = all && is_const.count(a.get());
+      if (all) is_const.insert(e.get());
+    }
+  }
+
+  // Roots: constant-valued calls whose value escapes.
+  std::vector<Expr> roots;
+  std::set<const ExprNode*> root_set;
+  auto add_root = [&](const Expr& e) {
+    if (e->kind == NodeKind::Call && is_const.count(e.get()) && root_set.insert(e.get()).second)
+      roots.push_back(e);
+  };
+  for (auto& e : order)
+    if (!is_const.count(e.get()))
+      for (auto& in : inputs_of(e)) add_root(in);
+  add_root(f->body);
+  if (roots.empty()) return f;
+
+  EMBER_CHECK(evaluate, "FoldConstant needs a constant evaluator (see passes/pipeline.h)");
+  std::vector<runtime::Tensor> values;
+  {
+    EvaluatingScope scope;
+    Expr body = roots.size() == 1 ? roots[0] : tuple(roots);
+    values = evaluate(function({}, body, f->name + "_constants"));
+  }
+  EMBER_CHECK(values.size() == roots.size(), "the constant evaluator returned ", values.size(),
+              " tensors for ", roots.size(), " outputs");
+
+  std::map<const ExprNode*, Expr> folded;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const TensorType& want = roots[i]->type.tensor();
+    EMBER_CHECK(values[i].shape() == want.shape && values[i].dtype() == want.dtype,
+                "the constant evaluator returned ", runtime::shape_str(values[i].shape()), " ",
+                dtype_name(values[i].dtype()), " for ", to_string(want));
+    folded[roots[i].get()] = constant(values[i], joined_names(roots[i]));
+  }
+  return rewrite(f, [&](const Expr& e, const std::vector<Expr>&) -> Expr {
+    auto it = folded.find(e.get());
+    return it == folded.end() ? nullptr : it->second;
+  });
+}
+
+}  // namespace ember::passes

@@ -1,0 +1,409 @@
+// FuseOps: group operators into kernels.
+//
+// The question FuseOps answers for every op N is "can N's result stay inside one kernel
+// instead of going to memory?". It follows TVM's answer, which rests on two facts.
+//
+// 1. The op pattern kinds (op.h) say how an op reads its inputs. ElemWise and Broadcast ops
+//    read one input element per output element; Injective ops (transpose, concatenate)
+//    read one element somewhere; CommReduce and OutEWiseFusable ops (sum, conv2d, dense,
+//    pooling) read many. Inside one loop nest an elementwise consumer can take its producer's
+//    value straight from a register, whatever the producer is; an op that reads many
+//    elements of its input would have to recompute them.
+//
+// 2. The post-dominator of N — the first node that every path from N to the function's
+//    output passes through — is where all of N's uses come back together. If every op on the
+//    paths from N to its post-dominator D is cheap enough to be recomputed or inlined (the
+//    rules below), N, D and everything between become one group whose only output is D: no
+//    intermediate escapes, so none needs memory. A value that is also a model output has an
+//    edge to the virtual exit node, so nothing that must be stored is ever fused away.
+//
+// The rules, applied in phases so that anchors claim their epilogues first:
+//   phase 0  an anchor (OutEWiseFusable: conv2d, dense, pooling; or CommReduce) fuses with
+//            its post-dominator when every op on the way, the post-dominator included, is
+//            ElemWise or Broadcast: conv -> add bias -> relu, conv -> add residual -> relu.
+//            An ElemWise/Broadcast op fuses into a post-dominator that is Injective or a
+//            reduction (CommReduce), through Injective ops: exp -> sum.
+//   phase 1  Injective ops fuse with Injective post-dominators: transpose -> reshape.
+// Opaque ops (softmax for now) are never fused. An anchor never absorbs a second anchor, and
+// an elementwise op never fuses into a conv's input (the conv would recompute it per tap).
+// `max_depth` bounds a group's size. Post-dominators come from Boost.Graph's Lengauer-Tarjan
+// dominator tree on the reversed dataflow graph, rooted at the virtual exit.
+//
+// Each group becomes a primitive function called from the main function; lowering turns it
+// into one loop nest in which the anchor's output tile is computed and the epilogue applied
+// while it is hot (see lower_schedule.cc). Views (reshape) left alone stay plain calls: they
+// are executor views, not kernels.
+#include "ember/passes/fuse_ops.h"
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/dominator_tree.hpp>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "ember/ir/op.h"
+#include "ember/support/error.h"
+
+namespace ember::passes {
+
+using namespace ir;
+
+namespace {
+
+// The dataflow graph over op calls: node i is calls[i]; edges go producer -> consumer.
+struct OpGraph {
+  std::vector<const CallNode*> calls;
+  std::vector<Expr> exprs;
+  std::map<const ExprNode*, int> index;
+  std::vector<std::vector<int>> consumers;
+  std::vector<bool> extern_ref;  // used by the function output or by a non-op node
+
+  explicit OpGraph(const Function& f) {
+    for (auto& e : post_order(f->body)) {
+      if (e->kind != NodeKind::Call) continue;
+      index[e.get()] = static_cast<int>(calls.size());
+      calls.push_back(static_cast<const CallNode*>(e.get()));
+      exprs.push_back(e);
+    }
+    consumers.resize(calls.size());
+    extern_ref.assign(calls.size(), false);
+    for (auto& e : post_order(f->body)) {
+      std::vector<Expr> ins;
+      if (auto* c = as<CallNode>(e)) ins = c->args;
+      else if (auto* t = as<TupleNode>(e)) ins = t->fields;
+      else if (auto* g = as<TupleGetItemNode>(e)) ins = {g->tuple};
+      for (auto& in : ins) {
+        auto it = index.find(in.get());
+        if (it == index.end()) continue;
+        if (e->kind == NodeKind::Call) consumers[it->second].push_back(index.at(e.get()));
+        else extern_ref[it->second] = true;
+      }
+    }
+    auto out = index.find(f->body.get());
+    if (out != index.end()) extern_ref[out->second] = true;
+  }
+
+  OpPattern pattern(int i) const {
+    return calls[i]->op ? calls[i]->op->pattern : OpPattern::Opaque;
+  }
+  std::string describe(int i) const {
+    std::string op = calls[i]->op ? calls[i]->op->name : "function";
+    return calls[i]->name.empty() ? op : op + " '" + calls[i]->name + "'";
+  }
+
+  // Immediate post-dominator of every node (-1: the virtual exit).
+  std::vector<int> post_dominators() const {
+    using G = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS>;
+    int n = static_cast<int>(calls.size());
+    G g(n + 1);  // vertex n is the exit; edges reversed: consumer -> producer
+    for (int i = 0; i < n; ++i) {
+      for (int c : consumers[i]) boost::add_edge(c, i, g);
+      if (extern_ref[i] || consumers[i].empty()) boost::add_edge(n, i, g);
+    }
+    using V = boost::graph_traits<G>::vertex_descriptor;
+    std::vector<V> idom(n + 1, boost::graph_traits<G>::null_vertex());
+    auto index_map = boost::get(boost::vertex_index, g);
+    auto dom_map = boost::make_iterator_property_map(idom.begin(), index_map);
+    boost::lengauer_tarjan_dominator_tree(g, boost::vertex(n, g), dom_map);
+    std::vector<int> ipdom(n, -1);
+    for (int i = 0; i < n; ++i) {
+      V d = idom[i];
+      ipdom[i] = (d == boost::graph_traits<G>::null_vertex() || static_cast<int>(d) == n)
+                     ? -1
+                     : static_cast<int>(d);
+    }
+    return ipdom;
+  }
+};
+
+bool is_anchor(OpPattern p) {
+  return p == OpPattern::OutEWiseFusable || p == OpPattern::CommReduce;
+}
+
+class Fuser {
+ public:
+  Fuser(const OpGraph& g, int max_depth) : g_(g), max_depth_(max_depth) {
+    int n = static_cast<int>(g.calls.size());
+    parent_.resize(n);
+    std::iota(parent_.begin(), parent_.end(), 0);
+    size_.assign(n, 1);
+    for (int i = 0; i < n; ++i) pattern_.push_back(g.pattern(i));
+    anchor_.assign(n, -1);
+    for (int i = 0; i < n; ++i)
+      if (is_anchor(pattern_[i])) anchor_[i] = i;
+    ipdom_ = g.post_dominators();
+  }
+
+  void run() {
+    for (int phase = 0; phase < 2; ++phase)
+      for (int i = 0; i < static_cast<int>(g_.calls.size()); ++i) try_fuse(i, phase);
+  }
+
+  int root(int i) {
+    while (parent_[i] != i) i = parent_[i] = parent_[parent_[i]];
+    return i;
+  }
+  const std::vector<int>& ipdom() const { return ipdom_; }
+  std::map<std::pair<int, int>, std::string> rule;  // fused edge -> rule name
+
+ private:
+  void try_fuse(int i, int phase) {
+    int d = ipdom_[i];
+    if (d < 0 || root(i) == root(d)) return;
+    int gi = root(i);
+    OpPattern kind = pattern_[gi];
+    if (kind == OpPattern::Opaque || g_.pattern(i) == OpPattern::Opaque) return;
+    // Only a group's output can grow towards its post-dominator; the union-find root of a
+    // group is always its output node (groups merge into the post-dominator's group).
+    if (root(i) != i) return;
+    std::function<bool(OpPattern, bool)> ok;
+    std::string name;
+    if (phase == 0 && is_anchor(kind)) {
+      ok = [](OpPattern k, bool) { return k <= OpPattern::Broadcast; };
+      name = "epilogue";
+    } else if (phase == 0 && kind <= OpPattern::Broadcast) {
+      ok = [](OpPattern k, bool sink) {
+        return sink ? (k <= OpPattern::Injective || k == OpPattern::CommReduce)
+                    : k <= OpPattern::Injective;
+      };
+      name = "elementwise";
+    } else if (phase == 1 && kind == OpPattern::Injective) {
+      ok = [](OpPattern k, bool) { return k <= OpPattern::Injective; };
+      name = "injective";
+    } else {
+      return;
+    }
+    std::vector<int> path;
+    if (!check_path(i, d, ok, &path)) return;
+    // Whole groups join: together they may hold at most one anchor.
+    int gd = root(d);
+    std::set<int> groups{gi};
+    for (int p : path) groups.insert(root(p));
+    std::set<int> anchors;
+    for (int r : groups)
+      if (anchor_[r] >= 0) anchors.insert(anchor_[r]);
+    if (anchors.size() > 1) return;
+    int total = 0;
+    for (int r : groups) total += size_[r];
+    if (total > max_depth_) {
+      depth_limited_.insert(i);
+      return;
+    }
+    // Merge everything into the post-dominator's group: it is the group's output.
+    for (int r : groups) merge(r, gd);
+    rule[{i, first_consumer_on_path(i, path)}] = name;
+  }
+
+  // Every node on every path from `src` to `sink` (sink included, src excluded) satisfies ok.
+  bool check_path(int src, int sink, const std::function<bool(OpPattern, bool)>& ok,
+                  std::vector<int>* path) {
+    std::set<int> seen;
+    std::function<bool(int)> visit = [&](int n) {
+      if (seen.count(n)) return true;
+      seen.insert(n);
+      if (n == sink) {
+        path->push_back(n);
+        return ok(g_.pattern(n), true);
+      }
+      if (n != src) {
+        if (!ok(g_.pattern(n), false) || g_.extern_ref[n]) return false;
+        path->push_back(n);
+      }
+      for (int c : g_.consumers[n])
+        if (!visit(c)) return false;
+      return true;
+    };
+    return visit(src);
+  }
+
+  int first_consumer_on_path(int i, const std::vector<int>& path) {
+    for (int c : g_.consumers[i])
+      for (int p : path)
+        if (c == p) return c;
+    return path.empty() ? -1 : path.front();
+  }
+
+  void merge(int from, int to) {
+    from = root(from);
+    to = root(to);
+    if (from == to) return;
+    parent_[from] = to;
+    size_[to] += size_[from];
+    pattern_[to] = std::max(pattern_[to], pattern_[from]);
+    if (anchor_[to] < 0) anchor_[to] = anchor_[from];
+  }
+
+ public:
+  std::set<int> depth_limited_;
+
+ private:
+  const OpGraph& g_;
+  int max_depth_;
+  std::vector<int> parent_, size_, anchor_, ipdom_;
+  std::vector<OpPattern> pattern_;
+};
+
+// Why the edge producer -> consumer is a kernel boundary.
+std::string unfused_reason(const OpGraph& g, Fuser& fz, int p, int c) {
+  OpPattern pp = g.pattern(p), pc = g.pattern(c);
+  auto op = [&](int i) { return g.calls[i]->op ? g.calls[i]->op->name : "function"; };
+  if (g.calls[p]->op && g.calls[p]->op->is_view && fz.root(p) == p)
+    return op(p) + " only renames memory (a view, not a kernel)";
+  if (pp == OpPattern::Opaque) return op(p) + " is opaque and is never fused";
+  if (pc == OpPattern::Opaque) return op(c) + " is opaque and is never fused";
+  if (g.extern_ref[p]) return op(p) + "'s result is also a model output, so it must be stored";
+  if (pc == OpPattern::OutEWiseFusable)
+    return op(c) + " is an anchor: it starts its own kernel (its input is read many times)";
+  if (fz.depth_limited_.count(p)) return "the group would exceed FuseOps.max_depth";
+  if (fz.ipdom()[p] != c && g.consumers[p].size() > 1)
+    return op(p) + "'s result is used by several ops that do not rejoin in an elementwise op";
+  if (is_anchor(pp) && pc > OpPattern::Broadcast)
+    return op(c) + " is not elementwise, and only elementwise ops fuse into " + op(p) +
+           "'s epilogue";
+  if (is_anchor(pp) && is_anchor(pc)) return "two reductions are not fused into one kernel";
+  return "no fusion rule applies (" + std::string(op_pattern_name(pp)) + " -> " +
+         op_pattern_name(pc) + ")";
+}
+
+std::string join_names(const std::vector<const CallNode*>& members) {
+  std::vector<std::string> parts;
+  for (auto* m : members) {
+    size_t start = 0;
+    const std::string& n = m->name;
+    while (start <= n.size() && !n.empty()) {
+      size_t end = n.find(" + ", start);
+      std::string part = n.substr(start, end == std::string::npos ? std::string::npos : end - start);
+      if (!part.empty() && std::find(parts.begin(), parts.end(), part) == parts.end())
+        parts.push_back(part);
+      if (end == std::string::npos) break;
+      start = end + 3;
+    }
+  }
+  std::string out;
+  for (auto& p : parts) out += (out.empty() ? "" : " + ") + p;
+  return out;
+}
+
+}  // namespace
+
+Function fuse_ops(const Function& f, int max_depth, std::vector<FusionDecision>* decisions) {
+  if (max_depth < 1) fail("FuseOps.max_depth must be at least 1, got ", max_depth);
+  OpGraph g(f);
+  Fuser fz(g, max_depth);
+  fz.run();
+  int n = static_cast<int>(g.calls.size());
+
+  if (decisions) {
+    for (int p = 0; p < n; ++p) {
+      for (int c : g.consumers[p]) {
+        bool fused = fz.root(p) == fz.root(c);
+        auto it = fz.rule.find({p, c});
+        std::string why = fused ? (it != fz.rule.end() ? it->second : "same group")
+                                : unfused_reason(g, fz, p, c);
+        decisions->push_back({g.describe(p), g.describe(c), fused, why});
+      }
+    }
+  }
+
+  // Members of each group, in topological order; the root is the group's output.
+  std::map<int, std::vector<int>> members;
+  for (int i = 0; i < n; ++i) members[fz.root(i)].push_back(i);
+
+  // Rebuild the function: each group's output node becomes a call of the group's function.
+  std::map<const ExprNode*, Expr> done;
+  auto mapped = [&](const Expr& x) { return done.at(x.get()); };
+  for (auto& e : post_order(f->body)) {
+    auto it = g.index.find(e.get());
+    if (it == g.index.end()) {
+      if (auto* t = as<TupleNode>(e)) {
+        std::vector<Expr> fields;
+        for (auto& x : t->fields) fields.push_back(mapped(x));
+        done[e.get()] = tuple(fields, e->name);
+      } else if (auto* gi = as<TupleGetItemNode>(e)) {
+        done[e.get()] = tuple_get_item(mapped(gi->tuple), gi->index, e->name);
+      } else {
+        done[e.get()] = e;  // inputs and constants
+      }
+      continue;
+    }
+    int i = it->second;
+    if (fz.root(i) != i) continue;  // an inner member: built inside its group below
+    const auto& group = members.at(i);
+    const CallNode* call_node = g.calls[i];
+    if (group.size() == 1 && (call_node->fn || call_node->op->is_view)) {
+      std::vector<Expr> args;
+      for (auto& a : call_node->args) args.push_back(mapped(a));
+      done[e.get()] = call_node->fn ? call_function(call_node->fn, args, e->name)
+                                    : call(call_node->op, args, call_node->attrs, e->name);
+      continue;
+    }
+    // The group's function: its external inputs become parameters.
+    std::set<int> in_group(group.begin(), group.end());
+    std::vector<Expr> params, args;
+    std::map<const ExprNode*, Expr> param_of;
+    std::map<int, Expr> rebuilt;
+    std::vector<const CallNode*> member_calls;
+    for (int m : group) {
+      const CallNode* mc = g.calls[m];
+      member_calls.push_back(mc);
+      std::vector<Expr> margs;
+      for (auto& a : mc->args) {
+        auto ai = g.index.find(a.get());
+        if (ai != g.index.end() && in_group.count(ai->second)) {
+          margs.push_back(rebuilt.at(ai->second));
+          continue;
+        }
+        auto pi = param_of.find(a.get());
+        if (pi == param_of.end()) {
+          Expr p = var("p" + std::to_string(params.size()), a->type.tensor());
+          params.push_back(p);
+          args.push_back(mapped(a));
+          pi = param_of.emplace(a.get(), p).first;
+        }
+        margs.push_back(pi->second);
+      }
+      rebuilt[m] = mc->fn ? call_function(mc->fn, margs, mc->name)
+                          : call(mc->op, margs, mc->attrs, mc->name);
+    }
+    std::string name = join_names(member_calls);
+    Function fn = function(params, rebuilt.at(i), name.empty() ? "fused" : name);
+    done[e.get()] = call_function(fn, args, name);
+  }
+  return function(f->params, mapped(f->body), f->name);
+}
+
+std::vector<std::string> fusion_patterns(const Function& group) {
+  std::vector<const CallNode*> ops;
+  for (auto& e : post_order(group->body))
+    if (auto* c = as<CallNode>(e); c && c->op) ops.push_back(c);
+  std::vector<std::string> out;
+  if (ops.size() < 2) return out;
+  const CallNode* anchor = nullptr;
+  for (auto* c : ops)
+    if (is_anchor(c->op->pattern)) anchor = c;
+  auto short_name = [](const std::string& op) {
+    auto dot = op.rfind('.');
+    return dot == std::string::npos ? op : op.substr(dot + 1);
+  };
+  if (anchor) {
+    std::string rule = short_name(anchor->op->name) + "+";
+    bool has_act = false, has_add = false;
+    for (auto* c : ops) {
+      if (c == anchor) continue;
+      if (c->op->pattern == OpPattern::ElemWise) has_act = true;
+      if (c->op->pattern == OpPattern::Broadcast) has_add = true;
+    }
+    std::string what = has_add && has_act ? "bias/residual+activation"
+                       : has_add          ? "bias/residual"
+                                          : "activation";
+    out.push_back(rule + what + " epilogue");
+  } else {
+    bool all_injective = true;
+    for (auto* c : ops) all_injective &= c->op->pattern == OpPattern::Injective;
+    out.push_back(all_injective ? "injective chain" : "elementwise chain");
+  }
+  return out;
+}
+
+}  // namespace ember::passes

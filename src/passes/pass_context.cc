@@ -1,0 +1,53 @@
+#include "ember/passes/pass_context.h"
+
+#include "ember/support/error.h"
+
+namespace ember::passes {
+
+const std::vector<PassInfo>& known_passes() {
+  static const std::vector<PassInfo> passes = {
+      {"SimplifyInference", 0},
+      {"FoldConstant", 2},
+      {"FoldScaleAxis", 3},
+      {"FuseOps", 1},
+  };
+  return passes;
+}
+
+namespace {
+std::string canonical(const std::string& name) {
+  // TVM examples disable fusion as "OpFusion"; accept it as FuseOps.
+  if (name == "OpFusion") return "FuseOps";
+  for (auto& p : known_passes())
+    if (p.name == name) return name;
+  std::string known;
+  for (auto& p : known_passes()) known += (known.empty() ? "" : ", ") + p.name;
+  fail("unknown pass '", name, "'; the known passes are: ", known,
+       " (OpFusion is accepted for FuseOps)");
+}
+}  // namespace
+
+PassContext PassContext::validated() const {
+  if (opt_level < 0) fail("opt_level must be >= 0, got ", opt_level);
+  PassContext ctx = *this;
+  ctx.disabled_passes.clear();
+  ctx.required_passes.clear();
+  for (auto& p : disabled_passes) ctx.disabled_passes.insert(canonical(p));
+  for (auto& p : required_passes) ctx.required_passes.insert(canonical(p));
+  for (auto& p : ctx.required_passes)
+    if (ctx.disabled_passes.count(p)) fail("pass '", p, "' is both required and disabled");
+  return ctx;
+}
+
+bool PassContext::enabled(const std::string& pass, int level) const {
+  if (required_passes.count(pass)) return true;
+  if (disabled_passes.count(pass)) return false;
+  return opt_level >= level;
+}
+
+std::string PassContext::config_value(const std::string& key, const std::string& dflt) const {
+  auto it = config.find(key);
+  return it == config.end() ? dflt : it->second;
+}
+
+}  // namespace ember::passes

@@ -1,0 +1,51 @@
+// The graph pass pipeline, as one readable list (Halide's Lower.cpp style): each step runs
+// when the PassContext enables it, and the IR after it can be dumped.
+#include "ember/passes/pipeline.h"
+
+#include <cstdlib>
+#include <iostream>
+
+#include "ember/passes/fold_constant.h"
+#include "ember/passes/fold_scale_axis.h"
+#include "ember/passes/fuse_ops.h"
+#include "ember/passes/simplify_inference.h"
+#include "ember/support/error.h"
+
+namespace ember::passes {
+
+ir::Function run_pipeline(const ir::Function& input, const PassContext& raw_ctx,
+                          const ConstEvaluator& evaluate,
+                          std::vector<FusionDecision>* fusion_decisions) {
+  PassContext ctx = raw_ctx.validated();
+  const char* env = std::getenv("EMBER_DUMP_IR");
+  bool dump = ctx.config_value("dump_ir", env ? env : "0") == "1";
+  std::string depth_text = ctx.config_value("FuseOps.max_depth", "256");
+  char* end = nullptr;
+  long max_depth = std::strtol(depth_text.c_str(), &end, 10);
+  if (depth_text.empty() || *end != '\0')
+    fail("config FuseOps.max_depth must be an integer, got '", depth_text, "'");
+  int level = 0;
+  auto& levels = known_passes();
+  auto level_of = [&](const std::string& name) {
+    for (auto& p : levels)
+      if (p.name == name) return p.opt_level;
+    return 0;
+  };
+  ir::Function f = input;
+  auto step = [&](const std::string& name, auto&& pass) {
+    if (!ctx.enabled(name, level_of(name))) return;
+    f = pass(f);
+    ir::infer_types(f);
+    if (dump) std::cerr << "// after " << name << " (step " << ++level << ")\n" << ir::to_string(f);
+  };
+  if (dump) std::cerr << "// input\n" << ir::to_string(f);
+
+  step("SimplifyInference", simplify_inference);
+  step("FoldConstant", [&](const ir::Function& g) { return fold_constant(g, evaluate); });
+  step("FoldScaleAxis", fold_scale_axis);
+  step("FoldConstant", [&](const ir::Function& g) { return fold_constant(g, evaluate); });
+  step("FuseOps", [&](const ir::Function& g) { return fuse_ops(g, static_cast<int>(max_depth), fusion_decisions); });
+  return f;
+}
+
+}  // namespace ember::passes

@@ -1,0 +1,742 @@
+// The artifact file (format in artifact.h): writing, reading with every check a damaged or
+// foreign file needs, loading the code, and a small .npy reader/writer.
+#include "ember/runtime/artifact.h"
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "ember/runtime/library_module.h"
+#include "ember/support/error.h"
+
+namespace ember::runtime {
+
+namespace {
+
+constexpr char kMagic[8] = {'E', 'M', 'B', 'E', 'R', 'L', 'I', 'B'};
+constexpr size_t kHeaderBytes = 16, kEntryBytes = 32, kAlign = 64;
+// A sanity bound for a section count: a corrupted count must not make us read gigabytes.
+constexpr uint32_t kMaxSections = 64;
+
+static_assert(sizeof(void*) == 8, "the artifact reader assumes a 64-bit host");
+
+uint64_t fnv1a(const char* data, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(data[i])) * 1099511628211ull;
+  return h;
+}
+
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// Little-endian integers (x86-64 and AArch64 Linux are little-endian; memcpy keeps the
+// reads alignment-safe).
+template <class T>
+void put(std::string& out, T v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+template <class T>
+T get(const char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+// ------------------------------------------------------------------------------ JSON
+// The graph is JSON so that it stays readable and versionable. The subset here is what the
+// graph needs: objects, arrays, strings, integers, booleans and null.
+struct Json {
+  enum Kind { Null, Bool, Int, String, Array, Object } kind = Null;
+  bool b = false;
+  int64_t i = 0;
+  std::string s;
+  std::vector<Json> items;
+  std::vector<std::pair<std::string, Json>> fields;
+};
+
+void write_string(std::ostream& os, const std::string& s) {
+  os << '"';
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      os << '\\' << c;
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      os << buf;
+    } else {
+      os << c;  // UTF-8 passes through
+    }
+  }
+  os << '"';
+}
+
+class JsonParser {
+ public:
+  JsonParser(const std::string& text, std::string where) : t_(text), where_(std::move(where)) {}
+  Json parse() {
+    Json v = value(0);
+    skip_ws();
+    if (pos_ != t_.size()) error("unexpected text after the end");
+    return v;
+  }
+
+ private:
+  [[noreturn]] void error(const std::string& what) {
+    fail(where_, ": the graph section is malformed (", what, " at byte ", pos_,
+         "); the file is damaged or was not written by Ember");
+  }
+  void skip_ws() {
+    while (pos_ < t_.size() && std::strchr(" \t\r\n", t_[pos_])) ++pos_;
+  }
+  bool eat(char c) {
+    skip_ws();
+    if (pos_ < t_.size() && t_[pos_] == c) return ++pos_, true;
+    return false;
+  }
+  void expect(char c) {
+    if (!eat(c)) error(std::string("expected '") + c + "'");
+  }
+  Json value(int depth) {
+    if (depth > 32) error("nesting too deep");
+    skip_ws();
+    if (pos_ >= t_.size()) error("unexpected end");
+    Json v;
+    char c = t_[pos_];
+    if (c == '{') {
+      v.kind = Json::Object;
+      ++pos_;
+      if (eat('}')) return v;
+      do {
+        skip_ws();
+        std::string key = string();
+        expect(':');
+        v.fields.emplace_back(std::move(key), value(depth + 1));
+      } while (eat(','));
+      expect('}');
+    } else if (c == '[') {
+      v.kind = Json::Array;
+      ++pos_;
+      if (eat(']')) return v;
+      do v.items.push_back(value(depth + 1));
+      while (eat(','));
+      expect(']');
+    } else if (c == '"') {
+      v.kind = Json::String;
+      v.s = string();
+    } else if (c == '-' || (c >= '0' && c <= '9')) {
+      v.kind = Json::Int;
+      v.i = integer();
+    } else if (t_.compare(pos_, 4, "true") == 0 || t_.compare(pos_, 5, "false") == 0) {
+      v.kind = Json::Bool;
+      v.b = t_[pos_] == 't';
+      pos_ += v.b ? 4 : 5;
+    } else if (t_.compare(pos_, 4, "null") == 0) {
+      pos_ += 4;
+    } else {
+      error("unexpected character");
+    }
+    return v;
+  }
+  int64_t integer() {
+    bool neg = t_[pos_] == '-';
+    if (neg) ++pos_;
+    if (pos_ >= t_.size() || t_[pos_] < '0' || t_[pos_] > '9') error("expected a digit");
+    uint64_t n = 0;
+    const uint64_t limit = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+    while (pos_ < t_.size() && t_[pos_] >= '0' && t_[pos_] <= '9') {
+      n = n * 10 + static_cast<uint64_t>(t_[pos_++] - '0');
+      if (n > limit) error("integer out of range");
+    }
+    if (pos_ < t_.size() && std::strchr(".eE", t_[pos_])) error("expected an integer");
+    return neg ? -static_cast<int64_t>(n) : static_cast<int64_t>(n);
+  }
+  std::string string() {
+    if (pos_ >= t_.size() || t_[pos_] != '"') error("expected a string");
+    ++pos_;
+    std::string out;
+    while (true) {
+      if (pos_ >= t_.size()) error("unterminated string");
+      char c = t_[pos_++];
+      if (c == '"') return out;
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      if (pos_ >= t_.size()) error("unterminated string");
+      char e = t_[pos_++];
+      if (e == 'u') {
+        // Only the \u00XX escapes the writer produces (control characters).
+        if (pos_ + 4 > t_.size() || t_.compare(pos_, 2, "00") != 0) error("unsupported escape");
+        out += static_cast<char>(std::stoi(t_.substr(pos_ + 2, 2), nullptr, 16));
+        pos_ += 4;
+      } else if (e == '"' || e == '\\' || e == '/') {
+        out += e;
+      } else if (e == 'n') {
+        out += '\n';
+      } else if (e == 't') {
+        out += '\t';
+      } else {
+        error("unsupported escape");
+      }
+    }
+  }
+
+  const std::string& t_;
+  std::string where_;
+  size_t pos_ = 0;
+};
+
+// Typed access to the parsed graph; every mismatch names the field path.
+class GraphReader {
+ public:
+  explicit GraphReader(std::string where) : where_(std::move(where)) {}
+  [[noreturn]] void error(const std::string& path, const std::string& what) const {
+    fail(where_, ": the graph section is inconsistent: ", path, " ", what,
+         "; the file is damaged or was written by an incompatible Ember");
+  }
+  const Json& field(const Json& obj, const std::string& key, const std::string& path) const {
+    if (obj.kind != Json::Object) error(path, "is not an object");
+    for (const auto& [k, v] : obj.fields)
+      if (k == key) return v;
+    error(path + "." + key, "is missing");
+  }
+  const Json* optional(const Json& obj, const std::string& key) const {
+    for (const auto& [k, v] : obj.fields)
+      if (k == key) return &v;
+    return nullptr;
+  }
+  const std::vector<Json>& array(const Json& obj, const std::string& key,
+                                 const std::string& path) const {
+    const Json& v = field(obj, key, path);
+    if (v.kind != Json::Array) error(path + "." + key, "is not a list");
+    return v.items;
+  }
+  int64_t integer(const Json& obj, const std::string& key, const std::string& path) const {
+    const Json& v = field(obj, key, path);
+    if (v.kind != Json::Int) error(path + "." + key, "is not an integer");
+    return v.i;
+  }
+  std::string string(const Json& obj, const std::string& key, const std::string& path) const {
+    const Json& v = field(obj, key, path);
+    if (v.kind != Json::String) error(path + "." + key, "is not a string");
+    return v.s;
+  }
+  std::vector<std::string> strings(const Json& obj, const std::string& key,
+                                   const std::string& path) const {
+    std::vector<std::string> out;
+    for (const Json& item : array(obj, key, path)) {
+      if (item.kind != Json::String) error(path + "." + key, "holds a non-string");
+      out.push_back(item.s);
+    }
+    return out;
+  }
+  /// A value id: an integer in [0, n).
+  int id(const Json& v, int n, const std::string& path) const {
+    if (v.kind != Json::Int || v.i < 0 || v.i >= n)
+      error(path, "is not a value id in [0, " + std::to_string(n) + ")");
+    return static_cast<int>(v.i);
+  }
+
+ private:
+  std::string where_;
+};
+
+std::string index_path(const std::string& list, size_t i) {
+  return list + "[" + std::to_string(i) + "]";
+}
+
+// ------------------------------------------------------------------------------ graph
+std::string graph_json(const Artifact& a, const std::vector<size_t>& param_offsets) {
+  const ExecGraph& g = *a.graph;
+  std::ostringstream os;
+  auto ints = [&](const auto& v) {
+    os << '[';
+    for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
+    os << ']';
+  };
+  auto strs = [&](const std::vector<std::string>& v) {
+    os << '[';
+    for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : ""), write_string(os, v[i]);
+    os << ']';
+  };
+  auto sep = [&](size_t i) { os << (i ? ",\n  " : "\n  "); };
+  os << "{\"ember_version\": ";
+  write_string(os, a.info.ember_version);
+  os << ",\n \"target\": ";
+  write_string(os, a.info.target);
+  os << ",\n \"cpu\": ";
+  write_string(os, a.info.cpu);
+  os << ",\n \"features\": ";
+  write_string(os, a.info.features);
+  os << ",\n \"imports\": ";
+  strs(a.info.imports);
+  os << ",\n \"values\": [";
+  for (size_t i = 0; i < g.values.size(); ++i) {
+    sep(i);
+    os << "{\"shape\": ";
+    ints(g.values[i].shape);
+    os << ", \"dtype\": \"" << dtype_name(g.values[i].dtype) << "\"}";
+  }
+  os << "],\n \"inputs\": [";
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    sep(i);
+    os << "{\"name\": ";
+    write_string(os, g.inputs[i].name);
+    os << ", \"value\": " << g.inputs[i].value << "}";
+  }
+  os << "],\n \"params\": [";
+  for (size_t i = 0; i < g.params.size(); ++i) {
+    sep(i);
+    os << "{\"name\": ";
+    write_string(os, g.params[i].name);
+    os << ", \"value\": " << g.params[i].value << ", \"offset\": " << param_offsets[i]
+       << ", \"nbytes\": " << g.params[i].data.nbytes() << "}";
+  }
+  os << "],\n \"kernels\": [";
+  for (size_t i = 0; i < g.kernels.size(); ++i) {
+    const ExecGraph::Kernel& k = g.kernels[i];
+    const KernelReport* r = i < a.info.kernels.size() ? &a.info.kernels[i] : nullptr;
+    sep(i);
+    os << "{\"func\": ";
+    write_string(os, k.func);
+    os << ", \"name\": ";
+    write_string(os, k.name);
+    os << ", \"args\": ";
+    ints(k.args);
+    os << ", \"num_inputs\": " << k.num_inputs << ", \"ops\": ";
+    strs(r ? r->ops : std::vector<std::string>{});
+    os << ", \"anchor\": ";
+    write_string(os, r ? r->anchor : "");
+    os << ", \"patterns\": ";
+    strs(r ? r->patterns : std::vector<std::string>{});
+    os << "}";
+  }
+  os << "],\n \"views\": [";
+  for (size_t i = 0; i < g.views.size(); ++i) {
+    sep(i);
+    os << "{\"dst\": " << g.views[i].dst << ", \"src\": " << g.views[i].src << "}";
+  }
+  os << "],\n \"outputs\": ";
+  ints(g.outputs);
+  os << ",\n \"fusion\": [";
+  for (size_t i = 0; i < a.info.fusion.size(); ++i) {
+    const FusionEdge& e = a.info.fusion[i];
+    sep(i);
+    os << "{\"producer\": ";
+    write_string(os, e.producer);
+    os << ", \"consumer\": ";
+    write_string(os, e.consumer);
+    os << ", \"fused\": " << (e.fused ? "true" : "false") << ", \"reason\": ";
+    write_string(os, e.reason);
+    os << "}";
+  }
+  os << "]}\n";
+  return os.str();
+}
+
+// Parses and validates the graph; params view `params` (a span of `buffer`).
+void read_graph(const std::string& text, const std::string& where,
+                const std::shared_ptr<void>& buffer, const char* params, uint64_t params_size,
+                Artifact& a) {
+  Json root = JsonParser(text, where).parse();
+  GraphReader r(where);
+  auto g = std::make_shared<ExecGraph>();
+  ArtifactInfo& info = a.info;
+  info.ember_version = r.string(root, "ember_version", "graph");
+  info.target = r.string(root, "target", "graph");
+  info.cpu = r.string(root, "cpu", "graph");
+  info.features = r.string(root, "features", "graph");
+  info.imports = r.strings(root, "imports", "graph");
+
+  const auto& values = r.array(root, "values", "graph");
+  for (size_t i = 0; i < values.size(); ++i) {
+    std::string path = index_path("values", i);
+    ExecGraph::Value v;
+    // Bound every dimension and the byte size, so no shape can overflow or ask for absurd
+    // memory before the executor sees it.
+    double bytes = 1;
+    for (const Json& d : r.array(values[i], "shape", path)) {
+      if (d.kind != Json::Int || d.i < 0) r.error(path + ".shape", "has a bad dimension");
+      v.shape.push_back(d.i);
+      bytes *= static_cast<double>(d.i);
+    }
+    std::string dtype = r.string(values[i], "dtype", path);
+    try {
+      v.dtype = dtype_from_name(dtype);
+    } catch (const Error&) {
+      r.error(path + ".dtype", "is '" + dtype + "', not a dtype this runtime knows");
+    }
+    if (bytes * dtype_bytes(v.dtype) > 1e15) r.error(path + ".shape", "is impossibly large");
+    g->values.push_back(std::move(v));
+  }
+  const int n = static_cast<int>(g->values.size());
+
+  const auto& inputs = r.array(root, "inputs", "graph");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::string path = index_path("inputs", i);
+    g->inputs.push_back({r.string(inputs[i], "name", path),
+                         r.id(r.field(inputs[i], "value", path), n, path + ".value")});
+  }
+  const auto& params_json = r.array(root, "params", "graph");
+  for (size_t i = 0; i < params_json.size(); ++i) {
+    std::string path = index_path("params", i);
+    const Json& p = params_json[i];
+    int value = r.id(r.field(p, "value", path), n, path + ".value");
+    const ExecGraph::Value& v = g->values[value];
+    int64_t offset = r.integer(p, "offset", path), nbytes = r.integer(p, "nbytes", path);
+    if (nbytes != shape_numel(v.shape) * dtype_bytes(v.dtype))
+      r.error(path + ".nbytes", "does not match the value's shape and dtype");
+    if (offset < 0 || offset % kAlign != 0 || static_cast<uint64_t>(offset) > params_size ||
+        static_cast<uint64_t>(nbytes) > params_size - static_cast<uint64_t>(offset))
+      r.error(path + ".offset", "is not an aligned range inside the params section");
+    g->params.push_back({r.string(p, "name", path), value,
+                         Tensor::view(buffer, const_cast<char*>(params) + offset, v.shape,
+                                      v.dtype)});
+  }
+  const auto& kernels = r.array(root, "kernels", "graph");
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    std::string path = index_path("kernels", i);
+    const Json& k = kernels[i];
+    ExecGraph::Kernel kern;
+    kern.func = r.string(k, "func", path);
+    kern.name = r.string(k, "name", path);
+    const auto& args = r.array(k, "args", path);
+    for (size_t j = 0; j < args.size(); ++j)
+      kern.args.push_back(r.id(args[j], n, index_path(path + ".args", j)));
+    int64_t num_inputs = r.integer(k, "num_inputs", path);
+    if (num_inputs < 0 || num_inputs > static_cast<int64_t>(args.size()))
+      r.error(path + ".num_inputs", "is out of range");
+    kern.num_inputs = static_cast<int>(num_inputs);
+    KernelReport report{kern.func, kern.name, r.strings(k, "ops", path),
+                        r.string(k, "anchor", path), r.strings(k, "patterns", path)};
+    info.kernels.push_back(std::move(report));
+    g->kernels.push_back(std::move(kern));
+  }
+  const auto& views = r.array(root, "views", "graph");
+  for (size_t i = 0; i < views.size(); ++i) {
+    std::string path = index_path("views", i);
+    int dst = r.id(r.field(views[i], "dst", path), n, path + ".dst");
+    int src = r.id(r.field(views[i], "src", path), n, path + ".src");
+    const auto &d = g->values[dst], &s = g->values[src];
+    if (dst == src || d.dtype != s.dtype || shape_numel(d.shape) != shape_numel(s.shape))
+      r.error(path, "is not a view of the same bytes");
+    g->views.push_back({dst, src});
+  }
+  const auto& outputs = r.array(root, "outputs", "graph");
+  for (size_t i = 0; i < outputs.size(); ++i)
+    g->outputs.push_back(r.id(outputs[i], n, index_path("outputs", i)));
+  const auto& fusion = r.array(root, "fusion", "graph");
+  for (size_t i = 0; i < fusion.size(); ++i) {
+    std::string path = index_path("fusion", i);
+    const Json& fused = r.field(fusion[i], "fused", path);
+    if (fused.kind != Json::Bool) r.error(path + ".fused", "is not true or false");
+    info.fusion.push_back({r.string(fusion[i], "producer", path),
+                           r.string(fusion[i], "consumer", path), fused.b,
+                           r.string(fusion[i], "reason", path)});
+  }
+  a.graph = std::move(g);
+}
+
+// ------------------------------------------------------------------------------ CPU check
+// Code compiled for a CPU feature this machine lacks would die of SIGILL at the first
+// kernel: check the features a deployed model's code may use before loading it.
+void check_cpu_features(const ArtifactInfo& info, const std::string& where) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  struct Feature {
+    const char* name;
+    bool present;
+  };
+  const Feature known[] = {
+      {"sse4.1", __builtin_cpu_supports("sse4.1") != 0},
+      {"sse4.2", __builtin_cpu_supports("sse4.2") != 0},
+      {"avx", __builtin_cpu_supports("avx") != 0},
+      {"avx2", __builtin_cpu_supports("avx2") != 0},
+      {"fma", __builtin_cpu_supports("fma") != 0},
+      {"avx512f", __builtin_cpu_supports("avx512f") != 0},
+      {"avx512bw", __builtin_cpu_supports("avx512bw") != 0},
+      {"avx512dq", __builtin_cpu_supports("avx512dq") != 0},
+      {"avx512vl", __builtin_cpu_supports("avx512vl") != 0},
+      {"avx512cd", __builtin_cpu_supports("avx512cd") != 0},
+  };
+  std::string missing;
+  std::stringstream features(info.features);
+  for (std::string f; std::getline(features, f, ',');) {
+    if (f.size() < 2 || f[0] != '+') continue;
+    for (const Feature& k : known)
+      if (f.compare(1, std::string::npos, k.name) == 0 && !k.present)
+        missing += (missing.empty() ? "" : ", ") + f.substr(1);
+  }
+  if (!missing.empty())
+    fail(where, ": the model was compiled for CPU '", info.cpu, "', and this CPU lacks ",
+         missing, "; export the model again on (or for) this machine");
+#else
+  (void)info;
+  (void)where;
+#endif
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------ save
+void save_artifact(const Artifact& a, const std::string& path) {
+  if (!a.graph) fail("save_artifact: the artifact has no graph");
+  // Parameters: each at a 64-byte aligned offset of the params section.
+  std::vector<size_t> offsets;
+  std::string params;
+  for (const auto& p : a.graph->params) {
+    if (!p.data.defined()) fail("save_artifact: parameter '", p.name, "' has no data");
+    params.resize(align_up(params.size()), '\0');
+    offsets.push_back(params.size());
+    params.append(static_cast<const char*>(p.data.data()), p.data.nbytes());
+  }
+  std::vector<std::pair<std::string, const std::string*>> sections;
+  std::string graph = graph_json(a, offsets);
+  sections.emplace_back("graph", &graph);
+  sections.emplace_back("params", &params);
+  for (const auto& [kind, bytes] : a.code) {
+    if (kind.empty() || kind.size() > 8) fail("save_artifact: bad code section kind '", kind, "'");
+    sections.emplace_back(kind, &bytes);
+  }
+
+  std::string head(kMagic, sizeof(kMagic));
+  put<uint32_t>(head, kArtifactVersion);
+  put<uint32_t>(head, static_cast<uint32_t>(sections.size()));
+  size_t offset = align_up(kHeaderBytes + kEntryBytes * sections.size() + 8);
+  for (const auto& [kind, bytes] : sections) {
+    char name[8] = {};
+    std::memcpy(name, kind.data(), kind.size());
+    head.append(name, 8);
+    put<uint64_t>(head, offset);
+    put<uint64_t>(head, bytes->size());
+    put<uint64_t>(head, fnv1a(bytes->data(), bytes->size()));
+    offset = align_up(offset + bytes->size());
+  }
+  put<uint64_t>(head, fnv1a(head.data(), head.size()));
+
+  // Write to a temporary name and rename, so a failed export never leaves half a file
+  // where a good one was.
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) fail("cannot write the artifact '", path, "': cannot create '", tmp, "'");
+    out.write(head.data(), static_cast<std::streamsize>(head.size()));
+    size_t at = head.size();
+    for (const auto& [kind, bytes] : sections) {
+      std::string pad(align_up(at) - at, '\0');
+      out.write(pad.data(), static_cast<std::streamsize>(pad.size()));
+      out.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
+      at = align_up(at) + bytes->size();
+    }
+    if (!out.flush()) {
+      std::remove(tmp.c_str());
+      fail("cannot write the artifact '", path, "' (disk full?)");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    fail("cannot write the artifact '", path, "': cannot rename '", tmp, "' to it");
+  }
+}
+
+// ------------------------------------------------------------------------------ read
+Artifact read_artifact(const std::string& path) {
+  const std::string where = "artifact '" + path + "'";
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) fail("cannot open ", where, ": no such file");
+  if (!S_ISREG(st.st_mode)) fail("cannot read ", where, ": it is not a regular file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot open ", where, ": it is not readable");
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  // One 64-byte aligned buffer for the whole file: parameters view it in place.
+  Tensor file = Tensor::empty({static_cast<int64_t>(size)}, DType::Bool);
+  const char* data = static_cast<const char*>(file.data());
+  in.seekg(0);
+  if (size > 0 && !in.read(static_cast<char*>(file.data()), static_cast<std::streamsize>(size)))
+    fail("cannot read ", where, ": read error");
+
+  if (size < sizeof(kMagic) || std::memcmp(data, kMagic, sizeof(kMagic)) != 0)
+    fail(where, " is not an Ember artifact (it does not start with \"EMBERLIB\"); "
+                "create one with lib.export(path) or `ember compile`");
+  if (size < kHeaderBytes) fail(where, " is truncated: the file ends inside its header");
+  uint32_t version = get<uint32_t>(data + 8);
+  if (version != kArtifactVersion)
+    fail(where, " has format version ", version, ", but this Ember reads version ",
+         kArtifactVersion, "; export the model again with this Ember version (or load it "
+         "with the version that wrote it)");
+  uint32_t count = get<uint32_t>(data + 12);
+  if (count > kMaxSections)
+    fail(where, " is corrupted: its header claims ", count, " sections");
+  const size_t table_end = kHeaderBytes + kEntryBytes * count;
+  if (size < table_end + 8) fail(where, " is truncated: the file ends inside its section table");
+  if (fnv1a(data, table_end) != get<uint64_t>(data + table_end))
+    fail(where, " is corrupted: the checksum of its header does not match");
+
+  Artifact a;
+  a.info.file_bytes = size;
+  std::string graph;
+  const char* params = nullptr;
+  uint64_t params_size = 0;
+  for (uint32_t s = 0; s < count; ++s) {
+    const char* entry = data + kHeaderBytes + kEntryBytes * s;
+    std::string kind(entry, strnlen(entry, 8));
+    uint64_t offset = get<uint64_t>(entry + 8), bytes = get<uint64_t>(entry + 16);
+    if (offset > size || bytes > size - offset)
+      fail(where, " is truncated: section '", kind, "' needs bytes up to ", offset + bytes,
+           " but the file has ", size, " bytes; copy or export it again");
+    if (fnv1a(data + offset, bytes) != get<uint64_t>(entry + 24))
+      fail(where, " is corrupted: the checksum of section '", kind,
+           "' does not match; copy or export it again");
+    a.info.sections.emplace_back(kind, bytes);
+    if (kind == "graph") {
+      graph.assign(data + offset, bytes);
+    } else if (kind == "params") {
+      params = data + offset;
+      params_size = bytes;
+    } else if (kind == "cpu.so" || kind == "ptx") {
+      a.code.emplace_back(kind, std::string(data + offset, bytes));
+    } else {
+      fail(where, " has a section of unknown kind '", kind,
+           "'; it was written by a newer Ember: load it with that version");
+    }
+  }
+  if (graph.empty() || !params) fail(where, " lacks its graph or params section");
+  read_graph(graph, where, file.owner(), params, params_size, a);
+  return a;
+}
+
+std::shared_ptr<LoadedLibrary> load_library(const std::string& path) {
+  Artifact a = read_artifact(path);
+  const std::string where = "artifact '" + path + "'";
+  auto lib = std::make_shared<LoadedLibrary>();
+  for (const auto& [kind, bytes] : a.code) {
+    if (kind == "cpu.so") {
+      check_cpu_features(a.info, where);
+      lib->module = LibraryModule::from_bytes(bytes, a.info.imports);
+    } else if (kind == "ptx") {
+      fail(where, " holds GPU code (PTX) for target '", a.info.target,
+           "'; this runtime cannot load GPU artifacts yet: export for target \"llvm\"");
+    }
+  }
+  if (!lib->module && !a.graph->kernels.empty()) fail(where, " holds no code for its kernels");
+  // Resolve every kernel now, so a mismatch surfaces at load rather than at first run.
+  for (const auto& k : a.graph->kernels) lib->module->get_function(k.func);
+  lib->graph = std::move(a.graph);
+  lib->info = std::move(a.info);
+  return lib;
+}
+
+// ------------------------------------------------------------------------------ .npy
+namespace {
+const char* npy_descr(DType t) {
+  switch (t) {
+    case DType::Float32: return "<f4";
+    case DType::Float64: return "<f8";
+    case DType::Int32: return "<i4";
+    case DType::Int64: return "<i8";
+    case DType::Bool: return "|b1";
+  }
+  EMBER_CHECK(false, "unknown dtype");
+}
+
+// The value of `key` in NumPy's header dict ("{'descr': '<f4', 'fortran_order': False,
+// 'shape': (2, 3), }"), as its raw text.
+std::string npy_field(const std::string& header, const std::string& key, const std::string& where) {
+  size_t k = header.find("'" + key + "'");
+  if (k == std::string::npos) fail(where, ": the .npy header has no '", key, "'");
+  size_t colon = header.find(':', k);
+  if (colon == std::string::npos) fail(where, ": the .npy header is malformed");
+  size_t start = header.find_first_not_of(' ', colon + 1);
+  if (start == std::string::npos) fail(where, ": the .npy header is malformed");
+  char open = header[start];
+  size_t stop = open == '(' ? header.find(')', start) : open == '\'' ? header.find('\'', start + 1)
+                                                                    : header.find_first_of(",}", start);
+  if (stop == std::string::npos) fail(where, ": the .npy header is malformed");
+  if (open == '(' || open == '\'') ++stop;  // keep the closing character
+  return header.substr(start, stop - start);
+}
+}  // namespace
+
+Tensor load_npy(const std::string& path) {
+  const std::string where = "'" + path + "'";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot open ", where, ": no such file, or it is not readable");
+  char pre[10];
+  if (!in.read(pre, 10) || std::memcmp(pre, "\x93NUMPY", 6) != 0)
+    fail(where, " is not a .npy file (save arrays with numpy.save)");
+  uint32_t header_len;
+  int major = static_cast<unsigned char>(pre[6]);
+  if (major == 1) {
+    header_len = get<uint16_t>(pre + 8);
+  } else if (major == 2 || major == 3) {
+    char more[2];
+    if (!in.read(more, 2)) fail(where, " is truncated");
+    char len[4] = {pre[8], pre[9], more[0], more[1]};
+    header_len = get<uint32_t>(len);
+  } else {
+    fail(where, " has .npy format version ", major, "; Ember reads versions 1 to 3");
+  }
+  if (header_len > (1u << 20)) fail(where, " has an impossibly long .npy header");
+  std::string header(header_len, '\0');
+  if (!in.read(header.data(), header_len)) fail(where, " is truncated");
+
+  std::string descr = npy_field(header, "descr", where);
+  DType dtype = DType::Float32;
+  bool found = false;
+  for (DType t : {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Bool})
+    if (descr == std::string("'") + npy_descr(t) + "'") {
+      dtype = t;
+      found = true;
+    }
+  if (!found)
+    fail(where, " holds dtype ", descr, ", which Ember does not support; save a little-endian "
+                "float32, float64, int32, int64 or bool array");
+  if (npy_field(header, "fortran_order", where) != "False")
+    fail(where, " is in Fortran order; save np.ascontiguousarray(a) instead");
+  std::string shape_text = npy_field(header, "shape", where);
+  Shape shape;
+  for (size_t i = 1; i < shape_text.size();) {
+    size_t j = shape_text.find_first_of(",)", i);
+    std::string dim = shape_text.substr(i, j - i);
+    if (dim.find_first_not_of(' ') != std::string::npos) {
+      char* stop = nullptr;
+      long long d = std::strtoll(dim.c_str(), &stop, 10);
+      if (d < 0 || d > (1ll << 40)) fail(where, " has a bad shape ", shape_text);
+      shape.push_back(d);
+    }
+    if (j == std::string::npos) break;
+    i = j + 1;
+  }
+  Tensor t = Tensor::empty(shape, dtype);
+  if (t.nbytes() > 0 && !in.read(static_cast<char*>(t.data()), static_cast<std::streamsize>(t.nbytes())))
+    fail(where, " is truncated: its data is shorter than ", dtype_name(dtype), shape_str(shape));
+  return t;
+}
+
+void save_npy(const std::string& path, const Tensor& t) {
+  if (!t.defined()) fail("save_npy: the tensor is undefined");
+  std::string header = std::string("{'descr': '") + npy_descr(t.dtype()) +
+                       "', 'fortran_order': False, 'shape': (";
+  const Shape& shape = t.shape();
+  for (size_t i = 0; i < shape.size(); ++i)  // "(2, 3)", but "(2,)" for one dimension
+    header += std::to_string(shape[i]) + (shape.size() == 1 ? "," : i + 1 < shape.size() ? ", " : "");
+  header += "), }";
+  // The data starts at a multiple of 64 bytes; the header ends with '\n'.
+  size_t total = (10 + header.size() + 1 + 63) / 64 * 64;
+  header.append(total - 10 - header.size() - 1, ' ');
+  header += '\n';
+  std::string pre = "\x93NUMPY";
+  pre += '\x01';
+  pre += '\x00';
+  put<uint16_t>(pre, static_cast<uint16_t>(header.size()));
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) fail("cannot write '", path, "'");
+  out << pre << header;
+  out.write(static_cast<const char*>(t.data()), static_cast<std::streamsize>(t.nbytes()));
+  if (!out.flush()) fail("cannot write '", path, "' (disk full?)");
+}
+
+}  // namespace ember::runtime

@@ -1,0 +1,498 @@
+// The GPU target without a GPU: every op and a conv + batch_norm + relu network compile to
+// PTX that ptxas assembles for sm_80 and sm_90 (skipped when ptxas is absent); a fused
+// conv + relu is one entry whose max precedes its global store; running without a driver is
+// a clear ember::Error. With a GPU, kernels also run and match the CPU target.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <regex>
+
+#include "../../../src/runtime/cuda_device.h"
+#include "ember/codegen/build.h"
+#include "ember/codegen/codegen.h"
+#include "ember/ir/op.h"
+#include "ember/passes/schedule.h"
+#include "ember/runtime/graph_executor.h"
+#include "ember/support/error.h"
+
+namespace ember {
+namespace {
+
+using namespace ember::ir;
+
+const char* kPtxas = "/usr/local/cuda/bin/ptxas";
+
+Expr f32(const std::string& name, std::vector<int64_t> shape) {
+  return var(name, TensorType{std::move(shape), DType::Float32});
+}
+
+// Assembles `ptx` for `arch`; returns ptxas's output, or "" when it assembled.
+std::string ptxas(const std::string& ptx, const std::string& arch) {
+  char path[] = "/tmp/ember_nvptx_XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0) return "cannot create a temporary file";
+  close(fd);
+  std::ofstream(path) << ptx;
+  std::string cmd = std::string(kPtxas) + " -arch=" + arch + " -o /dev/null " + path + " 2>&1";
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[512];
+  while (p && fgets(buf, sizeof(buf), p)) out += buf;
+  int rc = p ? pclose(p) : -1;
+  std::remove(path);
+  return rc == 0 ? "" : "ptxas failed (" + std::to_string(rc) + "):\n" + out;
+}
+
+bool have_ptxas() { return access(kPtxas, X_OK) == 0; }
+
+// Builds `body` over `params` for the GPU and checks the PTX with ptxas for both archs.
+void expect_assembles(const std::vector<Expr>& params, const Expr& body, const std::string& what) {
+  auto lib = build(function(params, body), "cuda");
+  std::string ptx = lib->get_source("ptx");
+  ASSERT_NE(ptx.find(".entry"), std::string::npos) << what;
+  ASSERT_NE(ptx.find(".target sm_80"), std::string::npos) << what;
+  if (!have_ptxas()) return;
+  EXPECT_EQ(ptxas(ptx, "sm_80"), "") << what;
+  auto lib90 = build(function(params, body), "cuda -arch=sm_90");
+  std::string ptx90 = lib90->get_source("ptx");
+  EXPECT_NE(ptx90.find(".target sm_90"), std::string::npos) << what;
+  EXPECT_EQ(ptxas(ptx90, "sm_90"), "") << what;
+}
+
+// One example call per op (ops with attributes or several inputs); any other op is tried
+// as a unary op on a float tensor.
+std::map<std::string, std::function<Expr(std::vector<Expr>&)>> examples() {
+  using V = std::vector<int64_t>;
+  auto x4 = [](std::vector<Expr>& p) { return p.emplace_back(f32("x", {2, 4, 9, 7})); };
+  return {
+      {"nn.conv2d",
+       [=](auto& p) {
+         Expr x = x4(p), w = p.emplace_back(f32("w", {6, 4, 3, 3}));
+         return call("nn.conv2d", {x, w}, Attrs({{"padding", V{1}}, {"strides", V{2}}}));
+       }},
+      {"nn.dense",
+       [](auto& p) {
+         Expr x = p.emplace_back(f32("x", {3, 40})), w = p.emplace_back(f32("w", {10, 40}));
+         return call("nn.dense", {x, w});
+       }},
+      {"nn.matmul",
+       [](auto& p) {
+         Expr a = p.emplace_back(f32("a", {3, 5, 6})), b = p.emplace_back(f32("b", {6, 4}));
+         return call("nn.matmul", {a, b});
+       }},
+      {"nn.batch_matmul",
+       [](auto& p) {
+         Expr a = p.emplace_back(f32("a", {3, 5, 6})), b = p.emplace_back(f32("b", {3, 6, 2}));
+         return call("nn.batch_matmul", {a, b});
+       }},
+      {"nn.bias_add",
+       [=](auto& p) {
+         Expr x = x4(p);
+         return call("nn.bias_add", {x, p.emplace_back(f32("b", {4}))});
+       }},
+      {"nn.batch_norm",
+       [=](auto& p) {
+         Expr x = x4(p);
+         std::vector<Expr> args{x};
+         for (const char* n : {"g", "b", "m", "v"}) args.push_back(p.emplace_back(f32(n, {4})));
+         return call("nn.batch_norm", args);
+       }},
+      {"nn.max_pool2d",
+       [=](auto& p) {
+         return call("nn.max_pool2d", {x4(p)},
+                     Attrs({{"pool_size", V{3}}, {"strides", V{2}}, {"padding", V{1}}}));
+       }},
+      {"nn.avg_pool2d",
+       [=](auto& p) {
+         return call("nn.avg_pool2d", {x4(p)}, Attrs({{"pool_size", V{2}}, {"padding", V{1}}}));
+       }},
+      {"nn.adaptive_avg_pool2d",
+       [=](auto& p) {
+         return call("nn.adaptive_avg_pool2d", {x4(p)}, Attrs({{"output_size", V{2}}}));
+       }},
+      {"nn.softmax",
+       [](auto& p) { return call("nn.softmax", {p.emplace_back(f32("x", {3, 1000}))}); }},
+      {"nn.log_softmax",
+       [](auto& p) { return call("nn.log_softmax", {p.emplace_back(f32("x", {3, 37}))}); }},
+      {"nn.layer_norm",
+       [](auto& p) {
+         Expr x = p.emplace_back(f32("x", {2, 5, 48}));
+         return call("nn.layer_norm",
+                     {x, p.emplace_back(f32("g", {48})), p.emplace_back(f32("b", {48}))});
+       }},
+      {"nn.pad",
+       [=](auto& p) {
+         return call("nn.pad", {x4(p)}, Attrs({{"pad_width", V{0, 0, 0, 0, 1, 1, 2, 2}}}));
+       }},
+      {"mean", [=](auto& p) { return call("mean", {x4(p)}, Attrs({{"axis", V{2, 3}}})); }},
+      {"sum", [=](auto& p) { return call("sum", {x4(p)}, Attrs({{"axis", V{1}}})); }},
+      {"max", [=](auto& p) { return call("max", {x4(p)}, Attrs({{"axis", V{3}}})); }},
+      {"reshape",
+       [=](auto& p) {
+         // A view alone has no kernel: add one so the kernel reads the view.
+         Expr r = call("reshape", {x4(p)}, Attrs({{"newshape", V{8, -1}}}));
+         return call("nn.relu", {r});
+       }},
+      {"flatten", [=](auto& p) { return call("nn.relu", {call("flatten", {x4(p)})}); }},
+      {"squeeze",
+       [](auto& p) {
+         return call("nn.relu", {call("squeeze", {p.emplace_back(f32("x", {3, 1, 4}))})});
+       }},
+      {"transpose",
+       [=](auto& p) { return call("transpose", {x4(p)}, Attrs({{"axes", V{0, 2, 3, 1}}})); }},
+      {"concatenate",
+       [](auto& p) {
+         Expr a = p.emplace_back(f32("a", {2, 3})), b = p.emplace_back(f32("b", {2, 5}));
+         return call("concatenate", {a, b}, Attrs({{"axis", int64_t{1}}}));
+       }},
+      {"where",
+       [](auto& p) {
+         Expr c = p.emplace_back(var("c", TensorType{{4, 5}, DType::Bool}));
+         return call("where", {c, p.emplace_back(f32("a", {4, 5})), p.emplace_back(f32("b", {5}))});
+       }},
+      {"cast",
+       [](auto& p) {
+         return call("cast", {p.emplace_back(f32("x", {4, 5}))},
+                     Attrs({{"dtype", std::string("int32")}}));
+       }},
+      {"take",
+       [](auto& p) {
+         Expr x = p.emplace_back(f32("x", {6, 5}));
+         Expr i = p.emplace_back(var("i", TensorType{{3}, DType::Int64}));
+         return call("take", {x, i}, Attrs({{"axis", int64_t{0}}}));
+       }},
+      {"broadcast_to",
+       [](auto& p) {
+         return call("broadcast_to", {p.emplace_back(f32("x", {3, 1}))},
+                     Attrs({{"shape", V{2, 3, 5}}}));
+       }},
+      {"expand_dims",
+       [](auto& p) {
+         return call("nn.relu", {call("expand_dims", {p.emplace_back(f32("x", {3, 4}))},
+                                      Attrs({{"axis", int64_t{1}}}))});
+       }},
+      {"strided_slice",
+       [=](auto& p) {
+         return call(
+             "strided_slice", {x4(p)},
+             Attrs({{"begin", V{0, 1, 1, 0}}, {"end", V{2, 4, 9, 7}}, {"strides", V{1, 2, 3, 1}}}));
+       }},
+      {"clip",
+       [](auto& p) {
+         return call("clip", {p.emplace_back(f32("x", {4, 5}))},
+                     Attrs({{"a_min", 0.0}, {"a_max", 6.0}}));
+       }},
+  };
+}
+
+// Binary elementwise ops and float64: broadcast shapes and the double expansions.
+Expr generic_example(const std::string& op, std::vector<Expr>& p, std::string* why) {
+  auto try_call = [&](std::vector<Expr> args) -> Expr {
+    try {
+      return call(op, args);
+    } catch (const Error& e) {
+      *why = e.what();
+      return nullptr;
+    }
+  };
+  std::vector<Expr> unary{f32("x", {3, 70})};
+  if (Expr e = try_call(unary)) {
+    p = unary;
+    return e;
+  }
+  std::vector<Expr> binary{f32("a", {3, 70}), f32("b", {70})};
+  if (Expr e = try_call(binary)) {
+    p = binary;
+    return e;
+  }
+  return nullptr;
+}
+
+TEST(NVPTX, EveryOpAssemblesForSm80AndSm90) {
+  if (!have_ptxas()) std::cout << "[ note ] " << kPtxas << " not found: PTX is not assembled\n";
+  auto table = examples();
+  std::vector<std::string> skipped;
+  for (const std::string& name : list_ops()) {
+    std::vector<Expr> params;
+    Expr body;
+    std::string why;
+    try {
+      if (table.count(name))
+        body = table[name](params);
+      else
+        body = generic_example(name, params, &why);
+    } catch (const Error& e) {
+      why = e.what();  // the example's attributes no longer fit the op: report, do not fail
+      body = nullptr;
+    }
+    if (!body) {
+      skipped.push_back(name + " (" + why.substr(0, 120) + ")");
+      continue;
+    }
+    SCOPED_TRACE(name);
+    expect_assembles(params, body, name);
+  }
+  for (auto& s : skipped) std::cout << "[ note ] no GPU example for op " << s << "\n";
+  EXPECT_LT(skipped.size(), list_ops().size() / 4) << "most ops have no example";
+}
+
+// The GPU schedule's loop IR with every block/thread loop made serial: run on the CPU, it
+// computes what the GPU would (the schedules here use no shared memory or barriers), so
+// the GPU indexing, guards and attached reductions are checked without a GPU.
+class SerializeGpuLoops : public PrimMutator {
+ protected:
+  Stmt visit_for(const Stmt& s, const ForNode* op) override {
+    Stmt body = mutate(op->body);
+    if (!is_gpu_kind(op->for_kind) && body.same_as(op->body)) return s;
+    ForKind k = is_gpu_kind(op->for_kind) ? ForKind::Serial : op->for_kind;
+    return for_loop(op->var, op->min, op->extent, k, body);
+  }
+};
+
+runtime::Tensor random_tensor(const TensorType& t, std::mt19937& rng) {
+  runtime::Tensor x = runtime::Tensor::empty(t.shape, t.dtype);
+  std::normal_distribution<double> normal;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    switch (t.dtype) {
+      case DType::Float32:
+        x.data_as<float>()[i] = static_cast<float>(normal(rng));
+        break;
+      case DType::Float64:
+        x.data_as<double>()[i] = normal(rng);
+        break;
+      case DType::Int32:
+        x.data_as<int32_t>()[i] = static_cast<int32_t>(rng() % 3);
+        break;
+      case DType::Int64:
+        x.data_as<int64_t>()[i] = static_cast<int64_t>(rng() % 3);
+        break;
+      case DType::Bool:
+        x.data_as<bool>()[i] = rng() % 2;
+        break;
+    }
+  }
+  return x;
+}
+
+double element(const runtime::Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::Float32:
+      return t.data_as<float>()[i];
+    case DType::Float64:
+      return t.data_as<double>()[i];
+    case DType::Int32:
+      return t.data_as<int32_t>()[i];
+    case DType::Int64:
+      return static_cast<double>(t.data_as<int64_t>()[i]);
+    case DType::Bool:
+      return t.data_as<bool>()[i];
+  }
+  return 0;
+}
+
+// Runs `fn` built for "llvm" and the serialized "cuda" build on the CPU; same outputs.
+void expect_gpu_schedule_matches_cpu(const Function& fn, const std::string& what) {
+  std::mt19937 rng(7);
+  std::vector<runtime::Tensor> inputs;
+  for (auto& p : fn->params) inputs.push_back(random_tensor(p->type.tensor(), rng));
+  auto cpu = build(fn, "llvm");
+  auto gpu = build(fn, "cuda");
+  std::vector<PrimFunc> serial;
+  for (PrimFunc f : gpu->prim_funcs) {
+    f.body = SerializeGpuLoops().mutate(f.body);
+    serial.push_back(f);
+  }
+  auto emulated = codegen::compile_cpu(serial);
+  runtime::GraphExecutor a(cpu->graph, cpu->module), b(gpu->graph, emulated);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    a.set_input(static_cast<int>(i), inputs[i]);
+    b.set_input(static_cast<int>(i), inputs[i]);
+  }
+  a.run();
+  b.run();
+  ASSERT_EQ(a.num_outputs(), b.num_outputs());
+  for (int o = 0; o < a.num_outputs(); ++o) {
+    runtime::Tensor x = a.get_output(o), y = b.get_output(o);
+    ASSERT_EQ(x.shape(), y.shape()) << what;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      double u = element(x, i), v = element(y, i);
+      if (std::isnan(u) && std::isnan(v)) continue;
+      ASSERT_NEAR(u, v, 1e-5 * (1 + std::abs(u))) << what << ": output " << o << " element " << i;
+    }
+  }
+}
+
+TEST(NVPTX, GpuSchedulesComputeWhatTheCpuComputes) {
+  auto table = examples();
+  for (const std::string& name : list_ops()) {
+    std::vector<Expr> params;
+    std::string why;
+    Expr body;
+    try {
+      body = table.count(name) ? table[name](params) : generic_example(name, params, &why);
+    } catch (const Error&) {
+      continue;  // reported by EveryOpAssemblesForSm80AndSm90
+    }
+    if (!body) continue;
+    SCOPED_TRACE(name);
+    expect_gpu_schedule_matches_cpu(function(params, body), name);
+  }
+}
+
+TEST(NVPTX, Float64AndIntegerKernelsAssemble) {
+  auto f64 = [](const char* n) { return var(n, TensorType{{4, 33}, DType::Float64}); };
+  std::vector<Expr> p{f64("a"), f64("b")};
+  expect_assembles(p, call("nn.softmax", {call("maximum", {p[0], p[1]})}), "float64");
+  std::vector<Expr> q{var("i", TensorType{{4, 33}, DType::Int64}),
+                      var("j", TensorType{{33}, DType::Int64})};
+  expect_assembles(q, call("maximum", {call("add", {q[0], q[1]}), q[0]}), "int64");
+}
+
+// x -> conv2d -> batch_norm -> relu, and a dense head.
+TEST(NVPTX, ConvBatchNormReluNetworkAssembles) {
+  using V = std::vector<int64_t>;
+  Expr x = f32("x", {1, 3, 32, 32}), w = f32("w", {16, 3, 3, 3});
+  std::vector<Expr> params{x, w};
+  std::vector<Expr> bn{call("nn.conv2d", {x, w}, Attrs({{"padding", V{1}}}), "conv1")};
+  for (const char* n : {"gamma", "beta", "mean", "var"})
+    bn.push_back(params.emplace_back(f32(n, {16})));
+  Expr y = call("nn.relu", {call("nn.batch_norm", bn, {}, "bn1")}, {}, "relu1");
+  Expr fc = params.emplace_back(f32("fc", {10, 16}));
+  Expr z = call(
+      "nn.dense",
+      {call("flatten", {call("nn.adaptive_avg_pool2d", {y}, Attrs({{"output_size", V{1}}}))}), fc});
+  expect_assembles(params, call("nn.softmax", {z}), "conv + batch_norm + relu network");
+  expect_gpu_schedule_matches_cpu(function(params, call("nn.softmax", {z})), "network");
+}
+
+// conv2d and relu scheduled together: one entry point, the relu's max applied to the
+// accumulator before the only global store.
+TEST(NVPTX, FusedConvReluIsOneKernelWithMaxBeforeStore) {
+  using V = std::vector<int64_t>;
+  auto in = placeholder("x", {1, 8, 16, 16}, DType::Float32);
+  auto wt = placeholder("w", {16, 8, 3, 3}, DType::Float32);
+  Expr conv = call("nn.conv2d", {f32("x", {1, 8, 16, 16}), f32("w", {16, 8, 3, 3})},
+                   Attrs({{"padding", V{1}}}));
+  auto* c = as<CallNode>(conv);
+  Tensor out = c->op->compute({in, wt}, c->attrs, conv->type.tensor());
+  Tensor relu = compute("relu", out.shape(), [&](const std::vector<PrimVar>& i) {
+    return max(out(std::vector<PrimExpr>(i.begin(), i.end())), PrimExpr(0.0));
+  });
+  passes::Schedule sch({relu});
+  passes::apply_gpu_schedule(sch);
+  PrimFunc f = passes::lower_schedule(sch, "conv_relu", {in, wt});
+  std::string loop = to_string(f);
+  EXPECT_NE(loop.find("blockIdx.x"), std::string::npos) << loop;
+  EXPECT_NE(loop.find("threadIdx.x"), std::string::npos) << loop;
+  auto mod = codegen::compile_cuda({f});
+  std::string ptx = mod->get_source("ptx");
+  std::regex entry(R"(\.entry\s)");
+  EXPECT_EQ(
+      std::distance(std::sregex_iterator(ptx.begin(), ptx.end(), entry), std::sregex_iterator()), 1)
+      << ptx;
+  size_t store = ptx.find("st.global");
+  ASSERT_NE(store, std::string::npos) << ptx;
+  EXPECT_EQ(ptx.find("st.global", store + 1), std::string::npos) << "one global store";
+  size_t mx = ptx.rfind("max.", store);
+  EXPECT_NE(mx, std::string::npos) << "relu's max must come before the store:\n" << ptx;
+  EXPECT_NE(ptx.find("%tid.x"), std::string::npos);
+  EXPECT_NE(ptx.find("%ctaid.x"), std::string::npos);
+  EXPECT_EQ(ptx.find("tanh.approx"), std::string::npos);
+  if (have_ptxas()) EXPECT_EQ(ptxas(ptx, "sm_80"), "");
+}
+
+// Hand-written loop IR: shared memory, a barrier and a block-wide tree reduction.
+TEST(NVPTX, SharedMemoryAndBarrier) {
+  auto a = make_buffer("A", DType::Float32, {4, 128});
+  auto out = make_buffer("out", DType::Float32, {4});
+  auto sh = make_buffer("partial", DType::Float32, {128}, BufferScope::Shared);
+  PrimVar b("b"), t("t"), s("s");
+  std::vector<Stmt> body{store(sh, t, load(a, b * 128 + t)), evaluate(barrier())};
+  for (int64_t half = 64; half >= 1; half /= 2) {
+    body.push_back(
+        if_then_else(t < PrimExpr(half), store(sh, t, load(sh, t) + load(sh, t + PrimExpr(half)))));
+    body.push_back(evaluate(barrier()));
+  }
+  body.push_back(if_then_else(t == PrimExpr(0), store(out, b, load(sh, PrimExpr(0)))));
+  Stmt nest = for_loop(b, 0, 4, ForKind::GpuBlockX,
+                       allocate(sh, for_loop(t, 0, 128, ForKind::GpuThreadX, seq(body))));
+  PrimFunc f{"block_sum", {a, out}, 1, nest};
+  auto mod = codegen::compile_cuda({f}, {"sm_90"});
+  std::string ptx = mod->get_source("ptx");
+  EXPECT_NE(ptx.find(".shared"), std::string::npos) << ptx;
+  EXPECT_NE(ptx.find("bar.sync"), std::string::npos) << ptx;
+  EXPECT_NE(ptx.find(".maxntid 128, 1, 1"), std::string::npos) << ptx;
+  auto& dims = std::static_pointer_cast<runtime::cuda::CudaModule>(mod)->kernels().at("block_sum");
+  EXPECT_EQ(dims.grid[0], 4);
+  EXPECT_EQ(dims.block[0], 128);
+  if (have_ptxas()) EXPECT_EQ(ptxas(ptx, "sm_90"), "");
+}
+
+TEST(NVPTX, ErrorsAreClear) {
+  Expr x = f32("x", {4});
+  try {
+    build(function({x}, call("nn.relu", {x})), "cuda -arch=sm_12");
+    FAIL() << "expected an error";
+  } catch (const InternalError& e) {
+    FAIL() << e.what();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sm_12"), std::string::npos) << e.what();
+  }
+  // A GPU-bound loop on the CPU target is a compiler bug, never a crash.
+  auto a = make_buffer("A", DType::Float32, {4});
+  PrimVar i("i");
+  PrimFunc f{
+      "gpu_on_cpu", {a}, 0, for_loop(i, 0, 4, ForKind::GpuThreadX, store(a, i, PrimExpr(1.0)))};
+  EXPECT_THROW(codegen::compile_cpu({f}), InternalError);
+}
+
+TEST(NVPTX, RunningWithoutAGpuIsAClearError) {
+  if (runtime::cuda::available()) GTEST_SKIP() << "a GPU is present";
+  Expr x = f32("x", {4});
+  auto lib = build(function({x}, call("nn.relu", {x})), "cuda");
+  try {
+    runtime::GraphExecutor ex(lib->graph, lib->module);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("no CUDA"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("target=\"llvm\""), std::string::npos) << msg;
+  }
+}
+
+// With a GPU: the network of the test above runs and matches the CPU target.
+TEST(NVPTX, GpuMatchesCpu) {
+  if (!runtime::cuda::available()) GTEST_SKIP() << "no CUDA GPU: GPU kernels are not run";
+  using V = std::vector<int64_t>;
+  Expr x = f32("x", {2, 3, 17, 17}), w = f32("w", {8, 3, 3, 3});
+  Expr y = call("nn.relu", {call("nn.conv2d", {x, w}, Attrs({{"padding", V{1}}}))});
+  Expr z = call("nn.softmax",
+                {call("flatten", {call("nn.max_pool2d", {y}, Attrs({{"pool_size", V{2}}}))})});
+  Function fn = function({x, w}, z);
+  std::mt19937 rng(0);
+  std::normal_distribution<float> dist;
+  std::vector<runtime::Tensor> inputs;
+  for (auto& p : fn->params) {
+    runtime::Tensor t = runtime::Tensor::empty(p->type.tensor().shape, DType::Float32);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = dist(rng);
+    inputs.push_back(t);
+  }
+  std::vector<runtime::Tensor> outs;
+  for (const char* target : {"llvm", "cuda"}) {
+    auto lib = build(fn, target);
+    runtime::GraphExecutor ex(lib->graph, lib->module);
+    for (size_t i = 0; i < inputs.size(); ++i) ex.set_input(static_cast<int>(i), inputs[i]);
+    ex.run();
+    outs.push_back(runtime::cuda::to_host(ex.get_output(0)).clone());
+  }
+  ASSERT_EQ(outs[0].numel(), outs[1].numel());
+  for (int64_t i = 0; i < outs[0].numel(); ++i)
+    EXPECT_NEAR(outs[0].data_as<float>()[i], outs[1].data_as<float>()[i], 1e-5) << i;
+}
+
+}  // namespace
+}  // namespace ember

@@ -1,0 +1,201 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "ember/codegen/build.h"
+#include "ember/ir/op.h"
+#include "ember/passes/fuse_ops.h"
+#include "ember/passes/lower.h"
+#include "ember/support/error.h"
+
+namespace ember::passes {
+namespace {
+
+using namespace ir;
+using runtime::Tensor;
+
+Tensor random_tensor(std::vector<int64_t> shape, unsigned seed) {
+  Tensor t = Tensor::empty(shape, DType::Float32);
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist;
+  for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = dist(gen);
+  return t;
+}
+
+Expr conv(const Expr& x, int64_t out_c, unsigned seed, const std::string& name) {
+  int64_t in_c = x->type.tensor().shape[1];
+  return call("nn.conv2d", {x, constant(random_tensor({out_c, in_c, 3, 3}, seed), name + ".w")},
+              Attrs({{"padding", std::vector<int64_t>{1, 1}}}), name);
+}
+
+Expr bias(const Expr& x, unsigned seed, const std::string& name) {
+  int64_t c = x->type.tensor().shape[1];
+  return call("add", {x, constant(random_tensor({c, 1, 1}, seed), name + ".b")}, {}, name);
+}
+
+// The primitive-function calls in the body of `f`, in order.
+std::vector<const CallNode*> groups(const Function& f) {
+  std::vector<const CallNode*> out;
+  for (auto& e : post_order(f->body))
+    if (auto* c = as<CallNode>(e); c && c->fn) out.push_back(c);
+  return out;
+}
+
+std::vector<std::string> ops_of(const CallNode* group) {
+  std::vector<std::string> ops;
+  for (auto& e : post_order(group->fn->body))
+    if (auto* c = as<CallNode>(e)) ops.push_back(c->op->name);
+  return ops;
+}
+
+Expr input() { return var("x", TensorType{{1, 4, 8, 8}, DType::Float32}); }
+
+TEST(FuseOps, ConvBiasReluIsOneGroup) {
+  Expr x = input();
+  Expr y = call("nn.relu", {bias(conv(x, 8, 1, "conv1"), 2, "bn1")}, {}, "relu1");
+  Function f = fuse_ops(function({x}, y));
+  auto g = groups(f);
+  ASSERT_EQ(g.size(), 1u) << to_string(f);
+  EXPECT_EQ(ops_of(g[0]), (std::vector<std::string>{"nn.conv2d", "add", "nn.relu"}));
+  EXPECT_EQ(g[0]->fn->name, "conv1 + bn1 + relu1");
+  auto patterns = fusion_patterns(g[0]->fn);
+  ASSERT_EQ(patterns.size(), 1u);
+  EXPECT_EQ(patterns[0], "conv2d+bias/residual+activation epilogue");
+}
+
+TEST(FuseOps, ResidualAddJoinsTheSecondConv) {
+  Expr x = input();
+  Expr a = call("nn.relu", {conv(x, 4, 1, "conv1")}, {}, "relu1");
+  Expr b = conv(a, 4, 2, "conv2");
+  Expr y = call("nn.relu", {call("add", {b, a}, {}, "add")}, {}, "relu2");
+  Function f = fuse_ops(function({x}, y));
+  auto g = groups(f);
+  ASSERT_EQ(g.size(), 2u) << to_string(f);
+  EXPECT_EQ(ops_of(g[0]), (std::vector<std::string>{"nn.conv2d", "nn.relu"}));
+  EXPECT_EQ(ops_of(g[1]), (std::vector<std::string>{"nn.conv2d", "add", "nn.relu"}));
+}
+
+TEST(FuseOps, TwoConvBranchesThatDoNotRejoinElementwiseStaySeparate) {
+  Expr x = input();
+  Expr a = conv(x, 4, 1, "conv1");
+  Expr b1 = conv(a, 4, 2, "conv2");
+  Expr b2 = conv(a, 4, 3, "conv3");
+  Expr y = call("concatenate", {b1, b2}, Attrs({{"axis", int64_t{1}}}), "cat");
+  std::vector<FusionDecision> why;
+  Function f = fuse_ops(function({x}, y), 256, &why);
+  auto g = groups(f);
+  ASSERT_EQ(g.size(), 4u) << to_string(f);
+  for (auto* c : g) EXPECT_EQ(ops_of(c).size(), 1u);
+  // Each edge out of conv1 is reported with a reason.
+  int reported = 0;
+  for (auto& d : why)
+    if (d.producer == "nn.conv2d 'conv1'") {
+      EXPECT_FALSE(d.fused);
+      EXPECT_NE(d.reason.find("anchor"), std::string::npos) << d.reason;
+      ++reported;
+    }
+  EXPECT_EQ(reported, 2);
+}
+
+TEST(FuseOps, ReductionBetweenTwoConvsIsItsOwnKernel) {
+  Expr x = input();
+  Expr a = conv(x, 4, 1, "conv1");
+  Expr p = call("nn.max_pool2d", {a},
+                Attrs({{"pool_size", std::vector<int64_t>{2, 2}},
+                       {"strides", std::vector<int64_t>{2, 2}}}),
+                "pool");
+  Expr y = conv(p, 4, 2, "conv2");
+  Function f = fuse_ops(function({x}, y));
+  auto g = groups(f);
+  ASSERT_EQ(g.size(), 3u) << to_string(f);
+  EXPECT_EQ(ops_of(g[1]), (std::vector<std::string>{"nn.max_pool2d"}));
+}
+
+TEST(FuseOps, IntermediateThatIsAlsoAnOutputIsNotFusedAway) {
+  Expr x = input();
+  Expr a = conv(x, 4, 1, "conv1");
+  Expr r = call("nn.relu", {a}, {}, "relu1");
+  std::vector<FusionDecision> why;
+  Function f = fuse_ops(function({x}, tuple({a, r})), 256, &why);
+  auto g = groups(f);
+  ASSERT_EQ(g.size(), 2u) << to_string(f);
+  ASSERT_EQ(why.size(), 1u);
+  EXPECT_FALSE(why[0].fused);
+  EXPECT_NE(why[0].reason.find("model output"), std::string::npos) << why[0].reason;
+}
+
+TEST(FuseOps, MaxDepthLimitsGroupSize) {
+  Expr x = input();
+  Expr y = x;
+  for (int i = 0; i < 6; ++i) y = call("nn.relu", {y}, {}, "r" + std::to_string(i));
+  EXPECT_EQ(groups(fuse_ops(function({x}, y))).size(), 1u);
+  EXPECT_GT(groups(fuse_ops(function({x}, y), 2)).size(), 1u);
+  EXPECT_THROW(fuse_ops(function({x}, y), 0), Error);
+}
+
+TEST(FuseOps, ViewsStayOutsideKernels) {
+  Expr x = input();
+  Expr r = call("reshape", {call("nn.relu", {x})}, Attrs({{"newshape", std::vector<int64_t>{1, -1}}}));
+  Function f = fuse_ops(function({x}, r));
+  // relu fuses into the reshape's group (one kernel that writes the reshaped output).
+  EXPECT_EQ(groups(f).size(), 1u) << to_string(f);
+  Function only_view = fuse_ops(function({x}, call("reshape", {x}, Attrs({{"newshape", std::vector<int64_t>{-1}}}))));
+  EXPECT_EQ(groups(only_view).size(), 0u);
+}
+
+// The fused conv + bias + relu kernel is one loop nest: the conv is accumulated in a tile of
+// one vector and the ReLU reads it there; no buffer holds the whole conv output.
+TEST(FuseOps, FusedKernelHasNoIntermediateBufferForTheReluInput) {
+  Expr x = var("x", TensorType{{1, 4, 8, 32}, DType::Float32});
+  Expr y = call("nn.relu", {bias(conv(x, 8, 1, "conv"), 2, "bn")}, {}, "relu");
+  Function f = fuse_ops(function({x}, y));
+  auto g = groups(f);
+  ASSERT_EQ(g.size(), 1u);
+  PrimFunc pf = lower_group(g[0]->fn, "k", LowerOptions{});
+  int64_t conv_size = 1 * 8 * 8 * 32;
+  int allocs = 0;
+  // Under the allocation of the padded input: its nest, then the conv/epilogue nest.
+  Stmt body = pf.body;
+  while (auto* a = body.as<AllocateNode>()) body = a->body;
+  size_t nests = body.as<SeqNode>() ? body.as<SeqNode>()->seq.size() : 1;
+  visit_prim(
+      pf.body, [](const PrimExpr&) {},
+      [&](const Stmt& s) {
+        if (auto* a = s.as<AllocateNode>()) {
+          ++allocs;
+          EXPECT_LT(a->buffer->numel(), conv_size) << "buffer " << a->buffer->name << "\n" << pf;
+        }
+      });
+  // Padded input (its own nest) + the conv/epilogue nest.
+  EXPECT_LE(nests, 2u) << pf;
+  EXPECT_GE(allocs, 1) << pf;
+  std::string text = to_string(pf);
+  EXPECT_NE(text.find("max("), std::string::npos);
+}
+
+// Fused and unfused builds agree.
+TEST(FuseOps, FusedAndUnfusedBuildsAgree) {
+  Expr x = input();
+  Expr a = call("nn.relu", {bias(conv(x, 6, 1, "conv1"), 2, "b1")}, {}, "relu1");
+  Expr b = bias(conv(a, 6, 3, "conv2"), 4, "b2");
+  Expr y = call("nn.relu", {call("add", {b, conv(x, 6, 5, "skip")})}, {}, "relu2");
+  Function f = function({x}, y);
+  Tensor in = random_tensor({1, 4, 8, 8}, 9);
+  std::vector<Tensor> outs;
+  for (bool fuse : {true, false}) {
+    PassContext ctx;
+    if (!fuse) ctx.disabled_passes = {"FuseOps"};
+    auto lib = build(f, "llvm", {}, ctx);
+    EXPECT_EQ(lib->kernels.size(), fuse ? 3u : 8u);  // the skip conv is a second anchor
+    runtime::GraphExecutor ex(lib->graph, lib->module);
+    ex.set_input(0, in);
+    ex.run();
+    outs.push_back(ex.get_output(0).clone());
+  }
+  for (int64_t i = 0; i < outs[0].numel(); ++i)
+    ASSERT_NEAR(outs[0].data_as<float>()[i], outs[1].data_as<float>()[i], 1e-5) << i;
+}
+
+}  // namespace
+}  // namespace ember::passes

@@ -1,0 +1,99 @@
+// Lesson 04: running a saved model from C++, with the runtime alone.
+//
+// Lessons 01-03 compiled models in Python. A compiled model can be saved as one file:
+//
+//     lib = ember.build(mod, target="llvm", params=params)
+//     lib.export("model.ember")            # or: ember compile model.pt2 -o model.ember
+//
+// The file holds the executor graph, the parameters and the kernels as a shared library.
+// This program loads it and runs it with nothing but Ember's runtime: it links only the
+// ember_runtime library — no LLVM, no Python, no PyTorch — so it is what you ship to a
+// server or a device. (Configure with -DEMBER_RUNTIME_ONLY=ON to build the runtime alone.)
+//
+// Usage: tutorial_04_deploy_cpp model.ember input.npy [expected.npy]
+//
+// The input is a NumPy .npy file (np.save("x.npy", x)). With a third argument the lesson
+// checks its output against that file, bit for bit; that is how it runs as a test (`ctest
+// -R tutorial_04`, which first writes the three files with tests/python/test_deploy.py).
+
+#include <algorithm>
+#include <cstring>
+#include <iostream>
+
+#include "ember/runtime/artifact.h"
+#include "ember/runtime/graph_executor.h"
+#include "ember/support/error.h"
+
+using namespace ember;
+using namespace ember::runtime;
+
+// Element i of a tensor, whatever its dtype, for printing.
+double element(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::Float32: return t.data_as<float>()[i];
+    case DType::Float64: return t.data_as<double>()[i];
+    case DType::Int32: return t.data_as<int32_t>()[i];
+    case DType::Int64: return static_cast<double>(t.data_as<int64_t>()[i]);
+    case DType::Bool: return t.data_as<bool>()[i];
+  }
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 3 || argc > 4) {
+    std::cerr << "usage: " << argv[0] << " model.ember input.npy [expected.npy]\n";
+    return 2;
+  }
+  // Every mistake (a missing or damaged file, a wrong input shape) is an ember::Error with
+  // a message saying what to do; a deployed program reports it and exits cleanly.
+  try {
+    // 1. Load the model. load_library reads the file, checks its format version and
+    //    checksums, checks that this CPU has the instruction set the code was compiled for,
+    //    and loads the kernels. The parameters stay in the file's buffer (no copy).
+    std::shared_ptr<LoadedLibrary> lib = load_library(argv[1]);
+    const ExecGraph& g = *lib->graph;
+    std::cout << "model " << argv[1] << ": target " << lib->info.target << ", compiled for "
+              << lib->info.cpu << ", " << g.kernels.size() << " kernels, " << g.params.size()
+              << " parameters\n";
+    for (const auto& k : lib->info.kernels) std::cout << "  kernel  " << k.name << "\n";
+
+    // 2. An executor: its own input, output and scratch buffers over the shared graph, code
+    //    and parameters. Make one per thread to run a model from several threads at once.
+    GraphExecutor exec(lib->graph, lib->module);
+
+    // 3. The input, from a .npy file. set_input checks the shape and dtype against the
+    //    model's input and copies the data into the executor's buffer.
+    Tensor x = load_npy(argv[2]);
+    std::cout << "input   " << exec.input_names()[0] << " " << dtype_name(x.dtype())
+              << shape_str(x.shape()) << "\n";
+    exec.set_input(0, x);
+
+    // 4. Run, and read the output: a tensor over the executor's output buffer (the next run
+    //    overwrites it; clone() keeps a copy).
+    exec.run();
+    Tensor y = exec.get_output(0);
+    std::cout << "output  " << dtype_name(y.dtype()) << shape_str(y.shape()) << ":";
+    for (int64_t i = 0; i < std::min<int64_t>(y.numel(), 6); ++i)
+      std::cout << " " << element(y, i);
+    std::cout << (y.numel() > 6 ? " ...\n" : "\n");
+
+    // 5. Check against the expected output, if given. The saved code is the very code the
+    //    compiler ran in memory, so the results are identical, not merely close.
+    if (argc == 4) {
+      Tensor expected = load_npy(argv[3]);
+      if (expected.shape() != y.shape() || expected.dtype() != y.dtype() ||
+          std::memcmp(expected.data(), y.data(), y.nbytes()) != 0) {
+        std::cerr << "FAILED: the output differs from " << argv[3] << "\n";
+        return 1;
+      }
+      std::cout << "output matches " << argv[3] << " bit for bit\n";
+    }
+
+    // 6. Time it: the same "Execution time summary" table as GraphModule.benchmark in Python.
+    std::cout << exec.benchmark(/*number=*/1, /*repeat=*/20).str() << "\n";
+  } catch (const Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
