@@ -130,6 +130,7 @@ class Fuser {
     size_.assign(n, 1);
     for (int i = 0; i < n; ++i) pattern_.push_back(g.pattern(i));
     anchor_.assign(n, -1);
+    reduction_.assign(n, -1);
     for (int i = 0; i < n; ++i)
       if (is_anchor(pattern_[i])) anchor_[i] = i;
     ipdom_ = g.post_dominators();
@@ -160,7 +161,12 @@ class Fuser {
     std::function<bool(OpPattern, bool)> ok;
     std::string name;
     if (phase == 0 && is_anchor(kind)) {
-      ok = [](OpPattern k, bool) { return k <= OpPattern::Broadcast; };
+      // An elementwise epilogue; a matmul/conv may also end in a reduction of its output
+      // (computed tile by tile inside the reduction's loop, as cuDNN does on GEMM output).
+      bool out_ewise = g_.pattern(anchor_[gi] >= 0 ? anchor_[gi] : i) == OpPattern::OutEWiseFusable;
+      ok = [out_ewise](OpPattern k, bool sink) {
+        return k <= OpPattern::Broadcast || (sink && out_ewise && k == OpPattern::CommReduce);
+      };
       name = "epilogue";
     } else if (phase == 0 && kind <= OpPattern::Broadcast) {
       ok = [](OpPattern k, bool sink) {
@@ -180,10 +186,19 @@ class Fuser {
     int gd = root(d);
     std::set<int> groups{gi};
     for (int p : path) groups.insert(root(p));
-    std::set<int> anchors;
+    // A group holds at most one OutEWiseFusable anchor and one reduction after it.
+    std::set<int> anchors, reductions;
     for (int r : groups)
       if (anchor_[r] >= 0) anchors.insert(anchor_[r]);
-    if (anchors.size() > 1) return;
+    if (g_.pattern(d) == OpPattern::CommReduce) reductions.insert(d);
+    for (int r : groups)
+      if (reduction_[r] >= 0) reductions.insert(reduction_[r]);
+    for (int a : std::set<int>(anchors))
+      if (g_.pattern(a) == OpPattern::CommReduce && (anchors.size() > 1 || reductions.count(a))) {
+        anchors.erase(a);
+        reductions.insert(a);
+      }
+    if (anchors.size() > 1 || reductions.size() > 1) return;
     int total = 0;
     for (int r : groups) total += size_[r];
     if (total > max_depth_) {
@@ -231,7 +246,16 @@ class Fuser {
     parent_[from] = to;
     size_[to] += size_[from];
     pattern_[to] = std::max(pattern_[to], pattern_[from]);
-    if (anchor_[to] < 0) anchor_[to] = anchor_[from];
+    // The OutEWiseFusable op stays the anchor; a reduction after it is the group's reduction.
+    int a = anchor_[to], b = anchor_[from];
+    if (a >= 0 && b >= 0 && a != b) {
+      bool a_first = g_.pattern(a) == OpPattern::OutEWiseFusable;
+      anchor_[to] = a_first ? a : b;
+      reduction_[to] = a_first ? b : a;
+    } else if (a < 0) {
+      anchor_[to] = b;
+    }
+    if (reduction_[to] < 0) reduction_[to] = reduction_[from];
   }
 
  public:
@@ -240,7 +264,7 @@ class Fuser {
  private:
   const OpGraph& g_;
   int max_depth_;
-  std::vector<int> parent_, size_, anchor_, ipdom_;
+  std::vector<int> parent_, size_, anchor_, reduction_, ipdom_;
   std::vector<OpPattern> pattern_;
 };
 
@@ -378,30 +402,35 @@ std::vector<std::string> fusion_patterns(const Function& group) {
   for (auto& e : post_order(group->body))
     if (auto* c = as<CallNode>(e); c && c->op) ops.push_back(c);
   std::vector<std::string> out;
-  if (ops.size() < 2) return out;
-  const CallNode* anchor = nullptr;
-  for (auto* c : ops)
-    if (is_anchor(c->op->pattern)) anchor = c;
-  auto short_name = [](const std::string& op) {
-    auto dot = op.rfind('.');
-    return dot == std::string::npos ? op : op.substr(dot + 1);
-  };
-  if (anchor) {
-    std::string rule = short_name(anchor->op->name) + "+";
-    bool has_act = false, has_add = false;
-    for (auto* c : ops) {
-      if (c == anchor) continue;
-      if (c->op->pattern == OpPattern::ElemWise) has_act = true;
-      if (c->op->pattern == OpPattern::Broadcast) has_add = true;
+  if (ops.size() >= 2) {
+    const CallNode* anchor = nullptr;
+    for (auto* c : ops)
+      if (is_anchor(c->op->pattern)) anchor = c;
+    auto short_name = [](const std::string& op) {
+      auto dot = op.rfind('.');
+      return dot == std::string::npos ? op : op.substr(dot + 1);
+    };
+    if (anchor) {
+      bool has_act = false, has_add = false;
+      for (auto* c : ops) {
+        if (c == anchor) continue;
+        if (c->op->pattern == OpPattern::ElemWise) has_act = true;
+        if (c->op->pattern == OpPattern::Broadcast) has_add = true;
+      }
+      std::string what = has_add && has_act ? "bias/residual+activation"
+                         : has_add          ? "bias/residual"
+                                            : "activation";
+      out.push_back(short_name(anchor->op->name) + "+" + what + " epilogue");
+    } else {
+      bool all_injective = true;
+      for (auto* c : ops) all_injective &= c->op->pattern == OpPattern::Injective;
+      out.push_back(all_injective ? "injective chain" : "elementwise chain");
     }
-    std::string what = has_add && has_act ? "bias/residual+activation"
-                       : has_add          ? "bias/residual"
-                                          : "activation";
-    out.push_back(rule + what + " epilogue");
-  } else {
-    bool all_injective = true;
-    for (auto* c : ops) all_injective &= c->op->pattern == OpPattern::Injective;
-    out.push_back(all_injective ? "injective chain" : "elementwise chain");
+  }
+  // Catalog rewrites mark the calls they create with the pattern they recognised.
+  for (auto* c : ops) {
+    std::string p = c->attrs.get_str("fusion_pattern", "");
+    if (!p.empty() && std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
   }
   return out;
 }

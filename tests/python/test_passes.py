@@ -176,3 +176,28 @@ def test_profile_lists_each_kernel():
     m.set_input("x", RS.randn(1, 8, 16, 16).astype("float32"))
     table = m.profile()
     assert "conv1 + bn1 + relu1" in str(table)
+
+
+def test_reduction_fuses_onto_the_matmul_output_without_storing_it():
+    # dense -> relu -> sum over the output features: one kernel; the dense output exists only
+    # as one vector tile inside the sum's loop (cuDNN's reduction on the GEMM output).
+    x = ir.var("x", shape=(3, 40), dtype="float32")
+    w = RS.randn(50, 40).astype("float32")
+    y = op.sum(op.nn.relu(op.nn.dense(x, ir.const(w), name="fc"), name="act"), axis=[1],
+               name="rowsum")
+    f = ir.Function([x], y)
+    lib = ember.build(f)
+    report = lib.fusion_report()
+    assert len(report) == 1, str(report)
+    assert report[0].ops == ["nn.dense", "nn.relu", "sum"]
+    loop = lib.get_source("loop")
+    import re
+    sizes = [int(n) for n in re.findall(r"allocate \S+: float32\[(\d+)\]", loop)]
+    assert all(n < 3 * 50 for n in sizes), loop
+    data = RS.randn(3, 40).astype("float32")
+    got = run(lib, data)[0]
+    with PassContext(disabled_passes=["FuseOps"]):
+        unfused = run(ember.build(f), data)[0]
+    ref = np.maximum(data.astype(np.float64) @ w.T.astype(np.float64), 0).sum(axis=1)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, unfused, rtol=1e-5, atol=1e-5)

@@ -70,7 +70,14 @@ class ScheduleLowering {
     Stmt body = seq(nests);
     for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) body = allocate(*it, body);
     PrimFunc f{name, params_, num_inputs_, simplify(body)};
-    verify(f);
+    try {
+      verify(f);
+    } catch (const InternalError& e) {
+      // A lowering bug: show the loop IR it produced.
+      std::string text = to_string(f);
+      if (text.size() > 6000) text = text.substr(0, 6000) + "\n...";
+      throw InternalError(std::string(e.what()) + "\nwhile lowering:\n" + text);
+    }
     return f;
   }
 
@@ -189,10 +196,14 @@ class ScheduleLowering {
         root_map.emplace_back(a->var.get(), v);
       }
     }
+    // Guards of split reduction axes apply to the update only, not to the init.
+    PrimExpr reduce_guard = make_const(DType::Bool, 1);
     for (auto& [iv, e] : split_guards) {
       PrimExpr v = simplify(value.at(iv));
       auto b = const_bound(v, known);
-      if (!b || b->max >= e) guard = logical_and(guard, v < PrimExpr(e));
+      if (b && b->max < e) continue;
+      if (iv->reduce) reduce_guard = logical_and(reduce_guard, v < PrimExpr(e));
+      else guard = logical_and(guard, v < PrimExpr(e));
     }
 
     // Children computed at one of this stage's loops: their regions and buffers.
@@ -237,7 +248,7 @@ class ScheduleLowering {
       PrimExpr combined = red->op == ReduceOp::Sum   ? acc + src
                           : red->op == ReduceOp::Max ? max(acc, src)
                                                      : min(acc, src);
-      update = if_then_else(guard, store(self.buffer, flat, combined));
+      update = if_then_else(logical_and(guard, reduce_guard), store(self.buffer, flat, combined));
       init = if_then_else(guard, store(self.buffer, flat, reduce_identity(red->op, t->dtype)));
       for (size_t i = 0; i < leaf.size(); ++i)
         if (leaf[i]->reduce) {

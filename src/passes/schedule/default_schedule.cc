@@ -164,7 +164,46 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
   return tile;
 }
 
-bool read_by_reduction(Schedule& sch, const Stage& s) {
+// A reduction R read by another reduction S along S's innermost reduction axis (a sum over
+// the rows of a matmul's output, as cuDNN fuses on the GEMM output): R is computed one
+// vector tile at a time inside that loop, so R's output never goes to memory.
+bool attach_into_reduction(Schedule& sch, Stage& r, int vector_bits) {
+  Stage* reader = nullptr;
+  for (auto& s : sch.stages()) {
+    if (s.get() == &r || !is_reduction(*s)) continue;
+    bool reads = false;
+    visit_prim(sch.expanded_body(*s), [&](const PrimExpr& e) {
+      if (auto* p = e.as<ProducerLoadNode>()) reads |= p->producer == r.tensor().ref();
+    });
+    if (!reads) continue;
+    if (reader) return false;  // read by two reductions: keep it whole
+    reader = s.get();
+  }
+  if (!reader || reader->attach_kind() == AttachKind::Inline) return false;
+  auto raxes = reader->reduce_axes();
+  if (raxes.empty() || r.axes().empty()) return false;
+  IterVar rlast = raxes.back();
+  // The reader must walk R's innermost axis with its innermost reduction loop.
+  bool along = false;
+  visit_prim(sch.expanded_body(*reader), [&](const PrimExpr& e) {
+    auto* p = e.as<ProducerLoadNode>();
+    if (!p || p->producer != r.tensor().ref()) return;
+    along = p->indices.back().get() == rlast->var.get();
+  });
+  int64_t lanes = lanes_for(r.tensor().dtype(), vector_bits);
+  if (!along || rlast->extent <= lanes) return false;
+  IterVar outer = reader->split(rlast, lanes).first;
+  r.compute_at(*reader, outer);
+  schedule_reduction_tile(r, true);
+  return true;
+}
+
+// A stage with bounds checks (a padded input) read by a reduction: inlined, its selects and
+// clamped indices would sit in the innermost loop and turn vector loads into gathers.
+bool padded_input_of_reduction(Schedule& sch, const Stage& s) {
+  bool has_select = false;
+  visit_prim(s.body(), [&](const PrimExpr& e) { has_select |= e.kind() == PrimKind::Select; });
+  if (!has_select) return false;
   for (auto& r : sch.stages()) {
     if (!is_reduction(*r)) continue;
     bool reads = false;
@@ -190,15 +229,13 @@ void schedule_root(Stage& s, int vector_bits) {
 }  // namespace
 
 void apply_default_schedule(Schedule& sch, int vector_bits) {
-  // Inline every elementwise/injective intermediate into its readers, except one that a
-  // reduction reads (a conv's padded input): inlined there, its bounds checks and clamped
-  // indices would sit in the innermost loop and turn vector loads into gathers, so it is
-  // computed once into its own buffer instead.
+  // Inline every elementwise/injective intermediate into its readers, except a padded input
+  // of a reduction, which is computed once into its own buffer instead.
   for (auto& s : sch.stages()) {
     bool is_output = false;
     for (auto& o : sch.outputs()) is_output |= o.ref() == s->tensor().ref();
     if (is_output || is_reduction(*s)) continue;
-    if (read_by_reduction(sch, *s)) schedule_root(*s, vector_bits);
+    if (padded_input_of_reduction(sch, *s)) schedule_root(*s, vector_bits);
     else s->compute_inline();
   }
   // An output that is itself a reduction gets a local accumulator tile (cache_write), so its
@@ -206,10 +243,14 @@ void apply_default_schedule(Schedule& sch, int vector_bits) {
   for (auto& o : sch.outputs())
     if (is_reduction(sch[o])) sch.cache_write(o);
   for (auto& o : sch.outputs()) schedule_output(sch, sch[o], vector_bits);
-  // Reductions no output reads directly (a reduction of a reduction) run as their own
+  // Reductions no output reads directly (a reduction of a reduction) are computed a vector
+  // tile at a time inside the reading reduction's loop when they can be, else as their own
   // parallel nest, treated like an output.
-  for (auto& s : sch.stages()) {
+  // Consumers first, so a reader's loops exist before a producer is attached into them.
+  for (auto it = sch.stages().rbegin(); it != sch.stages().rend(); ++it) {
+    Stage* s = it->get();
     if (!is_reduction(*s) || s->attach_kind() != AttachKind::Root) continue;
+    if (attach_into_reduction(sch, *s, vector_bits)) continue;
     std::vector<IterVar> axes = s->axes();
     if (axes.size() >= 2) {
       schedule_reduction_tile(*s, false);
