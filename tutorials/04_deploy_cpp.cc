@@ -30,11 +30,16 @@ using namespace ember::runtime;
 // Element i of a tensor, whatever its dtype, for printing.
 double element(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
-    case DType::Float32: return t.data_as<float>()[i];
-    case DType::Float64: return t.data_as<double>()[i];
-    case DType::Int32: return t.data_as<int32_t>()[i];
-    case DType::Int64: return static_cast<double>(t.data_as<int64_t>()[i]);
-    case DType::Bool: return t.data_as<bool>()[i];
+    case DType::Float32:
+      return t.data_as<float>()[i];
+    case DType::Float64:
+      return t.data_as<double>()[i];
+    case DType::Int32:
+      return t.data_as<int32_t>()[i];
+    case DType::Int64:
+      return static_cast<double>(t.data_as<int64_t>()[i]);
+    case DType::Bool:
+      return t.data_as<bool>()[i];
   }
   return 0;
 }
@@ -73,8 +78,7 @@ int main(int argc, char** argv) {
     exec.run();
     Tensor y = exec.get_output(0);
     std::cout << "output  " << dtype_name(y.dtype()) << shape_str(y.shape()) << ":";
-    for (int64_t i = 0; i < std::min<int64_t>(y.numel(), 6); ++i)
-      std::cout << " " << element(y, i);
+    for (int64_t i = 0; i < std::min<int64_t>(y.numel(), 6); ++i) std::cout << " " << element(y, i);
     std::cout << (y.numel() > 6 ? " ...\n" : "\n");
 
     // 5. Check against the expected output, if given. The saved code is the very code the

@@ -54,11 +54,12 @@ void bind_deploy(py::module_& m) {
                                for (const auto& k : lib.graph->kernels) names.push_back(k.name);
                                return names;
                              })
-      .def("get_source",
-           [](const LoadedLibrary& lib, py::handle format) {
-             return lib.module->get_source(str_arg(format, "LoadedLibrary.get_source: the format"));
-           },
-           "format"_a = "ll")
+      .def(
+          "get_source",
+          [](const LoadedLibrary& lib, py::handle format) {
+            return lib.module->get_source(str_arg(format, "LoadedLibrary.get_source: the format"));
+          },
+          "format"_a = "ll")
       // The same report entries as Library._kernels / _fusion_decisions.
       .def("_kernels",
            [](const LoadedLibrary& lib) {
@@ -79,11 +80,11 @@ void bind_deploy(py::module_& m) {
            [](const LoadedLibrary& lib) {
              const runtime::ExecGraph& g = *lib.graph;
              auto value = [&](int v) {
-               return py::make_tuple(shape_tuple(g.values[v].shape),
-                                     dtype_name(g.values[v].dtype));
+               return py::make_tuple(shape_tuple(g.values[v].shape), dtype_name(g.values[v].dtype));
              };
              py::list inputs, outputs, params, sections;
-             for (const auto& in : g.inputs) inputs.append(py::make_tuple(in.name, value(in.value)));
+             for (const auto& in : g.inputs)
+               inputs.append(py::make_tuple(in.name, value(in.value)));
              for (int o : g.outputs) outputs.append(value(o));
              size_t param_bytes = 0;
              for (const auto& p : g.params) {
@@ -96,8 +97,7 @@ void bind_deploy(py::module_& m) {
                              "format_version"_a = runtime::kArtifactVersion,
                              "target"_a = lib.info.target, "cpu"_a = lib.info.cpu,
                              "features"_a = lib.info.features, "imports"_a = lib.info.imports,
-                             "inputs"_a = inputs,
-                             "outputs"_a = outputs, "params"_a = params,
+                             "inputs"_a = inputs, "outputs"_a = outputs, "params"_a = params,
                              "param_bytes"_a = param_bytes, "sections"_a = sections,
                              "file_bytes"_a = lib.info.file_bytes,
                              "code"_a = lib.module ? lib.module->type_key() : "none");
@@ -106,13 +106,14 @@ void bind_deploy(py::module_& m) {
         return std::make_shared<runtime::GraphExecutor>(lib.graph, lib.module);
       });
 
-  m.def("_load",
-        [](py::handle path) {
-          std::string p = path_arg(path, "ember.load: the path");
-          py::gil_scoped_release release;
-          return runtime::load_library(p);
-        },
-        "path"_a, "Loads an artifact written by Library.export.");
+  m.def(
+      "_load",
+      [](py::handle path) {
+        std::string p = path_arg(path, "ember.load: the path");
+        py::gil_scoped_release release;
+        return runtime::load_library(p);
+      },
+      "path"_a, "Loads an artifact written by Library.export.");
 }
 
 }  // namespace ember::python

@@ -128,7 +128,8 @@ CpuObject compile_cpu_object_from_ir(const std::string& ll, int opt_level) {
   ctx.setDiagnosticHandler(std::make_unique<ThrowingDiagnosticHandler>());
   llvm::SMDiagnostic err;
   std::unique_ptr<llvm::Module> m = llvm::parseAssemblyString(ll, err, ctx);
-  if (!m) throw InternalError("internal error: export cannot read the IR: " + err.getMessage().str());
+  if (!m)
+    throw InternalError("internal error: export cannot read the IR: " + err.getMessage().str());
 
   // LLVMCodeGen puts the CPU and its features on every function.
   CpuObject out;
@@ -146,9 +147,9 @@ CpuObject compile_cpu_object_from_ir(const std::string& ll, int opt_level) {
   static const llvm::CodeGenOptLevel kLevels[] = {
       llvm::CodeGenOptLevel::None, llvm::CodeGenOptLevel::Less, llvm::CodeGenOptLevel::Default,
       llvm::CodeGenOptLevel::Aggressive};
-  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
-      triple, out.cpu, out.features, llvm::TargetOptions(), llvm::Reloc::PIC_, std::nullopt,
-      kLevels[opt_level]));
+  std::unique_ptr<llvm::TargetMachine> tm(
+      target->createTargetMachine(triple, out.cpu, out.features, llvm::TargetOptions(),
+                                  llvm::Reloc::PIC_, std::nullopt, kLevels[opt_level]));
   if (!tm) throw InternalError("internal error: cannot create the target machine for " + triple);
   m->setDataLayout(tm->createDataLayout());
 
@@ -253,5 +254,7 @@ void export_library(const Library& lib, const std::string& path) {
 }  // namespace ember::codegen
 
 namespace ember {
-void Library::export_library(const std::string& path) const { codegen::export_library(*this, path); }
+void Library::export_library(const std::string& path) const {
+  codegen::export_library(*this, path);
+}
 }  // namespace ember

@@ -6,8 +6,12 @@
 #include <iostream>
 
 #include "ember/passes/fold_constant.h"
+#include "ember/passes/fold_pad_into_conv.h"
 #include "ember/passes/fold_scale_axis.h"
 #include "ember/passes/fuse_ops.h"
+#include "ember/passes/recognize_attention.h"
+#include "ember/passes/recognize_patterns.h"
+#include "ember/passes/simplify_expr.h"
 #include "ember/passes/simplify_inference.h"
 #include "ember/support/error.h"
 
@@ -41,9 +45,16 @@ ir::Function run_pipeline(const ir::Function& input, const PassContext& raw_ctx,
   if (dump) std::cerr << "// input\n" << ir::to_string(f);
 
   step("SimplifyInference", simplify_inference);
+  // Fusion-catalog rewrites: erase and merge first, then recognise composites, before
+  // FoldConstant and FuseOps see the graph.
+  step("SimplifyExpr", simplify_expr);
+  step("RecognizePatterns", recognize_patterns);
+  step("FoldPadIntoConv", fold_pad_into_conv);
   step("FoldConstant", [&](const ir::Function& g) { return fold_constant(g, evaluate); });
   step("FoldScaleAxis", fold_scale_axis);
   step("FoldConstant", [&](const ir::Function& g) { return fold_constant(g, evaluate); });
+  // After constant folding, so that the attention scale is one constant.
+  step("RecognizeAttention", recognize_attention);
   step("FuseOps", [&](const ir::Function& g) { return fuse_ops(g, static_cast<int>(max_depth), fusion_decisions); });
   return f;
 }

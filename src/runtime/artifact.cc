@@ -392,9 +392,9 @@ void read_graph(const std::string& text, const std::string& where,
     if (offset < 0 || offset % kAlign != 0 || static_cast<uint64_t>(offset) > params_size ||
         static_cast<uint64_t>(nbytes) > params_size - static_cast<uint64_t>(offset))
       r.error(path + ".offset", "is not an aligned range inside the params section");
-    g->params.push_back({r.string(p, "name", path), value,
-                         Tensor::view(buffer, const_cast<char*>(params) + offset, v.shape,
-                                      v.dtype)});
+    g->params.push_back(
+        {r.string(p, "name", path), value,
+         Tensor::view(buffer, const_cast<char*>(params) + offset, v.shape, v.dtype)});
   }
   const auto& kernels = r.array(root, "kernels", "graph");
   for (size_t i = 0; i < kernels.size(); ++i) {
@@ -471,8 +471,8 @@ void check_cpu_features(const ArtifactInfo& info, const std::string& where) {
         missing += (missing.empty() ? "" : ", ") + f.substr(1);
   }
   if (!missing.empty())
-    fail(where, ": the model was compiled for CPU '", info.cpu, "', and this CPU lacks ",
-         missing, "; export the model again on (or for) this machine");
+    fail(where, ": the model was compiled for CPU '", info.cpu, "', and this CPU lacks ", missing,
+         "; export the model again on (or for) this machine");
 #else
   (void)info;
   (void)where;
@@ -559,17 +559,18 @@ Artifact read_artifact(const std::string& path) {
     fail("cannot read ", where, ": read error");
 
   if (size < sizeof(kMagic) || std::memcmp(data, kMagic, sizeof(kMagic)) != 0)
-    fail(where, " is not an Ember artifact (it does not start with \"EMBERLIB\"); "
-                "create one with lib.export(path) or `ember compile`");
+    fail(where,
+         " is not an Ember artifact (it does not start with \"EMBERLIB\"); "
+         "create one with lib.export(path) or `ember compile`");
   if (size < kHeaderBytes) fail(where, " is truncated: the file ends inside its header");
   uint32_t version = get<uint32_t>(data + 8);
   if (version != kArtifactVersion)
     fail(where, " has format version ", version, ", but this Ember reads version ",
-         kArtifactVersion, "; export the model again with this Ember version (or load it "
+         kArtifactVersion,
+         "; export the model again with this Ember version (or load it "
          "with the version that wrote it)");
   uint32_t count = get<uint32_t>(data + 12);
-  if (count > kMaxSections)
-    fail(where, " is corrupted: its header claims ", count, " sections");
+  if (count > kMaxSections) fail(where, " is corrupted: its header claims ", count, " sections");
   const size_t table_end = kHeaderBytes + kEntryBytes * count;
   if (size < table_end + 8) fail(where, " is truncated: the file ends inside its section table");
   if (fnv1a(data, table_end) != get<uint64_t>(data + table_end))
@@ -633,11 +634,16 @@ std::shared_ptr<LoadedLibrary> load_library(const std::string& path) {
 namespace {
 const char* npy_descr(DType t) {
   switch (t) {
-    case DType::Float32: return "<f4";
-    case DType::Float64: return "<f8";
-    case DType::Int32: return "<i4";
-    case DType::Int64: return "<i8";
-    case DType::Bool: return "|b1";
+    case DType::Float32:
+      return "<f4";
+    case DType::Float64:
+      return "<f8";
+    case DType::Int32:
+      return "<i4";
+    case DType::Int64:
+      return "<i8";
+    case DType::Bool:
+      return "|b1";
   }
   EMBER_CHECK(false, "unknown dtype");
 }
@@ -652,8 +658,9 @@ std::string npy_field(const std::string& header, const std::string& key, const s
   size_t start = header.find_first_not_of(' ', colon + 1);
   if (start == std::string::npos) fail(where, ": the .npy header is malformed");
   char open = header[start];
-  size_t stop = open == '(' ? header.find(')', start) : open == '\'' ? header.find('\'', start + 1)
-                                                                    : header.find_first_of(",}", start);
+  size_t stop = open == '('    ? header.find(')', start)
+                : open == '\'' ? header.find('\'', start + 1)
+                               : header.find_first_of(",}", start);
   if (stop == std::string::npos) fail(where, ": the .npy header is malformed");
   if (open == '(' || open == '\'') ++stop;  // keep the closing character
   return header.substr(start, stop - start);
@@ -692,8 +699,9 @@ Tensor load_npy(const std::string& path) {
       found = true;
     }
   if (!found)
-    fail(where, " holds dtype ", descr, ", which Ember does not support; save a little-endian "
-                "float32, float64, int32, int64 or bool array");
+    fail(where, " holds dtype ", descr,
+         ", which Ember does not support; save a little-endian "
+         "float32, float64, int32, int64 or bool array");
   if (npy_field(header, "fortran_order", where) != "False")
     fail(where, " is in Fortran order; save np.ascontiguousarray(a) instead");
   std::string shape_text = npy_field(header, "shape", where);
@@ -711,18 +719,21 @@ Tensor load_npy(const std::string& path) {
     i = j + 1;
   }
   Tensor t = Tensor::empty(shape, dtype);
-  if (t.nbytes() > 0 && !in.read(static_cast<char*>(t.data()), static_cast<std::streamsize>(t.nbytes())))
+  if (t.nbytes() > 0 &&
+      !in.read(static_cast<char*>(t.data()), static_cast<std::streamsize>(t.nbytes())))
     fail(where, " is truncated: its data is shorter than ", dtype_name(dtype), shape_str(shape));
   return t;
 }
 
 void save_npy(const std::string& path, const Tensor& t) {
   if (!t.defined()) fail("save_npy: the tensor is undefined");
-  std::string header = std::string("{'descr': '") + npy_descr(t.dtype()) +
-                       "', 'fortran_order': False, 'shape': (";
+  std::string header =
+      std::string("{'descr': '") + npy_descr(t.dtype()) + "', 'fortran_order': False, 'shape': (";
   const Shape& shape = t.shape();
   for (size_t i = 0; i < shape.size(); ++i)  // "(2, 3)", but "(2,)" for one dimension
-    header += std::to_string(shape[i]) + (shape.size() == 1 ? "," : i + 1 < shape.size() ? ", " : "");
+    header += std::to_string(shape[i]) + (shape.size() == 1      ? ","
+                                          : i + 1 < shape.size() ? ", "
+                                                                 : "");
   header += "), }";
   // The data starts at a multiple of 64 bytes; the header ends with '\n'.
   size_t total = (10 + header.size() + 1 + 63) / 64 * 64;

@@ -33,7 +33,8 @@ std::shared_ptr<LibraryModule> LibraryModule::open(const std::string& path,
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle)
     fail("cannot load the model's code '", path, "': ", dl_error(),
-         " (was it exported for another platform?)");
+         " (an artifact exported on another platform, or a temporary directory mounted "
+         "noexec: set TMPDIR to another directory)");
   std::shared_ptr<LibraryModule> module(new LibraryModule(handle));
   const auto& table = runtime_imports();
   for (const std::string& name : imports) {

@@ -19,7 +19,8 @@ struct CpuObject {
 /// Compiles the functions to an object file, with exactly the code generation and
 /// optimisation of compile_cpu (same LLVMCodeGen, same pipeline), as position-independent
 /// code whose calls into the runtime go through import slots (runtime::LibraryModule).
-CpuObject compile_cpu_object(const std::vector<ir::PrimFunc>& funcs, const CpuOptions& options = {});
+CpuObject compile_cpu_object(const std::vector<ir::PrimFunc>& funcs,
+                             const CpuOptions& options = {});
 
 /// The same from the optimised LLVM IR a CPU module keeps (Module::get_source("ll")), so an
 /// exported model runs the very code the in-process JIT ran.

@@ -3,6 +3,7 @@
 /// attributes (normalised by the type relation), type relation with user-facing errors,
 /// fusion pattern kind, and compute rule as a tensor expression.
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,21 @@ struct Op {
   /// the executor aliases memory instead of running a kernel.
   bool is_view = false;
 };
+
+/// A custom lowering: builds the kernel of a fused group whose only op is the op it belongs
+/// to, in place of compute rule + default schedule (nn.attention's online-softmax loop nest,
+/// which never holds the score matrix). `group`'s parameters are the kernel's inputs in
+/// order; the PrimFunc takes them, then the output. `vector_bits` is the target's vector
+/// width. The compute rule stays the reference form (used on the GPU and by tests).
+using LowerRule = std::function<PrimFunc(const Function& group, const std::string& func_name,
+                                         int vector_bits)>;
+/// Custom CPU lowerings by op name. Ops live in ember_ir but loop-nest builders in
+/// ember_passes, so the passes library fills this table from a static initialiser (it is a
+/// function-local static: initialisation order does not matter); lower_group consults it.
+inline std::map<std::string, LowerRule>& custom_lowerings() {
+  static std::map<std::string, LowerRule> table;
+  return table;
+}
 
 /// Registers an op (at static-initialisation time, from src/ir/ops/*.cc).
 const Op* register_op(Op op);

@@ -39,10 +39,10 @@ inline constexpr uint32_t kArtifactVersion = 1;
 
 /// How one kernel was formed, for reports (`ember inspect`).
 struct KernelReport {
-  std::string func;               // symbol in the code
-  std::string name;               // display name: source names joined by " + "
-  std::vector<std::string> ops;   // ops fused into it, in order (empty if not recorded)
-  std::string anchor;             // the anchor op (conv2d, dense, ...); "" if not recorded
+  std::string func;                   // symbol in the code
+  std::string name;                   // display name: source names joined by " + "
+  std::vector<std::string> ops;       // ops fused into it, in order (empty if not recorded)
+  std::string anchor;                 // the anchor op (conv2d, dense, ...); "" if not recorded
   std::vector<std::string> patterns;  // fusion rules that fired (empty for a single op)
 };
 

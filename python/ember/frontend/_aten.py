@@ -337,43 +337,6 @@ def matmul(cx, a, b):
     return reshape(cx, out, batch + list(out.shape[-2:]))
 
 
-def linear(cx, x, weight, bias):
-    y = cx.emit("nn.dense", [x, weight])
-    if bias is not None:
-        y = cx.emit("nn.bias_add", [y, bias], axis=len(y.shape) - 1)
-    return y
-
-
-def layer_norm(cx, x, normalized_rank, gamma, beta, eps):
-    shape = list(x.shape[len(x.shape) - normalized_rank:])
-    gamma = cx.const(np.ones(shape), x.dtype) if gamma is None else gamma
-    beta = cx.const(np.zeros(shape), x.dtype) if beta is None else beta
-    return cx.emit("nn.layer_norm", [x, gamma, beta], axis=len(x.shape) - normalized_rank,
-                   epsilon=float(eps))
-
-
-def attention(cx, q, k, v, mask=None, mask_keeps=True, is_causal=False, scale=None):
-    """softmax(q @ k^T * scale + mask) @ v for q [..., L, E], k [..., S, E], v [..., S, Ev].
-    A bool mask keeps the True positions when mask_keeps (torch's SDPA) and drops them
-    otherwise (nn.MultiheadAttention's masks); a float mask is added. Returns (out, probs)."""
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-    scores = matmul(cx, q, swap_last(cx, k))
-    scores = binary(cx, "multiply", scores, scale)
-    length, source = scores.shape[-2:]
-    if is_causal:
-        keep = cx.const(np.tril(np.ones((length, source), dtype=bool)), "bool")
-        scores = cx.emit("where", [keep, scores, cx.const(-np.inf, scores.dtype)])
-    if mask is not None:
-        if mask.dtype == "bool":
-            masked = cx.const(-np.inf, scores.dtype)
-            args = [mask, scores, masked] if mask_keeps else [mask, masked, scores]
-            scores = cx.emit("where", args)
-        else:
-            scores = binary(cx, "add", scores, mask)
-    probs = cx.emit("nn.softmax", [scores], axis=-1)
-    return matmul(cx, probs, v), probs
-
-
 # ------------------------------------------------------------------ elementwise operators
 
 _UNARY = {"relu": "nn.relu", "sigmoid": "sigmoid", "tanh": "tanh", "exp": "exp",
@@ -688,11 +651,6 @@ def _new_full(cx, a):
 
 # ------------------------------------------------------------------------ linear algebra
 
-@converts("linear")
-def _linear(cx, a):
-    return linear(cx, a[0], a[1], a[2])
-
-
 @converts("addmm")
 def _addmm(cx, a):
     bias, beta, alpha = a[0], a["beta"], a["alpha"]
@@ -848,7 +806,7 @@ def _stack(cx, a):
     return tensors[0] if len(tensors) == 1 else cx.emit("concatenate", tensors, axis=axis)
 
 
-def _split(cx, x, sizes, axis):
+def split(cx, x, sizes, axis):
     out, begin = [], 0
     for size in sizes:
         out.append(slice_axis(cx, x, axis, begin, begin + size))
@@ -866,7 +824,7 @@ def _split_op(cx, a):
         sizes = [min(size, length - i) for i in range(0, length, size)] if size else [0]
     else:
         sizes = list(size)
-    return _split(cx, x, sizes, axis)
+    return split(cx, x, sizes, axis)
 
 
 @converts("chunk", "unsafe_chunk")
@@ -875,7 +833,7 @@ def _chunk(cx, a):
     axis = _axis(a[2] if a[2] is not None else 0, len(x.shape))
     length = x.shape[axis]
     size = -(-length // a[1])  # torch: every chunk but the last has ceil(length / chunks)
-    return _split(cx, x, [min(size, length - i) for i in range(0, length, size)], axis)
+    return split(cx, x, [min(size, length - i) for i in range(0, length, size)], axis)
 
 
 @converts("unbind")
@@ -883,7 +841,7 @@ def _unbind(cx, a):
     x = a[0]
     axis = _axis(a[1] or 0, len(x.shape))
     shape = list(x.shape[:axis]) + list(x.shape[axis + 1:])
-    return [reshape(cx, s, shape) for s in _split(cx, x, [1] * x.shape[axis], axis)]
+    return [reshape(cx, s, shape) for s in split(cx, x, [1] * x.shape[axis], axis)]
 
 
 def _bound(index, length, default):
@@ -1022,239 +980,5 @@ def _var(cx, a):
     return cx.emit("sqrt", [out]) if a.op == "std" else out
 
 
-# --------------------------------------------------------------------- neural-net layers
-
-@converts("conv2d", "conv1d", "convolution", "_convolution")
-def _conv(cx, a):
-    x, w, bias = a[0], a[1], a[2]
-    if a.has("transposed") and a["transposed"]:
-        raise EmberError("transposed convolution (ConvTranspose) is not supported yet")
-    rank = len(x.shape)
-    if rank not in (3, 4):
-        raise EmberError(f"{rank - 2}-D convolution is not supported; Ember has conv2d "
-                         "(and conv1d through it)")
-    stride, padding, dilation = a["stride"], a["padding"], a["dilation"]
-    groups = a["groups"]
-    one_d = rank == 3
-    if one_d:  # [N, C, L] as [N, C, 1, L]
-        x = reshape(cx, x, [x.shape[0], x.shape[1], 1, x.shape[2]])
-        w = reshape(cx, w, [w.shape[0], w.shape[1], 1, w.shape[2]])
-        stride, dilation = [1] + list(_pair(stride))[:1], [1] + list(_pair(dilation))[:1]
-        if not isinstance(padding, str):
-            padding = [0] + list(_pair(padding))[:1]
-    stride, dilation = _pair(stride), _pair(dilation)
-    if isinstance(padding, str):  # conv2d.padding: "valid" or "same"
-        pads = [0, 0, 0, 0]
-        if padding == "same":
-            for i, k in enumerate(w.shape[2:]):
-                total = dilation[i] * (k - 1)
-                pads[i], pads[i + 2] = total // 2, total - total // 2
-    else:
-        pads = _pads(padding)
-    y = cx.emit("nn.conv2d", [x, w], strides=stride, padding=pads, dilation=dilation,
-                groups=int(groups))
-    if bias is not None:
-        y = cx.emit("nn.bias_add", [y, bias], axis=1)
-    return reshape(cx, y, [y.shape[0], y.shape[1], y.shape[3]]) if one_d else y
-
-
-@converts("batch_norm", "native_batch_norm", "_native_batch_norm_legit_no_training",
-          "_native_batch_norm_legit", "cudnn_batch_norm")
-def _batch_norm(cx, a):
-    x, gamma, beta, mean, var = (a["input"], a["weight"], a["bias"], a["running_mean"],
-                                 a["running_var"])
-    training = a["training"] if a.has("training") else False
-    if training or mean is None or var is None:
-        raise EmberError("batch norm in training mode (batch statistics) is not supported: "
-                         "call model.eval() before exporting or tracing")
-    channels = [x.shape[1]]
-    gamma = cx.const(np.ones(channels), x.dtype) if gamma is None else gamma
-    beta = cx.const(np.zeros(channels), x.dtype) if beta is None else beta
-    y = cx.emit("nn.batch_norm", [x, gamma, beta, mean, var], axis=1, epsilon=float(a["eps"]))
-    return y if a.op == "batch_norm" else [y, None, None]
-
-
-@converts("layer_norm", "native_layer_norm")
-def _layer_norm(cx, a):
-    y = layer_norm(cx, a[0], len(a[1]), a[2], a[3], a[4] if a[4] is not None else 1e-5)
-    return y if a.op == "layer_norm" else [y, None, None]
-
-
-@converts("softmax", "_softmax")
-def _softmax(cx, a):
-    x = a[0]
-    if a.has("dtype") and a["dtype"] is not None:
-        x = cast(cx, x, dtype_name(a["dtype"]))
-    return cx.emit("nn.softmax", [x], axis=_axis(a[1], len(x.shape)))
-
-
-@converts("log_softmax", "_log_softmax")
-def _log_softmax(cx, a):
-    x = a[0]
-    if a.has("dtype") and a["dtype"] is not None:
-        x = cast(cx, x, dtype_name(a["dtype"]))
-    return cx.emit("nn.log_softmax", [x], axis=_axis(a[1], len(x.shape)))
-
-
-def _pool_args(a):
-    kernel = _pair(a[1])
-    stride = _pair(a[2]) if a[2] else kernel  # an empty stride means the kernel size
-    return kernel, stride, _pads(a[3] if a[3] is not None else 0)
-
-
-@converts("max_pool2d", "max_pool2d_with_indices")
-def _max_pool2d(cx, a):
-    kernel, stride, pads = _pool_args(a)
-    y = cx.emit("nn.max_pool2d", [a[0]], pool_size=kernel, strides=stride, padding=pads,
-                dilation=_pair(a[4] if a[4] is not None else 1), ceil_mode=int(bool(a[5])))
-    return [y, None] if a.op == "max_pool2d_with_indices" else y
-
-
-@converts("avg_pool2d")
-def _avg_pool2d(cx, a):
-    if a["divisor_override"] is not None:
-        raise EmberError("avg_pool2d with divisor_override is not supported")
-    kernel, stride, pads = _pool_args(a)
-    count_include_pad = a["count_include_pad"]
-    return cx.emit("nn.avg_pool2d", [a[0]], pool_size=kernel, strides=stride, padding=pads,
-                   ceil_mode=int(bool(a["ceil_mode"])),
-                   count_include_pad=int(count_include_pad in (None, True)))
-
-
-@converts("adaptive_avg_pool2d", "_adaptive_avg_pool2d")
-def _adaptive_avg_pool2d(cx, a):
-    x = a[0]
-    size = [x.shape[2 + i] if s is None else s for i, s in enumerate(_pair(a[1]))]
-    return cx.emit("nn.adaptive_avg_pool2d", [x], output_size=size)
-
-
-@converts("scaled_dot_product_attention")
-def _sdpa(cx, a):
-    q, k, v = a["query"], a["key"], a["value"]
-    if a["enable_gqa"]:
-        heads = q.shape[-3] // k.shape[-3]
-        k, v = (_repeat_heads(cx, t, heads) for t in (k, v))
-    out, _ = attention(cx, q, k, v, mask=a["attn_mask"], mask_keeps=True,
-                       is_causal=bool(a["is_causal"]), scale=a["scale"])
-    return out
-
-
-@converts("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_attention_math")
-def _sdpa_internal(cx, a):
-    out, probs = attention(cx, a["query"], a["key"], a["value"], mask=a["attn_mask"],
-                           mask_keeps=True, is_causal=bool(a["is_causal"]), scale=a["scale"])
-    return [out, probs]
-
-
-def _repeat_heads(cx, t, times):
-    """[..., H, S, E] -> [..., H * times, S, E], each head repeated (repeat_interleave)."""
-    shape = list(t.shape)
-    x = reshape(cx, t, shape[:-2] + [1] + shape[-2:])
-    x = broadcast_to(cx, x, shape[:-2] + [times] + shape[-2:])
-    return reshape(cx, x, shape[:-3] + [shape[-3] * times] + shape[-2:])
-
-
-# -------------------------------------------- fused ops that TorchScript traces record
-
-def _split_rows(cx, w, parts):
-    n = w.shape[0] // parts
-    return [slice_axis(cx, w, 0, i * n, (i + 1) * n) for i in range(parts)]
-
-
-def multi_head_attention(cx, query, key, value, heads, qkv_w, qkv_b, proj_w, proj_b, mask=None,
-                         mask_type=None):
-    """nn.MultiheadAttention's computation on batch-first [B, L, E] inputs; a bool mask
-    marks the positions to drop. Returns (out, per-head probabilities [B, H, L, S])."""
-    batch, length, dim = query.shape
-    head_dim = dim // heads
-    ws, bs = _split_rows(cx, qkv_w, 3), _split_rows(cx, qkv_b, 3)
-
-    def project(x, i):
-        y = linear(cx, x, ws[i], bs[i])
-        y = reshape(cx, y, [batch, x.shape[1], heads, head_dim])
-        return transpose(cx, y, [0, 2, 1, 3])
-
-    q, k, v = project(query, 0), project(key, 1), project(value, 2)
-    if mask is not None and mask_type == 1:  # key padding mask [B, S]
-        mask = reshape(cx, mask, [batch, 1, 1, mask.shape[-1]])
-    elif mask is not None and len(mask.shape) == 3:  # [B * H, L, S]
-        mask = reshape(cx, mask, [batch, heads] + list(mask.shape[1:]))
-    out, probs = attention(cx, q, k, v, mask=mask, mask_keeps=False)
-    out = reshape(cx, transpose(cx, out, [0, 2, 1, 3]), [batch, length, dim])
-    return linear(cx, out, proj_w, proj_b), probs
-
-
-@converts("_native_multi_head_attention")
-def _native_mha(cx, a):
-    out, probs = multi_head_attention(cx, a["query"], a["key"], a["value"], a["num_head"],
-                                      a["qkv_weight"], a["qkv_bias"], a["proj_weight"],
-                                      a["proj_bias"], a["mask"], a["mask_type"])
-    if not a["need_weights"]:
-        return [out, None]
-    if a["average_attn_weights"] in (None, True):
-        probs = cx.emit("mean", [probs], axis=[1], keepdims=0)
-    return [out, probs]
-
-
-@converts("_transformer_encoder_layer_fwd")
-def _encoder_layer(cx, a):
-    x, eps = a["src"], a["eps"]
-
-    def attend(y):
-        return multi_head_attention(cx, y, y, y, a["num_heads"], a["qkv_weight"],
-                                    a["qkv_bias"], a["proj_weight"], a["proj_bias"],
-                                    a["mask"], a["mask_type"])[0]
-
-    def ffn(y):
-        y = linear(cx, y, a["ffn_weight_1"], a["ffn_bias_1"])
-        y = cx.emit("nn.gelu", [y], approximate="none") if a["use_gelu"] else cx.emit(
-            "nn.relu", [y])
-        return linear(cx, y, a["ffn_weight_2"], a["ffn_bias_2"])
-
-    def norm(y, i):
-        return layer_norm(cx, y, 1, a[f"norm_weight_{i}"], a[f"norm_bias_{i}"], eps)
-
-    if a["norm_first"]:
-        x = cx.emit("add", [x, attend(norm(x, 1))])
-        return cx.emit("add", [x, ffn(norm(x, 2))])
-    x = norm(cx.emit("add", [x, attend(x)]), 1)
-    return norm(cx.emit("add", [x, ffn(x)]), 2)
-
-
-def _gates(cx, a):
-    x, hx = a["input"], a["hx"]
-    h = hx[0] if isinstance(hx, (list, tuple)) else hx
-    gates = linear(cx, x, a["w_ih"], a["b_ih"])
-    return cx.emit("add", [gates, linear(cx, h, a["w_hh"], a["b_hh"])]), hx
-
-
-@converts("lstm_cell")
-def _lstm_cell(cx, a):
-    gates, (h, c) = _gates(cx, a)
-    i, f, g, o = _split(cx, gates, [gates.shape[1] // 4] * 4, 1)
-    sig = lambda t: cx.emit("sigmoid", [t])  # noqa: E731
-    c = cx.emit("add", [cx.emit("multiply", [sig(f), c]),
-                        cx.emit("multiply", [sig(i), cx.emit("tanh", [g])])])
-    return [cx.emit("multiply", [sig(o), cx.emit("tanh", [c])]), c]
-
-
-@converts("rnn_tanh_cell")
-def _rnn_tanh_cell(cx, a):
-    return cx.emit("tanh", [_gates(cx, a)[0]])
-
-
-@converts("rnn_relu_cell")
-def _rnn_relu_cell(cx, a):
-    return cx.emit("nn.relu", [_gates(cx, a)[0]])
-
-
-@converts("gru_cell")
-def _gru_cell(cx, a):
-    x, h = a["input"], a["hx"]
-    gi = _split(cx, linear(cx, x, a["w_ih"], a["b_ih"]), [h.shape[1]] * 3, 1)
-    gh = _split(cx, linear(cx, h, a["w_hh"], a["b_hh"]), [h.shape[1]] * 3, 1)
-    r = cx.emit("sigmoid", [cx.emit("add", [gi[0], gh[0]])])
-    z = cx.emit("sigmoid", [cx.emit("add", [gi[1], gh[1]])])
-    n = cx.emit("tanh", [cx.emit("add", [gi[2], cx.emit("multiply", [r, gh[2]])])])
-    # h' = (1 - z) * n + z * h = n + z * (h - n)
-    return cx.emit("add", [n, cx.emit("multiply", [z, cx.emit("subtract", [h, n])])])
+from . import _aten_nn  # noqa: E402,F401  (registers the layer converters)
+from . import _aten_activations  # noqa: E402,F401  (registers the activation converters)

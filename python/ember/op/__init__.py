@@ -149,6 +149,13 @@ sum = _reduce("sum")
 mean = _reduce("mean")
 max = _reduce("max")
 min = _reduce("min")
+# Fusion-catalog reductions (src/ir/ops/catalog.cc): sum(|x|), sum(x*x), sqrt(sum(x*x)),
+# log(sum(x)), log(sum(exp(x))) (stable, as torch.logsumexp); float data only.
+l1_norm = _reduce("l1_norm")
+sum_squares = _reduce("sum_squares")
+l2_norm = _reduce("l2_norm")
+log_sum = _reduce("log_sum")
+log_sum_exp = _reduce("log_sum_exp")
 
 
 def clip(x, a_min, a_max, name=""):

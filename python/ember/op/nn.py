@@ -7,7 +7,7 @@ from ..ir import const
 
 __all__ = ["conv2d", "dense", "matmul", "batch_matmul", "bias_add", "relu", "leaky_relu", "gelu",
            "silu", "hardswish", "hardsigmoid", "batch_norm", "layer_norm", "max_pool2d",
-           "avg_pool2d", "adaptive_avg_pool2d", "softmax", "log_softmax", "pad"]
+           "avg_pool2d", "adaptive_avg_pool2d", "softmax", "log_softmax", "pad", "attention"]
 
 relu = _unary("nn.relu")
 silu = _unary("nn.silu", "x * sigmoid(x) of a float tensor")
@@ -142,6 +142,22 @@ def softmax(data, axis=-1, name=""):
     return _call(op, [_expr(data, "data", op)], {"axis": _int(axis, "axis", op)}, name)
 
 
+def attention(q, k, v, mask=None, scale=None, causal=False, name=""):
+    """softmax(q @ k^T * scale + mask) @ v as one op (F.scaled_dot_product_attention):
+    q [..., L, E], k [..., S, E], v [..., S, Ev] with the same batch dimensions; mask
+    broadcastable to [..., L, S], bool (keeps the True positions) or float (added);
+    causal keeps key j <= query i; scale defaults to 1 / sqrt(E). On the CPU it runs as one
+    online-softmax kernel that never stores the L x S scores."""
+    op = "nn.attention"
+    args = [_expr(q, "q", op), _expr(k, "k", op), _expr(v, "v", op)]
+    if mask is not None:
+        args.append(_expr(mask, "mask", op))
+    attrs = {"causal": _bool(causal, "causal", op)}
+    if scale is not None:
+        attrs["scale"] = _float(scale, "scale", op)
+    return _call(op, args, attrs, name)
+
+
 def log_softmax(data, axis=-1, name=""):
     """log(softmax(data)) along `axis`, computed stably as x - max - log(sum(exp(x - max)))."""
     op = "nn.log_softmax"
@@ -164,3 +180,73 @@ def pad(data, pad_width, pad_value=0.0, pad_mode="constant", name=""):
                  {"pad_width": _ints(pad_width, "pad_width", op),
                   "pad_value": _float(pad_value, "pad_value", op),
                   "pad_mode": _str(pad_mode, "pad_mode", op)}, name)
+
+
+# ------------------------------------------------- DirectML's activations, instance norm
+# Each is elementwise (src/ir/ops/activations.cc) with torch's semantics where torch has it.
+
+__all__ += ["elu", "selu", "celu", "softplus", "parametric_softplus", "softsign",
+            "thresholded_relu", "hardshrink", "softshrink", "scaled_tanh", "linear_act", "mish",
+            "instance_norm"]
+
+selu = _unary("nn.selu", "(torch.selu) of a float tensor")
+softsign = _unary("nn.softsign", "x / (1 + |x|) of a float tensor")
+mish = _unary("nn.mish", "x * tanh(softplus(x)) of a float tensor")
+
+
+def _activation(op, doc, **defaults):
+    names = list(defaults)
+
+    def make(x, *args, name="", **kwargs):
+        if len(args) > len(names):
+            raise EmberError(f"op.{op}: takes at most {len(names)} attribute(s) ("
+                             f"{', '.join(names)}), got {len(args)}")
+        values = dict(defaults, **dict(zip(names, args)))
+        for key, value in kwargs.items():
+            if key not in defaults:
+                raise EmberError(f"op.{op}: unknown attribute '{key}'; it takes "
+                                 f"{', '.join(names)}")
+            values[key] = value
+        return _call(op, [_expr(x, "x", op)],
+                     {k: _float(v, k, op) for k, v in values.items()}, name)
+    make.__name__ = op.split(".")[-1]
+    make.__doc__ = doc
+    return make
+
+
+elu = _activation("nn.elu", "x if x > 0 else alpha * (exp(x) - 1) (torch.nn.ELU).", alpha=1.0)
+celu = _activation("nn.celu", "x if x > 0 else alpha * (exp(x / alpha) - 1) (torch.nn.CELU).",
+                   alpha=1.0)
+softplus = _activation("nn.softplus", "log(1 + exp(beta * x)) / beta, and x where beta * x > "
+                       "threshold (torch.nn.Softplus).", beta=1.0, threshold=20.0)
+parametric_softplus = _activation("nn.parametric_softplus", "alpha * log(1 + exp(beta * x)) "
+                                  "(DirectML's ParametricSoftplus).", alpha=1.0, beta=1.0)
+thresholded_relu = _activation("nn.thresholded_relu", "x if x > alpha else value "
+                               "(torch.nn.Threshold(alpha, value); DirectML's ThresholdedRelu "
+                               "has value 0).", alpha=1.0, value=0.0)
+hardshrink = _activation("nn.hardshrink", "x if |x| > lambd else 0 (torch.nn.Hardshrink).",
+                         lambd=0.5)
+softshrink = _activation("nn.softshrink", "x - lambd if x > lambd, x + lambd if x < -lambd, "
+                         "else 0 (torch.nn.Softshrink).", lambd=0.5)
+scaled_tanh = _activation("nn.scaled_tanh", "alpha * tanh(beta * x) (DirectML's ScaledTanh).",
+                          alpha=1.0, beta=1.0)
+linear_act = _activation("nn.linear_act", "alpha * x + beta (DirectML's Linear activation).",
+                         alpha=1.0, beta=0.0)
+
+
+def instance_norm(data, gamma=None, beta=None, epsilon=1e-5, name=""):
+    """Normalises data [N, C, spatial...] over the spatial axes of each (n, c) with its own
+    mean and biased variance, then scales by gamma [C] and shifts by beta [C] (None means
+    ones / zeros): torch's InstanceNorm without running statistics."""
+    op = "nn.instance_norm"
+    data = _expr(data, "data", op)
+    if gamma is None or beta is None:
+        # A bad input is left to the type relation to report.
+        shape = data.shape[1:2] if not data.type.is_tuple and len(data.shape) >= 2 else ()
+        dtype = data.dtype if not data.type.is_tuple else "float32"
+        if gamma is None:
+            gamma = const(np.ones(shape, dtype=dtype), name=f"{name}.weight" if name else "")
+        if beta is None:
+            beta = const(np.zeros(shape, dtype=dtype), name=f"{name}.bias" if name else "")
+    return _call(op, [data, _expr(gamma, "gamma", op), _expr(beta, "beta", op)],
+                 {"epsilon": _float(epsilon, "epsilon", op)}, name)

@@ -573,17 +573,19 @@ Type layer_norm_rel(const std::vector<Type>& args, Attrs& attrs, const TypeConte
   return data;
 }
 
-// Three stages in the data dtype: the sum (a reduction), the biased variance around
-// sum / n (a second reduction reading the first), and the output
-// (x - mean) * rsqrt(var + eps) * gamma + beta.
-Tensor layer_norm_compute(const std::vector<Tensor>& in, const Attrs& attrs,
-                          const TensorType& out) {
-  const Tensor &x = in[0], &gamma = in[1], &beta = in[2];
-  size_t axis = static_cast<size_t>(attrs.get_int("axis", -1));
+// Mean-variance normalisation over the trailing axes from `axis` on, in three stages in
+// the data dtype: the sum (a reduction), the biased variance around sum / n (a second
+// reduction reading the first), and the output (x - mean) * rsqrt(var + eps) * gamma +
+// beta, where `affine` maps an output index to the gamma and beta values. The stages are
+// named `name`_sum, `name`_var and `name`.
+using Affine = std::function<std::pair<PrimExpr, PrimExpr>(const std::vector<PrimVar>& i)>;
+
+Tensor mean_variance_norm(const std::string& name, const Tensor& x, size_t axis, double epsilon,
+                          const TensorType& out, const Affine& affine) {
   std::vector<int64_t> lead(out.shape.begin(), out.shape.begin() + axis);
   std::vector<int64_t> norm(out.shape.begin() + axis, out.shape.end());
   PrimExpr n = make_const(x.dtype(), static_cast<double>(numel(norm)));
-  PrimExpr eps = make_const(x.dtype(), attrs.get_float("epsilon", 1e-5));
+  PrimExpr eps = make_const(x.dtype(), epsilon);
   auto reduce_axes = [&]() {
     std::vector<IterVar> r;
     for (size_t d = 0; d < norm.size(); ++d)
@@ -597,18 +599,65 @@ Tensor layer_norm_compute(const std::vector<Tensor>& in, const Attrs& attrs,
     return x(xi);
   };
   std::vector<IterVar> r1 = reduce_axes();
-  Tensor total = compute("layer_norm_sum", lead,
+  Tensor total = compute(name + "_sum", lead,
                          [&](const std::vector<PrimVar>& i) { return sum(read_x(i, r1), r1); });
   std::vector<IterVar> r2 = reduce_axes();
-  Tensor sq = compute("layer_norm_var", lead, [&](const std::vector<PrimVar>& i) {
+  Tensor sq = compute(name + "_var", lead, [&](const std::vector<PrimVar>& i) {
     PrimExpr d = read_x(i, r2) - total(as_exprs(i)) / n;
     return sum(d * d, r2);
   });
-  return compute("layer_norm", out.shape, [&](const std::vector<PrimVar>& i) {
-    std::vector<PrimExpr> li(i.begin(), i.begin() + axis), ni(i.begin() + axis, i.end());
+  return compute(name, out.shape, [&](const std::vector<PrimVar>& i) {
+    std::vector<PrimExpr> li(i.begin(), i.begin() + axis);
     PrimExpr centred = x(as_exprs(i)) - total(li) / n;
-    return centred * rsqrt(sq(li) / n + eps) * gamma(ni) + beta(ni);
+    auto [g, b] = affine(i);
+    return centred * rsqrt(sq(li) / n + eps) * g + b;
   });
+}
+
+Tensor layer_norm_compute(const std::vector<Tensor>& in, const Attrs& attrs,
+                          const TensorType& out) {
+  const Tensor &gamma = in[1], &beta = in[2];
+  size_t axis = static_cast<size_t>(attrs.get_int("axis", -1));
+  return mean_variance_norm("layer_norm", in[0], axis, attrs.get_float("epsilon", 1e-5), out,
+                            [&](const std::vector<PrimVar>& i) {
+                              std::vector<PrimExpr> ni(i.begin() + axis, i.end());
+                              return std::make_pair(gamma(ni), beta(ni));
+                            });
+}
+
+// ---------------------------------------------------------------- instance_norm
+
+// torch's instance_norm with instance statistics: data [N, C, spatial...] is normalised
+// over the spatial axes of each (n, c), then scaled by gamma [C] and shifted by beta [C].
+Type instance_norm_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_arity(args, 3, ctx);
+  const TensorType& data = tensor_arg(args, 0, "data", ctx);
+  check_float(data, "data", ctx);
+  if (data.ndim() < 3)
+    ctx.fail("data must be [N, C, spatial...] with at least one spatial axis, got " +
+             to_string(data) + "; add the batch axis with expand_dims");
+  double eps = attrs.get_float("epsilon", 1e-5);
+  if (!(eps >= 0)) ctx.fail("epsilon = " + std::to_string(eps) + " must be >= 0");
+  attrs = attrs.with("epsilon", eps);
+  const char* names[] = {"gamma", "beta"};
+  for (size_t i = 1; i < 3; ++i) {
+    const TensorType& p = tensor_arg(args, i, names[i - 1], ctx);
+    check_same_dtype(data, "data", p, names[i - 1], ctx);
+    if (p.shape != std::vector<int64_t>{data.shape[1]})
+      ctx.fail(std::string(names[i - 1]) + " is " + to_string(p) + " but must have shape [" +
+               std::to_string(data.shape[1]) + "] (one value per channel of data " +
+               to_string(data) + ")");
+  }
+  return data;
+}
+
+Tensor instance_norm_compute(const std::vector<Tensor>& in, const Attrs& attrs,
+                             const TensorType& out) {
+  const Tensor &gamma = in[1], &beta = in[2];
+  return mean_variance_norm("instance_norm", in[0], 2, attrs.get_float("epsilon", 1e-5), out,
+                            [&](const std::vector<PrimVar>& i) {
+                              return std::make_pair(gamma({i[1]}), beta({i[1]}));
+                            });
 }
 
 // ---------------------------------------------------------------- pad
@@ -693,9 +742,12 @@ Tensor pad_compute(const std::vector<Tensor>& in, const Attrs& attrs, const Tens
     register_op({"nn.softmax", 1, OpPattern::Opaque, softmax_rel, softmax_compute});
 [[maybe_unused]] const Op* kLogSoftmax =
     register_op({"nn.log_softmax", 1, OpPattern::Opaque, softmax_rel, log_softmax_compute});
-// Opaque for now: its own kernel (fusing it is issue 5).
+// Normalisations are reductions to FuseOps: elementwise epilogues fuse into them, and the
+// default schedule computes the statistics at the output's row loop.
 [[maybe_unused]] const Op* kLayerNorm =
-    register_op({"nn.layer_norm", 3, OpPattern::Opaque, layer_norm_rel, layer_norm_compute});
+    register_op({"nn.layer_norm", 3, OpPattern::CommReduce, layer_norm_rel, layer_norm_compute});
+[[maybe_unused]] const Op* kInstanceNorm = register_op(
+    {"nn.instance_norm", 3, OpPattern::CommReduce, instance_norm_rel, instance_norm_compute});
 [[maybe_unused]] const Op* kPad =
     register_op({"nn.pad", 1, OpPattern::Injective, pad_rel, pad_compute});
 

@@ -55,6 +55,12 @@ KernelInfo describe(const Function& group, const std::string& func) {
 
 PrimFunc lower_group(const Function& group, const std::string& func_name,
                      const LowerOptions& options) {
+  // An op with a custom CPU lowering (nn.attention) builds its own loop nest when it is
+  // alone in its group; elsewhere its compute rule lowers like any other.
+  if (auto calls = op_calls(group); !options.gpu && calls.size() == 1) {
+    auto it = custom_lowerings().find(calls[0]->op->name);
+    if (it != custom_lowerings().end()) return it->second(group, func_name, options.vector_bits);
+  }
   std::map<const ExprNode*, ir::Tensor> te;
   std::vector<ir::Tensor> inputs;
   for (size_t i = 0; i < group->params.size(); ++i) {

@@ -22,16 +22,16 @@ namespace {
 using runtime::GraphExecutor;
 using runtime::Tensor;
 
-#define EXPECT_ERROR_WITH(stmt, ...)                                              \
-  do {                                                                            \
-    try {                                                                         \
-      stmt;                                                                       \
-      ADD_FAILURE() << "expected ember::Error from " #stmt;                       \
-    } catch (const ::ember::Error& e) {                                           \
-      for (const char* part : {__VA_ARGS__})                                      \
-        EXPECT_NE(std::string(e.what()).find(part), std::string::npos)            \
-            << "message '" << e.what() << "' lacks '" << part << "'";             \
-    }                                                                             \
+#define EXPECT_ERROR_WITH(stmt, ...)                                   \
+  do {                                                                 \
+    try {                                                              \
+      stmt;                                                            \
+      ADD_FAILURE() << "expected ember::Error from " #stmt;            \
+    } catch (const ::ember::Error& e) {                                \
+      for (const char* part : {__VA_ARGS__})                           \
+        EXPECT_NE(std::string(e.what()).find(part), std::string::npos) \
+            << "message '" << e.what() << "' lacks '" << part << "'";  \
+    }                                                                  \
   } while (0)
 
 Tensor random_tensor(const runtime::Shape& shape, unsigned seed) {
@@ -189,7 +189,9 @@ TEST(Artifact, ComputeObjectAndLinkErrors) {
   auto lib = build(ir::function({x}, ir::call("exp", {x})));
   codegen::CpuObject obj = codegen::compile_cpu_object(lib->prim_funcs);
   ASSERT_GT(obj.bytes.size(), 4u);
-  EXPECT_EQ(obj.bytes.substr(0, 4), "\x7f" "ELF");
+  EXPECT_EQ(obj.bytes.substr(0, 4),
+            "\x7f"
+            "ELF");
   EXPECT_FALSE(obj.cpu.empty());
   EXPECT_ERROR_WITH(codegen::link_shared_library("not an object file"), "linking", "failed");
 }

@@ -1,0 +1,132 @@
+// Reductions of the fusion catalog (TensorRT's reduce fusions), each one op so that the
+// reduction and the elementwise work around it run in one loop nest: l1_norm = sum(|x|),
+// sum_squares = sum(x * x), l2_norm = sqrt(sum(x * x)), log_sum = log(sum(x)) and
+// log_sum_exp = log(sum(exp(x))), computed stably as torch.logsumexp does: m + log(sum(
+// exp(x - m))) with m the max, taken as 0 when it is infinite (so all -inf gives -inf and
+// a +inf gives +inf rather than NaN). Attributes as sum: axis (empty = every axis) and
+// keepdims. Float inputs only. RecognizePatterns creates them from their elementwise forms.
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "ember/ir/prim_math.h"
+#include "op_util.h"
+
+namespace ember::ir {
+namespace {
+
+using namespace ops;
+
+Type catalog_reduce_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_arity(args, 1, ctx);
+  const TensorType& x = tensor_arg(args, 0, "data", ctx);
+  check_float(x, "data", ctx);
+  std::vector<int64_t> axes = attrs.get_ints("axis", {});
+  if (axes.empty())
+    for (int64_t d = 0; d < x.ndim(); ++d) axes.push_back(d);
+  for (int64_t& a : axes) a = normalize_axis(a, x.ndim(), ctx);
+  std::sort(axes.begin(), axes.end());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+    ctx.fail("axis " + ints_str(attrs.get_ints("axis", {})) + " repeats an axis");
+  bool keepdims = attrs.get_int("keepdims", 0) != 0;
+  std::vector<int64_t> shape;
+  for (int64_t d = 0; d < x.ndim(); ++d) {
+    if (!std::binary_search(axes.begin(), axes.end(), d))
+      shape.push_back(x.shape[d]);
+    else if (keepdims)
+      shape.push_back(1);
+  }
+  attrs = attrs.with("axis", axes).with("keepdims", int64_t{keepdims});
+  return TensorType{shape, x.dtype};
+}
+
+// x's index for output index `i`: reduce variables on the reduced axes.
+std::vector<PrimExpr> input_index(const Tensor& x, const std::vector<int64_t>& axes,
+                                  bool keepdims, const std::vector<IterVar>& raxes,
+                                  const std::vector<PrimVar>& i) {
+  std::vector<PrimExpr> xi;
+  size_t next_out = 0, next_red = 0;
+  for (int64_t d = 0; d < x.ndim(); ++d) {
+    if (next_red < axes.size() && axes[next_red] == d) {
+      xi.push_back(raxes[next_red++]->var);
+      if (keepdims) ++next_out;
+    } else {
+      xi.push_back(i[next_out++]);
+    }
+  }
+  return xi;
+}
+
+std::vector<IterVar> reduce_axes_of(const Tensor& x, const std::vector<int64_t>& axes) {
+  std::vector<IterVar> r;
+  for (int64_t a : axes) r.push_back(reduce_axis(x.shape()[a], "r" + std::to_string(a)));
+  return r;
+}
+
+// sum over the reduced axes of f(x[...]), then g(total) elementwise (skipped when null).
+using Fn = std::function<PrimExpr(const PrimExpr&)>;
+ComputeRule sum_then(const std::string& name, Fn f, Fn g) {
+  return [=](const std::vector<Tensor>& in, const Attrs& attrs, const TensorType& out) {
+    const Tensor& x = in[0];
+    auto axes = attrs.get_ints("axis", {});
+    bool keepdims = attrs.get_int("keepdims", 0) != 0;
+    auto raxes = reduce_axes_of(x, axes);
+    Tensor total = compute(g ? name + "_sum" : name, out.shape, [&](const std::vector<PrimVar>& i) {
+      PrimExpr v = f(x(input_index(x, axes, keepdims, raxes, i)));
+      return raxes.empty() ? v : sum(v, raxes);
+    });
+    if (!g) return total;
+    return compute(name, out.shape, [&](const std::vector<PrimVar>& i) {
+      return g(total(as_exprs(i)));
+    });
+  };
+}
+
+Tensor log_sum_exp_compute(const std::vector<Tensor>& in, const Attrs& attrs,
+                           const TensorType& out) {
+  const Tensor& x = in[0];
+  auto axes = attrs.get_ints("axis", {});
+  bool keepdims = attrs.get_int("keepdims", 0) != 0;
+  auto r1 = reduce_axes_of(x, axes);
+  Tensor mx = compute("log_sum_exp_max", out.shape, [&](const std::vector<PrimVar>& i) {
+    PrimExpr v = x(input_index(x, axes, keepdims, r1, i));
+    return r1.empty() ? v : max_reduce(v, r1);
+  });
+  // torch's guard: an infinite max is taken as 0, so exp(x - m) is never inf - inf.
+  auto shift = [&](const std::vector<PrimVar>& i) {
+    PrimExpr m = mx(as_exprs(i));
+    PrimExpr inf = make_const(x.dtype(), std::numeric_limits<double>::infinity());
+    return select(abs(m) == inf, make_const(x.dtype(), 0.0), m);
+  };
+  auto r2 = reduce_axes_of(x, axes);
+  Tensor total = compute("log_sum_exp_sum", out.shape, [&](const std::vector<PrimVar>& i) {
+    PrimExpr v = exp(x(input_index(x, axes, keepdims, r2, i)) - shift(i));
+    return r2.empty() ? v : sum(v, r2);
+  });
+  return compute("log_sum_exp", out.shape, [&](const std::vector<PrimVar>& i) {
+    return log(total(as_exprs(i))) + shift(i);
+  });
+}
+
+PrimExpr square(const PrimExpr& v) { return v * v; }
+PrimExpr identity(const PrimExpr& v) { return v; }
+PrimExpr abs_of(const PrimExpr& v) { return abs(v); }
+PrimExpr sqrt_of(const PrimExpr& v) { return sqrt(v); }
+PrimExpr log_of(const PrimExpr& v) { return log(v); }
+
+[[maybe_unused]] const Op* kL1Norm = register_op(
+    {"l1_norm", 1, OpPattern::CommReduce, catalog_reduce_rel, sum_then("l1_norm", abs_of, {})});
+[[maybe_unused]] const Op* kSumSquares =
+    register_op({"sum_squares", 1, OpPattern::CommReduce, catalog_reduce_rel,
+                 sum_then("sum_squares", square, {})});
+[[maybe_unused]] const Op* kL2Norm = register_op(
+    {"l2_norm", 1, OpPattern::CommReduce, catalog_reduce_rel, sum_then("l2_norm", square, sqrt_of)});
+[[maybe_unused]] const Op* kLogSum = register_op(
+    {"log_sum", 1, OpPattern::CommReduce, catalog_reduce_rel, sum_then("log_sum", identity, log_of)});
+[[maybe_unused]] const Op* kLogSumExp = register_op(
+    {"log_sum_exp", 1, OpPattern::CommReduce, catalog_reduce_rel, log_sum_exp_compute});
+
+}  // namespace
+}  // namespace ember::ir

@@ -1,0 +1,191 @@
+"""Fusion-catalog cases of the rewrite passes (SimplifyExpr, FoldPadIntoConv,
+RecognizePatterns), run by test_catalog.py and timed by benchmarks/catalog.py.
+
+Inputs include the numerically hard values of each pattern: -0.0, values at the ReLU and
+GELU thresholds, large magnitudes for exp (LogSumExp near float32 overflow), and infinities
+where PyTorch defines the result."""
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+def _module(fn, *layers):
+    """An eval-mode module whose forward is fn(self, x); `layers` become attributes."""
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            for i, layer in enumerate(layers):
+                setattr(self, f"l{i}", layer)
+
+        def forward(self, x):
+            return fn(self, x)
+    torch.manual_seed(0)
+    return M().eval()
+
+
+def _rand(*shape, scale=1.0):
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(*shape, generator=g) * scale
+
+
+def _with_edges(x):
+    """x with -0.0, 0.0 and small values at the front (thresholds of ReLU / GELU)."""
+    flat = x.reshape(-1).clone()
+    flat[:6] = torch.tensor([-0.0, 0.0, 1e-7, -1e-7, 3.0, -3.0])
+    return flat.reshape(x.shape)
+
+
+def _conv():
+    torch.manual_seed(0)
+    return torch.nn.Conv2d(4, 8, 3)
+
+
+def case(name, model, inputs, kernels, pattern, negative=False, **extra):
+    return dict(name=name, model=model, inputs=inputs, kernels=kernels, pattern=pattern,
+                negative=negative, **extra)
+
+
+def _gelu_erf_a(m, x):
+    return x * 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))
+
+
+def _gelu_erf_b(m, x):
+    return 0.5 * ((torch.erf(x * 0.7071067811865476) + 1.0) * x)
+
+
+def _gelu_tanh(m, x):
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))
+
+
+def _gelu_tanh_pow(m, x):
+    inner = 0.7978845608 * (x + 0.044715 * torch.pow(x, 3))
+    return x * (1.0 + torch.tanh(inner)) * 0.5
+
+
+def _lse_large():
+    x = _rand(4, 16, scale=5.0)
+    x[0] += 80.0  # exp overflows float32 past 88.7: only the stable form survives a sum
+    x[1, :3] = float("-inf")
+    return (x,)
+
+
+CASES = [
+    # ---------------------------------------------------------------- SimplifyExpr
+    case("relu_relu", lambda: _module(lambda m, x: torch.relu(torch.relu(m.l0(x))), _conv()),
+         lambda: (_with_edges(_rand(1, 4, 10, 10)),), 1, "ReLU -> ReLU"),
+    case("identity_scale_erased",
+         lambda: _module(lambda m, x: torch.relu(((m.l0(x) * 1.0) / 1.0) - 0.0), _conv()),
+         lambda: (_with_edges(_rand(1, 4, 10, 10)),), 1, "identity scale erased"),
+    case("negative_broadcast_is_not_identity",
+         lambda: _module(lambda m, x: torch.relu(x * torch.ones(1, 5))),
+         lambda: (_with_edges(_rand(6, 1)),), 1, None, True, absent="identity scale erased"),
+    case("negative_plus_zero_keeps_sign_of_zero",
+         lambda: _module(lambda m, x: torch.relu(x) * -1.0 + 0.0),
+         lambda: (_with_edges(_rand(4, 8)),), 1, None, True, absent="identity scale erased"),
+    case("shuffle_inverse_pair_erased",
+         lambda: _module(lambda m, x: torch.sigmoid(torch.relu(x).permute(0, 2, 3, 1)
+                                                    .permute(0, 3, 1, 2))),
+         lambda: (_rand(2, 3, 4, 5),), 1, "shuffle -> shuffle"),
+    case("shuffle_pair_merged",
+         lambda: _module(lambda m, x: x.permute(0, 2, 3, 1).permute(0, 2, 1, 3) + 1.0),
+         lambda: (_rand(2, 3, 4, 5),), 1, "shuffle -> shuffle"),
+    case("shuffle_reshape_chain_erased",
+         lambda: _module(lambda m, x: torch.tanh(torch.exp(x).reshape(2, 60).reshape(6, 20)
+                                                 .reshape(2, 3, 4, 5))),
+         lambda: (_rand(2, 3, 4, 5),), 1, "shuffle -> shuffle"),
+    case("negative_shuffle_not_identity",
+         lambda: _module(lambda m, x: torch.exp(x).permute(0, 2, 1).reshape(2, 3, 4) + 1.0),
+         lambda: (_rand(2, 3, 4),), 1, None, True, absent="shuffle -> shuffle"),
+    case("shuffle_reduce",
+         lambda: _module(lambda m, x: torch.relu(x.permute(0, 2, 1).sum(dim=1))),
+         lambda: (_rand(2, 16, 8),), 1, "shuffle -> reduce"),
+    case("shuffle_reduce_keepdim",
+         lambda: _module(lambda m, x: x.permute(0, 2, 3, 1).amax(dim=(1, 2), keepdim=True)
+                         * 2.0),
+         lambda: (_rand(2, 3, 4, 5),), 1, "shuffle -> reduce"),
+    case("negative_shuffle_reduce_keepdim_moves_axis",
+         lambda: _module(lambda m, x: x.permute(0, 2, 1).amax(dim=1, keepdim=True) * 2.0),
+         lambda: (_rand(2, 16, 8),), 2, None, True, absent="shuffle -> reduce"),
+    case("negative_shuffle_reduce_reorders",
+         lambda: _module(lambda m, x: x.permute(2, 1, 0).sum(dim=1) * 2.0),
+         lambda: (_rand(3, 4, 5),), 2, None, True, absent="shuffle -> reduce"),
+    case("mean_hw_global_pool",
+         lambda: _module(lambda m, x: torch.relu(m.l0(x)).mean(dim=(2, 3), keepdim=True),
+                         _conv()),
+         lambda: (_rand(1, 4, 10, 10),), 2, "average-reduce -> global average pool"),
+    case("mean_hw_global_pool_epilogue",
+         lambda: _module(lambda m, x: x.mean(dim=(-2, -1), keepdim=True) + 1.0),
+         lambda: (_rand(2, 8, 7, 9),), 1, "average-reduce -> global average pool"),
+    case("negative_mean_hw_no_keepdim",
+         lambda: _module(lambda m, x: x.mean(dim=(-2, -1)) + 1.0),
+         lambda: (_rand(2, 8, 7, 9),), 1, None, True,
+         absent="average-reduce -> global average pool"),
+    case("negative_mean_over_c",
+         lambda: _module(lambda m, x: x.mean(dim=(1, 2), keepdim=True)),
+         lambda: (_rand(2, 8, 7, 9),), 1, None, True,
+         absent="average-reduce -> global average pool"),
+    # ---------------------------------------------------------------- FoldPadIntoConv
+    case("pad_into_conv",
+         lambda: _module(lambda m, x: torch.relu(m.l0(F.pad(x, (1, 2, 0, 1)))), _conv()),
+         lambda: (_rand(1, 4, 9, 9),), 1, "Padding + Convolution"),
+    case("pad_into_avg_pool",
+         lambda: _module(lambda m, x: F.avg_pool2d(F.pad(x, (1, 1, 1, 1)), 3, 1)),
+         lambda: (_rand(1, 4, 8, 8),), 1, "Padding + Pooling"),
+    case("pad_into_max_pool",
+         lambda: _module(lambda m, x: F.max_pool2d(F.pad(x, (1, 0, 1, 0), value=-math.inf),
+                                                   2, 2)),
+         lambda: (_rand(1, 4, 7, 7),), 1, "Padding + Pooling"),
+    case("negative_pad_crop",
+         lambda: _module(lambda m, x: m.l0(F.pad(x, (-1, -1, 0, 0))), _conv()),
+         lambda: (_rand(1, 4, 9, 9),), 2, None, True, absent="Padding +"),
+    case("negative_pad_value",
+         lambda: _module(lambda m, x: m.l0(F.pad(x, (1, 1, 1, 1), value=1.0)), _conv()),
+         lambda: (_rand(1, 4, 9, 9),), 2, None, True, absent="Padding +"),
+    case("negative_pad_channels",
+         lambda: _module(lambda m, x: m.l0(F.pad(x, (0, 0, 0, 0, 1, 1))[:, :4]), _conv()),
+         lambda: (_rand(1, 4, 9, 9),), 2, None, True, absent="Padding +"),
+    case("negative_max_pool_zero_pad",
+         lambda: _module(lambda m, x: F.max_pool2d(F.pad(x, (1, 1, 1, 1)), 2, 2)),
+         lambda: (_rand(1, 4, 6, 6) - 5.0,), 2, None, True, absent="Padding +"),
+    # ---------------------------------------------------------------- RecognizePatterns
+    case("gelu_erf", lambda: _module(_gelu_erf_a),
+         lambda: (_with_edges(_rand(4, 32, scale=4.0)),), 1, "GELU(erf) recognition"),
+    case("gelu_erf_rearranged", lambda: _module(_gelu_erf_b),
+         lambda: (_with_edges(_rand(4, 32, scale=4.0)),), 1, "GELU(erf) recognition"),
+    case("gelu_tanh", lambda: _module(_gelu_tanh),
+         lambda: (_with_edges(_rand(4, 32, scale=4.0)),), 1, "GELU(tanh) recognition"),
+    case("gelu_tanh_pow_after_linear",
+         lambda: _module(lambda m, x: _gelu_tanh_pow(m, m.l0(x)), torch.nn.Linear(16, 32)),
+         lambda: (_rand(4, 16, scale=3.0),), 1, "GELU(tanh) recognition"),
+    case("negative_gelu_wrong_constant",
+         lambda: _module(lambda m, x: x * 0.6 * (1.0 + torch.erf(x / math.sqrt(2.0)))),
+         lambda: (_rand(4, 32),), 1, None, True, absent="GELU"),
+    case("l1_norm", lambda: _module(lambda m, x: torch.abs(x).sum(dim=-1)),
+         lambda: (_with_edges(_rand(4, 32)),), 1, "L1Norm recognition"),
+    case("sum_squares", lambda: _module(lambda m, x: (x * x).sum(dim=1, keepdim=True) + 1.0),
+         lambda: (_rand(4, 32, 3, scale=100.0),), 1, "SumSquares recognition",
+         rtol=2e-4),
+    case("l2_norm", lambda: _module(lambda m, x: torch.sqrt(torch.pow(x, 2).sum(dim=-1))),
+         lambda: (_with_edges(_rand(4, 32)),), 1, "L2Norm recognition"),
+    case("log_sum", lambda: _module(lambda m, x: torch.log(torch.sigmoid(x).sum(dim=-1))),
+         lambda: (_rand(4, 32, scale=10.0),), 1, "LogSum recognition"),
+    case("log_sum_exp_naive", lambda: _module(lambda m, x: torch.log(torch.exp(x).sum(dim=-1))),
+         lambda: (_rand(4, 16, scale=3.0) + 75.0,), 1, "LogSumExp recognition"),
+    case("log_sum_exp_torch", lambda: _module(lambda m, x: torch.logsumexp(x, dim=-1)),
+         _lse_large, 1, "LogSumExp recognition"),
+    case("log_sum_exp_stable_by_hand",
+         lambda: _module(lambda m, x: (lambda mx: torch.log(torch.exp(x - mx).sum(
+             dim=1, keepdim=True)) + mx)(x.amax(dim=1, keepdim=True))),
+         _lse_large, 1, "LogSumExp recognition"),
+    # max over another axis: the stable form does not apply, only its inner log(sum(exp)).
+    case("log_sum_exp_partial_other_max_axis",
+         lambda: _module(lambda m, x: (lambda mx: torch.log(torch.exp(x - mx).sum(
+             dim=1, keepdim=True)) + mx)(x.amax(dim=0, keepdim=True))),
+         lambda: (_rand(4, 16, scale=3.0),), 2, "LogSumExp recognition"),
+    case("softmax_log", lambda: _module(lambda m, x: torch.log(torch.softmax(x, dim=-1))),
+         lambda: (_rand(4, 32, scale=8.0),), 1, "softmax -> log"),
+]
+# Note: log(softmax(x)) and the naive log(sum(exp(x))) become the stable ops; where PyTorch's
+# naive form underflows to -inf or overflows to inf the rewritten graph gives the finite,
+# accurate value instead, so those inputs stay in the range where the naive form is finite.
