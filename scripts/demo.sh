@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds Ember, then compiles and runs a small conv + batch_norm + relu network (demo.py).
+# Builds Ember, then imports the TVM forum example network (depthwise conv + BatchNorm + ReLU,
+# 1x64x128x128) from PyTorch, compiles it, checks it and times it against PyTorch (demo.py).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/build.sh

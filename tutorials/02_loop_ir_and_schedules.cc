@@ -76,7 +76,8 @@ int main() {
   double max_err = 0;
   for (int64_t i = 0; i < M; ++i) {
     double ref = 0;
-    for (int64_t j = 0; j < K; ++j) ref += double(a.data_as<float>()[i * K + j]) * v.data_as<float>()[j];
+    for (int64_t j = 0; j < K; ++j)
+      ref += double(a.data_as<float>()[i * K + j]) * v.data_as<float>()[j];
     ref = std::max(ref, 0.0);
     for (auto& o : outs) max_err = std::max(max_err, std::abs(o.data_as<float>()[i] - ref));
   }

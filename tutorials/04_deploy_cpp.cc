@@ -10,7 +10,7 @@
 // ember_runtime library — no LLVM, no Python, no PyTorch — so it is what you ship to a
 // server or a device. (Configure with -DEMBER_RUNTIME_ONLY=ON to build the runtime alone.)
 //
-// Usage: tutorial_04_deploy_cpp model.ember input.npy [expected.npy]
+// Usage: tutorial_04_deploy_cpp model.ember input.npy[,input2.npy...] [expected.npy[,...]]
 //
 // The input is a NumPy .npy file (np.save("x.npy", x)). With a third argument the lesson
 // checks its output against that file, bit for bit; that is how it runs as a test (`ctest
@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstring>
 #include <iostream>
+#include <string>
 
 #include "ember/runtime/artifact.h"
 #include "ember/runtime/graph_executor.h"
@@ -44,9 +45,20 @@ double element(const Tensor& t, int64_t i) {
   return 0;
 }
 
+// "a.npy,b.npy" -> {"a.npy", "b.npy"}: one file per model input (or output).
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t comma; (comma = text.find(',', start)) != std::string::npos; start = comma + 1)
+    out.push_back(text.substr(start, comma - start));
+  out.push_back(text.substr(start));
+  return out;
+}
+
 int main(int argc, char** argv) {
   if (argc < 3 || argc > 4) {
-    std::cerr << "usage: " << argv[0] << " model.ember input.npy [expected.npy]\n";
+    std::cerr << "usage: " << argv[0] << " model.ember input.npy[,input2.npy...] "
+              << "[expected.npy[,expected2.npy...]]\n";
     return 2;
   }
   // Every mistake (a missing or damaged file, a wrong input shape) is an ember::Error with
@@ -66,12 +78,15 @@ int main(int argc, char** argv) {
     //    and parameters. Make one per thread to run a model from several threads at once.
     GraphExecutor exec(lib->graph, lib->module);
 
-    // 3. The input, from a .npy file. set_input checks the shape and dtype against the
+    // 3. The inputs, from .npy files. set_input checks the shape and dtype against the
     //    model's input and copies the data into the executor's buffer.
-    Tensor x = load_npy(argv[2]);
-    std::cout << "input   " << exec.input_names()[0] << " " << dtype_name(x.dtype())
-              << shape_str(x.shape()) << "\n";
-    exec.set_input(0, x);
+    std::vector<std::string> inputs = split_list(argv[2]);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      Tensor x = load_npy(inputs[i]);
+      std::cout << "input   " << exec.input_names().at(i) << " " << dtype_name(x.dtype())
+                << shape_str(x.shape()) << "\n";
+      exec.set_input(static_cast<int>(i), x);
+    }
 
     // 4. Run, and read the output: a tensor over the executor's output buffer (the next run
     //    overwrites it; clone() keeps a copy).
@@ -81,14 +96,18 @@ int main(int argc, char** argv) {
     for (int64_t i = 0; i < std::min<int64_t>(y.numel(), 6); ++i) std::cout << " " << element(y, i);
     std::cout << (y.numel() > 6 ? " ...\n" : "\n");
 
-    // 5. Check against the expected output, if given. The saved code is the very code the
+    // 5. Check against the expected outputs, if given. The saved code is the very code the
     //    compiler ran in memory, so the results are identical, not merely close.
     if (argc == 4) {
-      Tensor expected = load_npy(argv[3]);
-      if (expected.shape() != y.shape() || expected.dtype() != y.dtype() ||
-          std::memcmp(expected.data(), y.data(), y.nbytes()) != 0) {
-        std::cerr << "FAILED: the output differs from " << argv[3] << "\n";
-        return 1;
+      std::vector<std::string> files = split_list(argv[3]);
+      for (size_t i = 0; i < files.size(); ++i) {
+        Tensor expected = load_npy(files[i]);
+        Tensor out = exec.get_output(static_cast<int>(i));
+        if (expected.shape() != out.shape() || expected.dtype() != out.dtype() ||
+            std::memcmp(expected.data(), out.data(), out.nbytes()) != 0) {
+          std::cerr << "FAILED: output " << i << " differs from " << files[i] << "\n";
+          return 1;
+        }
       }
       std::cout << "output matches " << argv[3] << " bit for bit\n";
     }

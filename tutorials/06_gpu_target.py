@@ -41,15 +41,21 @@ def main():
     #    targets Hopper. Nothing here touches a GPU.
     lib = ember.build(f, target="cuda")
 
-    # 2. The loop IR shows the GPU schedule: one thread per output element (256 per block),
-    #    the convolution's reduction loop inside the thread, the ReLU applied to its result.
+    # 2. The loop IR shows the GPU schedule: one block per output tile (blockIdx.x). Inside
+    #    it, loops bound to threadIdx.x run one after the other as phases: zero the tile's
+    #    accumulator, then per chunk of input channels copy the input and weight tiles the
+    #    block needs and let each thread accumulate its 4 x 4 register tile, and finally
+    #    apply the ReLU to the accumulator and store. The code generator makes the buffers
+    #    the phases share block-wide shared memory, with a barrier after each phase.
     print(lib.get_source("loop"))
 
     # 3. The PTX: one `.entry` per kernel. Thread and block indices are the special
-    #    registers %tid.x and %ctaid.x; `max` is the ReLU, just before `st.global`.
+    #    registers %tid.x and %ctaid.x; `.shared` holds the tiles, `bar.sync` separates the
+    #    phases, and `max` is the ReLU, just before each `st.global`.
     ptx = lib.get_source("ptx")
     print(ptx[:3000])
     assert ".entry" in ptx and "%tid.x" in ptx and "st.global" in ptx
+    assert ".shared" in ptx and "bar.sync" in ptx
 
     # 4. Run it, where a GPU exists. Inputs may be NumPy arrays (copied to the GPU) or CUDA
     #    torch tensors (read in place through DLPack); the output lives on the GPU, and

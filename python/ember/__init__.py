@@ -21,24 +21,21 @@ except ImportError as _error:
         raise _error from None
     import sys as _sys
     _sys.modules[__name__ + "._ember"] = _ember
-    _ember.Library = _ember.LoadedLibrary  # the library type GraphModule accepts
     RUNTIME_ONLY = True
 from ._ember import EmberError
 from .deploy import LoadedLibrary, load
+from .report import FusionReport, KernelReport, attach_reports as _attach_reports
+_attach_reports(LoadedLibrary)
 if RUNTIME_ONLY:
     from .deploy import _runtime_only as build
 else:
     from . import frontend, ir, op, transform
-    from .build import FusionReport, KernelReport, Library, build, native_vector_lanes
-from . import runtime as _runtime
-from .runtime import (BenchmarkResult, GraphModule, Tensor, get_num_threads,
+    from .build import Library, build, native_vector_lanes
+from .runtime import (BenchmarkResult, GraphModule, Tensor, cuda_available, get_num_threads,
                       set_num_threads)
-if not RUNTIME_ONLY:
-    # GraphModule runs built and loaded libraries alike.
-    _runtime.Library = (Library, LoadedLibrary)
 
-__all__ = ["EmberError", "frontend", "ir", "op", "transform", "build", "Library", "FusionReport", "GraphModule", "Tensor",
-           "BenchmarkResult", "set_num_threads", "get_num_threads", "native_vector_lanes",
+__all__ = ["EmberError", "frontend", "ir", "op", "transform", "build", "Library", "FusionReport",
+           "KernelReport", "GraphModule", "Tensor", "BenchmarkResult", "set_num_threads", "get_num_threads", "native_vector_lanes", "cuda_available",
            "load", "LoadedLibrary", "RUNTIME_ONLY"]
 __version__ = "0.1.0"
 EmberError.__module__ = "ember"  # shown as ember.EmberError in tracebacks

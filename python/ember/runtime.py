@@ -5,7 +5,12 @@ import sys
 import numpy as np
 
 from . import _ember
-from ._ember import EmberError, Tensor, BenchmarkResult, Library
+from ._ember import EmberError, Tensor, BenchmarkResult
+
+# What GraphModule runs: a Library from ember.build, or a LoadedLibrary from ember.load (a
+# runtime-only install has only the latter).
+_LIBRARY_TYPES = tuple(t for t in (getattr(_ember, "Library", None),
+                                   getattr(_ember, "LoadedLibrary", None)) if t is not None)
 
 __all__ = ["GraphModule", "Tensor", "BenchmarkResult", "set_num_threads", "get_num_threads",
            "cuda_available"]
@@ -90,8 +95,9 @@ class GraphModule:
     """
 
     def __init__(self, lib):
-        if not isinstance(lib, Library):
-            raise EmberError("GraphModule: expected the Library returned by ember.build, got "
+        if not isinstance(lib, _LIBRARY_TYPES):
+            raise EmberError("GraphModule: expected the Library returned by ember.build or "
+                             "ember.load, got "
                              f"{_describe(lib)}")
         self.lib = lib
         self._executor = lib._create_executor()

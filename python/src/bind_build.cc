@@ -16,27 +16,31 @@ namespace ember::python {
 
 void bind_build(py::module_& m) {
   py::class_<Library, std::shared_ptr<Library>>(m, "Library", "A compiled model.")
-      .def("get_source",
-           [](const Library& lib, py::handle format) {
-             return lib.get_source(str_arg(format, "Library.get_source: the format"));
-           },
-           "format"_a = "ll", "Generated code: \"ll\" (LLVM IR) or \"asm\" (assembly).")
+      .def(
+          "get_source",
+          [](const Library& lib, py::handle format) {
+            return lib.get_source(str_arg(format, "Library.get_source: the format"));
+          },
+          "format"_a = "ll", "Generated code: \"ll\" (LLVM IR) or \"asm\" (assembly).")
       .def_readonly("target", &Library::target)
-      .def_property_readonly("function",
-                             [](const Library& lib) {
-                               return std::const_pointer_cast<ir::FunctionNode>(lib.function);
-                             },
-                             "The graph after the passes.")
+      .def_property_readonly(
+          "function",
+          [](const Library& lib) {
+            return std::const_pointer_cast<ir::FunctionNode>(lib.function);
+          },
+          "The graph after the passes.")
       .def_property_readonly("kernel_names",
                              [](const Library& lib) {
                                std::vector<std::string> names;
-                               for (const auto& kernel : lib.graph->kernels) names.push_back(kernel.name);
+                               for (const auto& kernel : lib.graph->kernels)
+                                 names.push_back(kernel.name);
                                return names;
                              })
       .def_property_readonly("input_names",
                              [](const Library& lib) {
                                std::vector<std::string> names;
-                               for (const auto& input : lib.graph->inputs) names.push_back(input.name);
+                               for (const auto& input : lib.graph->inputs)
+                                 names.push_back(input.name);
                                return names;
                              })
       .def("_kernels",
@@ -55,67 +59,70 @@ void bind_build(py::module_& m) {
              return out;
            })
       .def("_fusion_dot", &Library::fusion_graph)
-      .def("export",
-           [](const Library& lib, py::handle path) {
-             py::object p;
-             try {
-               p = py::module_::import("os").attr("fspath")(path);
-             } catch (py::error_already_set&) {
-               fail("Library.export: the path must be a str or os.PathLike, got ", describe(path));
-             }
-             std::string file = str_arg(p, "Library.export: the path");
-             py::gil_scoped_release release;
-             lib.export_library(file);
-           },
-           "path"_a,
-           "Saves the model as one artifact file (graph, parameters, code) for ember.load, "
-           "the C++ runtime (runtime::load_library) or `ember run`.")
+      .def(
+          "export",
+          [](const Library& lib, py::handle path) {
+            py::object p;
+            try {
+              p = py::module_::import("os").attr("fspath")(path);
+            } catch (py::error_already_set&) {
+              fail("Library.export: the path must be a str or os.PathLike, got ", describe(path));
+            }
+            std::string file = str_arg(p, "Library.export: the path");
+            py::gil_scoped_release release;
+            lib.export_library(file);
+          },
+          "path"_a,
+          "Saves the model as one artifact file (graph, parameters, code) for ember.load, "
+          "the C++ runtime (runtime::load_library) or `ember run`.")
       .def("_create_executor", [](const Library& lib) {
         return std::make_shared<runtime::GraphExecutor>(lib.graph, lib.module);
       });
 
-  m.def("_build",
-        [](py::handle function, py::handle target, py::handle params, int opt_level,
-           std::vector<std::string> disabled, std::vector<std::string> required,
-           std::map<std::string, std::string> config) {
-          if (!py::isinstance<ir::FunctionNode>(function))
-            fail("ember.build: the model must be an ir.Function, got ", describe(function));
-          ir::Function f = function.cast<std::shared_ptr<ir::FunctionNode>>();
-          std::string t = str_arg(target, "ember.build: target");
-          std::map<std::string, runtime::Tensor> tensors;
-          if (!params.is_none()) {
-            if (!py::isinstance<py::dict>(params))
-              fail("ember.build: params must be a dict of name -> array, got ", describe(params));
-            for (auto item : params.cast<py::dict>()) {
-              std::string name = str_arg(item.first, "ember.build: a params key");
-              tensors[name] = tensor_copy(item.second, "ember.build: param '" + name + "'");
-            }
+  m.def(
+      "_build",
+      [](py::handle function, py::handle target, py::handle params, int opt_level,
+         std::vector<std::string> disabled, std::vector<std::string> required,
+         std::map<std::string, std::string> config) {
+        if (!py::isinstance<ir::FunctionNode>(function))
+          fail("ember.build: the model must be an ir.Function, got ", describe(function));
+        ir::Function f = function.cast<std::shared_ptr<ir::FunctionNode>>();
+        std::string t = str_arg(target, "ember.build: target");
+        std::map<std::string, runtime::Tensor> tensors;
+        if (!params.is_none()) {
+          if (!py::isinstance<py::dict>(params))
+            fail("ember.build: params must be a dict of name -> array, got ", describe(params));
+          for (auto item : params.cast<py::dict>()) {
+            std::string name = str_arg(item.first, "ember.build: a params key");
+            tensors[name] = tensor_copy(item.second, "ember.build: param '" + name + "'");
           }
-          passes::PassContext ctx;
-          ctx.opt_level = opt_level;
-          ctx.disabled_passes = {disabled.begin(), disabled.end()};
-          ctx.required_passes = {required.begin(), required.end()};
-          ctx.config = config;
-          // Compiling touches no Python object: let other Python threads run meanwhile.
-          py::gil_scoped_release release;
-          return build(f, t, tensors, ctx);
-        },
-        "function"_a, "target"_a = "llvm", "params"_a = py::none(), "opt_level"_a = 3,
-        "disabled_passes"_a = std::vector<std::string>{},
-        "required_passes"_a = std::vector<std::string>{},
-        "config"_a = std::map<std::string, std::string>{});
+        }
+        passes::PassContext ctx;
+        ctx.opt_level = opt_level;
+        ctx.disabled_passes = {disabled.begin(), disabled.end()};
+        ctx.required_passes = {required.begin(), required.end()};
+        ctx.config = config;
+        // Compiling touches no Python object: let other Python threads run meanwhile.
+        py::gil_scoped_release release;
+        return build(f, t, tensors, ctx);
+      },
+      "function"_a, "target"_a = "llvm", "params"_a = py::none(), "opt_level"_a = 3,
+      "disabled_passes"_a = std::vector<std::string>{},
+      "required_passes"_a = std::vector<std::string>{},
+      "config"_a = std::map<std::string, std::string>{});
   m.def("_known_passes", [] {
     std::vector<std::pair<std::string, int>> out;
     for (auto& p : passes::known_passes()) out.emplace_back(p.name, p.opt_level);
     return out;
   });
 
-  m.def("native_vector_lanes",
-        [](py::handle dtype) {
-          return codegen::native_vector_lanes(
-              dtype_from_name(str_arg(dtype, "native_vector_lanes: dtype")));
-        },
-        "dtype"_a = "float32", "Vector lanes of the host CPU for a dtype (16 float32 with AVX-512).");
+  m.def(
+      "native_vector_lanes",
+      [](py::handle dtype) {
+        return codegen::native_vector_lanes(
+            dtype_from_name(str_arg(dtype, "native_vector_lanes: dtype")));
+      },
+      "dtype"_a = "float32", "Vector lanes of the host CPU for a dtype (16 float32 with AVX-512).");
 }
 
 }  // namespace ember::python

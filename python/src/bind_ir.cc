@@ -98,9 +98,8 @@ py::dict attrs_dict(const Attrs& attrs) {
 
 const TensorType& tensor_type(const ExprNode& e) {
   if (e.type.is_tuple)
-    fail(e.name.empty() ? "this expression" : "expression '" + e.name + "'",
-         " has the tuple type ", to_string(e.type),
-         "; take one field with ir.TupleGetItem(expr, index) first");
+    fail(e.name.empty() ? "this expression" : "expression '" + e.name + "'", " has the tuple type ",
+         to_string(e.type), "; take one field with ir.TupleGetItem(expr, index) first");
   return e.type.fields.at(0);
 }
 
@@ -113,8 +112,9 @@ void bind_ir(py::module_& m) {
       .def_readonly("is_view", &Op::is_view)
       .def_property_readonly("pattern", [](const Op& op) { return op_pattern_name(op.pattern); })
       .def("__repr__", [](const Op& op) { return "Op(" + op.name + ")"; });
-  m.def("get_op", [](py::handle name) { return get_op(str_arg(name, "get_op: the op name")); },
-        py::return_value_policy::reference);
+  m.def(
+      "get_op", [](py::handle name) { return get_op(str_arg(name, "get_op: the op name")); },
+      py::return_value_policy::reference);
   m.def("list_ops", &list_ops, "Names of every registered op.");
 
   py::class_<TensorType>(m, "TensorType")
@@ -146,61 +146,63 @@ void bind_ir(py::module_& m) {
       // A copy, so that writing through NumPy cannot change an immutable node.
       .def_property_readonly("value", [](const ConstantNode& c) { return c.value.clone(); });
   py::class_<CallNode, ExprNode, std::shared_ptr<CallNode>>(m, "Call")
-      .def_property_readonly("op", [](const CallNode& c) { return c.op; },
-                             py::return_value_policy::reference)
+      .def_property_readonly(
+          "op", [](const CallNode& c) { return c.op; }, py::return_value_policy::reference)
       .def_property_readonly("args", [](const CallNode& c) { return to_py(c.args); })
       .def_property_readonly("attrs", [](const CallNode& c) { return attrs_dict(c.attrs); });
   py::class_<TupleNode, ExprNode, std::shared_ptr<TupleNode>>(m, "Tuple")
       .def(py::init([](py::handle fields, py::handle name) {
-             return to_py_as<TupleNode>(tuple(expr_list_arg(fields, "ir.Tuple: fields"),
-                                              str_arg(name, "ir.Tuple: name")));
+             return to_py_as<TupleNode>(
+                 tuple(expr_list_arg(fields, "ir.Tuple: fields"), str_arg(name, "ir.Tuple: name")));
            }),
            "fields"_a, "name"_a = "")
       .def_property_readonly("fields", [](const TupleNode& t) { return to_py(t.fields); })
       .def("__len__", [](const TupleNode& t) { return t.fields.size(); });
   py::class_<TupleGetItemNode, ExprNode, std::shared_ptr<TupleGetItemNode>>(m, "TupleGetItem")
       .def(py::init([](py::handle tup, py::handle index, py::handle name) {
-             return to_py_as<TupleGetItemNode>(
-                 tuple_get_item(expr_arg(tup, "ir.TupleGetItem: tuple"),
-                                int_arg(index, "ir.TupleGetItem: index"),
-                                str_arg(name, "ir.TupleGetItem: name")));
+             return to_py_as<TupleGetItemNode>(tuple_get_item(
+                 expr_arg(tup, "ir.TupleGetItem: tuple"), int_arg(index, "ir.TupleGetItem: index"),
+                 str_arg(name, "ir.TupleGetItem: name")));
            }),
            "tuple"_a, "index"_a, "name"_a = "")
       .def_property_readonly("tuple", [](const TupleGetItemNode& t) { return to_py(t.tuple); })
       .def_readonly("index", &TupleGetItemNode::index);
   py::class_<FunctionNode, ExprNode, std::shared_ptr<FunctionNode>>(m, "Function")
       .def(py::init([](py::handle params, py::handle body, py::handle name) {
-             Function f = function(expr_list_arg(params, "ir.Function: params"),
-                                   expr_arg(body, "ir.Function: body"),
-                                   str_arg(name, "ir.Function: name"));
+             Function f =
+                 function(expr_list_arg(params, "ir.Function: params"),
+                          expr_arg(body, "ir.Function: body"), str_arg(name, "ir.Function: name"));
              return std::const_pointer_cast<FunctionNode>(f);
            }),
            "params"_a, "body"_a, "name"_a = "main")
       .def_property_readonly("params", [](const FunctionNode& f) { return to_py(f.params); })
       .def_property_readonly("body", [](const FunctionNode& f) { return to_py(f.body); });
 
-  m.def("var",
-        [](py::handle name, py::handle shape, py::handle dtype) {
-          std::string n = str_arg(name, "ir.var: name");
-          TensorType type{ints_arg(shape, "ir.var('" + n + "'): shape"),
-                          dtype_from_name(str_arg(dtype, "ir.var('" + n + "'): dtype"))};
-          return to_py(var(n, std::move(type)));
-        },
-        "name"_a, "shape"_a, "dtype"_a = "float32");
-  m.def("const",
-        [](py::handle value, py::handle name) {
-          std::string n = str_arg(name, "ir.const: name");
-          std::string what = n.empty() ? "ir.const: value" : "ir.const('" + n + "'): value";
-          return to_py(constant(tensor_copy(value, what), n));
-        },
-        "value"_a, "name"_a = "");
-  m.def("call",
-        [](py::handle op_name, py::handle args, py::handle attrs, py::handle name) {
-          std::string op = str_arg(op_name, "call: the op name");
-          return to_py(call(op, expr_list_arg(args, op + ": args"),
-                            attrs_arg(attrs, op + ": attrs"), str_arg(name, op + ": name")));
-        },
-        "op_name"_a, "args"_a, "attrs"_a = py::none(), "name"_a = "");
+  m.def(
+      "var",
+      [](py::handle name, py::handle shape, py::handle dtype) {
+        std::string n = str_arg(name, "ir.var: name");
+        TensorType type{ints_arg(shape, "ir.var('" + n + "'): shape"),
+                        dtype_from_name(str_arg(dtype, "ir.var('" + n + "'): dtype"))};
+        return to_py(var(n, std::move(type)));
+      },
+      "name"_a, "shape"_a, "dtype"_a = "float32");
+  m.def(
+      "const",
+      [](py::handle value, py::handle name) {
+        std::string n = str_arg(name, "ir.const: name");
+        std::string what = n.empty() ? "ir.const: value" : "ir.const('" + n + "'): value";
+        return to_py(constant(tensor_copy(value, what), n));
+      },
+      "value"_a, "name"_a = "");
+  m.def(
+      "call",
+      [](py::handle op_name, py::handle args, py::handle attrs, py::handle name) {
+        std::string op = str_arg(op_name, "call: the op name");
+        return to_py(call(op, expr_list_arg(args, op + ": args"), attrs_arg(attrs, op + ": attrs"),
+                          str_arg(name, op + ": name")));
+      },
+      "op_name"_a, "args"_a, "attrs"_a = py::none(), "name"_a = "");
   m.def("structural_equal", [](py::handle a, py::handle b) {
     return structural_equal(expr_arg(a, "structural_equal: a"), expr_arg(b, "structural_equal: b"));
   });

@@ -6,8 +6,8 @@
 #include <memory>
 #include <vector>
 
-#include "../../src/runtime/cuda_device.h"
 #include "bindings.h"
+#include "ember/runtime/cuda.h"
 #include "ember/runtime/graph_executor.h"
 #include "ember/runtime/parallel.h"
 #include "ember/support/error.h"
@@ -69,11 +69,16 @@ DType dtype_of_numpy(const py::dtype& dt, const std::string& what) {
 
 const char* buffer_format(DType t) {
   switch (t) {
-    case DType::Float32: return "f";
-    case DType::Float64: return "d";
-    case DType::Int32: return "i";
-    case DType::Int64: return "q";
-    case DType::Bool: return "?";
+    case DType::Float32:
+      return "f";
+    case DType::Float64:
+      return "d";
+    case DType::Int32:
+      return "i";
+    case DType::Int64:
+      return "q";
+    case DType::Bool:
+      return "?";
   }
   EMBER_CHECK(false, "unknown dtype");
 }
@@ -129,7 +134,9 @@ struct DLPackContext {
   DLManagedTensor managed{};
 };
 
-void dlpack_deleter(DLManagedTensor* self) { delete static_cast<DLPackContext*>(self->manager_ctx); }
+void dlpack_deleter(DLManagedTensor* self) {
+  delete static_cast<DLPackContext*>(self->manager_ctx);
+}
 
 // A consumer renames the capsule to "used_dltensor" and takes over the deleter; only an
 // unconsumed capsule frees the tensor here.
@@ -141,11 +148,16 @@ void dlpack_capsule_destructor(PyObject* capsule) {
 
 DLDataType dl_dtype(DType t) {
   switch (t) {
-    case DType::Float32: return {2, 32, 1};
-    case DType::Float64: return {2, 64, 1};
-    case DType::Int32: return {0, 32, 1};
-    case DType::Int64: return {0, 64, 1};
-    case DType::Bool: return {6, 8, 1};
+    case DType::Float32:
+      return {2, 32, 1};
+    case DType::Float64:
+      return {2, 64, 1};
+    case DType::Int32:
+      return {0, 32, 1};
+    case DType::Int64:
+      return {0, 64, 1};
+    case DType::Bool:
+      return {6, 8, 1};
   }
   EMBER_CHECK(false, "unknown dtype");
 }
@@ -201,8 +213,8 @@ DType dtype_of_dl(DLDataType t) {
     if (t.code == 0 && t.bits == 64) return DType::Int64;
     if (t.code == 6 && t.bits == 8) return DType::Bool;
   }
-  fail("a DLPack tensor of type code ", int(t.code), " with ", int(t.bits), " bits and ",
-       t.lanes, " lanes is not an Ember dtype; use float32, float64, int32, int64 or bool");
+  fail("a DLPack tensor of type code ", int(t.code), " with ", int(t.bits), " bits and ", t.lanes,
+       " lanes is not an Ember dtype; use float32, float64, int32, int64 or bool");
 }
 
 // Imports a DLPack capsule (CPU or CUDA) without copying: the Tensor owns the producer's
@@ -211,8 +223,10 @@ Tensor from_dlpack(py::handle obj) {
   py::object capsule = py::hasattr(obj, "__dlpack__") ? obj.attr("__dlpack__")()
                                                       : py::reinterpret_borrow<py::object>(obj);
   if (!PyCapsule_IsValid(capsule.ptr(), "dltensor"))
-    fail("from_dlpack needs an object with __dlpack__ (a torch tensor) or a DLPack capsule, "
-         "got ", describe(obj));
+    fail(
+        "from_dlpack needs an object with __dlpack__ (a torch tensor) or a DLPack capsule, "
+        "got ",
+        describe(obj));
   auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
   const DLTensor& dl = managed->dl_tensor;
   DType dtype = dtype_of_dl(dl.dtype);
@@ -226,7 +240,8 @@ Tensor from_dlpack(py::handle obj) {
     }
   }
   runtime::Device device;
-  if (dl.device.device_type == 2) device = {runtime::DeviceType::CUDA, dl.device.device_id};
+  if (dl.device.device_type == 2)
+    device = {runtime::DeviceType::CUDA, dl.device.device_id};
   else if (dl.device.device_type != 1)
     fail("from_dlpack: DLPack device type ", dl.device.device_type,
          " is not supported; Ember takes CPU (1) and CUDA (2) tensors");
@@ -283,8 +298,8 @@ int input_index(const GraphExecutor& ex, py::handle key) {
 
 void check_output_index(const GraphExecutor& ex, int64_t index) {
   if (index < 0 || index >= ex.num_outputs())
-    fail("get_output: output index ", index, " is out of range; the model has ",
-         ex.num_outputs(), " output(s)");
+    fail("get_output: output index ", index, " is out of range; the model has ", ex.num_outputs(),
+         " output(s)");
 }
 
 }  // namespace
@@ -298,32 +313,34 @@ void bind_runtime(py::module_& m) {
           throw py::buffer_error("this ember Tensor is on " + device_str(t) +
                                  ": copy it to the host with .numpy(), or share it with "
                                  "torch.from_dlpack(t)");
-        return py::buffer_info(t.data(), dtype_bytes(t.dtype()), buffer_format(t.dtype()),
-                               t.ndim(), std::vector<py::ssize_t>(t.shape().begin(), t.shape().end()),
+        return py::buffer_info(t.data(), dtype_bytes(t.dtype()), buffer_format(t.dtype()), t.ndim(),
+                               std::vector<py::ssize_t>(t.shape().begin(), t.shape().end()),
                                byte_strides(t), /*readonly=*/false);
       })
       .def_property_readonly("shape", [](const Tensor& t) { return shape_tuple(t.shape()); })
       .def_property_readonly("dtype", [](const Tensor& t) { return dtype_name(t.dtype()); })
       .def_property_readonly("ndim", &Tensor::ndim)
-      .def("numpy",
-           [](const Tensor& t) {
-             Tensor host = runtime::cuda::to_host(t);  // itself when on the CPU
-             // No base object: NumPy copies the data into an array it owns.
-             return py::array(py::dtype(buffer_format(t.dtype())),
-                              std::vector<py::ssize_t>(t.shape().begin(), t.shape().end()),
-                              host.data());
-           },
-           "A NumPy copy of the tensor (copied from the GPU for a CUDA tensor).")
+      .def(
+          "numpy",
+          [](const Tensor& t) {
+            Tensor host = runtime::cuda::to_host(t);  // itself when on the CPU
+            // No base object: NumPy copies the data into an array it owns.
+            return py::array(py::dtype(buffer_format(t.dtype())),
+                             std::vector<py::ssize_t>(t.shape().begin(), t.shape().end()),
+                             host.data());
+          },
+          "A NumPy copy of the tensor (copied from the GPU for a CUDA tensor).")
       .def_property_readonly("device", [](const Tensor& t) { return device_str(t); })
-      .def("__dlpack__",
-           [](const Tensor& t, py::object /*stream*/, py::object /*max_version*/,
-              py::object dl_device, py::object copy) {
-             // A CPU tensor needs no stream; unversioned capsules suit any max_version.
-             return to_dlpack(t, dl_device, copy);
-           },
-           py::kw_only(), "stream"_a = py::none(),
-           "max_version"_a = py::none(), "dl_device"_a = py::none(), "copy"_a = py::none(),
-           "A DLPack capsule sharing this tensor's memory (the array API protocol).")
+      .def(
+          "__dlpack__",
+          [](const Tensor& t, py::object /*stream*/, py::object /*max_version*/,
+             py::object dl_device, py::object copy) {
+            // A CPU tensor needs no stream; unversioned capsules suit any max_version.
+            return to_dlpack(t, dl_device, copy);
+          },
+          py::kw_only(), "stream"_a = py::none(), "max_version"_a = py::none(),
+          "dl_device"_a = py::none(), "copy"_a = py::none(),
+          "A DLPack capsule sharing this tensor's memory (the array API protocol).")
       .def("__dlpack_device__",
            [](const Tensor& t) {
              return py::make_tuple(static_cast<int>(t.device().type), t.device().id);
@@ -360,56 +377,64 @@ void bind_runtime(py::module_& m) {
       .def("num_inputs", &GraphExecutor::num_inputs)
       .def("num_outputs", &GraphExecutor::num_outputs)
       .def("input_names", &GraphExecutor::input_names)
-      .def("input_index", [](const GraphExecutor& ex, py::handle name) {
-        return ex.input_index(str_arg(name, "input_index: the input name"));
-      })
-      .def("set_input",
-           [](GraphExecutor& ex, py::handle key, py::handle value) {
-             int index = input_index(ex, key);
-             if (py::isinstance<Tensor>(value)) {
-               ex.set_input(index, value.cast<const Tensor&>());
-               return;
-             }
-             std::string what = "set_input: the value for input '" + ex.input_names()[index] + "'";
-             ArrayView view = array_view(value, what);
-             ex.set_input(index, view.tensor);  // copies, while `view.array` is alive
-           },
-           "key"_a, "value"_a)
+      .def("input_index",
+           [](const GraphExecutor& ex, py::handle name) {
+             return ex.input_index(str_arg(name, "input_index: the input name"));
+           })
+      .def(
+          "set_input",
+          [](GraphExecutor& ex, py::handle key, py::handle value) {
+            int index = input_index(ex, key);
+            if (py::isinstance<Tensor>(value)) {
+              ex.set_input(index, value.cast<const Tensor&>());
+              return;
+            }
+            std::string what = "set_input: the value for input '" + ex.input_names()[index] + "'";
+            ArrayView view = array_view(value, what);
+            ex.set_input(index, view.tensor);  // copies, while `view.array` is alive
+          },
+          "key"_a, "value"_a)
       .def("run", &GraphExecutor::run, py::call_guard<py::gil_scoped_release>())
       // The output aliases the executor's buffer: keep the executor alive with it.
-      .def("get_output",
-           [](const GraphExecutor& ex, py::handle index) {
-             int64_t i = int_arg(index, "get_output: the output index");
-             check_output_index(ex, i);
-             return ex.get_output(static_cast<int>(i));
-           },
-           py::keep_alive<0, 1>())
-      .def("get_input",
-           [](const GraphExecutor& ex, py::handle key) {
-             return ex.get_input(input_index(ex, key));
-           },
-           py::keep_alive<0, 1>())
-      .def("benchmark",
-           [](GraphExecutor& ex, int64_t number, int64_t repeat, int64_t warmup) {
-             if (number < 1 || repeat < 1 || warmup < 0)
-               fail("benchmark: number and repeat must be at least 1 and warmup at least 0, "
-                    "got number=", number, ", repeat=", repeat, ", warmup=", warmup);
-             py::gil_scoped_release release;
-             return ex.benchmark(static_cast<int>(number), static_cast<int>(repeat),
-                                 static_cast<int>(warmup));
-           },
-           "number"_a = 1, "repeat"_a = 10, "warmup"_a = 1)
-      .def("profile",
-           [](GraphExecutor& ex, int64_t repeat) {
-             if (repeat < 1) fail("profile: repeat must be at least 1, got ", repeat);
-             std::vector<runtime::KernelProfile> p;
-             {
-               py::gil_scoped_release release;
-               p = ex.profile(static_cast<int>(repeat));
-             }
-             return GraphExecutor::profile_table(p);
-           },
-           "repeat"_a = 10, "Per-kernel mean times as a table.")
+      .def(
+          "get_output",
+          [](const GraphExecutor& ex, py::handle index) {
+            int64_t i = int_arg(index, "get_output: the output index");
+            check_output_index(ex, i);
+            return ex.get_output(static_cast<int>(i));
+          },
+          py::keep_alive<0, 1>())
+      .def(
+          "get_input",
+          [](const GraphExecutor& ex, py::handle key) {
+            return ex.get_input(input_index(ex, key));
+          },
+          py::keep_alive<0, 1>())
+      .def(
+          "benchmark",
+          [](GraphExecutor& ex, int64_t number, int64_t repeat, int64_t warmup) {
+            if (number < 1 || repeat < 1 || warmup < 0)
+              fail(
+                  "benchmark: number and repeat must be at least 1 and warmup at least 0, "
+                  "got number=",
+                  number, ", repeat=", repeat, ", warmup=", warmup);
+            py::gil_scoped_release release;
+            return ex.benchmark(static_cast<int>(number), static_cast<int>(repeat),
+                                static_cast<int>(warmup));
+          },
+          "number"_a = 1, "repeat"_a = 10, "warmup"_a = 1)
+      .def(
+          "profile",
+          [](GraphExecutor& ex, int64_t repeat) {
+            if (repeat < 1) fail("profile: repeat must be at least 1, got ", repeat);
+            std::vector<runtime::KernelProfile> p;
+            {
+              py::gil_scoped_release release;
+              p = ex.profile(static_cast<int>(repeat));
+            }
+            return GraphExecutor::profile_table(p);
+          },
+          "repeat"_a = 10, "Per-kernel mean times as a table.")
       .def_property_readonly("pool_bytes", &GraphExecutor::pool_bytes)
       .def_property_readonly("device", [](const GraphExecutor& ex) {
         return ex.device().type == runtime::DeviceType::CUDA
@@ -417,12 +442,15 @@ void bind_runtime(py::module_& m) {
                    : std::string("cpu");
       });
 
-  m.def("set_num_threads", [](py::handle n) {
-    int64_t threads = int_arg(n, "set_num_threads: the thread count");
-    if (threads < 1 || threads > 4096)
-      fail("set_num_threads: the thread count must be between 1 and 4096, got ", threads);
-    runtime::set_num_threads(static_cast<int>(threads));
-  }, "n"_a, "Threads used by parallel loops (default: OMP_NUM_THREADS or the core count).");
+  m.def(
+      "set_num_threads",
+      [](py::handle n) {
+        int64_t threads = int_arg(n, "set_num_threads: the thread count");
+        if (threads < 1 || threads > 4096)
+          fail("set_num_threads: the thread count must be between 1 and 4096, got ", threads);
+        runtime::set_num_threads(static_cast<int>(threads));
+      },
+      "n"_a, "Threads used by parallel loops (default: OMP_NUM_THREADS or the core count).");
   m.def("get_num_threads", &runtime::get_num_threads);
 }
 

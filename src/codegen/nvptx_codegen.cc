@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "ember/codegen/codegen.h"
+#include "ember/passes/schedule.h"
 #include "ember/support/error.h"
 #include "llvm/IR/CallingConv.h"
 #include "llvm/IR/Constants.h"
@@ -309,7 +310,9 @@ std::shared_ptr<runtime::Module> compile_cuda(const std::vector<ir::PrimFunc>& f
 
   NVPTXCodeGen codegen(&module, options.arch);
   std::map<std::string, LaunchDims> kernels;
-  for (const ir::PrimFunc& f : funcs) kernels[f.name] = codegen.add_kernel(f);
+  // Block-level buffers become shared memory and thread phases get their barriers.
+  for (const ir::PrimFunc& f : funcs)
+    kernels[f.name] = codegen.add_kernel(passes::lower_gpu_phases(f));
   verify_module(module, "before optimisation");
   optimize(module, tm.get());
   verify_module(module, "after optimisation");

@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include "../runtime/cuda_device.h"
+#include "ember/runtime/cuda.h"
 #include "llvm_codegen.h"
 
 namespace ember::codegen {

@@ -85,9 +85,12 @@ std::string to_string(const Attrs& a) {
   for (auto& [k, v] : a.values()) {
     os << (first ? "" : ", ") << k << "=";
     first = false;
-    if (auto* i = std::get_if<int64_t>(&v)) os << *i;
-    else if (auto* d = std::get_if<double>(&v)) os << *d;
-    else if (auto* s = std::get_if<std::string>(&v)) os << '"' << *s << '"';
+    if (auto* i = std::get_if<int64_t>(&v))
+      os << *i;
+    else if (auto* d = std::get_if<double>(&v))
+      os << *d;
+    else if (auto* s = std::get_if<std::string>(&v))
+      os << '"' << *s << '"';
     else if (auto* l = std::get_if<std::vector<int64_t>>(&v)) {
       os << "[";
       for (size_t j = 0; j < l->size(); ++j) os << (j ? ", " : "") << (*l)[j];
@@ -144,8 +147,8 @@ Expr call_function(Function fn, std::vector<Expr> args, const std::string& name)
   EMBER_CHECK(fn->params.size() == args.size(), "function call with ", args.size(),
               " arguments for ", fn->params.size(), " parameters");
   for (size_t i = 0; i < args.size(); ++i)
-    EMBER_CHECK(args[i] && args[i]->type == fn->params[i]->type, "argument ", i,
-                " of a call of ", fn->name, " has the wrong type");
+    EMBER_CHECK(args[i] && args[i]->type == fn->params[i]->type, "argument ", i, " of a call of ",
+                fn->name, " has the wrong type");
   Type t = fn->type;
   return std::make_shared<CallNode>(std::move(fn), std::move(args), std::move(t), name);
 }
@@ -179,11 +182,16 @@ std::vector<Expr> post_order(const Expr& root) {
   std::vector<std::pair<Expr, size_t>> stack{{root, 0}};
   auto children = [](const Expr& e) -> std::vector<Expr> {
     switch (e->kind) {
-      case NodeKind::Call: return static_cast<const CallNode*>(e.get())->args;
-      case NodeKind::Tuple: return static_cast<const TupleNode*>(e.get())->fields;
-      case NodeKind::TupleGetItem: return {static_cast<const TupleGetItemNode*>(e.get())->tuple};
-      case NodeKind::Function: return {static_cast<const FunctionNode*>(e.get())->body};
-      default: return {};
+      case NodeKind::Call:
+        return static_cast<const CallNode*>(e.get())->args;
+      case NodeKind::Tuple:
+        return static_cast<const TupleNode*>(e.get())->fields;
+      case NodeKind::TupleGetItem:
+        return {static_cast<const TupleGetItemNode*>(e.get())->tuple};
+      case NodeKind::Function:
+        return {static_cast<const FunctionNode*>(e.get())->body};
+      default:
+        return {};
     }
   };
   if (!root) return order;
@@ -205,10 +213,14 @@ std::vector<Expr> post_order(const Expr& root) {
 namespace {
 std::vector<Expr> inputs_of(const Expr& e) {
   switch (e->kind) {
-    case NodeKind::Call: return static_cast<const CallNode*>(e.get())->args;
-    case NodeKind::Tuple: return static_cast<const TupleNode*>(e.get())->fields;
-    case NodeKind::TupleGetItem: return {static_cast<const TupleGetItemNode*>(e.get())->tuple};
-    default: return {};
+    case NodeKind::Call:
+      return static_cast<const CallNode*>(e.get())->args;
+    case NodeKind::Tuple:
+      return static_cast<const TupleNode*>(e.get())->fields;
+    case NodeKind::TupleGetItem:
+      return {static_cast<const TupleGetItemNode*>(e.get())->tuple};
+    default:
+      return {};
   }
 }
 }  // namespace
@@ -227,15 +239,19 @@ Expr rewrite(const Expr& root, const RewriteFn& fn) {
       switch (e->kind) {
         case NodeKind::Call: {
           auto* c = static_cast<const CallNode*>(e.get());
-          r = c->fn ? call_function(c->fn, new_in, c->name) : call(c->op, new_in, c->attrs, c->name);
+          r = c->fn ? call_function(c->fn, new_in, c->name)
+                    : call(c->op, new_in, c->attrs, c->name);
           break;
         }
-        case NodeKind::Tuple: r = tuple(new_in, e->name); break;
+        case NodeKind::Tuple:
+          r = tuple(new_in, e->name);
+          break;
         case NodeKind::TupleGetItem:
           r = tuple_get_item(new_in[0], static_cast<const TupleGetItemNode*>(e.get())->index,
                              e->name);
           break;
-        default: break;
+        default:
+          break;
       }
     }
     done[e.get()] = r ? r : e;
@@ -305,7 +321,8 @@ void infer_types(const Function& f) {
         expected = g->tuple->type.fields.at(g->index);
         break;
       }
-      default: continue;
+      default:
+        continue;
     }
     EMBER_CHECK(expected == e->type, "node ", e->name, " has type ", to_string(e->type),
                 " but its inputs give ", to_string(expected));
@@ -348,13 +365,13 @@ struct EqualChecker {
         return all(static_cast<const TupleNode*>(a.get())->fields,
                    static_cast<const TupleNode*>(b.get())->fields);
       case NodeKind::TupleGetItem: {
-        auto *x = static_cast<const TupleGetItemNode*>(a.get());
-        auto *y = static_cast<const TupleGetItemNode*>(b.get());
+        auto* x = static_cast<const TupleGetItemNode*>(a.get());
+        auto* y = static_cast<const TupleGetItemNode*>(b.get());
         return x->index == y->index && eq(x->tuple, y->tuple);
       }
       case NodeKind::Function: {
-        auto *x = static_cast<const FunctionNode*>(a.get());
-        auto *y = static_cast<const FunctionNode*>(b.get());
+        auto* x = static_cast<const FunctionNode*>(a.get());
+        auto* y = static_cast<const FunctionNode*>(b.get());
         if (x->params.size() != y->params.size()) return false;
         for (size_t i = 0; i < x->params.size(); ++i) {
           if (!(x->params[i]->type == y->params[i]->type)) return false;
@@ -400,13 +417,16 @@ std::string to_string(const Expr& root) {
   Expr body = fn ? fn->body : root;
   for (auto& e : post_order(body)) {
     switch (e->kind) {
-      case NodeKind::Var: ids[e.get()] = "%" + e->name; continue;
+      case NodeKind::Var:
+        ids[e.get()] = "%" + e->name;
+        continue;
       case NodeKind::Constant: {
         std::string id = "meta[" + std::to_string(consts++) + "]";
         ids[e.get()] = e->name.empty() ? id : id + "(" + e->name + ")";
         continue;
       }
-      default: break;
+      default:
+        break;
     }
     std::string id = "%" + std::to_string(counter++);
     os << "  " << id << " = ";

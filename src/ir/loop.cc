@@ -75,11 +75,15 @@ void unify(PrimExpr& a, PrimExpr& b) {
   double v;
   int64_t iv;
   if (b_imm && !a_imm) {
-    if (as_int(b, &iv)) b = make_const(a.dtype(), static_cast<double>(iv));
-    else if (as_float(b, &v)) b = make_const(a.dtype(), v);
+    if (as_int(b, &iv))
+      b = make_const(a.dtype(), static_cast<double>(iv));
+    else if (as_float(b, &v))
+      b = make_const(a.dtype(), v);
   } else if (a_imm && !b_imm) {
-    if (as_int(a, &iv)) a = make_const(b.dtype(), static_cast<double>(iv));
-    else if (as_float(a, &v)) a = make_const(b.dtype(), v);
+    if (as_int(a, &iv))
+      a = make_const(b.dtype(), static_cast<double>(iv));
+    else if (as_float(a, &v))
+      a = make_const(b.dtype(), v);
   } else if (a_imm && b_imm) {
     // Both constants: promote to float if either is.
     DType t = is_float(a.dtype()) ? a.dtype() : b.dtype();
@@ -102,14 +106,24 @@ PrimExpr binary(BinaryOp op, PrimExpr a, PrimExpr b) {
   int64_t x, y;
   if (as_int(a, &x) && as_int(b, &y) && a.dtype() != DType::Bool) {
     switch (op) {
-      case BinaryOp::Add: return make_const(a.dtype(), double(x + y));
-      case BinaryOp::Sub: return make_const(a.dtype(), double(x - y));
-      case BinaryOp::Mul: return make_const(a.dtype(), double(x * y));
-      case BinaryOp::Div: if (y != 0) return make_const(a.dtype(), double(floor_div(x, y))); break;
-      case BinaryOp::Mod: if (y != 0) return make_const(a.dtype(), double(floor_mod(x, y))); break;
-      case BinaryOp::Min: return make_const(a.dtype(), double(std::min(x, y)));
-      case BinaryOp::Max: return make_const(a.dtype(), double(std::max(x, y)));
-      default: break;
+      case BinaryOp::Add:
+        return make_const(a.dtype(), double(x + y));
+      case BinaryOp::Sub:
+        return make_const(a.dtype(), double(x - y));
+      case BinaryOp::Mul:
+        return make_const(a.dtype(), double(x * y));
+      case BinaryOp::Div:
+        if (y != 0) return make_const(a.dtype(), double(floor_div(x, y)));
+        break;
+      case BinaryOp::Mod:
+        if (y != 0) return make_const(a.dtype(), double(floor_mod(x, y)));
+        break;
+      case BinaryOp::Min:
+        return make_const(a.dtype(), double(std::min(x, y)));
+      case BinaryOp::Max:
+        return make_const(a.dtype(), double(std::max(x, y)));
+      default:
+        break;
     }
   }
   if (is_int(a.dtype())) {
@@ -117,7 +131,8 @@ PrimExpr binary(BinaryOp op, PrimExpr a, PrimExpr b) {
     // x + 0 is not x for x = -0.0.
     if (op == BinaryOp::Add && is_int_value(a, 0)) return b;
     if ((op == BinaryOp::Add || op == BinaryOp::Sub) && is_int_value(b, 0)) return a;
-    if (op == BinaryOp::Mul && (is_int_value(a, 0) || is_int_value(b, 0))) return PrimExpr(make_const(a.dtype(), 0));
+    if (op == BinaryOp::Mul && (is_int_value(a, 0) || is_int_value(b, 0)))
+      return PrimExpr(make_const(a.dtype(), 0));
     if (op == BinaryOp::Mul && is_int_value(a, 1)) return b;
     if ((op == BinaryOp::Mul || op == BinaryOp::Div) && is_int_value(b, 1)) return a;
     if (op == BinaryOp::Mod && is_int_value(b, 1)) return make_const(a.dtype(), 0);
@@ -148,12 +163,24 @@ PrimExpr compare(CompareOp op, PrimExpr a, PrimExpr b) {
   if (as_int(a, &x) && as_int(b, &y)) {
     bool r = false;
     switch (op) {
-      case CompareOp::EQ: r = x == y; break;
-      case CompareOp::NE: r = x != y; break;
-      case CompareOp::LT: r = x < y; break;
-      case CompareOp::LE: r = x <= y; break;
-      case CompareOp::GT: r = x > y; break;
-      case CompareOp::GE: r = x >= y; break;
+      case CompareOp::EQ:
+        r = x == y;
+        break;
+      case CompareOp::NE:
+        r = x != y;
+        break;
+      case CompareOp::LT:
+        r = x < y;
+        break;
+      case CompareOp::LE:
+        r = x <= y;
+        break;
+      case CompareOp::GT:
+        r = x > y;
+        break;
+      case CompareOp::GE:
+        r = x >= y;
+        break;
     }
     return make_const(DType::Bool, r);
   }
@@ -219,8 +246,8 @@ PrimExpr call(Intrinsic op, std::vector<PrimExpr> args) {
 }
 
 PrimExpr barrier() {
-  return PrimExpr(std::make_shared<PrimCallNode>(DType::Int32, Intrinsic::Barrier,
-                                                 std::vector<PrimExpr>{}));
+  return PrimExpr(
+      std::make_shared<PrimCallNode>(DType::Int32, Intrinsic::Barrier, std::vector<PrimExpr>{}));
 }
 
 PrimExpr load(Buffer buffer, PrimExpr index) {
@@ -233,16 +260,26 @@ PrimExpr let(PrimVar v, PrimExpr value, PrimExpr body) {
 
 const char* for_kind_name(ForKind k) {
   switch (k) {
-    case ForKind::Serial: return "serial";
-    case ForKind::Parallel: return "parallel";
-    case ForKind::Vectorized: return "vectorized";
-    case ForKind::Unrolled: return "unrolled";
-    case ForKind::GpuBlockX: return "blockIdx.x";
-    case ForKind::GpuBlockY: return "blockIdx.y";
-    case ForKind::GpuBlockZ: return "blockIdx.z";
-    case ForKind::GpuThreadX: return "threadIdx.x";
-    case ForKind::GpuThreadY: return "threadIdx.y";
-    case ForKind::GpuThreadZ: return "threadIdx.z";
+    case ForKind::Serial:
+      return "serial";
+    case ForKind::Parallel:
+      return "parallel";
+    case ForKind::Vectorized:
+      return "vectorized";
+    case ForKind::Unrolled:
+      return "unrolled";
+    case ForKind::GpuBlockX:
+      return "blockIdx.x";
+    case ForKind::GpuBlockY:
+      return "blockIdx.y";
+    case ForKind::GpuBlockZ:
+      return "blockIdx.z";
+    case ForKind::GpuThreadX:
+      return "threadIdx.x";
+    case ForKind::GpuThreadY:
+      return "threadIdx.y";
+    case ForKind::GpuThreadZ:
+      return "threadIdx.z";
   }
   return "?";
 }
@@ -274,8 +311,10 @@ Stmt seq(std::vector<Stmt> stmts) {
   std::vector<Stmt> flat;
   for (auto& s : stmts) {
     if (!s) continue;
-    if (auto* q = s.as<SeqNode>()) flat.insert(flat.end(), q->seq.begin(), q->seq.end());
-    else flat.push_back(s);
+    if (auto* q = s.as<SeqNode>())
+      flat.insert(flat.end(), q->seq.begin(), q->seq.end());
+    else
+      flat.push_back(s);
   }
   if (flat.size() == 1) return flat[0];
   return Stmt(std::make_shared<SeqNode>(std::move(flat)));
@@ -287,10 +326,14 @@ Stmt evaluate(PrimExpr value) { return Stmt(std::make_shared<EvaluateNode>(std::
 PrimExpr PrimMutator::mutate(const PrimExpr& e) {
   if (!e) return e;
   switch (e.kind()) {
-    case PrimKind::Var: return visit_var(e, e.as<PrimVarNode>());
-    case PrimKind::Load: return visit_load(e, e.as<LoadNode>());
-    case PrimKind::ProducerLoad: return visit_producer_load(e, e.as<ProducerLoadNode>());
-    default: return mutate_children(e);
+    case PrimKind::Var:
+      return visit_var(e, e.as<PrimVarNode>());
+    case PrimKind::Load:
+      return visit_load(e, e.as<LoadNode>());
+    case PrimKind::ProducerLoad:
+      return visit_producer_load(e, e.as<ProducerLoadNode>());
+    default:
+      return mutate_children(e);
   }
 }
 
@@ -351,7 +394,8 @@ PrimExpr PrimMutator::mutate_children(const PrimExpr& e) {
       PrimExpr v = mutate(op->value);
       return v.same_as(op->value) ? e : reinterpret(op->dtype, v);
     }
-    case PrimKind::Load: return visit_load(e, e.as<LoadNode>());
+    case PrimKind::Load:
+      return visit_load(e, e.as<LoadNode>());
     case PrimKind::Call: {
       auto* op = e.as<PrimCallNode>();
       std::vector<PrimExpr> args;
@@ -368,7 +412,8 @@ PrimExpr PrimMutator::mutate_children(const PrimExpr& e) {
       if (v.same_as(op->value) && b.same_as(op->body)) return e;
       return let(op->var, v, b);
     }
-    case PrimKind::ProducerLoad: return visit_producer_load(e, e.as<ProducerLoadNode>());
+    case PrimKind::ProducerLoad:
+      return visit_producer_load(e, e.as<ProducerLoadNode>());
     case PrimKind::Reduce: {
       auto* op = e.as<ReduceNode>();
       PrimExpr s = mutate(op->source);
@@ -382,9 +427,12 @@ PrimExpr PrimMutator::mutate_children(const PrimExpr& e) {
 Stmt PrimMutator::mutate(const Stmt& s) {
   if (!s) return s;
   switch (s.kind()) {
-    case StmtKind::Store: return visit_store(s, s.as<StoreNode>());
-    case StmtKind::For: return visit_for(s, s.as<ForNode>());
-    default: return mutate_children(s);
+    case StmtKind::Store:
+      return visit_store(s, s.as<StoreNode>());
+    case StmtKind::For:
+      return visit_for(s, s.as<ForNode>());
+    default:
+      return mutate_children(s);
   }
 }
 
@@ -403,8 +451,10 @@ Stmt PrimMutator::visit_for(const Stmt& s, const ForNode* op) {
 
 Stmt PrimMutator::mutate_children(const Stmt& s) {
   switch (s.kind()) {
-    case StmtKind::For: return visit_for(s, s.as<ForNode>());
-    case StmtKind::Store: return visit_store(s, s.as<StoreNode>());
+    case StmtKind::For:
+      return visit_for(s, s.as<ForNode>());
+    case StmtKind::Store:
+      return visit_store(s, s.as<StoreNode>());
     case StmtKind::Allocate: {
       auto* op = s.as<AllocateNode>();
       Stmt b = mutate(op->body);
@@ -526,12 +576,14 @@ bool structural_equal(const PrimExpr& a, const PrimExpr& b) {
   if (a.same_as(b)) return true;
   if (!a || !b || a.kind() != b.kind() || a.dtype() != b.dtype()) return false;
   switch (a.kind()) {
-    case PrimKind::IntImm: return a.as<IntImmNode>()->value == b.as<IntImmNode>()->value;
+    case PrimKind::IntImm:
+      return a.as<IntImmNode>()->value == b.as<IntImmNode>()->value;
     case PrimKind::FloatImm: {
       double x = a.as<FloatImmNode>()->value, y = b.as<FloatImmNode>()->value;
       return x == y || (std::isnan(x) && std::isnan(y));
     }
-    case PrimKind::Var: return false;  // identity only
+    case PrimKind::Var:
+      return false;  // identity only
     case PrimKind::Binary: {
       auto *x = a.as<BinaryNode>(), *y = b.as<BinaryNode>();
       return x->op == y->op && structural_equal(x->a, y->a) && structural_equal(x->b, y->b);
@@ -540,13 +592,15 @@ bool structural_equal(const PrimExpr& a, const PrimExpr& b) {
       auto *x = a.as<CompareNode>(), *y = b.as<CompareNode>();
       return x->op == y->op && structural_equal(x->a, y->a) && structural_equal(x->b, y->b);
     }
-    case PrimKind::Not: return structural_equal(a.as<NotNode>()->a, b.as<NotNode>()->a);
+    case PrimKind::Not:
+      return structural_equal(a.as<NotNode>()->a, b.as<NotNode>()->a);
     case PrimKind::Select: {
       auto *x = a.as<SelectNode>(), *y = b.as<SelectNode>();
       return structural_equal(x->cond, y->cond) && structural_equal(x->t, y->t) &&
              structural_equal(x->f, y->f);
     }
-    case PrimKind::Cast: return structural_equal(a.as<CastNode>()->value, b.as<CastNode>()->value);
+    case PrimKind::Cast:
+      return structural_equal(a.as<CastNode>()->value, b.as<CastNode>()->value);
     case PrimKind::Reinterpret:
       return structural_equal(a.as<ReinterpretNode>()->value, b.as<ReinterpretNode>()->value);
     case PrimKind::Load: {
@@ -567,7 +621,8 @@ bool structural_equal(const PrimExpr& a, const PrimExpr& b) {
         if (!structural_equal(x->indices[i], y->indices[i])) return false;
       return true;
     }
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -577,42 +632,67 @@ namespace {
 
 const char* binary_symbol(BinaryOp op) {
   switch (op) {
-    case BinaryOp::Add: return " + ";
-    case BinaryOp::Sub: return " - ";
-    case BinaryOp::Mul: return "*";
-    case BinaryOp::Div: return "/";
-    case BinaryOp::Mod: return " % ";
-    case BinaryOp::BitAnd: return " & ";
-    case BinaryOp::BitOr: return " | ";
-    case BinaryOp::BitXor: return " ^ ";
-    case BinaryOp::Shl: return " << ";
-    case BinaryOp::Shr: return " >> ";
-    default: return nullptr;
+    case BinaryOp::Add:
+      return " + ";
+    case BinaryOp::Sub:
+      return " - ";
+    case BinaryOp::Mul:
+      return "*";
+    case BinaryOp::Div:
+      return "/";
+    case BinaryOp::Mod:
+      return " % ";
+    case BinaryOp::BitAnd:
+      return " & ";
+    case BinaryOp::BitOr:
+      return " | ";
+    case BinaryOp::BitXor:
+      return " ^ ";
+    case BinaryOp::Shl:
+      return " << ";
+    case BinaryOp::Shr:
+      return " >> ";
+    default:
+      return nullptr;
   }
 }
 
 const char* compare_symbol(CompareOp op) {
   switch (op) {
-    case CompareOp::EQ: return " == ";
-    case CompareOp::NE: return " != ";
-    case CompareOp::LT: return " < ";
-    case CompareOp::LE: return " <= ";
-    case CompareOp::GT: return " > ";
-    case CompareOp::GE: return " >= ";
+    case CompareOp::EQ:
+      return " == ";
+    case CompareOp::NE:
+      return " != ";
+    case CompareOp::LT:
+      return " < ";
+    case CompareOp::LE:
+      return " <= ";
+    case CompareOp::GT:
+      return " > ";
+    case CompareOp::GE:
+      return " >= ";
   }
   return "?";
 }
 
 const char* intrinsic_name(Intrinsic op) {
   switch (op) {
-    case Intrinsic::Sqrt: return "sqrt";
-    case Intrinsic::Floor: return "floor";
-    case Intrinsic::Ceil: return "ceil";
-    case Intrinsic::Abs: return "abs";
-    case Intrinsic::Round: return "round";
-    case Intrinsic::IsNan: return "isnan";
-    case Intrinsic::Fma: return "fma";
-    case Intrinsic::Barrier: return "barrier";
+    case Intrinsic::Sqrt:
+      return "sqrt";
+    case Intrinsic::Floor:
+      return "floor";
+    case Intrinsic::Ceil:
+      return "ceil";
+    case Intrinsic::Abs:
+      return "abs";
+    case Intrinsic::Round:
+      return "round";
+    case Intrinsic::IsNan:
+      return "isnan";
+    case Intrinsic::Fma:
+      return "fma";
+    case Intrinsic::Barrier:
+      return "barrier";
   }
   return "?";
 }
@@ -625,8 +705,10 @@ void print_expr(std::ostream& os, const PrimExpr& e) {
   switch (e.kind()) {
     case PrimKind::IntImm: {
       auto* op = e.as<IntImmNode>();
-      if (op->dtype == DType::Bool) os << (op->value ? "true" : "false");
-      else os << op->value;
+      if (op->dtype == DType::Bool)
+        os << (op->value ? "true" : "false");
+      else
+        os << op->value;
       if (op->dtype == DType::Int32) os << "i32";
       return;
     }
@@ -640,7 +722,9 @@ void print_expr(std::ostream& os, const PrimExpr& e) {
       os << t << (op->dtype == DType::Float32 ? "f" : "");
       return;
     }
-    case PrimKind::Var: os << e.as<PrimVarNode>()->name; return;
+    case PrimKind::Var:
+      os << e.as<PrimVarNode>()->name;
+      return;
     case PrimKind::Binary: {
       auto* op = e.as<BinaryNode>();
       if (op->op == BinaryOp::Min || op->op == BinaryOp::Max) {
@@ -667,7 +751,10 @@ void print_expr(std::ostream& os, const PrimExpr& e) {
       os << ")";
       return;
     }
-    case PrimKind::Not: os << "!"; print_expr(os, e.as<NotNode>()->a); return;
+    case PrimKind::Not:
+      os << "!";
+      print_expr(os, e.as<NotNode>()->a);
+      return;
     case PrimKind::Select: {
       auto* op = e.as<SelectNode>();
       os << "select(";
@@ -731,8 +818,7 @@ void print_expr(std::ostream& os, const PrimExpr& e) {
       os << names[static_cast<int>(op->op)] << "(";
       print_expr(os, op->source);
       os << ", axes=[";
-      for (size_t i = 0; i < op->axes.size(); ++i)
-        os << (i ? ", " : "") << op->axes[i]->var.name();
+      for (size_t i = 0; i < op->axes.size(); ++i) os << (i ? ", " : "") << op->axes[i]->var.name();
       os << "])";
       return;
     }
@@ -747,8 +833,10 @@ void print_stmt(std::ostream& os, const Stmt& s, int indent) {
       auto* op = s.as<ForNode>();
       int64_t mn;
       os << pad << "for " << op->var.name() << " in [";
-      if (as_int(op->min, &mn) && mn == 0) os << "0, " << op->extent << ")";
-      else os << op->min << ", " << op->min << " + " << op->extent << ")";
+      if (as_int(op->min, &mn) && mn == 0)
+        os << "0, " << op->extent << ")";
+      else
+        os << op->min << ", " << op->min << " + " << op->extent << ")";
       if (op->for_kind != ForKind::Serial) os << " " << for_kind_name(op->for_kind);
       os << ":\n";
       print_stmt(os, op->body, indent + 1);
@@ -761,8 +849,8 @@ void print_stmt(std::ostream& os, const Stmt& s, int indent) {
     }
     case StmtKind::Allocate: {
       auto* op = s.as<AllocateNode>();
-      os << pad << "allocate " << op->buffer->name << ": " << dtype_name(op->buffer->dtype)
-         << "[" << op->buffer->numel() << "]"
+      os << pad << "allocate " << op->buffer->name << ": " << dtype_name(op->buffer->dtype) << "["
+         << op->buffer->numel() << "]"
          << (op->buffer->scope == BufferScope::Shared ? " shared" : "") << "\n";
       print_stmt(os, op->body, indent);
       return;
@@ -786,7 +874,9 @@ void print_stmt(std::ostream& os, const Stmt& s, int indent) {
     case StmtKind::Seq:
       for (auto& x : s.as<SeqNode>()->seq) print_stmt(os, x, indent);
       return;
-    case StmtKind::Evaluate: os << pad << s.as<EvaluateNode>()->value << "\n"; return;
+    case StmtKind::Evaluate:
+      os << pad << s.as<EvaluateNode>()->value << "\n";
+      return;
   }
 }
 
@@ -895,7 +985,9 @@ class Verifier {
       case StmtKind::Seq:
         for (auto& x : s.as<SeqNode>()->seq) stmt(x, in_vector);
         return;
-      case StmtKind::Evaluate: expr(s.as<EvaluateNode>()->value); return;
+      case StmtKind::Evaluate:
+        expr(s.as<EvaluateNode>()->value);
+        return;
     }
   }
 
@@ -914,8 +1006,8 @@ class Verifier {
         return;
       case PrimKind::Load: {
         auto* op = e.as<LoadNode>();
-        EMBER_CHECK(buffers_.count(op->buffer.get()), "load from unknown buffer ",
-                    op->buffer->name, " in ", f_.name);
+        EMBER_CHECK(buffers_.count(op->buffer.get()), "load from unknown buffer ", op->buffer->name,
+                    " in ", f_.name);
         expr(op->index);
         return;
       }
@@ -929,27 +1021,37 @@ class Verifier {
       }
       case PrimKind::Binary: {
         auto* op = e.as<BinaryNode>();
-        EMBER_CHECK(op->a.dtype() == op->b.dtype(), "binary operands differ in dtype: ",
-                    to_string(e));
+        EMBER_CHECK(op->a.dtype() == op->b.dtype(),
+                    "binary operands differ in dtype: ", to_string(e));
         expr(op->a);
         expr(op->b);
         return;
       }
       default: {
         switch (e.kind()) {
-          case PrimKind::Compare: expr(e.as<CompareNode>()->a); expr(e.as<CompareNode>()->b); break;
-          case PrimKind::Not: expr(e.as<NotNode>()->a); break;
+          case PrimKind::Compare:
+            expr(e.as<CompareNode>()->a);
+            expr(e.as<CompareNode>()->b);
+            break;
+          case PrimKind::Not:
+            expr(e.as<NotNode>()->a);
+            break;
           case PrimKind::Select:
             expr(e.as<SelectNode>()->cond);
             expr(e.as<SelectNode>()->t);
             expr(e.as<SelectNode>()->f);
             break;
-          case PrimKind::Cast: expr(e.as<CastNode>()->value); break;
-          case PrimKind::Reinterpret: expr(e.as<ReinterpretNode>()->value); break;
+          case PrimKind::Cast:
+            expr(e.as<CastNode>()->value);
+            break;
+          case PrimKind::Reinterpret:
+            expr(e.as<ReinterpretNode>()->value);
+            break;
           case PrimKind::Call:
             for (auto& a : e.as<PrimCallNode>()->args) expr(a);
             break;
-          default: break;
+          default:
+            break;
         }
         return;
       }

@@ -106,7 +106,8 @@ Terms collect(const PrimExpr& e) {
         }
         break;
       }
-      default: break;
+      default:
+        break;
     }
   }
   t.add(e.as<PrimVarNode>() ? e : simplify_operands(e), 1);

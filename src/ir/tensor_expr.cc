@@ -57,7 +57,9 @@ Tensor compute(const std::string& name, std::vector<int64_t> shape, const Comput
   return Tensor(n);
 }
 
-IterVar reduce_axis(int64_t extent, const std::string& name) { return iter_var(name, extent, true); }
+IterVar reduce_axis(int64_t extent, const std::string& name) {
+  return iter_var(name, extent, true);
+}
 
 namespace {
 PrimExpr make_reduce(ReduceOp op, PrimExpr source, std::vector<IterVar> axes) {
@@ -78,7 +80,8 @@ PrimExpr min_reduce(PrimExpr source, std::vector<IterVar> axes) {
 
 PrimExpr reduce_identity(ReduceOp op, DType dtype) {
   switch (op) {
-    case ReduceOp::Sum: return make_const(dtype, 0);
+    case ReduceOp::Sum:
+      return make_const(dtype, 0);
     case ReduceOp::Max:
       if (is_float(dtype)) return make_const(dtype, -std::numeric_limits<double>::infinity());
       if (dtype == DType::Int32) return make_const(dtype, std::numeric_limits<int32_t>::min());

@@ -17,8 +17,8 @@ Function bind_params(const Function& f, const std::map<std::string, runtime::Ten
   for (auto& [name, value] : params) {
     auto it = inputs.find(name);
     if (it == inputs.end())
-      fail("params has '", name, "' but the function has no input of that name; its inputs are: ",
-           names);
+      fail("params has '", name,
+           "' but the function has no input of that name; its inputs are: ", names);
     const TensorType& want = it->second->type.tensor();
     TensorType got{value.shape(), value.dtype()};
     if (want != got)

@@ -50,8 +50,8 @@ Expr fold(const CallNode* c, const std::vector<Expr>& in) {
   }
   std::vector<Expr> args = in;
   args[0] = pad->args[0];
-  Attrs attrs = c->attrs.with("padding", p).with(
-      "fusion_pattern", conv ? "Padding + Convolution" : "Padding + Pooling");
+  Attrs attrs = c->attrs.with("padding", p)
+                    .with("fusion_pattern", conv ? "Padding + Convolution" : "Padding + Pooling");
   return call(c->op, std::move(args), attrs, join_names(pad->name, c->name));
 }
 

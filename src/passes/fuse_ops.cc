@@ -70,14 +70,19 @@ struct OpGraph {
     extern_ref.assign(calls.size(), false);
     for (auto& e : post_order(f->body)) {
       std::vector<Expr> ins;
-      if (auto* c = as<CallNode>(e)) ins = c->args;
-      else if (auto* t = as<TupleNode>(e)) ins = t->fields;
-      else if (auto* g = as<TupleGetItemNode>(e)) ins = {g->tuple};
+      if (auto* c = as<CallNode>(e))
+        ins = c->args;
+      else if (auto* t = as<TupleNode>(e))
+        ins = t->fields;
+      else if (auto* g = as<TupleGetItemNode>(e))
+        ins = {g->tuple};
       for (auto& in : ins) {
         auto it = index.find(in.get());
         if (it == index.end()) continue;
-        if (e->kind == NodeKind::Call) consumers[it->second].push_back(index.at(e.get()));
-        else extern_ref[it->second] = true;
+        if (e->kind == NodeKind::Call)
+          consumers[it->second].push_back(index.at(e.get()));
+        else
+          extern_ref[it->second] = true;
       }
     }
     auto out = index.find(f->body.get());
@@ -297,7 +302,8 @@ std::string join_names(const std::vector<const CallNode*>& members) {
     const std::string& n = m->name;
     while (start <= n.size() && !n.empty()) {
       size_t end = n.find(" + ", start);
-      std::string part = n.substr(start, end == std::string::npos ? std::string::npos : end - start);
+      std::string part =
+          n.substr(start, end == std::string::npos ? std::string::npos : end - start);
       if (!part.empty() && std::find(parts.begin(), parts.end(), part) == parts.end())
         parts.push_back(part);
       if (end == std::string::npos) break;
@@ -323,8 +329,8 @@ Function fuse_ops(const Function& f, int max_depth, std::vector<FusionDecision>*
       for (int c : g.consumers[p]) {
         bool fused = fz.root(p) == fz.root(c);
         auto it = fz.rule.find({p, c});
-        std::string why = fused ? (it != fz.rule.end() ? it->second : "same group")
-                                : unfused_reason(g, fz, p, c);
+        std::string why =
+            fused ? (it != fz.rule.end() ? it->second : "same group") : unfused_reason(g, fz, p, c);
         decisions->push_back({g.describe(p), g.describe(c), fused, why});
       }
     }
@@ -391,7 +397,12 @@ Function fuse_ops(const Function& f, int max_depth, std::vector<FusionDecision>*
                           : call(mc->op, margs, mc->attrs, mc->name);
     }
     std::string name = join_names(member_calls);
-    Function fn = function(params, rebuilt.at(i), name.empty() ? "fused" : name);
+    if (name.empty()) {
+      // No source names (a graph built by hand): name the kernel after its ops.
+      for (auto* mc : member_calls)
+        name += (name.empty() ? "" : " + ") + (mc->op ? mc->op->name : mc->fn->name);
+    }
+    Function fn = function(params, rebuilt.at(i), name);
     done[e.get()] = call_function(fn, args, name);
   }
   return function(f->params, mapped(f->body), f->name);

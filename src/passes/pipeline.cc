@@ -55,7 +55,9 @@ ir::Function run_pipeline(const ir::Function& input, const PassContext& raw_ctx,
   step("FoldConstant", [&](const ir::Function& g) { return fold_constant(g, evaluate); });
   // After constant folding, so that the attention scale is one constant.
   step("RecognizeAttention", recognize_attention);
-  step("FuseOps", [&](const ir::Function& g) { return fuse_ops(g, static_cast<int>(max_depth), fusion_decisions); });
+  step("FuseOps", [&](const ir::Function& g) {
+    return fuse_ops(g, static_cast<int>(max_depth), fusion_decisions);
+  });
   return f;
 }
 

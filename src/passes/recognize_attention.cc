@@ -47,9 +47,12 @@ const CallNode* op_call(const Expr& e, const char* name) {
 bool scalar_value(const Expr& e, double* out) {
   auto* c = as<ConstantNode>(e);
   if (!c || c->value.numel() != 1) return false;
-  if (c->value.dtype() == DType::Float32) *out = *c->value.data_as<float>();
-  else if (c->value.dtype() == DType::Float64) *out = *c->value.data_as<double>();
-  else return false;
+  if (c->value.dtype() == DType::Float32)
+    *out = *c->value.data_as<float>();
+  else if (c->value.dtype() == DType::Float64)
+    *out = *c->value.data_as<double>();
+  else
+    return false;
   return true;
 }
 
@@ -116,13 +119,15 @@ class Matcher {
   bool match(const Expr& e, Match* m) {
     auto* pv = op_call(e, "nn.batch_matmul");
     if (!pv && !(pv = op_call(e, "nn.matmul"))) return false;
-    if (pv->op->name == "nn.matmul" && (batch_of(pv->args[0]).size() || batch_of(pv->args[1]).size()))
+    if (pv->op->name == "nn.matmul" &&
+        (batch_of(pv->args[0]).size() || batch_of(pv->args[1]).size()))
       return false;
     if (!is_float(e->type.tensor().dtype)) return false;
     note(e, m);
     Expr sm = strip(pv->args[0], m);
     auto* softmax = op_call(sm, "nn.softmax");
-    if (!softmax || !inner(sm) || softmax->attrs.get_int("axis", -1) != sm->type.tensor().ndim() - 1)
+    if (!softmax || !inner(sm) ||
+        softmax->attrs.get_int("axis", -1) != sm->type.tensor().ndim() - 1)
       return false;
     note(sm, m);
     m->batch = batch_of(sm);
@@ -135,7 +140,7 @@ class Matcher {
     return m->q && m->k && m->v;
   }
 
- bool single_use(const Expr& e) const { return inner(e); }
+  bool single_use(const Expr& e) const { return inner(e); }
 
  private:
   bool inner(const Expr& e) const {
@@ -151,8 +156,7 @@ class Matcher {
   // Steps up through single-use reshapes that keep the last two dimensions.
   Expr strip(Expr e, Match* m) const {
     while (auto* r = op_call(e, "reshape")) {
-      if (!inner(e) || last2(r->args[0]) != last2(e) || r->args[0]->type.tensor().ndim() < 2)
-        break;
+      if (!inner(e) || last2(r->args[0]) != last2(e) || r->args[0]->type.tensor().ndim() < 2) break;
       note(e, m);
       e = r->args[0];
     }
@@ -173,6 +177,11 @@ class Matcher {
       } else if (!m->mask) {
         m->mask = w->args[0];
         m->drop_mask = drop;
+        // masked_fill(~keep, -inf) drops where not keep: keep is the mask.
+        if (auto* n = op_call(m->mask, "logical_not"); n && drop) {
+          m->mask = n->args[0];
+          m->drop_mask = false;
+        }
       } else {
         return false;
       }
@@ -221,7 +230,8 @@ class Matcher {
     if (!inner(z)) return false;
     Expr qk = strip(z, m);
     auto* mm = op_call(qk, "nn.batch_matmul");
-    if (!mm && (mm = op_call(qk, "nn.matmul")) && (batch_of(mm->args[0]).size() || !m->batch.empty()))
+    if (!mm && (mm = op_call(qk, "nn.matmul")) &&
+        (batch_of(mm->args[0]).size() || !m->batch.empty()))
       return false;
     if (!mm || !inner(qk)) return false;
     note(qk, m);
@@ -280,10 +290,9 @@ Function recognize_attention(const Function& f) {
     Match m;
     if (matcher.match(e, &m)) {
       matches[e.get()] = m;
-    } else if (auto* r = op_call(e, "reshape"); r && matches.count(r->args[0].get()) &&
-                                                matcher.single_use(r->args[0]) &&
-                                                batch_of(e) == matches[r->args[0].get()].batch &&
-                                                last2(e) == last2(r->args[0])) {
+    } else if (auto* r = op_call(e, "reshape");
+               r && matches.count(r->args[0].get()) && matcher.single_use(r->args[0]) &&
+               batch_of(e) == matches[r->args[0].get()].batch && last2(e) == last2(r->args[0])) {
       // The reshape that restores the batch dimensions after batch_matmul: nn.attention
       // produces that shape itself.
       matches[e.get()] = matches[r->args[0].get()];

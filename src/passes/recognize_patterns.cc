@@ -30,9 +30,12 @@ const CallNode* op_call(const Expr& e, const std::string& op) {
 bool scalar(const Expr& e, double* v) {
   auto* c = as<ConstantNode>(e);
   if (!c || c->value.numel() != 1) return false;
-  if (c->value.dtype() == DType::Float32) *v = c->value.data_as<float>()[0];
-  else if (c->value.dtype() == DType::Float64) *v = c->value.data_as<double>()[0];
-  else return false;
+  if (c->value.dtype() == DType::Float32)
+    *v = c->value.data_as<float>()[0];
+  else if (c->value.dtype() == DType::Float64)
+    *v = c->value.data_as<double>()[0];
+  else
+    return false;
   return true;
 }
 
@@ -77,9 +80,10 @@ int degree_in(const Expr& e, const Expr& x) {
   int total = 0;
   for (auto& t : p.terms) {
     double k;
-    if (t == x) ++total;
+    if (t == x)
+      ++total;
     else if (auto* pw = op_call(t, "power"); pw && pw->args[0] == x && scalar(pw->args[1], &k) &&
-                                            k == std::floor(k) && k > 0 && k < 64)
+                                             k == std::floor(k) && k > 0 && k < 64)
       total += static_cast<int>(k);
     else
       return 0;
@@ -164,8 +168,8 @@ Expr gelu(const Expr& e) {
 }
 
 Attrs reduce_attrs(const CallNode* c) {
-  return Attrs({{"axis", c->attrs.get_ints("axis", {})},
-                {"keepdims", c->attrs.get_int("keepdims", 0)}});
+  return Attrs(
+      {{"axis", c->attrs.get_ints("axis", {})}, {"keepdims", c->attrs.get_int("keepdims", 0)}});
 }
 
 bool float_tensor(const Expr& e) { return !e->type.is_tuple && is_float(e->type.tensor().dtype); }
@@ -176,10 +180,11 @@ Expr reduction(const CallNode* c, const Expr& e) {
     const Expr& in = c->args[0];
     if (auto* a = op_call(in, "abs"); a && float_tensor(a->args[0]))
       return make("l1_norm", a->args[0], reduce_attrs(c), e, "L1Norm recognition");
-    if (auto* m = op_call(in, "multiply"); m && m->args[0] == m->args[1] && float_tensor(m->args[0]))
+    if (auto* m = op_call(in, "multiply");
+        m && m->args[0] == m->args[1] && float_tensor(m->args[0]))
       return make("sum_squares", m->args[0], reduce_attrs(c), e, "SumSquares recognition");
-    if (auto* pw = op_call(in, "power"); pw && scalar_is(pw->args[1], 2.0) &&
-                                         pw->args[0]->type == in->type)
+    if (auto* pw = op_call(in, "power");
+        pw && scalar_is(pw->args[1], 2.0) && pw->args[0]->type == in->type)
       return make("sum_squares", pw->args[0], reduce_attrs(c), e, "SumSquares recognition");
   }
   if (op == "sqrt")
@@ -207,7 +212,8 @@ Expr unguard(const Expr& g) {
   double inf;
   for (int k = 0; k < 2; ++k) {
     auto* a = op_call(eq->args[k], "abs");
-    if (a && a->args[0] == w->args[2] && scalar(eq->args[1 - k], &inf) && std::isinf(inf) && inf > 0)
+    if (a && a->args[0] == w->args[2] && scalar(eq->args[1 - k], &inf) && std::isinf(inf) &&
+        inf > 0)
       return w->args[2];
   }
   return g;
@@ -226,7 +232,8 @@ Expr stable_log_sum_exp(const CallNode* c, const Expr& e) {
     const Expr& g = sub->args[1];
     auto* mx = op_call(unguard(g), "max");
     if (!mx || mx->args[0] != x || mx->attrs.get_int("keepdims", 0) != 1 ||
-        mx->attrs.get_ints("axis", {}) != lse->attrs.get_ints("axis", {}) || !(x->type == sub->type))
+        mx->attrs.get_ints("axis", {}) != lse->attrs.get_ints("axis", {}) ||
+        !(x->type == sub->type))
       continue;
     Expr other = c->args[1 - k];
     if (auto* r = op_call(other, "reshape")) other = r->args[0];

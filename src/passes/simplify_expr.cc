@@ -117,11 +117,20 @@ struct Simplifier {
     for (int64_t i = 0; i < t.numel(); ++i) {
       double v;
       switch (t.dtype()) {
-        case DType::Float32: v = t.data_as<float>()[i]; break;
-        case DType::Float64: v = t.data_as<double>()[i]; break;
-        case DType::Int32: v = t.data_as<int32_t>()[i]; break;
-        case DType::Int64: v = static_cast<double>(t.data_as<int64_t>()[i]); break;
-        default: return false;
+        case DType::Float32:
+          v = t.data_as<float>()[i];
+          break;
+        case DType::Float64:
+          v = t.data_as<double>()[i];
+          break;
+        case DType::Int32:
+          v = t.data_as<int32_t>()[i];
+          break;
+        case DType::Int64:
+          v = static_cast<double>(t.data_as<int64_t>()[i]);
+          break;
+        default:
+          return false;
       }
       bool is_f = is_float(t.dtype());
       bool ok = op == "multiply" || op == "divide" || op == "power"
@@ -191,7 +200,8 @@ struct Simplifier {
     std::vector<int64_t> shape = input.shape;
     for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
       const std::vector<int64_t>& out_shape = (*it)->type.tensor().shape;
-      if ((*it)->op->name == "transpose") data = transpose_data(data, shape, (*it)->attrs.get_ints("axes", {}));
+      if ((*it)->op->name == "transpose")
+        data = transpose_data(data, shape, (*it)->attrs.get_ints("axes", {}));
       shape = out_shape;
     }
     for (int64_t i = 0; i < n; ++i)
@@ -221,9 +231,8 @@ struct Simplifier {
 
   // reduce(transpose(x, p), axes) = reduce(x, p[axes]) when the kept axes keep their order.
   Expr reduce_of_transpose(const CallNode* c, const std::vector<Expr>& in) {
-    static const std::set<std::string> reduces = {"sum",     "mean",        "max",     "min",
-                                                  "l1_norm", "sum_squares", "l2_norm", "log_sum",
-                                                  "log_sum_exp"};
+    static const std::set<std::string> reduces = {
+        "sum", "mean", "max", "min", "l1_norm", "sum_squares", "l2_norm", "log_sum", "log_sum_exp"};
     auto* t = op_call(in[0], "transpose");
     if (!reduces.count(c->op->name) || !t) return nullptr;
     auto perm = t->attrs.get_ints("axes", {});
@@ -242,8 +251,8 @@ struct Simplifier {
     std::string name = join_names(t->name, c->name);
     // With keepdims the size-1 axes may land elsewhere; a reshape would restore the shape,
     // but a view between the reduce and its epilogue stops FuseOps, so leave those alone.
-    Expr r = make(c->op->name, {t->args[0]}, c->attrs.with("axis", new_axes), name,
-                  "shuffle -> reduce");
+    Expr r =
+        make(c->op->name, {t->args[0]}, c->attrs.with("axis", new_axes), name, "shuffle -> reduce");
     return r->type == c->type ? r : nullptr;
   }
 
@@ -256,9 +265,8 @@ struct Simplifier {
     if (c->attrs.get_ints("axis", {}) != std::vector<int64_t>{2, 3} ||
         c->attrs.get_int("keepdims", 0) != 1)
       return nullptr;
-    return make("nn.adaptive_avg_pool2d", {x},
-                Attrs({{"output_size", std::vector<int64_t>{1, 1}}}), c->name,
-                "average-reduce -> global average pool");
+    return make("nn.adaptive_avg_pool2d", {x}, Attrs({{"output_size", std::vector<int64_t>{1, 1}}}),
+                c->name, "average-reduce -> global average pool");
   }
 };
 

@@ -1,30 +1,15 @@
 #pragma once
-/// The CUDA device: the driver API, loaded with dlopen("libcuda.so.1") at first use, so
-/// neither the build nor a CPU-only machine needs CUDA. Every entry point throws a clear
-/// ember::Error when there is no driver or no GPU, and names the kernel when a launch fails.
-/// Internal to src/ (the public face is runtime::Tensor with Device{CUDA} and the executor).
-#include <array>
+/// The CUDA driver calls under the public face (ember/runtime/cuda.h): raw device memory,
+/// copies, and module load and launch. Internal to src/ (CudaModule and the tensors use
+/// them). Every entry point throws a clear ember::Error when there is no driver or no GPU,
+/// and names the kernel when a launch fails.
 #include <cstddef>
-#include <cstdint>
-#include <map>
-#include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
-#include "ember/runtime/module.h"
-#include "ember/runtime/tensor.h"
+#include "ember/runtime/cuda.h"
 
 namespace ember::runtime::cuda {
-
-/// True when libcuda.so.1 loads and reports at least one GPU (never throws).
-bool available();
-/// Number of GPUs (0 without a driver; never throws).
-int device_count();
-/// "NVIDIA H100 80GB HBM3 (sm_90)"; throws the no-driver error.
-std::string device_name(int device = 0);
-/// Compute capability as "sm_XY".
-std::string device_arch(int device = 0);
 
 /// Device memory; `bytes` may be 0 (a unique dummy allocation is made).
 void* alloc(size_t bytes, int device = 0);
@@ -32,39 +17,6 @@ void free(void* ptr, int device = 0) noexcept;
 void copy_host_to_device(void* dst, const void* src, size_t bytes, int device = 0);
 void copy_device_to_host(void* dst, const void* src, size_t bytes, int device = 0);
 void copy_device_to_device(void* dst, const void* src, size_t bytes, int device = 0);
-void synchronize(int device = 0);
-
-/// An uninitialised (or zeroed) tensor in the memory of GPU `device`.
-Tensor empty(const Shape& shape, DType dtype, int device = 0);
-Tensor zeros(const Shape& shape, DType dtype, int device = 0);
-/// Copies between tensors of the same shape and dtype on any devices (CPU or CUDA).
-void copy(Tensor& dst, const Tensor& src);
-/// A CPU copy of a tensor that may live on a GPU.
-Tensor to_host(const Tensor& t);
-
-/// Timing with driver events on the default stream (milliseconds between two records).
-class Event {
- public:
-  explicit Event(int device = 0);
-  ~Event();
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  void record();
-  /// Milliseconds from `start` to this event (waits for this event to complete).
-  float elapsed_since(const Event& start);
-
- private:
-  void* event_ = nullptr;
-  int device_;
-};
-
-/// Launch configuration of one kernel: the extents of its GPU-bound loops.
-struct LaunchDims {
-  std::array<int64_t, 3> grid{1, 1, 1};
-  std::array<int64_t, 3> block{1, 1, 1};
-  int num_params = 0;
-  std::string symbol;  // the PTX entry's name (the kernel name made a valid identifier)
-};
 
 /// Low-level module calls (CudaModule uses them). module_load fails with an ember::Error
 /// that says which architecture to build for when the GPU cannot run the PTX.
@@ -74,35 +26,5 @@ void* module_function(void* module, const std::string& name, int device);
 /// Launches on the default stream; `args` are the kernel's buffer pointers.
 void launch_kernel(void* function, const LaunchDims& dims, const std::vector<void*>& args,
                    const std::string& name, int device);
-
-/// A module of PTX kernels. Construction needs no GPU (it only keeps the text); load()
-/// (called by the executor, or by launch) loads the PTX into the current GPU.
-class CudaModule final : public Module {
- public:
-  CudaModule(std::string ptx, std::string ll, std::string arch,
-             std::map<std::string, LaunchDims> kernels);
-  ~CudaModule() override;
-
-  /// GPU kernels have no host entry point: always an ember::Error pointing at launch().
-  KernelFn get_function(const std::string& name) const override;
-  std::string type_key() const override { return "ptx"; }
-  std::string get_source(const std::string& format) const override;
-
-  const std::map<std::string, LaunchDims>& kernels() const { return kernels_; }
-  const std::string& arch() const { return arch_; }
-  /// Loads the PTX on `device` (once); the no-driver / wrong-architecture errors come here.
-  void load(int device = 0);
-  /// Launches kernel `name` on the default stream; `args` are device pointers, one per
-  /// kernel buffer. ember::Error naming the kernel when the launch fails.
-  void launch(const std::string& name, const std::vector<void*>& args);
-
- private:
-  std::string ptx_, ll_, arch_;
-  std::map<std::string, LaunchDims> kernels_;
-  std::mutex mutex_;
-  void* module_ = nullptr;  // CUmodule once loaded
-  int device_ = 0;
-  std::map<std::string, void*> functions_;  // CUfunction per kernel
-};
 
 }  // namespace ember::runtime::cuda

@@ -7,7 +7,7 @@
 #include <limits>
 #include <sstream>
 
-#include "cuda_device.h"
+#include "ember/runtime/cuda.h"
 #include "ember/support/error.h"
 
 namespace ember::runtime {
@@ -128,8 +128,8 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const ExecGraph> graph, std::shared
     EMBER_CHECK(role[vw.dst] == Role::Intermediate, "view dst ", vw.dst,
                 " is already an input, param or view");
     const auto &d = g.values[vw.dst], &s = g.values[vw.src];
-    EMBER_CHECK(d.dtype == s.dtype && shape_numel(d.shape) == shape_numel(s.shape), "view ",
-                vw.dst, " ", type_str(d.dtype, d.shape), " of value ", vw.src, " ",
+    EMBER_CHECK(d.dtype == s.dtype && shape_numel(d.shape) == shape_numel(s.shape), "view ", vw.dst,
+                " ", type_str(d.dtype, d.shape), " of value ", vw.src, " ",
                 type_str(s.dtype, s.shape), " changes the byte size");
     role[vw.dst] = Role::View;
     view_src[vw.dst] = vw.src;
@@ -189,7 +189,8 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const ExecGraph> graph, std::shared
   pool_bytes_ = planner.total();
   std::vector<size_t> offsets = planner.offsets();
   Shape pool_shape{static_cast<int64_t>(pool_bytes_)};
-  Tensor pool = cuda_ ? cuda::empty(pool_shape, DType::Bool) : Tensor::empty(pool_shape, DType::Bool);
+  Tensor pool =
+      cuda_ ? cuda::empty(pool_shape, DType::Bool) : Tensor::empty(pool_shape, DType::Bool);
   auto* pool_data = static_cast<char*>(pool.data());
 
   // 4. Tensors: roots first, then views over their roots' memory.
@@ -292,9 +293,7 @@ void GraphExecutor::run() {
   for (size_t k = 0; k < fns_.size(); ++k) fns_[k](args_[k].data());
 }
 
-Device GraphExecutor::device() const {
-  return cuda_ ? Device{DeviceType::CUDA, 0} : Device{};
-}
+Device GraphExecutor::device() const { return cuda_ ? Device{DeviceType::CUDA, 0} : Device{}; }
 
 Tensor GraphExecutor::get_output(int index) const {
   if (index < 0 || index >= num_outputs())

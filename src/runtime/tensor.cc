@@ -5,6 +5,7 @@
 #include <new>
 #include <sstream>
 
+#include "ember/runtime/cuda.h"
 #include "ember/support/error.h"
 
 namespace ember::runtime {
@@ -73,6 +74,12 @@ Tensor Tensor::view(std::shared_ptr<void> owner, void* data, const Shape& shape,
 
 Tensor Tensor::clone() const {
   if (!defined()) fail("cannot clone an undefined tensor");
+  // Device memory is not addressable here: the driver copies it.
+  if (device_.type == DeviceType::CUDA) {
+    Tensor t = cuda::empty(shape_, dtype_, device_.id);
+    cuda::copy(t, *this);
+    return t;
+  }
   Tensor t = empty(shape_, dtype_);
   if (nbytes() > 0) std::memcpy(t.data_, data_, nbytes());
   return t;
@@ -84,6 +91,8 @@ void Tensor::copy_from(const Tensor& src) {
   if (src.shape_ != shape_ || src.dtype_ != dtype_)
     fail("copy_from: cannot copy a ", type_str(src), " tensor into a ", type_str(*this),
          " tensor: shapes and dtypes must match (reshape or cast the source first)");
+  if (device_.type == DeviceType::CUDA || src.device_.type == DeviceType::CUDA)
+    return cuda::copy(*this, src);
   // memmove: a view may overlap its source.
   if (nbytes() > 0 && src.data_ != data_) std::memmove(data_, src.data_, nbytes());
 }

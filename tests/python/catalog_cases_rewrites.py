@@ -101,7 +101,7 @@ CASES = [
          lambda: _module(lambda m, x: torch.relu(x.permute(0, 2, 1).sum(dim=1))),
          lambda: (_rand(2, 16, 8),), 1, "shuffle -> reduce"),
     case("shuffle_reduce_keepdim",
-         lambda: _module(lambda m, x: x.permute(0, 2, 3, 1).amax(dim=(1, 2), keepdim=True)
+         lambda: _module(lambda m, x: x.permute(0, 1, 3, 2).amax(dim=(2, 3), keepdim=True)
                          * 2.0),
          lambda: (_rand(2, 3, 4, 5),), 1, "shuffle -> reduce"),
     case("negative_shuffle_reduce_keepdim_moves_axis",

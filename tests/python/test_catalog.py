@@ -144,3 +144,21 @@ def test_unfused_context_keeps_the_base_passes_and_disables_fusion():
     ctx = unfused_context()
     assert "FuseOps" in ctx.disabled_passes
     assert not set(BASE_PASSES) & set(ctx.disabled_passes)
+
+
+def test_simplify_keeps_the_sign_of_zero():
+    """x + 0.0 is not erased (it turns -0.0 into +0.0); x - 0.0 and x * 1 are, and keep it."""
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return x + 0.0, (x - 0.0) * 1.0
+    x = torch.tensor([-0.0, 0.0, -1.0, 2.0])
+    mod, params = ember.frontend.from_pytorch(M().eval(), (x,))
+    lib = ember.build(mod, target="llvm", params=params)
+    m = ember.GraphModule(lib)
+    m.set_input(0, x.numpy())
+    m.run()
+    with torch.no_grad():
+        expected = M()(x)
+    for i in range(2):
+        got = np.asarray(m.get_output(i))
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(expected[i].numpy()))

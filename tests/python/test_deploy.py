@@ -143,6 +143,25 @@ def exported(tmp_path_factory):
 ALL_CASES = list(HAND_BUILT) + list(_zoo())
 
 
+LESSON = ROOT / "build" / "tutorial_04_deploy_cpp"
+
+
+@pytest.mark.parametrize("name", ALL_CASES)
+def test_cpp_lesson_matches_bit_for_bit(exported, name):
+    """The same artifacts, loaded and run by the C++ lesson (linked only with ember_runtime)."""
+    d, status = exported
+    if status[name] is not None:
+        pytest.skip(f"the model does not build yet: {status[name]}")
+    if not LESSON.exists():
+        pytest.skip(f"{LESSON} is not built (bash scripts/build.sh builds it)")
+    inputs = ",".join(str(p) for p in sorted(d.glob(f"{name}.in*.npy")))
+    expected = ",".join(str(p) for p in sorted(d.glob(f"{name}.expected*.npy")))
+    done = subprocess.run([str(LESSON), str(d / f"{name}.ember"), inputs, expected],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "bit for bit" in done.stdout
+
+
 @pytest.mark.parametrize("name", ALL_CASES)
 def test_fresh_process_matches_bit_for_bit(exported, name):
     d, status = exported

@@ -1,6 +1,8 @@
-"""The GPU target from Python: PTX out of ember.build(target="cuda") on any machine, the
-clear error when no GPU is present, and (only where a GPU exists) runs compared with the
-CPU target, CUDA torch tensors in and out through DLPack, benchmark and profile."""
+"""The GPU target from Python: PTX out of ember.build(target="cuda") on any machine (every
+model family of models.py assembles with ptxas for sm_80 and sm_90), the clear error when no
+GPU is present, and (only where a GPU exists) runs compared with the CPU target, CUDA torch
+tensors in and out through DLPack, benchmark and profile. The numerics of the GPU schedules
+without a GPU are checked in C++ (tests/cpp/codegen/nvptx_test.cc, "GPU emulation")."""
 import os
 import re
 import subprocess
@@ -10,6 +12,7 @@ import pytest
 import torch
 
 import ember
+import models
 from ember import ir, op
 from ember.runtime import cuda_available
 
@@ -49,15 +52,50 @@ def test_network_compiles_to_ptx_that_ptxas_accepts(arch, tmp_path):
     assert result.returncode == 0, result.stderr
 
 
+def relu_before_every_global_store(ptx):
+    """Every value stored to global memory is defined by a max (the ReLU applied in
+    registers), and nothing else is stored: the epilogue is fused into the conv's kernel."""
+    stores = list(re.finditer(r"st\.global\.f32\s+\[[^\]]*\],\s*(%f\d+);", ptx))
+    assert stores and len(stores) == len(re.findall(r"st\.global", ptx)), ptx
+    for m in stores:
+        defs = re.findall(r"\n\s*([a-z][A-Za-z0-9.]*)\s+" + re.escape(m.group(1)) + ",",
+                          ptx[:m.start()])
+        assert defs and defs[-1].startswith("max."), \
+            f"{m.group(1)} is stored but defined by {defs[-1:]}, not by the ReLU's max"
+
+
+def test_conv_bn_relu_is_one_kernel_with_max_before_each_store():
+    lib = ember.build(conv_bn_relu(np.random.RandomState(0)), target="cuda")
+    assert lib.kernel_names == ["conv1 + bn1 + relu1"]
+    ptx = lib.get_source("ptx")
+    assert len(re.findall(r"\.entry\s", ptx)) == 1, ptx
+    assert ".shared" in ptx and "bar.sync" in ptx  # tiled through shared memory
+    relu_before_every_global_store(ptx)
+
+
 def test_conv_relu_is_one_kernel_with_max_before_the_store():
     x = ir.var("x", shape=(1, 4, 10, 10))
     w = ir.const(np.ones((6, 4, 3, 3), dtype="float32"))
     f = ir.Function([x], op.nn.relu(op.nn.conv2d(x, w, padding=(1, 1))))
     ptx = ember.build(f, target="cuda").get_source("ptx")
     assert len(re.findall(r"\.entry\s", ptx)) == 1, ptx
-    stores = [m.start() for m in re.finditer(r"st\.global", ptx)]
-    assert len(stores) == 1, ptx
-    assert "max." in ptx[:stores[0]], "the ReLU must be applied before the global store"
+    relu_before_every_global_store(ptx)
+
+
+@pytest.mark.parametrize("family", sorted(models.FAMILIES))
+def test_every_model_family_assembles_for_sm80_and_sm90(family, tmp_path):
+    """Every fused kernel of every family: the frontend's graph built for both archs, and
+    the whole PTX module assembled by ptxas."""
+    model, inputs = models.make(family, batch=2)
+    func, params = ember.frontend.from_pytorch(model, inputs)
+    for arch in ("sm_80", "sm_90"):
+        lib = ember.build(func, target=f"cuda -arch={arch}", params=params)
+        ptx = lib.get_source("ptx")
+        assert len(re.findall(r"\.entry\s", ptx)) == len(lib.kernel_names) > 0
+        if not os.access(PTXAS, os.X_OK):
+            pytest.skip(f"{PTXAS} not found: PTX not assembled")
+        result = assemble(ptx, arch, tmp_path)
+        assert result.returncode == 0, f"{family} for {arch}:\n{result.stderr[:2000]}"
 
 
 def test_sources_and_unknown_formats():

@@ -18,10 +18,10 @@ namespace ember {
 struct Library {
   std::shared_ptr<const runtime::ExecGraph> graph;
   std::shared_ptr<runtime::Module> module;
-  std::vector<ir::PrimFunc> prim_funcs;          // the loop IR of each kernel
-  std::vector<passes::KernelInfo> kernels;       // what each kernel computes (fusion report)
-  std::vector<passes::FusionDecision> fusion;    // every op-to-op edge: fused or why not
-  ir::Function function;                         // the graph after the passes
+  std::vector<ir::PrimFunc> prim_funcs;        // the loop IR of each kernel
+  std::vector<passes::KernelInfo> kernels;     // what each kernel computes (fusion report)
+  std::vector<passes::FusionDecision> fusion;  // every op-to-op edge: fused or why not
+  ir::Function function;                       // the graph after the passes
   std::string target;
   std::string get_source(const std::string& format) const;
   /// Graphviz DOT of the compiled graph: each kernel a cluster of the ops it computes.

@@ -39,6 +39,7 @@ struct Type {
   /// The tensor type; ember::Error if this is a tuple.
   const TensorType& tensor() const;
   bool operator==(const Type& o) const { return is_tuple == o.is_tuple && fields == o.fields; }
+  bool operator!=(const Type& o) const { return !(*this == o); }
 };
 std::string to_string(const TensorType& t);  // "float32[1, 3, 32, 32]"
 std::string to_string(const Type& t);
@@ -107,10 +108,14 @@ struct CallNode : ExprNode {
   std::vector<Expr> args;
   Attrs attrs;
   CallNode(const Op* o, std::vector<Expr> a, Attrs at, Type t, std::string n)
-      : ExprNode(kKind, std::move(t), std::move(n)), op(o), args(std::move(a)),
+      : ExprNode(kKind, std::move(t), std::move(n)),
+        op(o),
+        args(std::move(a)),
         attrs(std::move(at)) {}
   CallNode(std::shared_ptr<const FunctionNode> f, std::vector<Expr> a, Type t, std::string n)
-      : ExprNode(kKind, std::move(t), std::move(n)), op(nullptr), fn(std::move(f)),
+      : ExprNode(kKind, std::move(t), std::move(n)),
+        op(nullptr),
+        fn(std::move(f)),
         args(std::move(a)) {}
 };
 

@@ -17,8 +17,20 @@ namespace ember::ir {
 // ----------------------------------------------------------------------------- expressions
 
 enum class PrimKind {
-  IntImm, FloatImm, Var, Binary, Compare, Not, Select, Cast, Reinterpret, Load, Call, Let,
-  ProducerLoad, Reduce
+  IntImm,
+  FloatImm,
+  Var,
+  Binary,
+  Compare,
+  Not,
+  Select,
+  Cast,
+  Reinterpret,
+  Load,
+  Call,
+  Let,
+  ProducerLoad,
+  Reduce
 };
 
 struct PrimExprNode {
@@ -177,7 +189,9 @@ struct LetNode : PrimExprNode {
   PrimVar var;
   PrimExpr value, body;
   LetNode(PrimVar v, PrimExpr val, PrimExpr b)
-      : PrimExprNode(kKind, b.dtype()), var(std::move(v)), value(std::move(val)),
+      : PrimExprNode(kKind, b.dtype()),
+        var(std::move(v)),
+        value(std::move(val)),
         body(std::move(b)) {}
 };
 
@@ -274,8 +288,16 @@ class Stmt {
 /// (blockIdx.x/y/z) or a thread index (threadIdx.x/y/z): the loop disappears and its
 /// constant extent becomes that launch dimension (the NVPTX target only).
 enum class ForKind {
-  Serial, Parallel, Vectorized, Unrolled,
-  GpuBlockX, GpuBlockY, GpuBlockZ, GpuThreadX, GpuThreadY, GpuThreadZ
+  Serial,
+  Parallel,
+  Vectorized,
+  Unrolled,
+  GpuBlockX,
+  GpuBlockY,
+  GpuBlockZ,
+  GpuThreadX,
+  GpuThreadY,
+  GpuThreadZ
 };
 const char* for_kind_name(ForKind k);
 /// True for the GpuBlock* and GpuThread* kinds.
@@ -288,8 +310,12 @@ struct ForNode : StmtNode {
   ForKind for_kind;
   Stmt body;
   ForNode(PrimVar v, PrimExpr mn, PrimExpr ext, ForKind k, Stmt b)
-      : StmtNode(kKind), var(std::move(v)), min(std::move(mn)), extent(std::move(ext)),
-        for_kind(k), body(std::move(b)) {}
+      : StmtNode(kKind),
+        var(std::move(v)),
+        min(std::move(mn)),
+        extent(std::move(ext)),
+        for_kind(k),
+        body(std::move(b)) {}
 };
 
 struct StoreNode : StmtNode {

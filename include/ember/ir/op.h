@@ -14,12 +14,12 @@ namespace ember::ir {
 
 /// Fusion pattern kinds, ordered as in TVM: a lower kind fuses more freely.
 enum class OpPattern {
-  ElemWise = 0,        // out[i] = f(in[i]) for same-shaped tensors
-  Broadcast = 1,       // out[i] = f(in[broadcast(i)])
-  Injective = 2,       // each output element reads one input element (reshape, transpose)
-  CommReduce = 3,      // reductions (sum, max, mean)
-  OutEWiseFusable = 4, // conv2d, dense: an elementwise epilogue fuses into the output
-  Opaque = 8,          // everything else: never fused
+  ElemWise = 0,         // out[i] = f(in[i]) for same-shaped tensors
+  Broadcast = 1,        // out[i] = f(in[broadcast(i)])
+  Injective = 2,        // each output element reads one input element (reshape, transpose)
+  CommReduce = 3,       // reductions (sum, max, mean)
+  OutEWiseFusable = 4,  // conv2d, dense: an elementwise epilogue fuses into the output
+  Opaque = 8,           // everything else: never fused
 };
 const char* op_pattern_name(OpPattern p);
 
@@ -33,8 +33,8 @@ struct TypeContext {
 
 /// Returns the output type; may also normalise attributes (fill defaults, expand a single
 /// padding value to four) by assigning to `attrs`.
-using TypeRelation = std::function<Type(const std::vector<Type>& args, Attrs& attrs,
-                                        const TypeContext& ctx)>;
+using TypeRelation =
+    std::function<Type(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx)>;
 /// Builds the op's output tensor from input tensors (shapes/dtypes as typed) and the
 /// normalised attributes. `out` is the type the relation produced.
 using ComputeRule = std::function<Tensor(const std::vector<Tensor>& inputs, const Attrs& attrs,
@@ -52,13 +52,13 @@ struct Op {
 };
 
 /// A custom lowering: builds the kernel of a fused group whose only op is the op it belongs
-/// to, in place of compute rule + default schedule (nn.attention's online-softmax loop nest,
-/// which never holds the score matrix). `group`'s parameters are the kernel's inputs in
-/// order; the PrimFunc takes them, then the output. `vector_bits` is the target's vector
-/// width. The compute rule stays the reference form (used on the GPU and by tests).
+/// to, in place of compute rule + schedule (nn.attention's online-softmax loop nest, which
+/// never holds the score matrix). `group`'s parameters are the kernel's inputs in order; the
+/// PrimFunc takes them, then the output. `vector_bits` is the CPU's vector width; `gpu`
+/// asks for GPU thread loops. The compute rule stays the reference form.
 using LowerRule = std::function<PrimFunc(const Function& group, const std::string& func_name,
-                                         int vector_bits)>;
-/// Custom CPU lowerings by op name. Ops live in ember_ir but loop-nest builders in
+                                         int vector_bits, bool gpu)>;
+/// Custom lowerings by op name. Ops live in ember_ir but loop-nest builders in
 /// ember_passes, so the passes library fills this table from a static initialiser (it is a
 /// function-local static: initialisation order does not matter); lower_group consults it.
 inline std::map<std::string, LowerRule>& custom_lowerings() {

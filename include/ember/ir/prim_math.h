@@ -9,6 +9,9 @@ namespace ember::ir {
 
 PrimExpr exp(const PrimExpr& x);
 PrimExpr log(const PrimExpr& x);
+/// log(1 + x) and exp(x) - 1, accurate for small |x| (where the naive forms cancel).
+PrimExpr log1p(const PrimExpr& x);
+PrimExpr expm1(const PrimExpr& x);
 PrimExpr tanh(const PrimExpr& x);
 PrimExpr sigmoid(const PrimExpr& x);
 PrimExpr erf(const PrimExpr& x);

@@ -35,8 +35,9 @@ struct LoweredGraph {
 ir::PrimFunc lower_group(const ir::Function& group, const std::string& func_name,
                          const LowerOptions& options);
 
-/// Lowers every call of `f` (op calls one kernel each, fused groups one kernel per group); view ops (reshape, flatten) become executor views, constants
-/// become parameters, and the function's inputs stay inputs in order.
+/// Lowers every call of `f` (op calls one kernel each, fused groups one kernel per group); view ops
+/// (reshape, flatten) become executor views, constants become parameters, and the function's inputs
+/// stay inputs in order.
 LoweredGraph lower_graph(const ir::Function& f, const LowerOptions& options);
 
 }  // namespace ember::passes

@@ -103,11 +103,24 @@ class Schedule {
   /// of it, so `t`'s stage can be the tile loop that the cache is computed at. Returns the
   /// cache tensor.
   Tensor cache_write(const Tensor& t, const std::string& suffix = "local");
+  /// TVM's cache_read: a new stage copies `t` and the `readers` read the copy instead, so
+  /// the copy can be computed at a reader's loop (an operand tile staged in GPU shared
+  /// memory). Returns the copy.
+  Tensor cache_read(const Tensor& t, const std::vector<Tensor>& readers,
+                    const std::string& suffix = "shared");
+  /// A reduction computed by `factor` cooperating GPU threads (`factor` a power of two):
+  /// a partial stage [t's axes..., factor] in which element f reduces the flattened
+  /// reduction indices f, f + factor, f + 2 * factor, ..., then log2(factor) tree levels
+  /// that each halve the last axis; `t` becomes a read of the last level (no longer a
+  /// reduction, so it can be inlined). Returns the partial stage, then the levels.
+  std::vector<Tensor> tree_reduce(const Tensor& t, int64_t factor);
   bool has_stage(const Tensor& t) const;
   /// The stage's expression with every inlined stage substituted into it.
   ir::PrimExpr expanded_body(const Stage& s) const;
 
  private:
+  void insert_before(const Stage& s, std::vector<std::unique_ptr<Stage>> stages);
+
   std::vector<Tensor> outputs_;
   std::vector<std::unique_ptr<Stage>> stages_;
 };
@@ -119,10 +132,20 @@ class Schedule {
 /// local tile at the output's tile loop, so the epilogue is applied while the tile is hot.
 void apply_default_schedule(Schedule& sch, int vector_bits);
 
-/// The default GPU schedule (src/passes/schedule/gpu_schedule.cc): outputs are split over
-/// blocks and threads (Stage::bind), reductions computed per thread into registers (or tiled
-/// through shared memory), the epilogue applied before the global store.
+/// The default GPU schedule (src/passes/schedule/gpu_schedule.cc), one of three templates:
+/// conv/dense/matmul tiled per block through shared memory with a register tile per thread;
+/// row reductions (softmax, layer norm, sum, ...) as one block per row with a tree in shared
+/// memory (tree_reduce); otherwise one thread per output with its reductions in registers.
+/// Within a block, loops bound to threads run as phases (see lower_gpu_phases); the fused
+/// epilogue is applied before the global store.
 void apply_gpu_schedule(Schedule& sch);
+
+/// The GPU kernel's memory and synchronisation from its loop nest (run by the NVPTX code
+/// generator after lowering): an allocation outside every thread loop that a thread loop
+/// writes is shared by the block's threads (BufferScope::Shared), and in a kernel with
+/// shared memory a barrier follows each thread loop at block level, so thread loops run as
+/// phases that see each other's writes.
+ir::PrimFunc lower_gpu_phases(const ir::PrimFunc& f);
 
 /// Lowers a schedule to one loop-IR function. `inputs` are the placeholder tensors (in
 /// parameter order); the outputs are the schedule's outputs. Stages that are neither

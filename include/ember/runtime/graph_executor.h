@@ -31,9 +31,9 @@ struct ExecGraph {
     Tensor data;
   };
   struct Kernel {
-    std::string func;          // symbol in the module
-    std::string name;          // display name: source names joined by " + "
-    std::vector<int> args;     // value ids: inputs first, then outputs
+    std::string func;       // symbol in the module
+    std::string name;       // display name: source names joined by " + "
+    std::vector<int> args;  // value ids: inputs first, then outputs
     int num_inputs = 0;
   };
   /// `dst` is the same memory as `src` with another shape (reshape, flatten).
@@ -100,9 +100,9 @@ class GraphExecutor {
  private:
   std::shared_ptr<const ExecGraph> graph_;
   std::shared_ptr<Module> module_;
-  std::vector<Tensor> tensors_;           // one per value
+  std::vector<Tensor> tensors_;  // one per value
   std::vector<KernelFn> fns_;
-  std::vector<std::vector<void*>> args_;  // per kernel, resolved pointers
+  std::vector<std::vector<void*>> args_;    // per kernel, resolved pointers
   std::shared_ptr<cuda::CudaModule> cuda_;  // set when the kernels run on a GPU
   void launch_all();                        // GPU: launches every kernel, no wait
   size_t pool_bytes_ = 0;

@@ -41,7 +41,9 @@ class Tensor {
   bool defined() const { return data_ != nullptr || numel() == 0; }
   void* data() const { return data_; }
   template <class T>
-  T* data_as() const { return static_cast<T*>(data_); }
+  T* data_as() const {
+    return static_cast<T*>(data_);
+  }
   const Shape& shape() const { return shape_; }
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }

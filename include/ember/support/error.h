@@ -36,10 +36,10 @@ template <class... Args>
 }  // namespace ember
 
 /// Internal invariant: a failure is a compiler bug, reported as ember::InternalError.
-#define EMBER_CHECK(cond, ...)                                                        \
-  do {                                                                                \
-    if (!(cond))                                                                      \
-      throw ::ember::InternalError(::ember::detail::concat(                           \
-          "internal error: ", __FILE__, ":", __LINE__, ": check `" #cond "` failed. ", \
-          ##__VA_ARGS__));                                                            \
+#define EMBER_CHECK(cond, ...)                                                     \
+  do {                                                                             \
+    if (!(cond))                                                                   \
+      throw ::ember::InternalError(                                                \
+          ::ember::detail::concat("internal error: ", __FILE__, ":", __LINE__,     \
+                                  ": check `" #cond "` failed. ", ##__VA_ARGS__)); \
   } while (0)

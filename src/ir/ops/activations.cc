@@ -17,10 +17,6 @@
 
 namespace ember::ir {
 
-// Defined in prim_math.cc; not yet declared in prim_math.h.
-PrimExpr log1p(const PrimExpr& x);
-PrimExpr expm1(const PrimExpr& x);
-
 namespace {
 
 using namespace ops;
@@ -89,19 +85,15 @@ PrimExpr elu_like(const PrimExpr& x, double neg_scale, double in_scale, double p
 
 // log(1 + e^z) as max(z, 0) + log1p(e^-|z|): no overflow for large z, and full accuracy
 // where e^z is tiny. NaN propagates through max.
-PrimExpr log1p_exp(const PrimExpr& z) {
-  return max(z, cst(z, 0.0)) + log1p(exp(-abs(z)));
-}
+PrimExpr log1p_exp(const PrimExpr& z) { return max(z, cst(z, 0.0)) + log1p(exp(-abs(z))); }
 
 // SELU's constants, as in torch.
 constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
 constexpr double kSeluScale = 1.0507009873554804934193349852946;
 
-[[maybe_unused]] const Op* kElu =
-    register_activation("nn.elu", {{"alpha", 1.0, Check::Finite}},
-                        [](const PrimExpr& x, const std::vector<double>& a) {
-                          return elu_like(x, a[0], 1.0, 1.0);
-                        });
+[[maybe_unused]] const Op* kElu = register_activation(
+    "nn.elu", {{"alpha", 1.0, Check::Finite}},
+    [](const PrimExpr& x, const std::vector<double>& a) { return elu_like(x, a[0], 1.0, 1.0); });
 
 [[maybe_unused]] const Op* kSelu =
     register_activation("nn.selu", {}, [](const PrimExpr& x, const std::vector<double>&) {
@@ -133,10 +125,9 @@ constexpr double kSeluScale = 1.0507009873554804934193349852946;
     });
 
 // torch: x / (1 + |x|), so +-inf gives NaN as in torch.
-[[maybe_unused]] const Op* kSoftsign =
-    register_activation("nn.softsign", {}, [](const PrimExpr& x, const std::vector<double>&) {
-      return x / (cst(x, 1.0) + abs(x));
-    });
+[[maybe_unused]] const Op* kSoftsign = register_activation(
+    "nn.softsign", {},
+    [](const PrimExpr& x, const std::vector<double>&) { return x / (cst(x, 1.0) + abs(x)); });
 
 // torch.nn.Threshold(alpha, value): x <= alpha ? value : x, so NaN passes through.
 // DirectML's ThresholdedRelu is value = 0.
@@ -150,18 +141,19 @@ constexpr double kSeluScale = 1.0507009873554804934193349852946;
 [[maybe_unused]] const Op* kHardshrink =
     register_activation("nn.hardshrink", {{"lambd", 0.5, Check::Finite}},
                         [](const PrimExpr& x, const std::vector<double>& a) {
-                          PrimExpr inside =
-                              logical_and(x >= cst(x, -a[0]), x <= cst(x, a[0]));
+                          PrimExpr inside = logical_and(x >= cst(x, -a[0]), x <= cst(x, a[0]));
                           return select(inside, cst(x, 0.0), x);
                         });
 
-// torch: x > lambd ? x - lambd : x < -lambd ? x + lambd : x * 0 (keeps -0 and NaN).
+// torch: x > lambd ? x - lambd : x < -lambd ? x + lambd : 0, and NaN passes. (torch's
+// scalar loop returns x * 0, so -0 for negative x inside the band; its vector loop, which
+// runs on all but a tensor's tail, returns +0, as here.)
 [[maybe_unused]] const Op* kSoftshrink =
     register_activation("nn.softshrink", {{"lambd", 0.5, Check::NonNegative}},
                         [](const PrimExpr& x, const std::vector<double>& a) {
                           PrimExpr l = cst(x, a[0]);
-                          return select(x > l, x - l,
-                                        select(x < -l, x + l, x * cst(x, 0.0)));
+                          PrimExpr band = select(is_nan(x), x, cst(x, 0.0));
+                          return select(x > l, x - l, select(x < -l, x + l, band));
                         });
 
 // DirectML's ScaledTanh: alpha * tanh(beta * x).

@@ -56,8 +56,8 @@ Type attention_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContex
   if (args.size() == 4) {
     const TensorType& m = tensor_arg(args, 3, "the mask", ctx);
     if (m.dtype != DType::Bool && m.dtype != q.dtype)
-      ctx.fail("the mask is " + to_string(m) + " but must be bool or " +
-               dtype_name(q.dtype) + " like q; cast it");
+      ctx.fail("the mask is " + to_string(m) + " but must be bool or " + dtype_name(q.dtype) +
+               " like q; cast it");
     bool fits = m.ndim() <= static_cast<int64_t>(scores.size());
     for (int64_t d = 0; fits && d < m.ndim(); ++d) {
       int64_t target = scores[scores.size() - m.ndim() + d];
@@ -68,7 +68,8 @@ Type attention_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContex
                ints_str(scores) + " (batch..., queries, keys)");
   }
   double scale = attrs.get_float("scale", 1.0 / std::sqrt(static_cast<double>(E)));
-  if (!std::isfinite(scale)) ctx.fail("scale must be a finite number, got " + std::to_string(scale));
+  if (!std::isfinite(scale))
+    ctx.fail("scale must be a finite number, got " + std::to_string(scale));
   int64_t causal = attrs.get_int("causal", 0);
   if (causal != 0 && causal != 1) ctx.fail("causal must be 0 or 1, got " + std::to_string(causal));
   attrs = attrs.with("scale", scale).with("causal", causal);

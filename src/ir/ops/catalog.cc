@@ -43,8 +43,8 @@ Type catalog_reduce_rel(const std::vector<Type>& args, Attrs& attrs, const TypeC
 }
 
 // x's index for output index `i`: reduce variables on the reduced axes.
-std::vector<PrimExpr> input_index(const Tensor& x, const std::vector<int64_t>& axes,
-                                  bool keepdims, const std::vector<IterVar>& raxes,
+std::vector<PrimExpr> input_index(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims,
+                                  const std::vector<IterVar>& raxes,
                                   const std::vector<PrimVar>& i) {
   std::vector<PrimExpr> xi;
   size_t next_out = 0, next_red = 0;
@@ -78,9 +78,8 @@ ComputeRule sum_then(const std::string& name, Fn f, Fn g) {
       return raxes.empty() ? v : sum(v, raxes);
     });
     if (!g) return total;
-    return compute(name, out.shape, [&](const std::vector<PrimVar>& i) {
-      return g(total(as_exprs(i)));
-    });
+    return compute(name, out.shape,
+                   [&](const std::vector<PrimVar>& i) { return g(total(as_exprs(i))); });
   };
 }
 
@@ -105,9 +104,8 @@ Tensor log_sum_exp_compute(const std::vector<Tensor>& in, const Attrs& attrs,
     PrimExpr v = exp(x(input_index(x, axes, keepdims, r2, i)) - shift(i));
     return r2.empty() ? v : sum(v, r2);
   });
-  return compute("log_sum_exp", out.shape, [&](const std::vector<PrimVar>& i) {
-    return log(total(as_exprs(i))) + shift(i);
-  });
+  return compute("log_sum_exp", out.shape,
+                 [&](const std::vector<PrimVar>& i) { return log(total(as_exprs(i))) + shift(i); });
 }
 
 PrimExpr square(const PrimExpr& v) { return v * v; }
@@ -121,12 +119,14 @@ PrimExpr log_of(const PrimExpr& v) { return log(v); }
 [[maybe_unused]] const Op* kSumSquares =
     register_op({"sum_squares", 1, OpPattern::CommReduce, catalog_reduce_rel,
                  sum_then("sum_squares", square, {})});
-[[maybe_unused]] const Op* kL2Norm = register_op(
-    {"l2_norm", 1, OpPattern::CommReduce, catalog_reduce_rel, sum_then("l2_norm", square, sqrt_of)});
-[[maybe_unused]] const Op* kLogSum = register_op(
-    {"log_sum", 1, OpPattern::CommReduce, catalog_reduce_rel, sum_then("log_sum", identity, log_of)});
-[[maybe_unused]] const Op* kLogSumExp = register_op(
-    {"log_sum_exp", 1, OpPattern::CommReduce, catalog_reduce_rel, log_sum_exp_compute});
+[[maybe_unused]] const Op* kL2Norm =
+    register_op({"l2_norm", 1, OpPattern::CommReduce, catalog_reduce_rel,
+                 sum_then("l2_norm", square, sqrt_of)});
+[[maybe_unused]] const Op* kLogSum =
+    register_op({"log_sum", 1, OpPattern::CommReduce, catalog_reduce_rel,
+                 sum_then("log_sum", identity, log_of)});
+[[maybe_unused]] const Op* kLogSumExp =
+    register_op({"log_sum_exp", 1, OpPattern::CommReduce, catalog_reduce_rel, log_sum_exp_compute});
 
 }  // namespace
 }  // namespace ember::ir

@@ -246,14 +246,15 @@ PrimExpr relu6_shifted(const PrimExpr& x) {
     });
 
 // torch's formulas: erf form 0.5 x (1 + erf(x / sqrt 2)); tanh form
-// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))). 0.70710678... = 1 / sqrt 2 and
+// 0.5 x (1 + tanh(u)), u = sqrt(2 / pi) (x + 0.044715 x^3), computed as the equal
+// x * sigmoid(2u), which does not cancel for negative x. 0.70710678... = 1 / sqrt 2 and
 // 0.79788456... = sqrt(2 / pi).
 [[maybe_unused]] const Op* kGelu = register_unary(
     "nn.gelu",
     [](const PrimExpr& x, const Attrs& attrs) {
       if (attrs.get_str("approximate", "none") == "tanh") {
-        PrimExpr inner = cst(x, 0.7978845608028654) * (x + cst(x, 0.044715) * (x * x * x));
-        return cst(x, 0.5) * x * (cst(x, 1.0) + tanh(inner));
+        PrimExpr inner = cst(x, 2 * 0.7978845608028654) * (x + cst(x, 0.044715) * (x * x * x));
+        return x * sigmoid(inner);
       }
       return x * cst(x, 0.5) * (cst(x, 1.0) + erf(x * cst(x, 0.7071067811865476)));
     },

@@ -654,10 +654,9 @@ Type instance_norm_rel(const std::vector<Type>& args, Attrs& attrs, const TypeCo
 Tensor instance_norm_compute(const std::vector<Tensor>& in, const Attrs& attrs,
                              const TensorType& out) {
   const Tensor &gamma = in[1], &beta = in[2];
-  return mean_variance_norm("instance_norm", in[0], 2, attrs.get_float("epsilon", 1e-5), out,
-                            [&](const std::vector<PrimVar>& i) {
-                              return std::make_pair(gamma({i[1]}), beta({i[1]}));
-                            });
+  return mean_variance_norm(
+      "instance_norm", in[0], 2, attrs.get_float("epsilon", 1e-5), out,
+      [&](const std::vector<PrimVar>& i) { return std::make_pair(gamma({i[1]}), beta({i[1]})); });
 }
 
 // ---------------------------------------------------------------- pad

@@ -26,9 +26,10 @@ using namespace ir;
 
 namespace {
 
-constexpr int64_t kQueryBlock = 32;      // query rows per task
-constexpr int64_t kKeyBlock = 64;        // keys per tile (rounded to whole vectors)
-constexpr int64_t kMaxKeyTile = 8192;    // elements of the K^T tile (stays on the stack)
+constexpr int64_t kQueryBlock = 32;     // query rows per task
+constexpr int64_t kKeyBlock = 64;       // keys per tile (rounded to whole vectors)
+constexpr int64_t kMaxKeyTile = 8192;   // elements of the K^T tile (stays on the stack)
+constexpr int64_t kRowsPerBlock = 128;  // GPU threads per block, one query row each
 
 using Body = std::function<Stmt(PrimExpr)>;
 
@@ -38,94 +39,138 @@ Stmt serial(const std::string& name, PrimExpr extent, const Body& body) {
 }
 
 // A loop over [0, extent) whose innermost part runs as vectors of `lanes` when they divide
-// the extent; the body must not contain loops.
-Stmt vector_loop(const std::string& name, int64_t extent, int64_t lanes, const Body& body) {
+// the extent, the loop over the vectors being of kind `tiles`; the body has no loops.
+Stmt vector_loop(const std::string& name, int64_t extent, int64_t lanes, const Body& body,
+                 ForKind tiles = ForKind::Serial) {
   if (lanes <= 1 || extent % lanes != 0) return serial(name, extent, body);
   PrimVar outer(name + ".o"), inner(name + ".v");
   if (extent == lanes) return for_loop(inner, 0, lanes, ForKind::Vectorized, body(inner));
-  return for_loop(outer, 0, extent / lanes, ForKind::Serial,
+  return for_loop(outer, 0, extent / lanes, tiles,
                   for_loop(inner, 0, lanes, ForKind::Vectorized, body(outer * lanes + inner)));
+}
+
+// a * b + c rounded once (an FMA instruction; the code generator never contracts itself).
+PrimExpr fma(PrimExpr a, PrimExpr b, PrimExpr c) {
+  return call(Intrinsic::Fma, {std::move(a), std::move(b), std::move(c)});
 }
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
+// What both kernel forms share: the buffers, the sizes and the score of one (row, key).
+struct Operands {
+  PrimFunc f;
+  Buffer q, k, v, mask, out;
+  DType t;
+  std::vector<int64_t> batch;
+  int64_t B = 1, L, S, E, Ev;
+  PrimExpr scale, neg_inf, zero;
+  bool causal;
+
+  Operands(const Function& group, const std::string& func_name) {
+    auto* call = as<CallNode>(group->body);
+    EMBER_CHECK(call && call->op && call->op->name == "nn.attention", "group ", group->name,
+                " is not a single nn.attention call");
+    f.name = func_name;
+    std::map<const ExprNode*, Buffer> buffer_of;
+    for (size_t i = 0; i < group->params.size(); ++i) {
+      const TensorType& pt = group->params[i]->type.tensor();
+      f.params.push_back(make_buffer("p" + std::to_string(i), pt.dtype, pt.shape));
+      buffer_of[group->params[i].get()] = f.params.back();
+    }
+    f.num_inputs = static_cast<int>(f.params.size());
+    auto input = [&](size_t i) {
+      auto it = buffer_of.find(call->args[i].get());
+      EMBER_CHECK(it != buffer_of.end(), "nn.attention in ", group->name, " reads a non-parameter");
+      return it->second;
+    };
+    q = input(0);
+    k = input(1);
+    v = input(2);
+    if (call->args.size() == 4) mask = input(3);
+    const TensorType& ot = call->type.tensor();
+    out = make_buffer("attention", ot.dtype, ot.shape);
+    f.params.push_back(out);
+    t = ot.dtype;
+    size_t nb = ot.shape.size() - 2;
+    batch.assign(ot.shape.begin(), ot.shape.begin() + nb);
+    for (int64_t d : batch) B *= d;
+    L = ot.shape[nb];
+    Ev = ot.shape[nb + 1];
+    S = k->shape[nb];
+    E = k->shape[nb + 1];
+    scale = make_const(t, call->attrs.get_float("scale", 1.0));
+    causal = call->attrs.get_int("causal", 0) != 0;
+    neg_inf = make_const(t, -INFINITY);
+    zero = make_const(t, 0.0);
+  }
+
+  // Flat index of the mask element for (b, row, col) under broadcasting: the mask's
+  // dimensions align with the trailing ones of [batch..., L, S].
+  PrimExpr mask_index(PrimExpr b, PrimExpr row, PrimExpr col) const {
+    std::vector<PrimExpr> full;
+    int64_t inner = B;
+    for (int64_t d : batch) {
+      inner /= d;
+      full.push_back(b / inner % d);
+    }
+    full.push_back(std::move(row));
+    full.push_back(std::move(col));
+    PrimExpr index = int64_t{0};
+    int64_t stride = 1;
+    for (size_t d = mask->shape.size(); d-- > 0;) {
+      if (mask->shape[d] != 1) index = index + full[full.size() - mask->shape.size() + d] * stride;
+      stride *= mask->shape[d];
+    }
+    return index;
+  }
+
+  // The scaled score x of (b, row i, key j) with the mask and causality applied; the mask
+  // is read at (mask_row, mask_col): i and j clamped into range where they may run past it.
+  PrimExpr masked(PrimExpr x, PrimExpr b, PrimExpr i, PrimExpr j, PrimExpr mask_row,
+                  PrimExpr mask_col) const {
+    if (mask) {
+      PrimExpr mv = load(mask, mask_index(b, mask_row, mask_col));
+      x = mask->dtype == DType::Bool ? select(mv, x, neg_inf) : x + mv;
+    }
+    if (causal) x = select(j <= i, x, neg_inf);
+    return x;
+  }
+};
+
 }  // namespace
 
-PrimFunc lower_attention(const Function& group, const std::string& func_name, int vector_bits) {
-  auto* call = as<CallNode>(group->body);
-  EMBER_CHECK(call && call->op && call->op->name == "nn.attention", "group ", group->name,
-              " is not a single nn.attention call");
-  PrimFunc f;
-  f.name = func_name;
-  std::map<const ExprNode*, Buffer> buffer_of;
-  for (size_t i = 0; i < group->params.size(); ++i) {
-    const TensorType& t = group->params[i]->type.tensor();
-    f.params.push_back(make_buffer("p" + std::to_string(i), t.dtype, t.shape));
-    buffer_of[group->params[i].get()] = f.params.back();
-  }
-  f.num_inputs = static_cast<int>(f.params.size());
-  auto input = [&](size_t i) {
-    auto it = buffer_of.find(call->args[i].get());
-    EMBER_CHECK(it != buffer_of.end(), "nn.attention in ", group->name, " reads a non-parameter");
-    return it->second;
-  };
-  Buffer q = input(0), k = input(1), v = input(2);
-  Buffer mask = call->args.size() == 4 ? input(3) : nullptr;
-  const TensorType& ot = call->type.tensor();
-  Buffer out = make_buffer("attention", ot.dtype, ot.shape);
-  f.params.push_back(out);
-
-  const DType t = ot.dtype;
-  const size_t nb = ot.shape.size() - 2;
-  std::vector<int64_t> batch(ot.shape.begin(), ot.shape.begin() + nb);
-  int64_t B = 1;
-  for (int64_t d : batch) B *= d;
-  const int64_t L = ot.shape[nb], Ev = ot.shape[nb + 1], S = k->shape[nb], E = k->shape[nb + 1];
+PrimFunc lower_attention(const Function& group, const std::string& func_name, int vector_bits,
+                         bool gpu) {
+  if (gpu) return lower_attention_rows(group, func_name, ForKind::GpuBlockX, ForKind::GpuThreadX);
+  Operands o(group, func_name);
+  const DType t = o.t;
+  const int64_t B = o.B, L = o.L, S = o.S, E = o.E, Ev = o.Ev;
+  const Buffer &q = o.q, &k = o.k, &v = o.v, &out = o.out;
+  const PrimExpr &scale = o.scale, &neg_inf = o.neg_inf, &zero = o.zero;
+  const bool causal = o.causal;
   const int64_t lanes = std::max(1, vector_bits / (8 * dtype_bytes(t)));
   const int64_t BL = std::min(L, kQueryBlock);
   int64_t BS = std::min(S, kKeyBlock);
   if (lanes > 1) BS = round_up(BS, lanes);
-  while (BS > lanes && E * BS > kMaxKeyTile) BS -= std::max<int64_t>(lanes, 1);
+  while (BS > lanes && E * BS > kMaxKeyTile) BS -= lanes;
   const int64_t num_qb = (L + BL - 1) / BL, num_kb = (S + BS - 1) / BS;
-  const PrimExpr scale = make_const(t, call->attrs.get_float("scale", 1.0));
-  const bool causal = call->attrs.get_int("causal", 0) != 0;
-  const PrimExpr neg_inf = make_const(t, -INFINITY), zero = make_const(t, 0.0);
 
   Buffer s = make_buffer("score_tile", t, {BL, BS}, BufferScope::Local);
   Buffer kt = make_buffer("key_tile_t", t, {E, BS}, BufferScope::Local);
   Buffer acc = make_buffer("out_acc", t, {BL, Ev}, BufferScope::Local);
   Buffer m = make_buffer("row_max", t, {BL}, BufferScope::Local);
   Buffer l = make_buffer("row_sum", t, {BL}, BufferScope::Local);
-  Buffer red = make_buffer("row_reduce", t, {1}, BufferScope::Local);
+  const int64_t width = BS % lanes == 0 ? lanes : 1;  // partial sums per row
+  Buffer red = make_buffer("row_reduce", t, {width}, BufferScope::Local);
 
   PrimVar task("task"), b("b"), row0("row0"), col0("col0");
   auto at = [](const Buffer& buf, PrimExpr i) { return load(buf, std::move(i)); };
 
-  // Flat index of the mask element for (b, row, col) under broadcasting: the mask's
-  // dimensions align with the trailing ones of [batch..., L, S].
-  auto mask_index = [&](PrimExpr row, PrimExpr col) {
-    std::vector<PrimExpr> full;
-    int64_t inner = B;
-    for (int64_t d : batch) {
-      inner /= d;
-      full.push_back(PrimExpr(b) / inner % d);
-    }
-    full.push_back(std::move(row));
-    full.push_back(std::move(col));
-    const std::vector<int64_t>& ms = mask->shape;
-    PrimExpr index = int64_t{0};
-    int64_t stride = 1;
-    for (size_t d = ms.size(); d-- > 0;) {
-      if (ms[d] != 1) index = index + full[full.size() - ms.size() + d] * stride;
-      stride *= ms[d];
-    }
-    return index;
-  };
-
   // --- one key block: K^T tile, scores, online-softmax update of every row.
-  Stmt load_keys = serial("c", BS, [&](PrimExpr c) {
-    PrimExpr j = min(col0 + c, PrimExpr(S - 1));
-    return serial("e", E, [&](PrimExpr e) {
+  // Contiguous stores into the tile (a gather from k) beat contiguous loads and a scatter.
+  Stmt load_keys = serial("e", E, [&](PrimExpr e) {
+    return vector_loop("c", BS, lanes, [&](PrimExpr c) {
+      PrimExpr j = min(col0 + c, PrimExpr(S - 1));
       return store(kt, e * BS + c, at(k, (b * S + j) * E + e));
     });
   });
@@ -133,20 +178,20 @@ PrimFunc lower_attention(const Function& group, const std::string& func_name, in
     PrimExpr i = min(row0 + r, PrimExpr(L - 1));  // rows past L compute a copy of the last
     auto tile = [&](PrimExpr c) { return r * BS + c; };
     Stmt init = vector_loop("c", BS, lanes, [&](PrimExpr c) { return store(s, tile(c), zero); });
+    // The unrolled tiles of a row are independent sums that stay in registers across e.
     Stmt dot = serial("e", E, [&](PrimExpr e) {
       PrimExpr qv = at(q, (b * L + i) * E + e);
-      return vector_loop("c", BS, lanes, [&](PrimExpr c) {
-        return store(s, tile(c), at(s, tile(c)) + qv * at(kt, e * BS + c));
-      });
+      return vector_loop(
+          "c", BS, lanes,
+          [&](PrimExpr c) {
+            return store(s, tile(c), fma(qv, at(kt, e * BS + c), at(s, tile(c))));
+          },
+          ForKind::Unrolled);
     });
     Stmt finish = vector_loop("c", BS, lanes, [&](PrimExpr c) {
       PrimExpr j = col0 + c;
-      PrimExpr x = at(s, tile(c)) * scale;
-      if (mask) {
-        PrimExpr mv = at(mask, mask_index(i, S % BS == 0 ? j : min(j, PrimExpr(S - 1))));
-        x = mask->dtype == DType::Bool ? select(mv, x, neg_inf) : x + mv;
-      }
-      if (causal) x = select(j <= row0 + r, x, neg_inf);
+      PrimExpr x = o.masked(at(s, tile(c)) * scale, b, row0 + r, j, i,
+                            S % BS == 0 ? j : min(j, PrimExpr(S - 1)));
       if (S % BS != 0) x = select(j < PrimExpr(S), x, neg_inf);
       return store(s, tile(c), x);
     });
@@ -155,28 +200,45 @@ PrimFunc lower_attention(const Function& group, const std::string& func_name, in
   PrimVar m_new("m_new", t), m_safe("m_safe", t), alpha("alpha", t);
   Stmt update = serial("r", BL, [&](PrimExpr r) {
     auto tile = [&](PrimExpr c) { return r * BS + c; };
-    Stmt row_max = seq({store(red, 0, at(m, r)), serial("c", BS, [&](PrimExpr c) {
-                          return store(red, 0, max(at(red, 0), at(s, tile(c))));
-                        })});
-    Stmt exps = vector_loop("c", BS, lanes, [&](PrimExpr c) {
-      return store(s, tile(c), exp(at(s, tile(c)) - m_safe));
-    });
-    Stmt row_sum = seq({store(red, 0, zero), serial("c", BS, [&](PrimExpr c) {
-                          return store(red, 0, at(red, 0) + at(s, tile(c)));
-                        })});
+    // Row max and row sum over one partial result per vector lane, folded at the end.
+    auto lane_reduce = [&](PrimExpr init, const std::function<PrimExpr(PrimExpr, PrimExpr)>& op,
+                           const std::function<PrimExpr(PrimExpr)>& value, bool write_back) {
+      PrimVar co("c.o"), w("w"), w1("w");
+      Stmt step = for_loop(w, 0, width, width > 1 ? ForKind::Vectorized : ForKind::Serial, [&] {
+        PrimExpr c = co * width + w, x = value(c);
+        if (!write_back) return store(red, w, op(at(red, w), x));
+        // Store x, then reduce what was stored (x itself would be computed twice).
+        return seq({store(s, tile(c), x), store(red, w, op(at(red, w), at(s, tile(c))))});
+      }());
+      return seq({vector_loop("w", width, lanes, [&](PrimExpr i) { return store(red, i, init); }),
+                  for_loop(co, 0, BS / width, ForKind::Serial, step),
+                  for_loop(w1, 1, width - 1, ForKind::Serial,
+                           store(red, 0, op(at(red, 0), at(red, w1))))});
+    };
+    auto maximum = [](PrimExpr a, PrimExpr b) { return max(a, b); };
+    auto plus = [](PrimExpr a, PrimExpr b) { return a + b; };
+    Stmt row_max =
+        lane_reduce(at(m, r), maximum, [&](PrimExpr c) { return at(s, tile(c)); }, false);
+    // P = exp(S - m) in place, summed on the way.
+    Stmt exps_and_sum =
+        lane_reduce(zero, plus, [&](PrimExpr c) { return exp(at(s, tile(c)) - m_safe); }, true);
     Stmt rescale = vector_loop("d", Ev, lanes, [&](PrimExpr d) {
       return store(acc, r * Ev + d, at(acc, r * Ev + d) * alpha);
     });
     // Only real keys: a clamped tail key's value times its zero probability could be NaN.
     PrimExpr keys = S % BS == 0 ? PrimExpr(BS) : min(PrimExpr(BS), S - col0);
+    // Likewise the unrolled tiles of the accumulator row across the keys.
     Stmt pv = serial("c", keys, [&](PrimExpr c) {
       PrimExpr p = at(s, tile(c)), j = col0 + c;
-      return vector_loop("d", Ev, lanes, [&](PrimExpr d) {
-        return store(acc, r * Ev + d, at(acc, r * Ev + d) + p * at(v, (b * S + j) * Ev + d));
-      });
+      return vector_loop(
+          "d", Ev, lanes,
+          [&](PrimExpr d) {
+            return store(acc, r * Ev + d, fma(p, at(v, (b * S + j) * Ev + d), at(acc, r * Ev + d)));
+          },
+          ForKind::Unrolled);
     });
-    Stmt body = seq({exps, row_sum, store(l, r, at(l, r) * alpha + at(red, 0)),
-                     store(m, r, m_new), rescale, pv});
+    Stmt body = seq({exps_and_sum, store(l, r, at(l, r) * alpha + at(red, 0)), store(m, r, m_new),
+                     rescale, pv});
     body = let_stmt(alpha, exp(at(m, r) - m_safe), body);
     body = let_stmt(m_safe, select(m_new == neg_inf, zero, m_new), body);
     return seq({row_max, let_stmt(m_new, at(red, 0), body)});
@@ -189,8 +251,9 @@ PrimFunc lower_attention(const Function& group, const std::string& func_name, in
 
   // --- per task: init, key blocks, normalise and store.
   Stmt init = serial("r", BL, [&](PrimExpr r) {
-    return seq({store(m, r, neg_inf), store(l, r, zero),
-                vector_loop("d", Ev, lanes, [&](PrimExpr d) { return store(acc, r * Ev + d, zero); })});
+    return seq(
+        {store(m, r, neg_inf), store(l, r, zero),
+         vector_loop("d", Ev, lanes, [&](PrimExpr d) { return store(acc, r * Ev + d, zero); })});
   });
   Stmt finish = serial("r", BL, [&](PrimExpr r) {
     Stmt st = vector_loop("d", Ev, lanes, [&](PrimExpr d) {
@@ -202,9 +265,54 @@ PrimFunc lower_attention(const Function& group, const std::string& func_name, in
   for (const Buffer& buf : {red, l, m, acc, kt, s}) body = allocate(buf, body);
   body = let_stmt(row0, PrimExpr(task) % num_qb * BL, body);
   body = let_stmt(b, PrimExpr(task) / num_qb, body);
-  f.body = for_loop(task, 0, B * num_qb, ForKind::Parallel, body);
-  verify(f);
-  return f;
+  o.f.body = for_loop(task, 0, B * num_qb, ForKind::Parallel, body);
+  verify(o.f);
+  return o.f;
+}
+
+PrimFunc lower_attention_rows(const Function& group, const std::string& func_name,
+                              ForKind block_kind, ForKind thread_kind) {
+  Operands o(group, func_name);
+  const int64_t rows = o.B * o.L, threads = std::min<int64_t>(rows, kRowsPerBlock);
+  Buffer acc = make_buffer("out_acc", o.t, {o.Ev}, BufferScope::Local);
+  Buffer st = make_buffer("row_state", o.t, {3}, BufferScope::Local);  // max, sum, dot
+  PrimVar block("block"), thread("thread"), b("b"), i("i"), m_new("m_new", o.t),
+      m_safe("m_safe", o.t), alpha("alpha", o.t), p("p", o.t);
+  PrimExpr m = load(st, 0), l = load(st, 1), dot = load(st, 2);
+
+  Stmt init = seq({store(st, 0, o.neg_inf), store(st, 1, o.zero),
+                   serial("d", o.Ev, [&](PrimExpr d) { return store(acc, d, o.zero); })});
+  // One key: x = q_i . k_j * scale (masked), then the online-softmax update with it alone.
+  PrimExpr keys = o.causal ? min(PrimExpr(o.S), PrimExpr(i) + 1) : PrimExpr(o.S);
+  Stmt key_loop = serial("j", keys, [&](PrimExpr j) {
+    Stmt dot_loop = seq({store(st, 2, o.zero), serial("e", o.E, [&](PrimExpr e) {
+                           return store(st, 2,
+                                        load(st, 2) + load(o.q, (b * o.L + i) * o.E + e) *
+                                                          load(o.k, (b * o.S + j) * o.E + e));
+                         })});
+    PrimVar x("x", o.t);
+    Stmt update =
+        seq({store(st, 1, l * alpha + p), store(st, 0, m_new), serial("d", o.Ev, [&](PrimExpr d) {
+               return store(acc, d, load(acc, d) * alpha + p * load(o.v, (b * o.S + j) * o.Ev + d));
+             })});
+    update = let_stmt(p, exp(PrimExpr(x) - m_safe), update);
+    update = let_stmt(alpha, exp(m - m_safe), update);
+    update = let_stmt(m_safe, select(PrimExpr(m_new) == o.neg_inf, o.zero, m_new), update);
+    update = let_stmt(m_new, max(m, x), update);
+    update = let_stmt(x, o.masked(dot * o.scale, b, i, j, i, j), update);
+    return seq({dot_loop, update});
+  });
+  Stmt finish = serial("d", o.Ev, [&](PrimExpr d) {
+    return store(o.out, (b * o.L + i) * o.Ev + d, load(acc, d) / l);
+  });
+  Stmt body = allocate(acc, allocate(st, seq({init, key_loop, finish})));
+  PrimExpr row = PrimExpr(block) * threads + thread;
+  body = let_stmt(b, row / o.L, let_stmt(i, row % o.L, body));
+  if (rows % threads != 0) body = if_then_else(row < PrimExpr(rows), body);
+  o.f.body = for_loop(block, 0, (rows + threads - 1) / threads, block_kind,
+                      for_loop(thread, 0, threads, thread_kind, body));
+  verify(o.f);
+  return o.f;
 }
 
 }  // namespace ember::passes

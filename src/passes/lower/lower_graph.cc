@@ -55,11 +55,12 @@ KernelInfo describe(const Function& group, const std::string& func) {
 
 PrimFunc lower_group(const Function& group, const std::string& func_name,
                      const LowerOptions& options) {
-  // An op with a custom CPU lowering (nn.attention) builds its own loop nest when it is
-  // alone in its group; elsewhere its compute rule lowers like any other.
-  if (auto calls = op_calls(group); !options.gpu && calls.size() == 1) {
+  // An op with a custom lowering (nn.attention) builds its own loop nest when it is alone
+  // in its group; elsewhere its compute rule lowers like any other.
+  if (auto calls = op_calls(group); calls.size() == 1) {
     auto it = custom_lowerings().find(calls[0]->op->name);
-    if (it != custom_lowerings().end()) return it->second(group, func_name, options.vector_bits);
+    if (it != custom_lowerings().end())
+      return it->second(group, func_name, options.vector_bits, options.gpu);
   }
   std::map<const ExprNode*, ir::Tensor> te;
   std::vector<ir::Tensor> inputs;
@@ -76,9 +77,9 @@ PrimFunc lower_group(const Function& group, const std::string& func_name,
       args.push_back(it->second);
     }
     ir::Tensor out = c->op->compute(args, c->attrs, c->type.tensor());
-    EMBER_CHECK(out && out.shape() == c->type.tensor().shape &&
-                    out.dtype() == c->type.tensor().dtype,
-                "compute rule of ", c->op->name, " disagrees with its type relation");
+    EMBER_CHECK(
+        out && out.shape() == c->type.tensor().shape && out.dtype() == c->type.tensor().dtype,
+        "compute rule of ", c->op->name, " disagrees with its type relation");
     te[c] = out;
   }
   ir::Tensor out = te.at(group->body.get());
@@ -88,8 +89,10 @@ PrimFunc lower_group(const Function& group, const std::string& func_name,
       return out(std::vector<PrimExpr>(i.begin(), i.end()));
     });
   Schedule sch({out});
-  if (options.gpu) apply_gpu_schedule(sch);
-  else apply_default_schedule(sch, options.vector_bits);
+  if (options.gpu)
+    apply_gpu_schedule(sch);
+  else
+    apply_default_schedule(sch, options.vector_bits);
   return lower_schedule(sch, func_name, inputs);
 }
 

@@ -162,7 +162,8 @@ class ScheduleLowering {
     std::vector<std::vector<std::pair<PrimVar, PrimExpr>>> lets(leaf.size());
     for (auto it = st->relations().rbegin(); it != st->relations().rend(); ++it) {
       if (it->kind == IterRelation::Split) {
-        value[it->parent.get()] = value.at(it->outer.get()) * it->factor + value.at(it->inner.get());
+        value[it->parent.get()] =
+            value.at(it->outer.get()) * it->factor + value.at(it->inner.get());
         depth[it->parent.get()] = std::max(depth.at(it->outer.get()), depth.at(it->inner.get()));
       } else {
         PrimExpr f = value.at(it->fused.get());
@@ -178,7 +179,8 @@ class ScheduleLowering {
         known[vi.get()] = {0, inner_ext - 1};
       }
     }
-    for (size_t i = 0; i < leaf.size(); ++i) known[loop_var[i].get()] = {0, ext.at(leaf[i].get()) - 1};
+    for (size_t i = 0; i < leaf.size(); ++i)
+      known[loop_var[i].get()] = {0, ext.at(leaf[i].get()) - 1};
 
     // Root values (absolute indices) and the guard.
     VarMap root_map;
@@ -202,8 +204,10 @@ class ScheduleLowering {
       PrimExpr v = simplify(value.at(iv));
       auto b = const_bound(v, known);
       if (b && b->max < e) continue;
-      if (iv->reduce) reduce_guard = logical_and(reduce_guard, v < PrimExpr(e));
-      else guard = logical_and(guard, v < PrimExpr(e));
+      if (iv->reduce)
+        reduce_guard = logical_and(reduce_guard, v < PrimExpr(e));
+      else
+        guard = logical_and(guard, v < PrimExpr(e));
     }
 
     // Children computed at one of this stage's loops: their regions and buffers.
@@ -238,7 +242,8 @@ class ScheduleLowering {
     // The innermost statement(s).
     const Realized& self = realized_.at(t);
     std::vector<PrimExpr> rel_index = out_index;
-    for (size_t d = 0; d < self.mins.size(); ++d) rel_index[d] = simplify(rel_index[d] - self.mins[d]);
+    for (size_t d = 0; d < self.mins.size(); ++d)
+      rel_index[d] = simplify(rel_index[d] - self.mins[d]);
     PrimExpr flat = simplify(flat_index(self.buffer, rel_index));
     Stmt update, init;
     size_t first_reduce = leaf.size();
@@ -266,7 +271,8 @@ class ScheduleLowering {
       if (with_children && !attached[i].empty()) {
         // Allocate the tiles, compute each child, then the rest of this loop's body.
         std::vector<Stmt> parts;
-        for (const Stage* c : attached[i]) parts.push_back(emit_stage(c, child_region.at(c), known));
+        for (const Stage* c : attached[i])
+          parts.push_back(emit_stage(c, child_region.at(c), known));
         parts.push_back(body);
         inner = seq(parts);
         for (auto c = attached[i].rbegin(); c != attached[i].rend(); ++c)

@@ -37,16 +37,39 @@ bool reads_along(const PrimExpr& body, const TensorNode* producer, const PrimVar
   return found;
 }
 
-// Reduction stages that `body` reads directly.
-std::vector<Stage*> reductions_read(Schedule& sch, const PrimExpr& body) {
+bool reads_tensor(const PrimExpr& body, const Stage& s) {
+  bool reads = false;
+  visit_prim(body, [&](const PrimExpr& e) {
+    if (auto* p = e.as<ProducerLoadNode>()) reads |= p->producer == s.tensor().ref();
+  });
+  return reads;
+}
+
+// Reduction stages that `reader`'s body reads directly and that can all be computed inside
+// `reader`'s loops: every other (non-inlined) stage that reads one of them must be one of
+// them too (a layer norm's variance reads its mean), else that stage would find no buffer.
+std::vector<Stage*> reductions_read(Schedule& sch, const Stage& reader, const PrimExpr& body) {
   std::vector<Stage*> out;
-  for (auto& s : sch.stages()) {
-    if (!is_reduction(*s) || s->attach_kind() != AttachKind::Root) continue;
-    bool reads = false;
-    visit_prim(body, [&](const PrimExpr& e) {
-      if (auto* p = e.as<ProducerLoadNode>()) reads |= p->producer == s->tensor().ref();
-    });
-    if (reads) out.push_back(s.get());
+  for (auto& s : sch.stages())
+    if (is_reduction(*s) && s->attach_kind() == AttachKind::Root && reads_tensor(body, *s))
+      out.push_back(s.get());
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (auto it = out.begin(); it != out.end(); ++it) {
+      bool foreign_reader = false;
+      for (auto& other : sch.stages()) {
+        if (other.get() == &reader || other.get() == *it ||
+            other->attach_kind() == AttachKind::Inline ||
+            std::find(out.begin(), out.end(), other.get()) != out.end())
+          continue;
+        foreign_reader |= reads_tensor(sch.expanded_body(*other), **it);
+      }
+      if (foreign_reader) {
+        out.erase(it);
+        changed = true;
+        break;
+      }
+    }
   }
   return out;
 }
@@ -81,17 +104,21 @@ int register_tile_axis(const PrimExpr& o_body, const Stage& o, const Stage& r) {
     elementwise = same;
   });
   if (!elementwise) return -1;
+  // The inputs loaded as vectors are those indexed by the innermost (vector) axis; reuse
+  // comes from an axis such an input does not depend on (its loads are then shared).
   auto* red = r.body().as<ReduceNode>();
+  auto uses = [](const ProducerLoadNode* p, const PrimVarNode* v) {
+    bool found = false;
+    for (auto& idx : p->indices) visit_prim(idx, [&](const PrimExpr& x) { found |= x.get() == v; });
+    return found;
+  };
   for (int d = static_cast<int>(axes.size()) - 2; d >= 0; --d) {
     if (axes[d]->extent < kTile) continue;
     bool some_input_ignores_d = false;
     visit_prim(red->source, [&](const PrimExpr& e) {
       auto* p = e.as<ProducerLoadNode>();
-      if (!p) return;
-      bool uses = false;
-      for (auto& idx : p->indices)
-        visit_prim(idx, [&](const PrimExpr& x) { uses |= x.get() == axes[d]->var.get(); });
-      some_input_ignores_d |= !uses;
+      if (!p || !uses(p, axes.back()->var.get())) return;
+      some_input_ignores_d |= !uses(p, axes[d]->var.get());
     });
     if (some_input_ignores_d) return d;
   }
@@ -103,7 +130,7 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
   std::vector<IterVar> axes = o.axes();
   if (axes.empty()) return nullptr;
   PrimExpr body = sch.expanded_body(o);
-  std::vector<Stage*> reds = reductions_read(sch, body);
+  std::vector<Stage*> reds = reductions_read(sch, o, body);
   IterVar last = axes.back();
   bool along = true;
   for (Stage* r : reds) along &= reads_along(body, r->tensor().operator->(), last->var.get());
@@ -113,6 +140,9 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
   if (tile_axis >= 0) std::tie(axes[tile_axis], tile_inner) = o.split(axes[tile_axis], kTile);
 
   int64_t lanes = lanes_for(o.tensor().dtype(), vector_bits);
+  // Prefer half-width vectors that divide the axis (56 = 7 x 8) to full ones with a
+  // masked tail (56 = 3 x 16 + 8).
+  if (last->extent % lanes != 0 && lanes >= 16 && last->extent % (lanes / 2) == 0) lanes /= 2;
   IterVar outer_vec, inner_vec;
   if (last->extent > lanes) {
     std::tie(outer_vec, inner_vec) = o.split(last, lanes);
@@ -136,7 +166,15 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
     outer.push_back(outer_vec);
     tile = o.fuse(outer);
   } else if (!outer.empty()) {
-    tile = o.fuse(outer);
+    // The reductions do not depend on the innermost axis (a row statistic): the tile is the
+    // leading axes they do depend on, so each statistic is computed once per tile, and the
+    // remaining axes loop inside it (a norm over several trailing axes).
+    size_t used = reds.empty() ? outer.size() : 1;
+    for (size_t d = 0; d < outer.size(); ++d)
+      for (Stage* r : reds)
+        if (reads_along(body, r->tensor().operator->(), outer[d]->var.get()))
+          used = std::max(used, d + 1);
+    tile = o.fuse(std::vector<IterVar>(outer.begin(), outer.begin() + used));
   } else if (outer_vec) {
     o.parallel(outer_vec);
     if (along) tile = outer_vec;
@@ -198,11 +236,21 @@ bool attach_into_reduction(Schedule& sch, Stage& r, int vector_bits) {
   return true;
 }
 
-// A stage with bounds checks (a padded input) read by a reduction: inlined, its selects and
+// A stage with bounds checks (a padded input) read by a reduction: inlined, its checks and
 // clamped indices would sit in the innermost loop and turn vector loads into gathers.
 bool padded_input_of_reduction(Schedule& sch, const Stage& s) {
+  // A bounds check is a select whose condition reads no tensor (only loop indices); a
+  // select on values (an activation's threshold) inlines like any elementwise op.
   bool has_select = false;
-  visit_prim(s.body(), [&](const PrimExpr& e) { has_select |= e.kind() == PrimKind::Select; });
+  visit_prim(s.body(), [&](const PrimExpr& e) {
+    auto* sel = e.as<SelectNode>();
+    if (!sel) return;
+    bool reads = false;
+    visit_prim(sel->cond, [&](const PrimExpr& x) {
+      reads |= x.kind() == PrimKind::ProducerLoad || x.kind() == PrimKind::Load;
+    });
+    has_select |= !reads;
+  });
   if (!has_select) return false;
   for (auto& r : sch.stages()) {
     if (!is_reduction(*r)) continue;
@@ -235,8 +283,10 @@ void apply_default_schedule(Schedule& sch, int vector_bits) {
     bool is_output = false;
     for (auto& o : sch.outputs()) is_output |= o.ref() == s->tensor().ref();
     if (is_output || is_reduction(*s)) continue;
-    if (padded_input_of_reduction(sch, *s)) schedule_root(*s, vector_bits);
-    else s->compute_inline();
+    if (padded_input_of_reduction(sch, *s))
+      schedule_root(*s, vector_bits);
+    else
+      s->compute_inline();
   }
   // An output that is itself a reduction gets a local accumulator tile (cache_write), so its
   // stage becomes the tile loop like any epilogue.

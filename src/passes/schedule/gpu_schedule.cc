@@ -1,32 +1,41 @@
-// The default GPU schedule template (see schedule.h). A kernel is one launch, so nothing in
-// it may depend on what another block wrote: every value is either inlined, or computed by
-// the thread that needs it, into registers.
+// The default GPU schedule (see schedule.h): three templates, tried in order, each checked
+// by lowering it once and measuring the memory its kernel needs.
 //
-//   output stage O (spatial axes a0..an-1):  blockIdx.x, threadIdx.x = split(fuse(a0..), T)
-//                                                [reductions computed here, per thread]
-//                                                O[...] = epilogue            (guarded)
-//   reduction R read by O (conv, dense, pool, the sums of softmax and layer norm):
-//                                            computed at threadIdx.x over the element (or
-//                                            row) that the thread's output reads, its
-//                                            reduction loop serial inside the thread.
+// A kernel is one launch; inside it, a block's threads run in *phases*: a phase is a loop
+// bound to threadIdx at block level, and lower_gpu_phases puts a barrier after each one and
+// makes the buffers those loops write shared by the block. A value one phase writes is
+// seen by every thread in the next, and running the phases one after the other on a CPU
+// (the emulation in the tests) computes exactly what the GPU computes.
 //
-// As on the CPU, when O reads its reductions without its innermost axis (softmax reads the
-// row max and sum once per row) that axis stays a serial loop inside the thread, so a row's
-// reductions are computed once per row rather than once per element.
+// 1. Tiled (conv2d, dense, matmul, batch_matmul: one output read at its own index from a
+//    sum of products of two tensors). One block per output tile:
 //
-// T is 256 threads. The tail of a non-dividing split is guarded at O's store, but a
-// reduction attached at threadIdx.x runs before that guard, and a thread past the end would
-// read past its inputs; kernels with attached reductions therefore pick the largest T <= 256
-// that divides the work exactly. Elementwise and injective intermediates (a conv's padded
-// input included) are inlined: their clamped, guarded reads cost a few integer instructions,
-// and a separate pass over memory would need a second launch.
+//      blockIdx.x = tile                       tile sizes: a per-axis block tile b_d (volume
+//        ACC[tile] (shared)  = 0               up to 64 x 64) and a register tile r_d (4 x 4)
+//        for ko:                               per thread; threads = prod(b_d / r_d)
+//          A_tile, B_tile (shared) = operands over the reduction chunk ko
+//          threadIdx: for ki, ...: ACC[r_d tile] += A_tile * B_tile
+//        threadIdx: O = epilogue(ACC)          (fused epilogue, then the only global store)
 //
-// Not yet here (see the GPU issue): block-level reductions through shared memory (one block
-// per row with a tree reduction and Stage::bind on the reduction split) and register or
-// shared-memory tiles for conv and dense.
+//    Operands are staged with cache_read (a conv's padded input reads its clamped input
+//    there); the register tile loops are unrolled, so each thread keeps its r_d tile of ACC
+//    in registers across ki and reuses each operand value r_d times.
+// 2. Block reduction (softmax, log_softmax, layer norm, sum, mean, global pooling: an
+//    output reading row reductions with at least kMinBlockReduce elements). One block per
+//    row: Schedule::tree_reduce gives each reduction a partial stage (thread f reduces
+//    elements f, f + F, ...) and log2(F) tree levels in shared memory, then the threads
+//    stride over the row for the epilogue. A reduction that reads another (layer norm's
+//    variance reads the mean) computes it first in the same block.
+// 3. Simple (everything else, and the fallback when a tile needs more memory than a block
+//    has): one thread per output element (or row, when the output reads its reductions
+//    once per row), reductions computed serially by that thread into registers.
 #include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
 
 #include "ember/passes/schedule.h"
+#include "ember/support/error.h"
 
 namespace ember::passes {
 
@@ -35,6 +44,18 @@ using namespace ir;
 namespace {
 
 constexpr int64_t kThreads = 256;
+constexpr int64_t kMaxSharedBytes = 48 * 1024;  // static shared memory of one block
+constexpr int64_t kMaxLocalBytes = 1024;        // per-thread arrays beyond this spill
+constexpr int64_t kMinBlockReduce = 32;         // shorter rows: one thread per row
+constexpr int64_t kTileVolume = 64 * 64;        // outputs per block in the tiled template
+constexpr int64_t kRegisterTile = 16;           // outputs per thread
+constexpr int64_t kReduceChunk = 32;            // reduction elements staged per step
+
+int64_t pow2_ceil(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
 
 bool is_reduction(const Stage& s) { return s.body().as<ReduceNode>() != nullptr; }
 
@@ -44,17 +65,27 @@ bool is_output(const Schedule& sch, const Stage& s) {
   return false;
 }
 
+bool reads(const PrimExpr& body, const TensorNode* producer) {
+  bool found = false;
+  visit_prim(body, [&](const PrimExpr& e) {
+    if (auto* p = e.as<ProducerLoadNode>()) found |= p->producer.get() == producer;
+  });
+  return found;
+}
+
+bool uses(const PrimExpr& e, const PrimVarNode* v) {
+  bool found = false;
+  visit_prim(e, [&](const PrimExpr& x) { found |= x.get() == v; });
+  return found;
+}
+
 // Root reduction stages that `body` reads directly.
 std::vector<Stage*> reductions_read(const Schedule& sch, const PrimExpr& body) {
   std::vector<Stage*> out;
-  for (auto& s : sch.stages()) {
-    if (!is_reduction(*s) || s->attach_kind() != AttachKind::Root) continue;
-    bool reads = false;
-    visit_prim(body, [&](const PrimExpr& e) {
-      if (auto* p = e.as<ProducerLoadNode>()) reads |= p->producer == s->tensor().ref();
-    });
-    if (reads) out.push_back(s.get());
-  }
+  for (auto& s : sch.stages())
+    if (is_reduction(*s) && s->attach_kind() == AttachKind::Root &&
+        reads(body, s->tensor().operator->()))
+      out.push_back(s.get());
   return out;
 }
 
@@ -64,13 +95,34 @@ bool reads_along(const PrimExpr& body, const TensorNode* producer, const PrimVar
   visit_prim(body, [&](const PrimExpr& e) {
     auto* p = e.as<ProducerLoadNode>();
     if (!p || p->producer.get() != producer) return;
-    for (auto& idx : p->indices)
-      visit_prim(idx, [&](const PrimExpr& x) { found |= x.get() == axis_var; });
+    for (auto& idx : p->indices) found |= uses(idx, axis_var);
   });
   return found;
 }
 
-// Threads per block for `n` work items; `exact` asks for a divisor of n (no tail).
+// Elementwise and injective intermediates are inlined (their clamped, guarded reads cost a
+// few integer instructions; a pass over memory would need a second launch), and an output
+// that is itself a reduction accumulates in a cache, so its stage is a plain epilogue.
+// Returns the single output's stage, or null for a kernel with several outputs.
+Stage* prepare(Schedule& sch) {
+  for (auto& s : sch.stages())
+    if (!is_output(sch, *s) && !is_reduction(*s)) s->compute_inline();
+  for (auto& o : sch.outputs())
+    if (is_reduction(sch[o])) sch.cache_write(o);
+  return sch.outputs().size() == 1 ? &sch[sch.outputs()[0]] : nullptr;
+}
+
+// Fuses `axes`, splits the result by `threads` and binds (threads, serial rest) in that
+// order, so consecutive threads touch consecutive elements.
+void bind_strided(Stage& s, const std::vector<IterVar>& axes, int64_t threads) {
+  IterVar f = s.fuse(axes);
+  auto [outer, inner] = s.split(f, std::max<int64_t>(1, std::min(threads, f->extent)));
+  s.reorder({inner, outer});
+  s.bind(inner, ForKind::GpuThreadX);
+}
+
+// --------------------------------------------------------------------- simple template
+
 int64_t threads_for(int64_t n, bool exact) {
   if (n <= kThreads) return std::max<int64_t>(n, 1);
   if (!exact) return kThreads;
@@ -79,8 +131,6 @@ int64_t threads_for(int64_t n, bool exact) {
   return 1;
 }
 
-// Fuses `axes` (adjacent leaves, outermost first) and spreads them over blocks and threads.
-// Returns the thread axis, where per-thread work is attached.
 IterVar bind_flat(Stage& s, const std::vector<IterVar>& axes, bool exact) {
   IterVar fused = s.fuse(axes);
   int64_t t = threads_for(fused->extent, exact);
@@ -94,43 +144,437 @@ IterVar bind_flat(Stage& s, const std::vector<IterVar>& axes, bool exact) {
   return tx;
 }
 
-// Computes `r` at `parent`'s loop `axis`, then the reductions `r` itself reads inside r's
-// innermost spatial loop (a reduction of a reduction), recursively.
 void attach_reduction(Schedule& sch, Stage& r, Stage& parent, const IterVar& axis) {
   r.compute_at(parent, axis);
   std::vector<Stage*> inner = reductions_read(sch, sch.expanded_body(r));
-  if (inner.empty() || r.axes().empty()) return;  // none, or r is a scalar: inner stay root
+  if (inner.empty() || r.axes().empty()) return;
   IterVar at = r.axes().back();
   for (Stage* c : inner) attach_reduction(sch, *c, r, at);
 }
 
-void schedule_output(Schedule& sch, Stage& o) {
-  std::vector<IterVar> axes = o.axes();
-  if (axes.empty()) return;  // a scalar: one thread computes it (and its reductions)
-  PrimExpr body = sch.expanded_body(o);
+// One thread per output element; reductions computed at the thread's loop into registers.
+// When the output reads its reductions without its innermost axis (softmax reads the row
+// max and sum once per row), that axis stays serial inside the thread, so a row's
+// reductions are computed once. A reduction attached at threadIdx.x runs before the tail
+// guard of a non-dividing split, so such kernels use a thread count that divides exactly.
+bool schedule_simple(Schedule& sch) {
+  prepare(sch);
+  for (auto& out : sch.outputs()) {
+    Stage& o = sch[out];
+    std::vector<IterVar> axes = o.axes();
+    if (axes.empty()) continue;  // a scalar: one thread computes it (and its reductions)
+    PrimExpr body = sch.expanded_body(o);
+    std::vector<Stage*> reds = reductions_read(sch, body);
+    bool along = true;
+    for (Stage* r : reds)
+      along &= reads_along(body, r->tensor().operator->(), axes.back()->var.get());
+    std::vector<IterVar> thread_axes = axes;
+    if (!along && axes.size() >= 2) thread_axes.pop_back();
+    IterVar tx = bind_flat(o, thread_axes, !reds.empty());
+    for (Stage* r : reds) attach_reduction(sch, *r, o, tx);
+  }
+  return true;
+}
+
+// --------------------------------------------------------------------- tiled template
+
+// The two operands of a sum of products `a * b` of different tensors, or null.
+std::pair<const ProducerLoadNode*, const ProducerLoadNode*> product_operands(const Stage& r) {
+  auto* red = r.body().as<ReduceNode>();
+  if (!red || red->op != ReduceOp::Sum) return {nullptr, nullptr};
+  auto* mul = red->source.as<BinaryNode>();
+  if (!mul || mul->op != BinaryOp::Mul) return {nullptr, nullptr};
+  auto* a = mul->a.as<ProducerLoadNode>();
+  auto* b = mul->b.as<ProducerLoadNode>();
+  if (!a || !b || a->producer == b->producer) return {nullptr, nullptr};
+  return {a, b};
+}
+
+bool schedule_tiled(Schedule& sch, int64_t volume) {
+  Stage* o = prepare(sch);
+  if (!o || o->axes().empty()) return false;
+  PrimExpr body = sch.expanded_body(*o);
   std::vector<Stage*> reds = reductions_read(sch, body);
-  bool along = true;
-  for (Stage* r : reds)
-    along &= reads_along(body, r->tensor().operator->(), axes.back()->var.get());
-  std::vector<IterVar> thread_axes = axes;
-  if (!along && axes.size() >= 2) thread_axes.pop_back();  // serial inside the thread
-  IterVar tx = bind_flat(o, thread_axes, !reds.empty());
-  for (Stage* r : reds) attach_reduction(sch, *r, o, tx);
+  if (reds.size() != 1) return false;
+  Stage& r = *reds[0];
+  auto [a, b] = product_operands(r);
+  if (!a || !reductions_read(sch, sch.expanded_body(r)).empty()) return false;
+  // The output reads the anchor at its own index (0 on a dimension of size 1, as
+  // broadcasting reads it): the tile of one is the tile of the other.
+  const size_t n = o->axes().size();
+  if (r.axes().size() != n) return false;
+  bool identity = true;
+  visit_prim(body, [&](const PrimExpr& e) {
+    auto* p = e.as<ProducerLoadNode>();
+    if (!p || p->producer != r.tensor().ref()) return;
+    for (size_t d = 0; d < n; ++d) {
+      int64_t c = -1;
+      identity &= p->indices[d].get() == o->axes()[d]->var.get() ||
+                  (o->axes()[d]->extent == 1 && as_int(p->indices[d], &c) && c == 0);
+    }
+  });
+  if (!identity) return false;
+
+  // Axes only `a` depends on form one side of the tile, axes only `b` depends on the
+  // other; axes both depend on (batch) get a tile of 1. Each side's volume goes to its
+  // innermost axes first, and so does its register tile.
+  std::vector<int64_t> tile(n, 1), reg(n, 1);
+  std::vector<size_t> side[2];
+  for (size_t d = 0; d < n; ++d) {
+    const PrimVarNode* v = r.axes()[d]->var.get();
+    bool in_a = false, in_b = false;
+    for (auto& i : a->indices) in_a |= uses(i, v);
+    for (auto& i : b->indices) in_b |= uses(i, v);
+    if (in_a != in_b) side[in_a ? 0 : 1].push_back(d);
+  }
+  int64_t ext[2] = {1, 1};
+  for (int s = 0; s < 2; ++s)
+    for (size_t d : side[s]) ext[s] *= o->axes()[d]->extent;
+  int64_t want[2];
+  want[0] = std::min(pow2_ceil(ext[0]), int64_t{64});
+  want[1] = std::min({pow2_ceil(ext[1]), volume / want[0], kThreads});
+  want[0] = std::min(want[0], volume / want[1]);
+  int64_t reg_side = 1;
+  while (reg_side * reg_side < kRegisterTile) reg_side *= 2;  // 4 x 4
+  for (int s = 0; s < 2; ++s) {
+    int64_t left = want[s], reg_left = std::min(reg_side, want[s]);
+    for (auto it = side[s].rbegin(); it != side[s].rend(); ++it) {
+      tile[*it] = std::min(left, pow2_ceil(o->axes()[*it]->extent));
+      left /= tile[*it];
+      reg[*it] = std::min(reg_left, tile[*it]);
+      reg_left /= reg[*it];
+    }
+  }
+  int64_t threads = 1;
+  for (size_t d = 0; d < n; ++d) threads *= tile[d] / reg[d];
+  if (threads < 32) return false;  // too small a tile to be worth a block
+
+  // Output: one block per tile; its threads stride over the tile for the epilogue.
+  std::vector<IterVar> outer, inner;
+  for (size_t d = 0; d < n; ++d) {
+    auto [xo, xi] = o->split(o->axes()[d], tile[d]);
+    outer.push_back(xo);
+    inner.push_back(xi);
+  }
+  std::vector<IterVar> order = outer;
+  order.insert(order.end(), inner.begin(), inner.end());
+  o->reorder(order);
+  IterVar bx = o->fuse(outer);
+  o->bind(bx, ForKind::GpuBlockX);
+  bind_strided(*o, inner, threads);
+
+  // Operands: staged per chunk by all threads (cache_read of a computed operand, such as
+  // a conv's padded input, computes it there from its inlined producers).
+  std::vector<Tensor> copies;
+  for (const TensorRef& p : {a->producer, b->producer})
+    copies.push_back(sch.cache_read(Tensor(p), {r.tensor()}));  // `a`, `b` now dangle
+
+  // The anchor: accumulated in the block's tile, a reduction chunk at a time.
+  r.compute_at(*o, bx);
+  std::vector<IterVar> raxes = r.reduce_axes();
+  int64_t rest = 1;
+  for (size_t k = 1; k < raxes.size(); ++k) rest *= raxes[k]->extent;
+  int64_t chunk = std::max<int64_t>(1, std::min(raxes[0]->extent, kReduceChunk / rest));
+  auto [ko, ki] = r.split(raxes[0], chunk);
+  std::vector<IterVar> thread_axes, reg_axes;
+  for (size_t d = 0; d < n; ++d) {
+    auto [t, x] = r.split(r.axes()[d], reg[d]);
+    thread_axes.push_back(t);
+    reg_axes.push_back(x);
+  }
+  std::vector<IterVar> rorder{ko};
+  rorder.insert(rorder.end(), thread_axes.begin(), thread_axes.end());
+  rorder.push_back(ki);
+  for (size_t k = 1; k < raxes.size(); ++k) rorder.push_back(raxes[k]);
+  rorder.insert(rorder.end(), reg_axes.begin(), reg_axes.end());
+  r.reorder(rorder);
+  r.bind(r.fuse(thread_axes), ForKind::GpuThreadX);
+  for (auto& x : reg_axes)
+    if (x->extent > 1) r.unroll(x);
+
+  for (const Tensor& copy : copies) {
+    Stage& c = sch[copy];
+    c.compute_at(r, ko);
+    bind_strided(c, c.axes(), threads);
+  }
+  return true;
+}
+
+// ------------------------------------------------------------ block reduction template
+
+// Reductions reachable from `body` through reductions, producers first.
+void collect_reductions(Schedule& sch, const PrimExpr& body, std::vector<Stage*>& out) {
+  for (Stage* r : reductions_read(sch, body)) {
+    if (std::find(out.begin(), out.end(), r) != out.end()) continue;
+    collect_reductions(sch, sch.expanded_body(*r), out);
+    if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
+  }
+}
+
+bool schedule_block_reduce(Schedule& sch) {
+  Stage* o = prepare(sch);
+  if (!o || o->axes().empty()) return false;
+  PrimExpr body = sch.expanded_body(*o);
+  std::vector<Stage*> reds;
+  collect_reductions(sch, body, reds);
+  if (reds.empty()) return false;
+  int64_t longest = 0;
+  for (Stage* r : reds) {
+    if (r->axes().empty() || product_operands(*r).first) return false;
+    int64_t total = 1;
+    for (auto& k : r->reduce_axes()) total *= k->extent;
+    longest = std::max(longest, total);
+  }
+  if (longest < kMinBlockReduce) return false;
+
+  // The output's row axes are those at which it reads a reduction; the rest (the row's
+  // elements) are strided over by the block's threads.
+  std::vector<IterVar> rows, in_row;
+  for (auto& ax : o->axes()) {
+    bool row = false;
+    for (Stage* r : reds) row |= reads_along(body, r->tensor().operator->(), ax->var.get());
+    (row ? rows : in_row).push_back(ax);
+  }
+  if (rows.empty()) return false;
+
+  // Each reduction as partials and a tree; the reduction itself becomes a read of the
+  // tree's last level, inlined into its readers.
+  std::map<const TensorNode*, std::vector<Tensor>> tree_of_top;
+  std::map<const TensorNode*, size_t> rank;
+  for (Stage* r : reds) {
+    int64_t total = 1;
+    for (auto& k : r->reduce_axes()) total *= k->extent;
+    std::vector<Tensor> tree = sch.tree_reduce(r->tensor(), std::min(pow2_ceil(total), kThreads));
+    tree_of_top[tree.back().operator->()] = tree;
+    rank[tree.back().operator->()] = r->axes().size();
+    r->compute_inline();
+  }
+
+  std::vector<IterVar> order = rows;
+  order.insert(order.end(), in_row.begin(), in_row.end());
+  o->reorder(order);
+  IterVar bx;
+  if (in_row.empty()) {
+    // One element per row, stored by one thread: a loop of one thread split off the last
+    // row axis before the fuse, so the row stays affine in the block index (and the trees
+    // computed at the block loop cover one row).
+    auto [r, t] = o->split(rows.back(), 1);
+    rows.back() = r;
+    bx = o->fuse(rows);
+    o->bind(bx, ForKind::GpuBlockX);
+    o->bind(t, ForKind::GpuThreadX);
+  } else {
+    bx = o->fuse(rows);
+    o->bind(bx, ForKind::GpuBlockX);
+    int64_t row = 1;
+    for (auto& ax : in_row) row *= ax->extent;
+    bind_strided(*o, in_row, std::min(pow2_ceil(row), kThreads));
+  }
+
+  // A tree's last level is computed at `axis` of `parent`, each level inside the next one's
+  // row loop, and the reductions its partials read inside the partials' row loop.
+  std::function<void(const TensorNode*, Stage&, const IterVar&)> attach =
+      [&](const TensorNode* top, Stage& parent, const IterVar& axis) {
+        const std::vector<Tensor>& tree = tree_of_top.at(top);
+        size_t n = rank.at(top);
+        Stage* at = &parent;
+        IterVar at_axis = axis;
+        for (auto it = tree.rbegin(); it != tree.rend(); ++it) {
+          Stage& s = sch[*it];
+          s.compute_at(*at, at_axis);
+          s.bind(s.axes()[n], ForKind::GpuThreadX);
+          at = &s;
+          at_axis = s.axes()[n - 1];
+        }
+        PrimExpr partial = sch.expanded_body(*at);
+        for (auto& [t, inner] : tree_of_top)
+          if (sch[inner.back()].attach_kind() == AttachKind::Root && reads(partial, t))
+            attach(t, *at, at_axis);
+      };
+  body = sch.expanded_body(*o);  // now reads the trees
+  for (auto& s : sch.stages()) {
+    const TensorNode* t = s->tensor().operator->();
+    if (tree_of_top.count(t) && s->attach_kind() == AttachKind::Root && reads(body, t))
+      attach(t, *o, bx);
+  }
+  for (auto& [t, tree] : tree_of_top)
+    if (sch[tree.back()].attach_kind() == AttachKind::Root) return false;  // read elsewhere
+  return true;
+}
+
+// ---------------------------------------------------------------------------- checking
+
+// Shared bytes per block and the largest per-thread array of a lowered kernel.
+struct Footprint {
+  int64_t shared = 0, local = 0;
+};
+
+void measure(const Stmt& s, bool in_thread, Footprint& fp) {
+  if (!s) return;
+  switch (s.kind()) {
+    case StmtKind::For: {
+      auto* op = s.as<ForNode>();
+      bool thread = op->for_kind == ForKind::GpuThreadX || op->for_kind == ForKind::GpuThreadY ||
+                    op->for_kind == ForKind::GpuThreadZ;
+      return measure(op->body, in_thread || thread, fp);
+    }
+    case StmtKind::Allocate: {
+      auto* op = s.as<AllocateNode>();
+      int64_t bytes = op->buffer->numel() * dtype_bytes(op->buffer->dtype);
+      if (in_thread)
+        fp.local = std::max(fp.local, bytes);
+      else
+        fp.shared += bytes;  // an upper bound: buffers only one thread writes stay local
+      return measure(op->body, in_thread, fp);
+    }
+    case StmtKind::LetStmt:
+      return measure(s.as<LetStmtNode>()->body, in_thread, fp);
+    case StmtKind::IfThenElse:
+      measure(s.as<IfThenElseNode>()->then_case, in_thread, fp);
+      return measure(s.as<IfThenElseNode>()->else_case, in_thread, fp);
+    case StmtKind::Seq:
+      for (auto& x : s.as<SeqNode>()->seq) measure(x, in_thread, fp);
+      return;
+    default:
+      return;
+  }
+}
+
+// Lowers a template on a scratch schedule of the same outputs; true when it applies and
+// its kernel fits in a block.
+bool fits(const std::vector<Tensor>& outputs, const std::function<bool(Schedule&)>& tmpl) {
+  Schedule trial(outputs);
+  if (!tmpl(trial)) return false;
+  std::vector<Tensor> inputs;
+  for (auto& t : topo_order(outputs))
+    if (t->is_placeholder()) inputs.push_back(t);
+  Footprint fp;
+  measure(lower_schedule(trial, "probe", inputs).body, false, fp);
+  return fp.shared <= kMaxSharedBytes && fp.local <= kMaxLocalBytes;
 }
 
 }  // namespace
 
 void apply_gpu_schedule(Schedule& sch) {
-  for (auto& s : sch.stages())
-    if (!is_output(sch, *s) && !is_reduction(*s)) s->compute_inline();
-  // An output that is itself a reduction accumulates in a register (cache_write), so its
-  // stage becomes the per-thread loop like any epilogue.
-  for (auto& o : sch.outputs())
-    if (is_reduction(sch[o])) sch.cache_write(o);
-  for (auto& o : sch.outputs()) schedule_output(sch, sch[o]);
-  // Anything left at the root (a reduction only a scalar reads) runs, serially, in every
-  // thread into that thread's own buffer before the bound nest: correct, if slow, and
-  // only reached by reductions to a scalar.
+  std::vector<std::function<bool(Schedule&)>> templates{
+      [](Schedule& s) { return schedule_tiled(s, kTileVolume); },
+      [](Schedule& s) { return schedule_tiled(s, kTileVolume / 4); },
+      schedule_block_reduce,
+  };
+  for (auto& tmpl : templates)
+    if (fits(sch.outputs(), tmpl)) {
+      tmpl(sch);
+      return;
+    }
+  schedule_simple(sch);
+}
+
+// ------------------------------------------------------------------------ phases on GPU
+
+namespace {
+
+bool is_thread_kind(ForKind k) {
+  return k == ForKind::GpuThreadX || k == ForKind::GpuThreadY || k == ForKind::GpuThreadZ;
+}
+
+// Allocations outside every thread loop that a thread loop writes become shared: the
+// block's threads compute them together. (One written outside thread loops is computed by
+// every thread for itself and stays local.)
+class PromoteShared : public PrimMutator {
+ public:
+  bool any_shared = false;
+
+  Stmt mutate(const Stmt& s) override {
+    if (!s) return s;
+    auto* op = s.as<AllocateNode>();
+    if (!op || depth_ > 0) return PrimMutator::mutate(s);
+    std::set<const BufferNode*> outer;
+    outer.swap(written_in_thread_);
+    Stmt body = mutate(op->body);
+    bool shared = written_in_thread_.count(op->buffer.get()) > 0;
+    written_in_thread_.insert(outer.begin(), outer.end());
+    any_shared |= shared || op->buffer->scope == BufferScope::Shared;
+    if (!shared) return body.same_as(op->body) ? s : allocate(op->buffer, body);
+    check_no_block_level_store(body, op->buffer.get());
+    Buffer sh =
+        make_buffer(op->buffer->name, op->buffer->dtype, op->buffer->shape, BufferScope::Shared);
+    return allocate(sh, Rename(op->buffer.get(), sh).mutate(body));
+  }
+
+ protected:
+  Stmt visit_for(const Stmt& s, const ForNode* op) override {
+    if (!is_thread_kind(op->for_kind)) return PrimMutator::visit_for(s, op);
+    visit_prim(
+        op->body, [](const PrimExpr&) {},
+        [&](const Stmt& x) {
+          if (auto* st = x.as<StoreNode>()) written_in_thread_.insert(st->buffer.get());
+        });
+    ++depth_;
+    Stmt out = PrimMutator::visit_for(s, op);
+    --depth_;
+    return out;
+  }
+
+ private:
+  struct Rename : PrimMutator {
+    const BufferNode* from;
+    Buffer to;
+    Rename(const BufferNode* f, Buffer t) : from(f), to(std::move(t)) {}
+    PrimExpr visit_load(const PrimExpr& e, const LoadNode* op) override {
+      PrimExpr base = PrimMutator::visit_load(e, op);
+      auto* l = base.as<LoadNode>();
+      return l->buffer.get() == from ? load(to, l->index) : base;
+    }
+    Stmt visit_store(const Stmt& s, const StoreNode* op) override {
+      Stmt base = PrimMutator::visit_store(s, op);
+      auto* st = base.as<StoreNode>();
+      return st->buffer.get() == from ? store(to, st->index, st->value) : base;
+    }
+  };
+
+  // Every thread runs block-level code: a store there to a shared buffer would race.
+  static void check_no_block_level_store(const Stmt& s, const BufferNode* buf) {
+    if (!s) return;
+    if (auto* f = s.as<ForNode>(); f && is_thread_kind(f->for_kind)) return;
+    if (auto* st = s.as<StoreNode>())
+      EMBER_CHECK(st->buffer.get() != buf, "buffer ", buf->name,
+                  " is shared by a block's threads but also written outside a thread loop");
+    if (auto* f = s.as<ForNode>()) return check_no_block_level_store(f->body, buf);
+    if (auto* a = s.as<AllocateNode>()) return check_no_block_level_store(a->body, buf);
+    if (auto* l = s.as<LetStmtNode>()) return check_no_block_level_store(l->body, buf);
+    if (auto* i = s.as<IfThenElseNode>()) {
+      check_no_block_level_store(i->then_case, buf);
+      return check_no_block_level_store(i->else_case, buf);
+    }
+    if (auto* q = s.as<SeqNode>())
+      for (auto& x : q->seq) check_no_block_level_store(x, buf);
+  }
+
+  int depth_ = 0;  // enclosing thread loops
+  std::set<const BufferNode*> written_in_thread_;
+};
+
+// A barrier after each thread loop at block level: what follows may read what the loop
+// wrote, or (in the next iteration of an enclosing loop) overwrite what it read. Block-level
+// code depends only on block indices and serial loops, so every thread of a block reaches
+// the same barriers.
+class InsertBarriers : public PrimMutator {
+ protected:
+  Stmt visit_for(const Stmt& s, const ForNode* op) override {
+    if (!is_thread_kind(op->for_kind)) return PrimMutator::visit_for(s, op);
+    return seq({s, evaluate(barrier())});  // nothing inside a thread loop changes
+  }
+};
+
+}  // namespace
+
+PrimFunc lower_gpu_phases(const PrimFunc& f) {
+  PrimFunc out = f;
+  PromoteShared promote;
+  out.body = promote.mutate(f.body);
+  // Without shared memory, threads never read each other's values: no barrier is needed.
+  if (promote.any_shared) out.body = InsertBarriers().mutate(out.body);
+  return out;
 }
 
 }  // namespace ember::passes

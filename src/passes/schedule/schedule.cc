@@ -27,8 +27,8 @@ std::vector<IterVar> Stage::reduce_axes() const { return reduce_axes_of(body_); 
 size_t Stage::leaf_pos(const IterVar& axis, const char* what) const {
   for (size_t i = 0; i < leaf_.size(); ++i)
     if (leaf_[i] == axis) return i;
-  throw InternalError("internal error: schedule of " + tensor_->name + ": " + what +
-                      " on axis " + (axis ? axis->var.name() : "<null>") +
+  throw InternalError("internal error: schedule of " + tensor_->name + ": " + what + " on axis " +
+                      (axis ? axis->var.name() : "<null>") +
                       " which is not a current loop of this stage");
 }
 
@@ -90,8 +90,8 @@ void Stage::annotate(const IterVar& axis, ForKind kind) {
 void Stage::bind(const IterVar& axis, ForKind thread_tag) {
   EMBER_CHECK(is_gpu_kind(thread_tag), "bind needs a GPU block or thread kind, got ",
               for_kind_name(thread_tag));
-  EMBER_CHECK(!axis->reduce, "cannot bind reduction axis ", axis->var.name(), " of ",
-              tensor_->name, " to ", for_kind_name(thread_tag));
+  EMBER_CHECK(!axis->reduce, "cannot bind reduction axis ", axis->var.name(), " of ", tensor_->name,
+              " to ", for_kind_name(thread_tag));
   for (auto& [a, k] : kinds_)
     EMBER_CHECK(k != thread_tag || a == axis.get(), "schedule of ", tensor_->name, ": ",
                 for_kind_name(thread_tag), " is bound twice");
@@ -186,6 +186,150 @@ Tensor Schedule::cache_write(const Tensor& t, const std::string& suffix) {
     }
   }
   return cache_t;
+}
+
+namespace {
+
+Tensor make_tensor(const std::string& name, DType dtype, std::vector<IterVar> axes, PrimExpr body) {
+  auto t = std::make_shared<TensorNode>();
+  t->name = name;
+  t->dtype = dtype;
+  for (auto& a : axes) t->shape.push_back(a->extent);
+  t->axes = std::move(axes);
+  t->body = std::move(body);
+  return Tensor(t);
+}
+
+// Replaces reads of `from` with reads of `to` at the same indices.
+PrimExpr redirect_reads(const PrimExpr& e, const TensorNode* from, const Tensor& to) {
+  struct Redirect : PrimMutator {
+    const TensorNode* from;
+    Tensor to;
+    PrimExpr visit_producer_load(const PrimExpr& e, const ProducerLoadNode* op) override {
+      PrimExpr base = PrimMutator::visit_producer_load(e, op);
+      auto* p = base.as<ProducerLoadNode>();
+      return p->producer.get() == from ? to(p->indices) : base;
+    }
+  } r;
+  r.from = from;
+  r.to = to;
+  return r.mutate(e);
+}
+
+PrimExpr reduce(ReduceOp op, PrimExpr source, std::vector<IterVar> axes) {
+  switch (op) {
+    case ReduceOp::Sum:
+      return sum(std::move(source), std::move(axes));
+    case ReduceOp::Max:
+      return max_reduce(std::move(source), std::move(axes));
+    case ReduceOp::Min:
+      return min_reduce(std::move(source), std::move(axes));
+  }
+  return PrimExpr();
+}
+
+}  // namespace
+
+void Schedule::insert_before(const Stage& s, std::vector<std::unique_ptr<Stage>> stages) {
+  for (size_t i = 0; i < stages_.size(); ++i)
+    if (stages_[i].get() == &s) {
+      stages_.insert(stages_.begin() + i, std::make_move_iterator(stages.begin()),
+                     std::make_move_iterator(stages.end()));
+      return;
+    }
+  EMBER_CHECK(false, "stage ", s.tensor()->name, " is not in this schedule");
+}
+
+Tensor Schedule::cache_read(const Tensor& t, const std::vector<Tensor>& readers,
+                            const std::string& suffix) {
+  EMBER_CHECK(!readers.empty(), "cache_read of ", t->name, " without readers");
+  std::vector<IterVar> axes;
+  std::vector<PrimExpr> index;
+  for (size_t d = 0; d < t->shape.size(); ++d) {
+    axes.push_back(iter_var("ax" + std::to_string(d), t->shape[d]));
+    index.push_back(axes.back()->var);
+  }
+  Tensor copy = make_tensor(t->name + "." + suffix, t->dtype, axes, t(index));
+  // The copy is computed before the first reader (after `t`, which every reader follows).
+  Stage* first = nullptr;
+  for (auto& s : stages_)
+    for (auto& r : readers)
+      if (!first && s->tensor().ref() == r.ref()) first = s.get();
+  EMBER_CHECK(first, "cache_read of ", t->name, ": a reader has no stage");
+  for (auto& r : readers) {
+    Stage& s = (*this)[r];
+    EMBER_CHECK(s.relations_.empty(), "cache_read must come before splits of ", r->name);
+    s.body_ = redirect_reads(s.body_, t.operator->(), copy);
+  }
+  std::vector<std::unique_ptr<Stage>> added;
+  added.push_back(std::make_unique<Stage>(copy, this));
+  insert_before(*first, std::move(added));
+  return copy;
+}
+
+std::vector<Tensor> Schedule::tree_reduce(const Tensor& t, int64_t factor) {
+  Stage& s = (*this)[t];
+  auto* red = s.body_.as<ReduceNode>();
+  EMBER_CHECK(red, "tree_reduce of ", t->name, ", which is not a reduction");
+  EMBER_CHECK(factor >= 1 && (factor & (factor - 1)) == 0, "tree_reduce of ", t->name,
+              ": the factor ", factor, " is not a power of two");
+  EMBER_CHECK(s.relations_.empty() && s.attach_ == AttachKind::Root,
+              "tree_reduce must come before the schedule of ", t->name);
+  // Partial f reduces flat indices kk = ko * factor + f of the row-major reduction axes;
+  // past the end (kk >= total) it reads a clamped index and contributes the identity.
+  int64_t total = 1;
+  for (auto& r : red->axes) total *= r->extent;
+  IterVar ko = iter_var(t->name + ".ko", (total + factor - 1) / factor, true);
+  std::vector<IterVar> axes;
+  VarMap map;
+  for (auto& a : t->axes) {
+    axes.push_back(iter_var(a->var.name(), a->extent));
+    map.emplace_back(a->var.get(), axes.back()->var);
+  }
+  IterVar f = iter_var("f", factor);
+  PrimExpr kk = ko->var * PrimExpr(factor) + f->var;
+  PrimExpr flat = factor * ko->extent > total ? min(kk, PrimExpr(total - 1)) : kk;
+  for (size_t d = red->axes.size(); d-- > 0;) {
+    int64_t e = red->axes[d]->extent;
+    map.emplace_back(red->axes[d]->var.get(), d == 0 ? flat : flat % PrimExpr(e));
+    flat = flat / PrimExpr(e);
+  }
+  PrimExpr src = substitute(red->source, map);
+  if (factor * ko->extent > total)
+    src = select(kk < PrimExpr(total), src, reduce_identity(red->op, t->dtype));
+  std::vector<IterVar> part_axes = axes;
+  part_axes.push_back(f);
+  std::vector<Tensor> out{
+      make_tensor(t->name + ".partial", t->dtype, part_axes, reduce(red->op, src, {ko}))};
+  BinaryOp combine = red->op == ReduceOp::Sum   ? BinaryOp::Add
+                     : red->op == ReduceOp::Max ? BinaryOp::Max
+                                                : BinaryOp::Min;
+  for (int64_t half = factor / 2; half >= 1; half /= 2) {
+    std::vector<IterVar> lv;
+    std::vector<PrimExpr> lo, hi;
+    for (auto& a : axes) {
+      lv.push_back(iter_var(a->var.name(), a->extent));
+      lo.push_back(lv.back()->var);
+    }
+    lv.push_back(iter_var("f", half));
+    hi = lo;
+    lo.push_back(lv.back()->var);
+    hi.push_back(lv.back()->var + PrimExpr(half));
+    const Tensor& prev = out.back();
+    out.push_back(make_tensor(t->name + ".tree" + std::to_string(half), t->dtype, lv,
+                              binary(combine, prev(lo), prev(hi))));
+  }
+  std::vector<PrimExpr> index;
+  for (auto& a : t->axes) index.push_back(a->var);
+  index.push_back(PrimExpr(int64_t{0}));
+  s.body_ = out.back()(index);
+  s.root_axes_ = t->axes;
+  s.leaf_ = s.root_axes_;
+  s.kinds_.clear();
+  std::vector<std::unique_ptr<Stage>> added;
+  for (auto& x : out) added.push_back(std::make_unique<Stage>(x, this));
+  insert_before(s, std::move(added));
+  return out;
 }
 
 }  // namespace ember::passes

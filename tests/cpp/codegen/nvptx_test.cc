@@ -11,11 +11,11 @@
 #include <random>
 #include <regex>
 
-#include "../../../src/runtime/cuda_device.h"
 #include "ember/codegen/build.h"
 #include "ember/codegen/codegen.h"
 #include "ember/ir/op.h"
 #include "ember/passes/schedule.h"
+#include "ember/runtime/cuda.h"
 #include "ember/runtime/graph_executor.h"
 #include "ember/support/error.h"
 
@@ -240,10 +240,22 @@ TEST(NVPTX, EveryOpAssemblesForSm80AndSm90) {
   EXPECT_LT(skipped.size(), list_ops().size() / 4) << "most ops have no example";
 }
 
-// The GPU schedule's loop IR with every block/thread loop made serial: run on the CPU, it
-// computes what the GPU would (the schedules here use no shared memory or barriers), so
-// the GPU indexing, guards and attached reductions are checked without a GPU.
+// The GPU kernel's loop IR (after lower_gpu_phases) with every block/thread loop made
+// serial and its barriers dropped: run on the CPU, it computes what the GPU would, because
+// the schedules run a block's threads in phases (thread loops one after the other, a
+// barrier between them). The GPU indexing, guards, tiles and tree reductions are thus
+// checked without a GPU.
 class SerializeGpuLoops : public PrimMutator {
+ public:
+  using PrimMutator::mutate;
+  Stmt mutate(const Stmt& s) override {
+    if (auto* e = s.as<EvaluateNode>()) {
+      auto* c = e->value.as<PrimCallNode>();
+      if (c && c->op == Intrinsic::Barrier) return evaluate(PrimExpr(int64_t{0}));
+    }
+    return PrimMutator::mutate(s);
+  }
+
  protected:
   Stmt visit_for(const Stmt& s, const ForNode* op) override {
     Stmt body = mutate(op->body);
@@ -303,6 +315,7 @@ void expect_gpu_schedule_matches_cpu(const Function& fn, const std::string& what
   auto gpu = build(fn, "cuda");
   std::vector<PrimFunc> serial;
   for (PrimFunc f : gpu->prim_funcs) {
+    f = passes::lower_gpu_phases(f);
     f.body = SerializeGpuLoops().mutate(f.body);
     serial.push_back(f);
   }
@@ -343,6 +356,127 @@ TEST(NVPTX, GpuSchedulesComputeWhatTheCpuComputes) {
   }
 }
 
+// Shapes large enough for the shared-memory templates (tiled conv/dense/matmul, block
+// reductions), with tails that do not divide the tiles: emulated, they match the CPU.
+std::vector<std::pair<std::string, Function>> template_cases() {
+  using V = std::vector<int64_t>;
+  std::vector<std::pair<std::string, Function>> cases;
+  auto add = [&](const std::string& name, std::vector<Expr> p, Expr body) {
+    cases.emplace_back(name, function(std::move(p), std::move(body)));
+  };
+  {
+    Expr x = f32("x", {70, 100}), w = f32("w", {50, 100}), b = f32("b", {50});
+    add("dense + bias + relu", {x, w, b},
+        call("nn.relu",
+             {call("nn.bias_add", {call("nn.dense", {x, w}), b}, Attrs({{"axis", int64_t{-1}}}))}));
+  }
+  {
+    Expr a = f32("a", {2, 33, 40}), b = f32("b", {40, 65});
+    add("matmul", {a, b}, call("nn.matmul", {a, b}));
+  }
+  {
+    Expr a = f32("a", {3, 40, 24}), b = f32("b", {3, 24, 70});
+    add("batch_matmul", {a, b}, call("nn.batch_matmul", {a, b}));
+  }
+  {
+    Expr x = f32("x", {2, 8, 17, 17}), w = f32("w", {16, 8, 3, 3});
+    add("conv 3x3 + relu", {x, w},
+        call("nn.relu", {call("nn.conv2d", {x, w}, Attrs({{"padding", V{1}}}))}));
+  }
+  {
+    Expr x = f32("x", {1, 6, 23, 19}), w = f32("w", {20, 6, 3, 3});
+    add("conv stride 2", {x, w},
+        call("nn.conv2d", {x, w}, Attrs({{"padding", V{1}}, {"strides", V{2}}})));
+  }
+  {
+    Expr x = f32("x", {2, 24, 9, 9}), w = f32("w", {40, 24, 1, 1});
+    add("conv 1x1", {x, w}, call("nn.conv2d", {x, w}));
+  }
+  {
+    Expr x = f32("x", {1, 16, 12, 12}), w = f32("w", {16, 1, 3, 3});
+    // Each output channel reads its own input channel: no reuse to tile for, so it keeps
+    // the simple schedule (one thread per output).
+    add("depthwise conv (simple schedule)", {x, w},
+        call("nn.conv2d", {x, w}, Attrs({{"padding", V{1}}, {"groups", int64_t{16}}})));
+  }
+  {
+    Expr x = f32("x", {4, 1000});
+    add("softmax", {x}, call("nn.softmax", {x}));
+  }
+  {
+    Expr x = f32("x", {2, 40, 3, 5});
+    add("softmax axis 1", {x}, call("nn.softmax", {x}, Attrs({{"axis", int64_t{1}}})));
+  }
+  {
+    Expr x = f32("x", {3, 300});
+    add("log_softmax", {x}, call("nn.log_softmax", {x}));
+  }
+  {
+    Expr x = f32("x", {2, 5, 200}), g = f32("g", {200}), b = f32("b", {200});
+    add("layer_norm", {x, g, b}, call("nn.layer_norm", {x, g, b}));
+  }
+  {
+    Expr x = f32("x", {2, 8, 9, 7});
+    add("mean", {x}, call("mean", {x}, Attrs({{"axis", V{2, 3}}})));
+  }
+  {
+    Expr x = f32("x", {3, 500, 4});
+    add("sum", {x}, call("sum", {x}, Attrs({{"axis", V{1}}})));
+  }
+  {
+    Expr x = f32("x", {5, 77});
+    add("max", {x}, call("max", {x}, Attrs({{"axis", V{1}}})));
+  }
+  {
+    // An encoder layer, as the transformer families: projections, attention, residual,
+    // layer norms and a feed-forward block.
+    const int64_t n = 8, d = 32;
+    Expr x = f32("x", {2, n, d}), wq = f32("wq", {d, d}), wk = f32("wk", {d, d}),
+         wv = f32("wv", {d, d}), w1 = f32("w1", {64, d}), w2 = f32("w2", {d, 64}),
+         g = f32("g", {d}), b = f32("b", {d});
+    auto heads = [&](Expr t) {
+      t = call("reshape", {t}, Attrs({{"newshape", V{2, n, 4, 8}}}));
+      return call("transpose", {t}, Attrs({{"axes", V{0, 2, 1, 3}}}));
+    };
+    Expr q = heads(call("nn.dense", {x, wq})), k = heads(call("nn.dense", {x, wk})),
+         v = heads(call("nn.dense", {x, wv}));
+    Expr att =
+        call("transpose", {call("nn.attention", {q, k, v})}, Attrs({{"axes", V{0, 2, 1, 3}}}));
+    Expr h =
+        call("nn.layer_norm",
+             {call("add", {x, call("reshape", {att}, Attrs({{"newshape", V{2, n, d}}}))}), g, b});
+    Expr ff = call("nn.dense", {call("nn.relu", {call("nn.dense", {h, w1})}), w2});
+    add("encoder layer", {x, wq, wk, wv, w1, w2, g, b},
+        call("nn.layer_norm", {call("add", {h, ff}), g, b}));
+  }
+  {
+    Expr x = f32("x", {2, 16, 8, 8});
+    add("global average pool", {x},
+        call("nn.adaptive_avg_pool2d", {x}, Attrs({{"output_size", V{1}}})));
+  }
+  return cases;
+}
+
+TEST(NVPTX, SharedMemoryTemplatesComputeWhatTheCpuComputes) {
+  for (auto& [name, fn] : template_cases()) {
+    SCOPED_TRACE(name);
+    expect_gpu_schedule_matches_cpu(fn, name);
+    std::string ptx = build(fn, "cuda")->get_source("ptx");
+    // The other cases are large enough for a template that shares memory in the block.
+    bool simple = name.find("simple schedule") != std::string::npos;
+    EXPECT_EQ(ptx.find(".shared") == std::string::npos, simple) << name;
+    EXPECT_EQ(ptx.find("bar.sync") == std::string::npos, simple) << name;
+  }
+}
+
+TEST(NVPTX, SharedMemoryTemplatesAssemble) {
+  if (!have_ptxas()) GTEST_SKIP() << kPtxas << " not found";
+  for (auto& [name, fn] : template_cases()) {
+    SCOPED_TRACE(name);
+    expect_assembles(fn->params, fn->body, name);
+  }
+}
+
 TEST(NVPTX, Float64AndIntegerKernelsAssemble) {
   auto f64 = [](const char* n) { return var(n, TensorType{{4, 33}, DType::Float64}); };
   std::vector<Expr> p{f64("a"), f64("b")};
@@ -369,8 +503,37 @@ TEST(NVPTX, ConvBatchNormReluNetworkAssembles) {
   expect_gpu_schedule_matches_cpu(function(params, call("nn.softmax", {z})), "network");
 }
 
+// Every value the kernel stores to global memory is the result of a max (the ReLU applied
+// to the accumulator in registers), and the kernel stores nothing else: the epilogue is
+// fused, not a second pass over memory.
+void expect_relu_before_each_global_store(const std::string& ptx) {
+  std::regex store_re(R"(st\.global\.f32\s+\[[^\]]*\],\s*(%f\d+);)");
+  int stores = 0;
+  for (auto it = std::sregex_iterator(ptx.begin(), ptx.end(), store_re);
+       it != std::sregex_iterator(); ++it) {
+    ++stores;
+    std::string reg = (*it)[1];
+    // The register's definition: the last instruction before the store that writes it.
+    std::regex def_re("\\n\\s*([a-z][A-Za-z0-9.]*)\\s+" + reg + ",");
+    std::string before = ptx.substr(0, it->position());
+    std::string op;
+    for (auto d = std::sregex_iterator(before.begin(), before.end(), def_re);
+         d != std::sregex_iterator(); ++d)
+      op = (*d)[1];
+    EXPECT_EQ(op.rfind("max.", 0), 0u) << "store " << stores << " stores " << reg
+                                       << ", defined by '" << op << "', not by the ReLU's max";
+  }
+  EXPECT_GT(stores, 0) << ptx;
+  std::regex any_store(R"(st\.global)");
+  EXPECT_EQ(std::distance(std::sregex_iterator(ptx.begin(), ptx.end(), any_store),
+                          std::sregex_iterator()),
+            stores)
+      << "only the ReLU's results are stored:\n"
+      << ptx;
+}
+
 // conv2d and relu scheduled together: one entry point, the relu's max applied to the
-// accumulator before the only global store.
+// accumulator before each global store.
 TEST(NVPTX, FusedConvReluIsOneKernelWithMaxBeforeStore) {
   using V = std::vector<int64_t>;
   auto in = placeholder("x", {1, 8, 16, 16}, DType::Float32);
@@ -394,15 +557,49 @@ TEST(NVPTX, FusedConvReluIsOneKernelWithMaxBeforeStore) {
   EXPECT_EQ(
       std::distance(std::sregex_iterator(ptx.begin(), ptx.end(), entry), std::sregex_iterator()), 1)
       << ptx;
-  size_t store = ptx.find("st.global");
-  ASSERT_NE(store, std::string::npos) << ptx;
-  EXPECT_EQ(ptx.find("st.global", store + 1), std::string::npos) << "one global store";
-  size_t mx = ptx.rfind("max.", store);
-  EXPECT_NE(mx, std::string::npos) << "relu's max must come before the store:\n" << ptx;
+  expect_relu_before_each_global_store(ptx);
+  EXPECT_NE(ptx.find(".shared"), std::string::npos) << "conv is tiled through shared memory";
   EXPECT_NE(ptx.find("%tid.x"), std::string::npos);
   EXPECT_NE(ptx.find("%ctaid.x"), std::string::npos);
   EXPECT_EQ(ptx.find("tanh.approx"), std::string::npos);
   if (have_ptxas()) EXPECT_EQ(ptxas(ptx, "sm_80"), "");
+}
+
+// The whole pipeline on conv -> batch_norm -> relu with constant parameters: one kernel,
+// one PTX entry, the conv tiled through shared memory and the ReLU's max applied to each
+// value before its global store; emulated, it matches the CPU target.
+TEST(NVPTX, FusedConvBatchNormReluThroughThePipeline) {
+  using V = std::vector<int64_t>;
+  std::mt19937 rng(3);
+  auto param = [&](std::vector<int64_t> shape, double lo, double hi) {
+    runtime::Tensor t = runtime::Tensor::empty(shape, DType::Float32);
+    std::uniform_real_distribution<float> u(static_cast<float>(lo), static_cast<float>(hi));
+    for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = u(rng);
+    return constant(t);
+  };
+  Expr x = f32("x", {1, 8, 18, 18});
+  Expr y =
+      call("nn.conv2d", {x, param({16, 8, 3, 3}, -0.3, 0.3)}, Attrs({{"padding", V{1}}}), "conv1");
+  y = call("nn.batch_norm",
+           {y, param({16}, 0.5, 1.5), param({16}, -0.2, 0.2), param({16}, -0.2, 0.2),
+            param({16}, 0.5, 1.5)},
+           {}, "bn1");
+  Function fn = function({x}, call("nn.relu", {y}, {}, "relu1"));
+  auto lib = build(fn, "cuda");
+  ASSERT_EQ(lib->graph->kernels.size(), 1u) << lib->get_source("graph");
+  std::string ptx = lib->get_source("ptx");
+  std::regex entry(R"(\.entry\s)");
+  EXPECT_EQ(
+      std::distance(std::sregex_iterator(ptx.begin(), ptx.end(), entry), std::sregex_iterator()),
+      1);
+  EXPECT_NE(ptx.find(".shared"), std::string::npos);
+  EXPECT_NE(ptx.find("bar.sync"), std::string::npos);
+  expect_relu_before_each_global_store(ptx);
+  if (have_ptxas()) {
+    EXPECT_EQ(ptxas(ptx, "sm_80"), "");
+    EXPECT_EQ(ptxas(build(fn, "cuda -arch=sm_90")->get_source("ptx"), "sm_90"), "");
+  }
+  expect_gpu_schedule_matches_cpu(fn, "conv + batch_norm + relu");
 }
 
 // Hand-written loop IR: shared memory, a barrier and a block-wide tree reduction.
@@ -461,6 +658,27 @@ TEST(NVPTX, RunningWithoutAGpuIsAClearError) {
     std::string msg = e.what();
     EXPECT_NE(msg.find("no CUDA"), std::string::npos) << msg;
     EXPECT_NE(msg.find("target=\"llvm\""), std::string::npos) << msg;
+  }
+}
+
+// A tensor in GPU memory is never read on the host: clone and copy_from go through the
+// driver (a clear error without one), never a memcpy of a device pointer.
+TEST(NVPTX, CudaTensorsAreCopiedByTheDriver) {
+  if (runtime::cuda::available()) GTEST_SKIP() << "a GPU is present";
+  auto host = std::make_shared<std::vector<float>>(4, 1.0f);
+  runtime::Tensor dev = runtime::Tensor::view(host, host->data(), {4}, DType::Float32,
+                                              runtime::Device{runtime::DeviceType::CUDA, 0});
+  runtime::Tensor cpu = runtime::Tensor::zeros({4}, DType::Float32);
+  for (auto& attempt : std::vector<std::function<void()>>{
+           [&] { dev.clone(); }, [&] { cpu.copy_from(dev); }, [&] { dev.copy_from(cpu); }}) {
+    try {
+      attempt();
+      FAIL() << "expected an error";
+    } catch (const InternalError& e) {
+      FAIL() << e.what();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("CUDA"), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -1,6 +1,7 @@
+#include "ember/ir/loop.h"
+
 #include <gtest/gtest.h>
 
-#include "ember/ir/loop.h"
 #include "ember/ir/simplify.h"
 #include "ember/support/error.h"
 
@@ -51,7 +52,8 @@ TEST(LoopIR, BoundOfAffineIndex) {
 TEST(LoopIR, PrinterShowsLoopKinds) {
   Buffer a = make_buffer("A", DType::Float32, {8});
   PrimVar i("i");
-  Stmt s = for_loop(i, 0, 8, ForKind::Vectorized, store(a, i, load(a, i) * make_const(DType::Float32, 2)));
+  Stmt s = for_loop(i, 0, 8, ForKind::Vectorized,
+                    store(a, i, load(a, i) * make_const(DType::Float32, 2)));
   EXPECT_EQ(to_string(s), "for i in [0, 8) vectorized:\n  A[i] = (A[i]*2.0f)\n");
 }
 
@@ -60,7 +62,8 @@ TEST(LoopIR, VerifierRejectsUnboundVariablesAndNestedVectorLoops) {
   PrimVar i("i"), j("j");
   PrimFunc unbound{"f", {a}, 1, store(a, i, make_const(DType::Float32, 1))};
   EXPECT_THROW(verify(unbound), InternalError);
-  Stmt inner = for_loop(j, 0, 8, ForKind::Serial, store(a, i * 8 + j, make_const(DType::Float32, 1)));
+  Stmt inner =
+      for_loop(j, 0, 8, ForKind::Serial, store(a, i * 8 + j, make_const(DType::Float32, 1)));
   PrimFunc nested{"g", {a}, 1, for_loop(i, 0, 8, ForKind::Vectorized, inner)};
   EXPECT_THROW(verify(nested), InternalError);
   PrimFunc ok{"h", {a}, 1, for_loop(i, 0, 8, ForKind::Parallel, inner)};

@@ -295,7 +295,7 @@ TEST(OpsTest, NewOpPatterns) {
     EXPECT_EQ(get_op(name)->pattern, OpPattern::CommReduce) << name;
   for (const char* name : {"strided_slice", "nn.pad", "expand_dims", "squeeze", "take"})
     EXPECT_EQ(get_op(name)->pattern, OpPattern::Injective) << name;
-  EXPECT_EQ(get_op("nn.layer_norm")->pattern, OpPattern::Opaque);
+  EXPECT_EQ(get_op("nn.layer_norm")->pattern, OpPattern::CommReduce);  // epilogues fuse into it
   EXPECT_EQ(get_op("nn.log_softmax")->pattern, OpPattern::Opaque);
   EXPECT_TRUE(get_op("expand_dims")->is_view);
   EXPECT_TRUE(get_op("squeeze")->is_view);

@@ -39,14 +39,15 @@ Function attention_group(const Problem& p) {
   std::vector<Expr> params = {var("q", TensorType{with(p.batch, p.L, p.E), p.dtype}),
                               var("k", TensorType{with(p.batch, p.S, p.E), p.dtype}),
                               var("v", TensorType{with(p.batch, p.S, p.Ev), p.dtype})};
-  if (!p.mask_shape.empty())
-    params.push_back(var("mask", TensorType{p.mask_shape, p.mask_dtype}));
+  if (!p.mask_shape.empty()) params.push_back(var("mask", TensorType{p.mask_shape, p.mask_dtype}));
   std::map<std::string, AttrValue> attrs{{"causal", int64_t{p.causal}}};
   if (p.scale >= 0) attrs["scale"] = p.scale;
   return function(params, call("nn.attention", params, Attrs(attrs), "attn"), "attn");
 }
 
-// The compute rule lowered with the default schedule (what the unfused reference would be).
+// The compute rule lowered as written: every stage its own loop nest over a full buffer.
+// (Not with apply_default_schedule: it attaches the score stage, which two reductions read,
+// to one of them only.)
 PrimFunc lower_compute_rule(const Function& group) {
   auto* c = as<CallNode>(group->body);
   std::vector<ir::Tensor> inputs;
@@ -56,7 +57,6 @@ PrimFunc lower_compute_rule(const Function& group) {
   }
   ir::Tensor out = c->op->compute(inputs, c->attrs, c->type.tensor());
   Schedule sch({out});
-  apply_default_schedule(sch, 512);
   return lower_schedule(sch, "attention_reference", inputs);
 }
 
@@ -88,9 +88,12 @@ std::vector<double> run(const PrimFunc& f, const Function& group, const Data& da
     storage.emplace_back(x.size() * dtype_bytes(t));
     for (size_t i = 0; i < x.size(); ++i) {
       uint8_t* p = storage.back().data();
-      if (t == DType::Float32) reinterpret_cast<float*>(p)[i] = static_cast<float>(x[i]);
-      else if (t == DType::Float64) reinterpret_cast<double*>(p)[i] = x[i];
-      else p[i] = x[i] != 0;
+      if (t == DType::Float32)
+        reinterpret_cast<float*>(p)[i] = static_cast<float>(x[i]);
+      else if (t == DType::Float64)
+        reinterpret_cast<double*>(p)[i] = x[i];
+      else
+        p[i] = x[i] != 0;
     }
     args.push_back(storage.back().data());
   };
@@ -140,8 +143,10 @@ std::vector<double> reference(const Problem& p, const Data& d) {
           for (size_t m = 0; m < p.mask_shape.size(); ++m)
             flat = flat * p.mask_shape[m] + (p.mask_shape[m] == 1 ? 0 : idx[off + m]);
           double mv = d.values[3][flat];
-          if (p.mask_dtype == DType::Bool) s[j] = mv != 0 ? s[j] : -INFINITY;
-          else s[j] += mv;
+          if (p.mask_dtype == DType::Bool)
+            s[j] = mv != 0 ? s[j] : -INFINITY;
+          else
+            s[j] += mv;
         }
         if (p.causal && j > i) s[j] = -INFINITY;
       }
@@ -174,9 +179,11 @@ void expect_close(const std::vector<double>& got, const std::vector<double>& wan
 
 std::vector<Buffer> allocations(const PrimFunc& f) {
   std::vector<Buffer> out;
-  visit_prim(f.body, [](const PrimExpr&) {}, [&](const Stmt& s) {
-    if (auto* a = s.as<AllocateNode>()) out.push_back(a->buffer);
-  });
+  visit_prim(
+      f.body, [](const PrimExpr&) {},
+      [&](const Stmt& s) {
+        if (auto* a = s.as<AllocateNode>()) out.push_back(a->buffer);
+      });
   return out;
 }
 
@@ -188,9 +195,11 @@ TEST(AttentionLowering, NoBufferHoldsTheScoreMatrix) {
   ASSERT_FALSE(bufs.empty());
   for (auto& b : bufs) EXPECT_LT(b->numel(), 128 * 128) << b->name << " is as large as the scores";
   bool parallel = false;
-  visit_prim(f.body, [](const PrimExpr&) {}, [&](const Stmt& s) {
-    if (auto* l = s.as<ForNode>()) parallel |= l->for_kind == ForKind::Parallel;
-  });
+  visit_prim(
+      f.body, [](const PrimExpr&) {},
+      [&](const Stmt& s) {
+        if (auto* l = s.as<ForNode>()) parallel |= l->for_kind == ForKind::Parallel;
+      });
   EXPECT_TRUE(parallel) << f;
   Data d = random_data(g, 1);
   auto want = reference(p, d);
@@ -234,7 +243,30 @@ TEST(AttentionLowering, MasksCausalAndTailsMatchTheReference) {
     expect_close(run(lower_group(g, "attention_kernel", LowerOptions{}), g, d), want, 1e-5, 1e-4,
                  what + " kernel");
     expect_close(run(lower_compute_rule(g), g, d), want, 1e-5, 1e-4, what + " compute rule");
+    // The GPU form with its block/thread loops run on the CPU.
+    expect_close(run(lower_attention_rows(g, "rows", ForKind::Parallel, ForKind::Serial), g, d),
+                 want, 1e-5, 1e-4, what + " one row per thread");
   }
+}
+
+TEST(AttentionLowering, GpuFormCompilesToPtx) {
+  Problem p{{2, 4}, 50, 50, 16, 16};
+  p.mask_shape = {2, 1, 1, 50};
+  p.mask_dtype = DType::Bool;
+  p.causal = true;
+  Function g = attention_group(p);
+  LowerOptions gpu;
+  gpu.gpu = true;
+  PrimFunc f = lower_group(g, "attention_gpu", gpu);
+  bool bound = false;
+  visit_prim(
+      f.body, [](const PrimExpr&) {},
+      [&](const Stmt& s) {
+        if (auto* l = s.as<ForNode>()) bound |= l->for_kind == ForKind::GpuThreadX;
+      });
+  EXPECT_TRUE(bound) << f;
+  std::string ptx = codegen::compile_cuda({f})->get_source("ptx");
+  EXPECT_NE(ptx.find(".entry attention_gpu"), std::string::npos) << ptx.substr(0, 2000);
 }
 
 TEST(AttentionLowering, LargeScoresFloat64AndFullyMaskedRows) {

@@ -1,3 +1,5 @@
+#include "ember/passes/fuse_ops.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -5,7 +7,6 @@
 
 #include "ember/codegen/build.h"
 #include "ember/ir/op.h"
-#include "ember/passes/fuse_ops.h"
 #include "ember/passes/lower.h"
 #include "ember/support/error.h"
 
@@ -101,10 +102,10 @@ TEST(FuseOps, TwoConvBranchesThatDoNotRejoinElementwiseStaySeparate) {
 TEST(FuseOps, ReductionBetweenTwoConvsIsItsOwnKernel) {
   Expr x = input();
   Expr a = conv(x, 4, 1, "conv1");
-  Expr p = call("nn.max_pool2d", {a},
-                Attrs({{"pool_size", std::vector<int64_t>{2, 2}},
-                       {"strides", std::vector<int64_t>{2, 2}}}),
-                "pool");
+  Expr p = call(
+      "nn.max_pool2d", {a},
+      Attrs({{"pool_size", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}}),
+      "pool");
   Expr y = conv(p, 4, 2, "conv2");
   Function f = fuse_ops(function({x}, y));
   auto g = groups(f);
@@ -136,11 +137,13 @@ TEST(FuseOps, MaxDepthLimitsGroupSize) {
 
 TEST(FuseOps, ViewsStayOutsideKernels) {
   Expr x = input();
-  Expr r = call("reshape", {call("nn.relu", {x})}, Attrs({{"newshape", std::vector<int64_t>{1, -1}}}));
+  Expr r =
+      call("reshape", {call("nn.relu", {x})}, Attrs({{"newshape", std::vector<int64_t>{1, -1}}}));
   Function f = fuse_ops(function({x}, r));
   // relu fuses into the reshape's group (one kernel that writes the reshaped output).
   EXPECT_EQ(groups(f).size(), 1u) << to_string(f);
-  Function only_view = fuse_ops(function({x}, call("reshape", {x}, Attrs({{"newshape", std::vector<int64_t>{-1}}}))));
+  Function only_view = fuse_ops(
+      function({x}, call("reshape", {x}, Attrs({{"newshape", std::vector<int64_t>{-1}}}))));
   EXPECT_EQ(groups(only_view).size(), 0u);
 }
 

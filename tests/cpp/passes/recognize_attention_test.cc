@@ -1,6 +1,8 @@
 // RecognizeAttention: attention written as ops becomes one nn.attention call; look-alikes
 // that are not exactly attention are left alone; the built model computes the same numbers
 // with the pass on and off.
+#include "ember/passes/recognize_attention.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 
 #include "ember/codegen/build.h"
 #include "ember/ir/op.h"
-#include "ember/passes/recognize_attention.h"
 #include "ember/runtime/graph_executor.h"
 #include "ember/support/error.h"
 
@@ -164,8 +165,10 @@ Tensor random_tensor(std::vector<int64_t> shape, unsigned seed, DType dtype = DT
   std::mt19937 gen(seed);
   std::normal_distribution<float> dist;
   for (int64_t i = 0; i < t.numel(); ++i) {
-    if (dtype == DType::Bool) t.data_as<uint8_t>()[i] = (gen() % 5) == 0;  // drop 1 in 5
-    else t.data_as<float>()[i] = dist(gen);
+    if (dtype == DType::Bool)
+      t.data_as<uint8_t>()[i] = (gen() % 5) == 0;  // drop 1 in 5
+    else
+      t.data_as<float>()[i] = dist(gen);
   }
   return t;
 }
@@ -175,7 +178,8 @@ std::vector<float> run_model(const Function& f, const std::vector<Tensor>& input
                              std::vector<std::string>* patterns) {
   auto lib = build(f, "llvm", {}, ctx);
   *kernels = lib->kernels.size();
-  for (auto& k : lib->kernels) patterns->insert(patterns->end(), k.patterns.begin(), k.patterns.end());
+  for (auto& k : lib->kernels)
+    patterns->insert(patterns->end(), k.patterns.begin(), k.patterns.end());
   runtime::GraphExecutor ex(lib->graph, lib->module);
   for (size_t i = 0; i < inputs.size(); ++i) ex.set_input(static_cast<int>(i), inputs[i]);
   ex.run();

@@ -1,6 +1,8 @@
 // GraphExecutor over a hand-made module whose kernels are plain C++ functions: results,
 // memory planning (reuse, no output/input aliasing, outputs kept), views, errors,
 // benchmark statistics and profiling.
+#include "ember/runtime/graph_executor.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,22 +12,21 @@
 #include <map>
 #include <sstream>
 
-#include "ember/runtime/graph_executor.h"
 #include "ember/support/error.h"
 
 namespace ember::runtime {
 namespace {
 
-#define EXPECT_ERROR_WITH(stmt, ...)                                              \
-  do {                                                                            \
-    try {                                                                         \
-      stmt;                                                                       \
-      ADD_FAILURE() << "expected ember::Error from " #stmt;                       \
-    } catch (const ::ember::Error& e) {                                           \
-      for (const char* part : {__VA_ARGS__})                                      \
-        EXPECT_NE(std::string(e.what()).find(part), std::string::npos)            \
-            << "message '" << e.what() << "' lacks '" << part << "'";             \
-    }                                                                             \
+#define EXPECT_ERROR_WITH(stmt, ...)                                   \
+  do {                                                                 \
+    try {                                                              \
+      stmt;                                                            \
+      ADD_FAILURE() << "expected ember::Error from " #stmt;            \
+    } catch (const ::ember::Error& e) {                                \
+      for (const char* part : {__VA_ARGS__})                           \
+        EXPECT_NE(std::string(e.what()).find(part), std::string::npos) \
+            << "message '" << e.what() << "' lacks '" << part << "'";  \
+    }                                                                  \
   } while (0)
 
 // Every test value holds kN float32 elements (64 bytes), whatever its shape.
@@ -159,10 +160,10 @@ TEST(GraphExecutor, OutputsAreNotOverwrittenByLaterKernels) {
 TEST(GraphExecutor, ViewsAliasTheirSource) {
   GraphBuilder b;
   int x = b.input("x", {4, 4});
-  int x_flat = b.view(x, {kN});              // view of an input
+  int x_flat = b.view(x, {kN});  // view of an input
   int t = b.kernel("add_one", {x_flat}, {kN});
-  int t_2d = b.view(t, {2, 8});             // view of an intermediate...
-  int t_3d = b.view(t_2d, {2, 2, 4});       // ...and a chain of views
+  int t_2d = b.view(t, {2, 8});        // view of an intermediate...
+  int t_3d = b.view(t_2d, {2, 2, 4});  // ...and a chain of views
   int out = b.kernel("twice", {t_3d}, {8, 2});
   int out_view = b.view(out, {kN});         // an output that is a view
   b.g->outputs = {out, out_view, x, t_2d};  // an input and an intermediate's view as outputs

@@ -1,4 +1,6 @@
 // Runtime basics: dtypes, Tensor storage and errors, and the ember_parallel_for pool.
+#include "ember/runtime/tensor.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,23 +11,22 @@
 
 #include "ember/runtime/dtype.h"
 #include "ember/runtime/parallel.h"
-#include "ember/runtime/tensor.h"
 #include "ember/support/error.h"
 
 namespace ember::runtime {
 namespace {
 
 // Expects `stmt` to throw ember::Error whose message contains every string in `parts`.
-#define EXPECT_ERROR_WITH(stmt, ...)                                              \
-  do {                                                                            \
-    try {                                                                         \
-      stmt;                                                                       \
-      ADD_FAILURE() << "expected ember::Error from " #stmt;                       \
-    } catch (const ::ember::Error& e) {                                           \
-      for (const char* part : {__VA_ARGS__})                                      \
-        EXPECT_NE(std::string(e.what()).find(part), std::string::npos)            \
-            << "message '" << e.what() << "' lacks '" << part << "'";             \
-    }                                                                             \
+#define EXPECT_ERROR_WITH(stmt, ...)                                   \
+  do {                                                                 \
+    try {                                                              \
+      stmt;                                                            \
+      ADD_FAILURE() << "expected ember::Error from " #stmt;            \
+    } catch (const ::ember::Error& e) {                                \
+      for (const char* part : {__VA_ARGS__})                           \
+        EXPECT_NE(std::string(e.what()).find(part), std::string::npos) \
+            << "message '" << e.what() << "' lacks '" << part << "'";  \
+    }                                                                  \
   } while (0)
 
 TEST(DType, NamesSizesAndRoundTrip) {
@@ -36,8 +37,8 @@ TEST(DType, NamesSizesAndRoundTrip) {
   EXPECT_EQ(dtype_bytes(DType::Float64), 8);
   EXPECT_EQ(dtype_bytes(DType::Int32), 4);
   EXPECT_EQ(dtype_bytes(DType::Bool), 1);
-  EXPECT_ERROR_WITH(dtype_from_name("float16"), "'float16'", "float32", "float64", "int32",
-                    "int64", "bool");
+  EXPECT_ERROR_WITH(dtype_from_name("float16"), "'float16'", "float32", "float64", "int32", "int64",
+                    "bool");
 }
 
 TEST(Tensor, ShapeHelpers) {

@@ -1,0 +1,92 @@
+#pragma once
+/// The CUDA device as the runtime's users see it: whether a GPU is present, device tensors,
+/// copies between host and device, event timing, and the module of PTX kernels that a
+/// target="cuda" build produces. The driver API is loaded with dlopen("libcuda.so.1") at
+/// first use, so neither the build nor a CPU-only machine needs CUDA; every call that needs
+/// a GPU throws a clear ember::Error when there is none.
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ember/runtime/module.h"
+#include "ember/runtime/tensor.h"
+
+namespace ember::runtime::cuda {
+
+/// True when libcuda.so.1 loads and reports at least one GPU (never throws).
+bool available();
+/// Number of GPUs (0 without a driver; never throws).
+int device_count();
+/// "NVIDIA H100 80GB HBM3 (sm_90)"; throws the no-driver error.
+std::string device_name(int device = 0);
+/// Compute capability as "sm_XY".
+std::string device_arch(int device = 0);
+
+/// An uninitialised (or zeroed) tensor in the memory of GPU `device`.
+Tensor empty(const Shape& shape, DType dtype, int device = 0);
+Tensor zeros(const Shape& shape, DType dtype, int device = 0);
+/// Copies between tensors of the same shape and dtype on any devices (CPU or CUDA).
+void copy(Tensor& dst, const Tensor& src);
+/// A CPU copy of a tensor that may live on a GPU (the tensor itself when on the CPU).
+Tensor to_host(const Tensor& t);
+/// Waits for every kernel and copy queued on `device`; errors of kernels surface here.
+void synchronize(int device = 0);
+
+/// Timing with driver events on the default stream (milliseconds between two records).
+class Event {
+ public:
+  explicit Event(int device = 0);
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record();
+  /// Milliseconds from `start` to this event (waits for this event to complete).
+  float elapsed_since(const Event& start);
+
+ private:
+  void* event_ = nullptr;
+  int device_;
+};
+
+/// Launch configuration of one kernel: the extents of its GPU-bound loops.
+struct LaunchDims {
+  std::array<int64_t, 3> grid{1, 1, 1};
+  std::array<int64_t, 3> block{1, 1, 1};
+  int num_params = 0;
+  std::string symbol;  // the PTX entry's name (the kernel name made a valid identifier)
+};
+
+/// A module of PTX kernels. Construction needs no GPU (it only keeps the text); load()
+/// (called by the executor, or by launch) loads the PTX into the current GPU.
+class CudaModule final : public Module {
+ public:
+  CudaModule(std::string ptx, std::string ll, std::string arch,
+             std::map<std::string, LaunchDims> kernels);
+  ~CudaModule() override;
+
+  /// GPU kernels have no host entry point: always an ember::Error pointing at launch().
+  KernelFn get_function(const std::string& name) const override;
+  std::string type_key() const override { return "ptx"; }
+  std::string get_source(const std::string& format) const override;
+
+  const std::map<std::string, LaunchDims>& kernels() const { return kernels_; }
+  const std::string& arch() const { return arch_; }
+  /// Loads the PTX on `device` (once); the no-driver / wrong-architecture errors come here.
+  void load(int device = 0);
+  /// Launches kernel `name` on the default stream; `args` are device pointers, one per
+  /// kernel buffer. ember::Error naming the kernel when the launch fails.
+  void launch(const std::string& name, const std::vector<void*>& args);
+
+ private:
+  std::string ptx_, ll_, arch_;
+  std::map<std::string, LaunchDims> kernels_;
+  std::mutex mutex_;
+  void* module_ = nullptr;  // CUmodule once loaded
+  int device_ = 0;
+  std::map<std::string, void*> functions_;  // CUfunction per kernel
+};
+
+}  // namespace ember::runtime::cuda
