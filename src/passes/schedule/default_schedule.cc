@@ -161,8 +161,13 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
 
   // The tile loop: reductions are computed inside it, so it must enclose the vector loop.
   std::vector<IterVar> outer(axes.begin(), axes.end() - 1);
+  int64_t rows = 1;
+  for (auto& a : outer) rows *= a->extent;
+  // Without reductions the tile only sets the parallel grain: whole rows, unless there are
+  // too few rows to keep the threads busy (per-iteration index arithmetic is not free).
+  bool row_tile = reds.empty() && rows >= 64;
   IterVar tile;
-  if (along && outer_vec) {
+  if (along && outer_vec && !row_tile) {
     outer.push_back(outer_vec);
     tile = o.fuse(outer);
   } else if (!outer.empty()) {
