@@ -99,8 +99,12 @@ int register_tile_axis(const PrimExpr& o_body, const Stage& o, const Stage& r) {
     auto* p = e.as<ProducerLoadNode>();
     if (!p || p->producer != r.tensor().ref()) return;
     bool same = true;
-    for (size_t k = 0; k < p->indices.size(); ++k)
-      same &= p->indices[k].get() == o.axes()[k]->var.get();
+    for (size_t k = 0; k < p->indices.size(); ++k) {
+      // Broadcasting reads a size-1 axis at 0 (the batch axis of a batch-1 conv).
+      int64_t c;
+      bool unit = o.axes()[k]->extent == 1 && as_int(p->indices[k], &c) && c == 0;
+      same &= unit || p->indices[k].get() == o.axes()[k]->var.get();
+    }
     elementwise = same;
   });
   if (!elementwise) return -1;
