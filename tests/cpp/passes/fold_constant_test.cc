@@ -12,40 +12,16 @@
 #include "ember/codegen/build.h"
 #include "ember/ir/op.h"
 #include "ember/runtime/graph_executor.h"
+#include "pass_test_util.h"
 
 namespace ember::passes {
 namespace {
 
 using namespace ir;
 using runtime::Tensor;
-
-Tensor random_tensor(const std::vector<int64_t>& shape, float lo, float hi, unsigned seed) {
-  Tensor t = Tensor::empty(shape, DType::Float32);
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = dist(gen);
-  return t;
-}
-
-Expr f32(const std::string& name, std::vector<int64_t> shape) {
-  return var(name, TensorType{std::move(shape), DType::Float32});
-}
+using namespace testing;
 
 std::string str(const Function& f) { return to_string(Expr(f)); }
-
-// Compiles `f` with ember::build, runs it on `inputs` and returns copies of its outputs.
-// The passes under test are off, so the graph runs as it is given.
-std::vector<Tensor> run(const Function& f, const std::vector<Tensor>& inputs = {}) {
-  PassContext ctx;
-  ctx.disabled_passes = {"SimplifyInference", "FoldConstant", "FoldScaleAxis"};
-  auto lib = ember::build(f, "llvm", {}, ctx);
-  runtime::GraphExecutor ex(lib->graph, lib->module);
-  for (size_t i = 0; i < inputs.size(); ++i) ex.set_input(static_cast<int>(i), inputs[i]);
-  ex.run();
-  std::vector<Tensor> out;
-  for (int i = 0; i < ex.num_outputs(); ++i) out.push_back(ex.get_output(i).clone());
-  return out;
-}
 
 // The build driver's evaluator; counts its calls (each is one compilation).
 int g_evaluations = 0;
@@ -59,21 +35,6 @@ void expect_near(const Tensor& got, const std::vector<float>& want) {
   ASSERT_EQ(got.numel(), static_cast<int64_t>(want.size()));
   for (size_t i = 0; i < want.size(); ++i)
     EXPECT_NEAR(got.data_as<float>()[i], want[i], 1e-5) << "element " << i;
-}
-
-// `before` and `after` give the same outputs on random inputs, within 1e-5.
-void expect_same_outputs(const Function& before, const Function& after) {
-  std::vector<Tensor> inputs;
-  for (size_t i = 0; i < before->params.size(); ++i)
-    inputs.push_back(random_tensor(before->params[i]->type.tensor().shape, -1, 1, 100 + i));
-  std::vector<Tensor> want = run(before, inputs), got = run(after, inputs);
-  ASSERT_EQ(want.size(), got.size());
-  for (size_t o = 0; o < want.size(); ++o) {
-    ASSERT_EQ(want[o].shape(), got[o].shape());
-    for (int64_t i = 0; i < want[o].numel(); ++i)
-      ASSERT_NEAR(want[o].data_as<float>()[i], got[o].data_as<float>()[i], 1e-5)
-          << "output " << o << " element " << i;
-  }
 }
 
 std::vector<float> values(const Tensor& t) {
