@@ -181,18 +181,8 @@ std::vector<Expr> post_order(const Expr& root) {
   // Iterative DFS: models can be thousands of nodes deep.
   std::vector<std::pair<Expr, size_t>> stack{{root, 0}};
   auto children = [](const Expr& e) -> std::vector<Expr> {
-    switch (e->kind) {
-      case NodeKind::Call:
-        return static_cast<const CallNode*>(e.get())->args;
-      case NodeKind::Tuple:
-        return static_cast<const TupleNode*>(e.get())->fields;
-      case NodeKind::TupleGetItem:
-        return {static_cast<const TupleGetItemNode*>(e.get())->tuple};
-      case NodeKind::Function:
-        return {static_cast<const FunctionNode*>(e.get())->body};
-      default:
-        return {};
-    }
+    if (e->kind == NodeKind::Function) return {static_cast<const FunctionNode*>(e.get())->body};
+    return inputs_of(e);
   };
   if (!root) return order;
   seen.insert(root.get());
@@ -210,7 +200,6 @@ std::vector<Expr> post_order(const Expr& root) {
   return order;
 }
 
-namespace {
 std::vector<Expr> inputs_of(const Expr& e) {
   switch (e->kind) {
     case NodeKind::Call:
@@ -223,7 +212,6 @@ std::vector<Expr> inputs_of(const Expr& e) {
       return {};
   }
 }
-}  // namespace
 
 Expr rewrite(const Expr& root, const RewriteFn& fn) {
   std::map<const ExprNode*, Expr> done;

@@ -20,19 +20,6 @@ using namespace ir;
 
 namespace {
 
-std::vector<Expr> inputs_of(const Expr& e) {
-  switch (e->kind) {
-    case NodeKind::Call:
-      return static_cast<const CallNode*>(e.get())->args;
-    case NodeKind::Tuple:
-      return static_cast<const TupleNode*>(e.get())->fields;
-    case NodeKind::TupleGetItem:
-      return {static_cast<const TupleGetItemNode*>(e.get())->tuple};
-    default:
-      return {};
-  }
-}
-
 // The source names in the subgraph under `root`, each once, joined with " + ". Names that
 // are already joined are split so that "conv1 + bn1" and "bn1" give "conv1 + bn1". The
 // calls name the value; a bare view of a constant (reshape of a weight) keeps the weight's.

@@ -162,6 +162,9 @@ Function function(std::vector<Expr> params, Expr body, const std::string& name =
 /// passes call it to check what they produced.
 void infer_types(const Function& f);
 
+/// The direct inputs of a node: a call's arguments, a tuple's fields, a TupleGetItem's tuple.
+std::vector<Expr> inputs_of(const Expr& e);
+
 /// Nodes reachable from `root`, producers first, each once.
 std::vector<Expr> post_order(const Expr& root);
 
