@@ -12,41 +12,14 @@ import torch.nn.functional as F
 
 import ember
 from ember import ir, op
+from op_checks import EW, GEMM, check, run, t
 
-EW = dict(rtol=1e-5, atol=1e-5)    # elementwise / layout / pooling / softmax
-GEMM = dict(rtol=1e-4, atol=1e-4)  # conv2d / dense / matmul / batch_matmul
 
 rng = np.random.default_rng(0)
 
 
 def randn(*shape, dtype=np.float32):
     return rng.standard_normal(shape).astype(dtype)
-
-
-def run(make, *inputs):
-    """Builds make(*vars) (one expression or a list of them) over one ir.var per input
-    array, runs it, and returns the outputs as NumPy arrays (a list when make gave one)."""
-    xs = [ir.var(f"in{i}", shape=a.shape, dtype=a.dtype.name) for i, a in enumerate(inputs)]
-    out = make(*xs)
-    many = isinstance(out, (list, tuple))
-    body = ir.Tuple(list(out)) if many else out
-    m = ember.GraphModule(ember.build(ir.Function(xs, body), target="llvm"))
-    for i, a in enumerate(inputs):
-        m.set_input(f"in{i}", a)
-    m.run()
-    outs = [m.get_output(k).numpy() for k in range(len(out) if many else 1)]
-    return outs if many else outs[0]
-
-
-def t(a):
-    return torch.from_numpy(np.ascontiguousarray(a))
-
-
-def check(got, want, tol):
-    want = want.numpy() if isinstance(want, torch.Tensor) else want
-    assert got.shape == want.shape, (got.shape, want.shape)
-    assert got.dtype == want.dtype, (got.dtype, want.dtype)
-    np.testing.assert_allclose(got, want, **tol)
 
 
 # ------------------------------------------------------------------------------- conv2d
