@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "../expect_error.h"
 #include "ember/codegen/build.h"
 #include "ember/codegen/export.h"
 #include "ember/runtime/library_module.h"
@@ -21,18 +22,6 @@ namespace {
 
 using runtime::GraphExecutor;
 using runtime::Tensor;
-
-#define EXPECT_ERROR_WITH(stmt, ...)                                   \
-  do {                                                                 \
-    try {                                                              \
-      stmt;                                                            \
-      ADD_FAILURE() << "expected ember::Error from " #stmt;            \
-    } catch (const ::ember::Error& e) {                                \
-      for (const char* part : {__VA_ARGS__})                           \
-        EXPECT_NE(std::string(e.what()).find(part), std::string::npos) \
-            << "message '" << e.what() << "' lacks '" << part << "'";  \
-    }                                                                  \
-  } while (0)
 
 Tensor random_tensor(const runtime::Shape& shape, unsigned seed) {
   Tensor t = Tensor::empty(shape, DType::Float32);

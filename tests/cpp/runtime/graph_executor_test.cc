@@ -12,22 +12,11 @@
 #include <map>
 #include <sstream>
 
+#include "../expect_error.h"
 #include "ember/support/error.h"
 
 namespace ember::runtime {
 namespace {
-
-#define EXPECT_ERROR_WITH(stmt, ...)                                   \
-  do {                                                                 \
-    try {                                                              \
-      stmt;                                                            \
-      ADD_FAILURE() << "expected ember::Error from " #stmt;            \
-    } catch (const ::ember::Error& e) {                                \
-      for (const char* part : {__VA_ARGS__})                           \
-        EXPECT_NE(std::string(e.what()).find(part), std::string::npos) \
-            << "message '" << e.what() << "' lacks '" << part << "'";  \
-    }                                                                  \
-  } while (0)
 
 // Every test value holds kN float32 elements (64 bytes), whatever its shape.
 constexpr int kN = 16;

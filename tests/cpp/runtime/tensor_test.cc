@@ -9,25 +9,13 @@
 #include <stdexcept>
 #include <vector>
 
+#include "../expect_error.h"
 #include "ember/runtime/dtype.h"
 #include "ember/runtime/parallel.h"
 #include "ember/support/error.h"
 
 namespace ember::runtime {
 namespace {
-
-// Expects `stmt` to throw ember::Error whose message contains every string in `parts`.
-#define EXPECT_ERROR_WITH(stmt, ...)                                   \
-  do {                                                                 \
-    try {                                                              \
-      stmt;                                                            \
-      ADD_FAILURE() << "expected ember::Error from " #stmt;            \
-    } catch (const ::ember::Error& e) {                                \
-      for (const char* part : {__VA_ARGS__})                           \
-        EXPECT_NE(std::string(e.what()).find(part), std::string::npos) \
-            << "message '" << e.what() << "' lacks '" << part << "'";  \
-    }                                                                  \
-  } while (0)
 
 TEST(DType, NamesSizesAndRoundTrip) {
   for (DType t : {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Bool})
