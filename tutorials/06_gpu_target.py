@@ -6,8 +6,12 @@ The same graph that lesson 01 compiled for the CPU compiles for an NVIDIA GPU wi
 target="cuda". Ember lowers each kernel with a GPU schedule (loops bound to blockIdx.x and
 threadIdx.x), generates LLVM IR through the same code generator as the CPU, and lets
 LLVM's NVPTX back end print PTX, the GPU's portable assembly. Building needs no GPU and no
-CUDA: this lesson prints the PTX anywhere, and runs it only where a GPU exists.
+CUDA: this lesson prints the PTX anywhere, saves and reloads it, and runs it only where a
+GPU exists.
 """
+import os
+import tempfile
+
 import numpy as np
 
 import ember
@@ -57,14 +61,24 @@ def main():
     assert ".entry" in ptx and "%tid.x" in ptx and "st.global" in ptx
     assert ".shared" in ptx and "bar.sync" in ptx
 
-    # 4. Run it, where a GPU exists. Inputs may be NumPy arrays (copied to the GPU) or CUDA
+    # 4. Save it for a GPU machine that has no compiler: the artifact holds the PTX, its
+    #    architecture and each kernel's launch dimensions. ember.load needs no GPU (only
+    #    running does), and a runtime-only install (EMBER_RUNTIME_ONLY=ON, no LLVM) loads
+    #    and runs it; benchmarks/gpu_families.py with scripts/gpu_run.sh does this for the
+    #    whole model zoo.
+    with tempfile.TemporaryDirectory() as d:
+        lib.export(os.path.join(d, "conv_relu.ember"))
+        loaded = ember.load(os.path.join(d, "conv_relu.ember"))  # read whole: d may go
+    assert loaded.target == "cuda" and loaded.get_source("ptx") == ptx
+
+    # 5. Run it, where a GPU exists. Inputs may be NumPy arrays (copied to the GPU) or CUDA
     #    torch tensors (read in place through DLPack); the output lives on the GPU, and
     #    .numpy() copies it back.
     if not cuda_available():
         print("no CUDA GPU here: skipping the run (ember.GraphModule(lib) would raise "
               "EmberError: no CUDA driver found)")
         return None
-    m = ember.GraphModule(lib)
+    m = ember.GraphModule(loaded)  # runs like ember.GraphModule(lib)
     data = np.random.RandomState(1).randn(1, 8, 16, 16).astype("float32")
     m.set_input("x", data)
     m.run()
@@ -72,7 +86,7 @@ def main():
     err = float(np.abs(out - numpy_reference(data, w)).max())
     print(f"max abs error vs NumPy: {err:.2e}")
     assert err < 1e-4, err
-    # 5. GPU time comes from CUDA events around the launches.
+    # 6. GPU time comes from CUDA events around the launches.
     print(m.benchmark(number=10, repeat=20))
     return err
 

@@ -11,6 +11,7 @@ traceback), 2 a usage error.
 import argparse
 import logging
 import os
+import re
 import sys
 
 import numpy as np
@@ -98,8 +99,12 @@ def _inspect(args):
     info = lib._info()
     print(f"{args.artifact}: Ember artifact format {info['format_version']}, written by "
           f"Ember {info['ember_version']}")
-    cpu = f" (code for CPU {info['cpu']})" if info["cpu"] else ""
-    print(f"target   {info['target']}{cpu}")
+    code = f" (code for CPU {info['cpu']})" if info["cpu"] else ""
+    if info["code"] == "ptx":  # the PTX names the architecture it was built for
+        arch = re.search(r"^\s*\.target\s+(sm_\d+)", lib.get_source("ptx"), re.M)
+        code = (f" (PTX for {arch.group(1) if arch else 'an unknown architecture'}: runs on "
+                "an NVIDIA GPU of that architecture or newer)")
+    print(f"target   {info['target']}{code}")
     sections = ", ".join(f"{kind} {_size(n)}" for kind, n in info["sections"])
     print(f"size     {_size(info['file_bytes'])}: {sections}")
     for name, t in info["inputs"]:

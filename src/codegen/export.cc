@@ -23,6 +23,7 @@
 #include <sstream>
 
 #include "ember/runtime/artifact.h"
+#include "ember/runtime/cuda.h"
 #include "ember/runtime/library_module.h"
 #include "ember/support/error.h"
 #include "llvm/AsmParser/Parser.h"
@@ -243,6 +244,11 @@ void export_library(const Library& lib, const std::string& path) {
     a.info.imports = obj.imports;
     a.code.emplace_back("cpu.so", link_shared_library(obj.bytes));
   } else if (kind == "ptx") {
+    // What a CudaModule needs besides the text: the arch and each kernel's launch dims.
+    auto gpu = std::dynamic_pointer_cast<runtime::cuda::CudaModule>(lib.module);
+    EMBER_CHECK(gpu != nullptr, "a 'ptx' module that is not a CudaModule");
+    a.info.arch = gpu->arch();
+    a.info.launch = gpu->kernels();
     a.code.emplace_back("ptx", lib.module->get_source("ptx"));
   } else {
     fail("export: this Library's code is a '", kind, "' module, which cannot be exported; ",

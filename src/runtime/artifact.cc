@@ -10,6 +10,7 @@
 #include <limits>
 #include <sstream>
 
+#include "ember/runtime/cuda.h"
 #include "ember/runtime/library_module.h"
 #include "ember/support/error.h"
 
@@ -194,7 +195,7 @@ class GraphReader {
  public:
   explicit GraphReader(std::string where) : where_(std::move(where)) {}
   [[noreturn]] void error(const std::string& path, const std::string& what) const {
-    fail(where_, ": the graph section is inconsistent: ", path, " ", what,
+    fail(where_, " is corrupted: the graph section is inconsistent: ", path, " ", what,
          "; the file is damaged or was written by an incompatible Ember");
   }
   const Json& field(const Json& obj, const std::string& key, const std::string& path) const {
@@ -273,6 +274,23 @@ std::string graph_json(const Artifact& a, const std::vector<size_t>& param_offse
   write_string(os, a.info.features);
   os << ",\n \"imports\": ";
   strs(a.info.imports);
+  os << ",\n \"arch\": ";
+  write_string(os, a.info.arch);
+  os << ",\n \"launch\": [";
+  size_t li = 0;
+  for (const auto& [func, d] : a.info.launch) {
+    sep(li++);
+    os << "{\"func\": ";
+    write_string(os, func);
+    os << ", \"grid\": ";
+    ints(d.grid);
+    os << ", \"block\": ";
+    ints(d.block);
+    os << ", \"num_params\": " << d.num_params << ", \"symbol\": ";
+    write_string(os, d.symbol);
+    os << "}";
+  }
+  os << "]";
   os << ",\n \"values\": [";
   for (size_t i = 0; i < g.values.size(); ++i) {
     sep(i);
@@ -337,10 +355,53 @@ std::string graph_json(const Artifact& a, const std::vector<size_t>& param_offse
   return os.str();
 }
 
-// Parses and validates the graph; params view `params` (a span of `buffer`).
+// The GPU launch table ("arch", "launch"): required with PTX code, optional otherwise (CPU
+// artifacts from before the table lack it). The bounds are CUDA's, so a damaged table is
+// an error here rather than a failed launch on the GPU machine.
+void read_launch_table(const Json& root, const GraphReader& r, bool gpu_code, ArtifactInfo& info) {
+  const Json* arch = gpu_code ? &r.field(root, "arch", "graph") : r.optional(root, "arch");
+  if (arch) {
+    if (arch->kind != Json::String) r.error("graph.arch", "is not a string");
+    info.arch = arch->s;
+  }
+  const bool sm = info.arch.size() > 3 && info.arch.compare(0, 3, "sm_") == 0 &&
+                  info.arch.find_first_not_of("0123456789", 3) == std::string::npos;
+  if (gpu_code && !sm) r.error("graph.arch", "is '" + info.arch + "', not a GPU architecture");
+  if (!gpu_code && !r.optional(root, "launch")) return;
+  const auto& launch = r.array(root, "launch", "graph");
+  for (size_t i = 0; i < launch.size(); ++i) {
+    std::string path = index_path("launch", i);
+    cuda::LaunchDims d;
+    auto dims = [&](const std::string& key, std::array<int64_t, 3>& out) {
+      const auto& items = r.array(launch[i], key, path);
+      if (items.size() != 3) r.error(path + "." + key, "does not have 3 dimensions");
+      for (size_t j = 0; j < 3; ++j) {
+        if (items[j].kind != Json::Int || items[j].i < 1 || items[j].i >= (int64_t{1} << 31))
+          r.error(path + "." + key, "holds a dimension that is not a positive 32-bit integer");
+        out[j] = items[j].i;
+      }
+    };
+    std::string func = r.string(launch[i], "func", path);
+    dims("grid", d.grid);
+    dims("block", d.block);
+    if (d.grid[1] > 65535 || d.grid[2] > 65535) r.error(path + ".grid", "exceeds CUDA's limits");
+    if (d.block[0] * d.block[1] * d.block[2] > 1024)
+      r.error(path + ".block", "has more than 1024 threads");
+    int64_t num_params = r.integer(launch[i], "num_params", path);
+    if (num_params < 0 || num_params > 65536) r.error(path + ".num_params", "is out of range");
+    d.num_params = static_cast<int>(num_params);
+    d.symbol = r.string(launch[i], "symbol", path);
+    if (d.symbol.empty()) r.error(path + ".symbol", "is empty");
+    if (!info.launch.emplace(func, std::move(d)).second)
+      r.error(path + ".func", "'" + func + "' appears twice");
+  }
+}
+
+// Parses and validates the graph; params view `params` (a span of `buffer`). `gpu_code`:
+// the file holds PTX, so every kernel needs its launch dims.
 void read_graph(const std::string& text, const std::string& where,
                 const std::shared_ptr<void>& buffer, const char* params, uint64_t params_size,
-                Artifact& a) {
+                bool gpu_code, Artifact& a) {
   Json root = JsonParser(text, where).parse();
   GraphReader r(where);
   auto g = std::make_shared<ExecGraph>();
@@ -350,6 +411,7 @@ void read_graph(const std::string& text, const std::string& where,
   info.cpu = r.string(root, "cpu", "graph");
   info.features = r.string(root, "features", "graph");
   info.imports = r.strings(root, "imports", "graph");
+  read_launch_table(root, r, gpu_code, info);
 
   const auto& values = r.array(root, "values", "graph");
   for (size_t i = 0; i < values.size(); ++i) {
@@ -410,6 +472,14 @@ void read_graph(const std::string& text, const std::string& where,
     if (num_inputs < 0 || num_inputs > static_cast<int64_t>(args.size()))
       r.error(path + ".num_inputs", "is out of range");
     kern.num_inputs = static_cast<int>(num_inputs);
+    if (gpu_code) {
+      auto launch = info.launch.find(kern.func);
+      if (launch == info.launch.end())
+        r.error(path + ".func", "'" + kern.func + "' has no entry in graph.launch");
+      if (launch->second.num_params != static_cast<int>(kern.args.size()))
+        r.error(path + ".args", "do not match the " + std::to_string(launch->second.num_params) +
+                                    " parameters of the kernel's launch entry");
+    }
     KernelReport report{kern.func, kern.name, r.strings(k, "ops", path),
                         r.string(k, "anchor", path), r.strings(k, "patterns", path)};
     info.kernels.push_back(std::move(report));
@@ -605,7 +675,10 @@ Artifact read_artifact(const std::string& path) {
     }
   }
   if (graph.empty() || !params) fail(where, " lacks its graph or params section");
-  read_graph(graph, where, file.owner(), params, params_size, a);
+  if (a.code.size() > 1)
+    fail(where, " is corrupted: it holds ", a.code.size(), " code sections; a model has one");
+  const bool gpu_code = !a.code.empty() && a.code[0].first == "ptx";
+  read_graph(graph, where, file.owner(), params, params_size, gpu_code, a);
   return a;
 }
 
@@ -613,18 +686,31 @@ std::shared_ptr<LoadedLibrary> load_library(const std::string& path) {
   Artifact a = read_artifact(path);
   const std::string where = "artifact '" + path + "'";
   auto lib = std::make_shared<LoadedLibrary>();
+  std::shared_ptr<cuda::CudaModule> gpu;
   for (const auto& [kind, bytes] : a.code) {
     if (kind == "cpu.so") {
       check_cpu_features(a.info, where);
       lib->module = LibraryModule::from_bytes(bytes, a.info.imports);
     } else if (kind == "ptx") {
-      fail(where, " holds GPU code (PTX) for target '", a.info.target,
-           "'; this runtime cannot load GPU artifacts yet: export for target \"llvm\"");
+      // Loading needs no GPU: the executor loads the PTX into one (and says when none is).
+      // Each launch symbol must be an entry of the PTX, or the GPU machine would find out.
+      for (const auto& [func, d] : a.info.launch)
+        if (bytes.find(".entry " + d.symbol + "(") == std::string::npos)
+          fail(where, " is corrupted: kernel '", func, "' launches PTX entry '", d.symbol,
+               "', which its PTX does not define; export the model again");
+      gpu = std::make_shared<cuda::CudaModule>(bytes, "", a.info.arch, a.info.launch);
+      lib->module = gpu;
     }
   }
   if (!lib->module && !a.graph->kernels.empty()) fail(where, " holds no code for its kernels");
-  // Resolve every kernel now, so a mismatch surfaces at load rather than at first run.
-  for (const auto& k : a.graph->kernels) lib->module->get_function(k.func);
+  // Resolve every kernel now, so a mismatch surfaces at load rather than at first run. A GPU
+  // kernel has no host entry point (get_function throws by design): check its launch dims.
+  for (const auto& k : a.graph->kernels) {
+    if (!gpu)
+      lib->module->get_function(k.func);
+    else if (!gpu->kernels().count(k.func))
+      fail(where, " is corrupted: kernel '", k.name, "' has no launch dimensions");
+  }
   lib->graph = std::move(a.graph);
   lib->info = std::move(a.info);
   return lib;

@@ -21,8 +21,10 @@ KernelFn CudaModule::get_function(const std::string& name) const {
 
 std::string CudaModule::get_source(const std::string& format) const {
   if (format == "ptx") return ptx_;
-  if (format == "ll") return ll_;
-  fail("this ptx module has no '", format, "' source; its formats are 'ptx' and 'll'");
+  // A module loaded from an artifact keeps only the PTX (what the GPU needs).
+  if (format == "ll" && !ll_.empty()) return ll_;
+  fail("this ptx module has no '", format, "' source; its formats are ",
+       ll_.empty() ? "'ptx' (a loaded model keeps only the PTX)" : "'ptx' and 'll'");
 }
 
 void CudaModule::load(int device) {

@@ -12,6 +12,7 @@ This file is also a helper script (no pytest needed):
 """
 import os
 import pathlib
+import re
 import shutil
 import struct
 import subprocess
@@ -288,18 +289,64 @@ def test_export_without_a_compiler_is_a_clear_error(tmp_path, monkeypatch):
         lib.export(tmp_path / "m.ember")
 
 
-def test_gpu_artifact_holds_ptx_and_loading_it_is_a_clear_error(tmp_path):
+def _gpu_lib():
     from ember import ir, op
     x = ir.var("x", shape=(4, 32))
+    w = ir.const(_rand(16, 32, seed=1), name="fc.weight")
+    f = ir.Function([x], op.nn.softmax(op.nn.relu(op.nn.dense(op.exp(x), w, name="fc"))))
     try:
-        lib = ember.build(ir.Function([x], op.nn.relu(op.exp(x))), target="cuda")
+        return ember.build(f, target="cuda"), ember.build(f, target="llvm")
     except EmberError as e:
         pytest.skip(f"target cuda does not build here: {e}")
+
+
+def test_gpu_artifact_loads_without_a_gpu(tmp_path, capsys):
+    """A target="cuda" artifact loads anywhere (the runtime keeps its PTX and launch dims);
+    only running it needs a GPU."""
+    lib, _ = _gpu_lib()
     lib.export(tmp_path / "gpu.ember")
-    data = (tmp_path / "gpu.ember").read_bytes()
-    assert b"ptx\0\0\0\0\0" in data[:16 + 32 * 3] and b".entry" in data
-    with pytest.raises(EmberError, match="holds GPU code \\(PTX\\)"):
-        ember.load(tmp_path / "gpu.ember")
+    loaded = ember.load(tmp_path / "gpu.ember")
+    assert isinstance(loaded, ember.LoadedLibrary)
+    assert loaded.target == "cuda"
+    assert loaded.input_names == ["x"] and loaded.kernel_names == lib.kernel_names
+    assert len(loaded.kernel_names) >= 2
+    assert loaded._kernels() == lib._kernels()
+    info = loaded._info()
+    assert info["code"] == "ptx" and info["cpu"] == ""
+    assert [kind for kind, _ in info["sections"]] == ["graph", "params", "ptx"]
+    assert loaded.get_source("ptx") == lib.get_source("ptx")
+    with pytest.raises(EmberError, match="no 'll' source.*only the PTX"):
+        loaded.get_source("ll")
+    from ember import cli
+    assert cli.main(["inspect", str(tmp_path / "gpu.ember")]) == 0
+    out = capsys.readouterr().out
+    assert "target   cuda (PTX for sm_80" in out and "ptx " in out
+
+
+@pytest.mark.skipif(ember.cuda_available(), reason="a GPU is present")
+def test_running_a_gpu_artifact_without_a_gpu_is_the_clear_error(tmp_path):
+    lib, _ = _gpu_lib()
+    lib.export(tmp_path / "gpu.ember")
+    loaded = ember.load(tmp_path / "gpu.ember")
+    with pytest.raises(EmberError) as built:
+        ember.GraphModule(lib)
+    with pytest.raises(EmberError) as from_file:
+        ember.GraphModule(loaded)
+    # The very error a fresh build gives: no driver (or no GPU), and what to do instead.
+    assert str(from_file.value) == str(built.value)
+    assert re.search(r"no CUDA (driver|GPU) found.*target=\"llvm\"", str(from_file.value))
+
+
+@pytest.mark.skipif(not ember.cuda_available(), reason="no CUDA GPU: kernels not run")
+def test_loaded_gpu_artifact_matches_the_cpu_build(tmp_path):
+    lib, cpu = _gpu_lib()
+    lib.export(tmp_path / "gpu.ember")
+    m = ember.GraphModule(ember.load(tmp_path / "gpu.ember"))
+    assert m.device == "cuda:0"
+    x = _rand(4, 32, seed=7)
+    (want,) = _run(ember.GraphModule(cpu), [x])
+    (got,) = _run(m, [x])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 # ------------------------------------------------------------------------------ runtime only
@@ -360,6 +407,105 @@ print("runtime-only ok")
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0 and "runtime-only ok" in done.stdout, done.stderr
+
+
+# ------------------------------------------------------------------------------ zoo elsewhere
+GPU_FAMILIES = ROOT / "benchmarks" / "gpu_families.py"
+
+
+def _package_env():
+    """The environment for a subprocess that imports the ember package this test imported."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(pathlib.Path(ember.__file__).parent.parent),
+                                         env.get("PYTHONPATH", "")])
+    return env
+
+
+def _families(*args, env=None, timeout=180):
+    return subprocess.run([sys.executable, str(GPU_FAMILIES), *map(str, args)],
+                          env=env or _package_env(), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _table(stdout):
+    """{family: [max abs err (ref), (torch), Ember ms, PyTorch ms, ratio]} from the table."""
+    rows = {}
+    for line in stdout.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and re.fullmatch(r"[0-9.e+-]+", cells[1]):
+            rows[cells[0]] = [float(c) for c in cells[1:]]
+    return rows
+
+
+@pytest.fixture(scope="module")
+def zoo_llvm(tmp_path_factory):
+    """Two small families of models.py exported by gpu_families.py for the CPU."""
+    if not (HERE / "models.py").exists():
+        pytest.skip("tests/python/models.py is missing")
+    pytest.importorskip("torch")
+    d = tmp_path_factory.mktemp("zoo") / "llvm"
+    done = _families("export", d, "--target", "llvm", "--families", "mlp,rnn_cell")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "exported 2 families for target 'llvm'" in done.stdout
+    return d
+
+
+def test_gpu_families_export_and_run_on_the_cpu(zoo_llvm, tmp_path):
+    """The compile-here, run-there script on llvm artifacts: it matches the saved reference
+    and PyTorch, times both, and fails when the reference disagrees."""
+    manifest = (zoo_llvm / "manifest.json").read_text()
+    for family in ("mlp", "rnn_cell"):
+        assert f'"{family}"' in manifest
+        for suffix in (".ember", ".in0.npy", ".ref0.npy", ".pt"):
+            assert (zoo_llvm / f"{family}{suffix}").exists(), family + suffix
+    done = _families("run", zoo_llvm, "--repeat", "3", "--number", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "target 'llvm'" in done.stdout
+    rows = _table(done.stdout)
+    assert set(rows) == {"mlp", "rnn_cell"}, done.stdout
+    for family, (err_ref, err_torch, ember_ms, torch_ms, ratio) in rows.items():
+        assert err_ref <= 1e-5 and err_torch <= 1e-5, (family, err_ref, err_torch)
+        assert ember_ms > 0 and torch_ms > 0 and ratio > 0, done.stdout
+
+    # A reference that disagrees is reported and fails the run.
+    bad = tmp_path / "bad"
+    shutil.copytree(zoo_llvm, bad)
+    np.save(bad / "mlp.ref0.npy", np.load(bad / "mlp.ref0.npy") + 0.5)
+    done = _families("run", bad, "--repeat", "1", "--number", "1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert abs(_table(done.stdout)["mlp"][0] - 0.5) < 1e-5
+    assert "disagreeing with the reference: mlp" in done.stdout
+
+
+@pytest.mark.skipif(ember.cuda_available(), reason="a GPU is present")
+def test_gpu_families_run_of_cuda_artifacts_without_a_gpu(tmp_path):
+    if not (HERE / "models.py").exists():
+        pytest.skip("tests/python/models.py is missing")
+    pytest.importorskip("torch")
+    done = _families("export", tmp_path, "--target", "cuda -arch=sm_90", "--families",
+                     "rnn_cell")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert ember.load(tmp_path / "rnn_cell.ember").target == "cuda -arch=sm_90"
+    done = _families("run", tmp_path)
+    assert done.returncode == 1
+    assert "no CUDA GPU" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.skipif(shutil.which("cmake") is None or shutil.which("ninja") is None,
+                    reason="needs cmake and ninja")
+def test_gpu_run_script_uses_the_runtime_only_build(zoo_llvm, tmp_path):
+    """scripts/gpu_run.sh, the command for the GPU machine, on llvm artifacts: it builds the
+    runtime-only module (no LLVM) and runs the families with it. (Seconds with a compiler
+    cache, a minute or two without.)"""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["EMBER_GPU_BUILD"] = str(tmp_path / "build")
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_run.sh"), str(zoo_llvm),
+                           "--repeat", "2", "--number", "1"], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Ember runtime-only install" in done.stdout
+    rows = _table(done.stdout)
+    assert set(rows) == {"mlp", "rnn_cell"} and all(r[0] <= 1e-5 for r in rows.values())
 
 
 # ------------------------------------------------------------------------------ script modes

@@ -23,12 +23,19 @@
 /// [{producer, consumer, fused, reason}] (the fusion report), and "target",
 /// "cpu", "features" (what the code needs from the CPU), "imports" (runtime functions the
 /// code calls, see LibraryModule) and "ember_version".
+/// What a "ptx" section needs to run (cuda::CudaModule): "arch" (the GPU architecture the
+/// PTX was built for, "sm_80") and "launch" [{func, grid [x, y, z], block [x, y, z],
+/// num_params, symbol}], one entry per kernel function (symbol: its PTX entry's name).
+/// Both are required with a "ptx" section; CPU artifacts write "" and [] (and files from
+/// before these fields may lack them).
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "ember/runtime/cuda.h"
 #include "ember/runtime/graph_executor.h"
 #include "ember/runtime/module.h"
 #include "ember/runtime/tensor.h"
@@ -60,7 +67,9 @@ struct ArtifactInfo {
   std::string cpu;       // CPU the code was compiled for ("skylake-avx512"), "" for GPU code
   std::string features;  // its LLVM feature string ("+avx2,+fma,...")
   std::vector<std::string> imports;
-  std::vector<KernelReport> kernels;  // one per graph kernel, same order
+  std::string arch;                                // GPU code: "sm_80"; "" for CPU code
+  std::map<std::string, cuda::LaunchDims> launch;  // GPU code: per kernel func
+  std::vector<KernelReport> kernels;               // one per graph kernel, same order
   std::vector<FusionEdge> fusion;
   /// Filled by reading: (kind, bytes) of each section, and the file size.
   std::vector<std::pair<std::string, uint64_t>> sections;
@@ -92,7 +101,9 @@ struct LoadedLibrary {
 };
 
 /// read_artifact, then loads the code: a "cpu.so" section as a LibraryModule after checking
-/// that this CPU has the features the code was compiled for.
+/// that this CPU has the features the code was compiled for; a "ptx" section as a
+/// cuda::CudaModule (no GPU needed to load: the executor loads the PTX on the GPU, and
+/// fails there with the no-driver / no-GPU error).
 std::shared_ptr<LoadedLibrary> load_library(const std::string& path);
 
 /// NumPy .npy files (format 1.0-3.0, little-endian, C order, Ember's dtypes), so C++
