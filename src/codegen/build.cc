@@ -130,7 +130,8 @@ std::string Library::fusion_graph() const {
       auto it = producer.find(kern.args[i]);
       if (it != producer.end()) os << "  " << it->second << " -> k" << k << "_0;\n";
     }
-    producer[kern.args.back()] = last;
+    for (size_t a = static_cast<size_t>(kern.num_inputs); a < kern.args.size(); ++a)
+      producer[kern.args[a]] = last;
   }
   for (auto& v : graph->views) {
     auto it = producer.find(v.src);

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -20,6 +21,13 @@ namespace ember::passes {
 using namespace ir;
 
 namespace {
+
+// Installs topk's kernel (see ir::custom_lowerings()). It sits here, in an object that the
+// pipeline always links, so that lower/topk.cc is linked with it.
+[[maybe_unused]] const bool kTopkLowering = [] {
+  custom_lowerings()["topk"] = lower_topk;
+  return true;
+}();
 
 const CallNode* op_call(const Expr& e, const std::string& op) {
   auto* c = as<CallNode>(e);
@@ -243,10 +251,36 @@ Expr stable_log_sum_exp(const CallNode* c, const Expr& e) {
   return nullptr;
 }
 
+// How many nodes read each node of the input graph; the function's output counts as one.
+std::map<const ExprNode*, int> count_uses(const Function& f) {
+  std::map<const ExprNode*, int> uses{{f->body.get(), 1}};
+  for (auto& e : post_order(f->body))
+    for (auto& x : inputs_of(e)) ++uses[x.get()];
+  return uses;
+}
+
+// topk(softmax(x, axis=a), axis=a) -> topk(x, softmax=1), likewise for log_softmax, when
+// the softmax has no other reader in the input graph (where `original` is this topk): the
+// kernel then selects on x and normalises only the k winners (src/passes/lower/topk.cc).
+Expr softmax_topk(const CallNode* c, const Expr& e, const Expr& original,
+                  const std::map<const ExprNode*, int>& uses) {
+  if (c->op->name != "topk" || c->attrs.get_int("softmax", 0) || c->attrs.get_int("log_softmax", 0))
+    return nullptr;
+  auto it = uses.find(as<CallNode>(original)->args[0].get());
+  if (it == uses.end() || it->second != 1) return nullptr;
+  for (std::string kind : {"softmax", "log_softmax"}) {
+    auto* sm = op_call(c->args[0], "nn." + kind);
+    if (sm && sm->attrs.get_int("axis", -1) == c->attrs.get_int("axis", -1))
+      return make("topk", sm->args[0], c->attrs.with(kind, int64_t{1}), e, kind + "->topk");
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 Function recognize_patterns(const Function& f) {
-  return rewrite(f, [](const Expr& e, const std::vector<Expr>& in) -> Expr {
+  std::map<const ExprNode*, int> uses = count_uses(f);
+  return rewrite(f, [&](const Expr& e, const std::vector<Expr>& in) -> Expr {
     auto* c = as<CallNode>(e);
     if (!c || !c->op) return nullptr;
     // Match on the node rebuilt over its rewritten inputs, so inner patterns come first.
@@ -258,6 +292,7 @@ Function recognize_patterns(const Function& f) {
     if (Expr r = gelu(node)) return r;
     if (Expr r = reduction(n, node)) return r;
     if (Expr r = stable_log_sum_exp(n, node)) return r;
+    if (Expr r = softmax_topk(n, node, e, uses)) return r;
     return changed ? node : nullptr;
   });
 }

@@ -1,5 +1,8 @@
 #pragma once
+#include <string>
+
 #include "ember/ir/graph.h"
+#include "ember/ir/loop.h"
 
 namespace ember::passes {
 
@@ -20,8 +23,19 @@ namespace ember::passes {
 ///    m)) -> log_sum_exp (computed stably; the naive form gives the same where it does not
 ///    overflow). Float tensors only; axis and keepdims are kept.
 ///  - "softmax -> log": log(nn.softmax(x, axis)) -> nn.log_softmax(x, axis).
+///  - "softmax->topk": topk(nn.softmax(x, axis=a), axis=a) -> topk(x, softmax=1) (and
+///    "log_softmax->topk": the same with nn.log_softmax, log_softmax=1) when the softmax has
+///    no other use and is not a model output: no softmax tensor is materialised.
 /// Shapes and dtypes must come out the same; a near miss (another constant, an extra
 /// factor, a different axis) is left alone.
 ir::Function recognize_patterns(const ir::Function& f);
+
+/// topk's kernel (registered in ir::custom_lowerings()); `group` must hold exactly one topk
+/// call on its parameter. Each row along the axis keeps its best k in a sorted list filled by
+/// insertion; rows run in parallel on the CPU, one per GPU thread with `gpu`. With softmax=1
+/// (log_softmax=1) it returns the top k of the row's softmax (log_softmax), selecting on the
+/// logits and normalising only the k winners. See src/passes/lower/topk.cc.
+ir::PrimFunc lower_topk(const ir::Function& group, const std::string& func_name, int vector_bits,
+                        bool gpu);
 
 }  // namespace ember::passes

@@ -963,6 +963,20 @@ CONVERTERS["max"] = _max_min("max", max)
 CONVERTERS["min"] = _max_min("min", min)
 
 
+@converts("topk")
+def _topk(cx, a):
+    """torch.topk -> [values, indices]: the two fields of one topk call."""
+    x, k, rank = a[0], int(a["k"]), len(a[0].shape)
+    flags = {key: int(True if a[key] is None else bool(a[key])) for key in ("largest", "sorted")}
+    if rank == 0:  # torch takes the top 1 of a scalar along dim 0 or -1
+        _axis(a["dim"] if a["dim"] is not None else 0, 1)
+        t = cx.emit("topk", [reshape(cx, x, [1])], k=k, axis=0, **flags)
+        return [reshape(cx, ir.TupleGetItem(t, i, cx.name), []) for i in range(2)]
+    axis = _axis(a["dim"] if a["dim"] is not None else -1, rank)
+    t = cx.emit("topk", [x], k=k, axis=axis, **flags)
+    return [ir.TupleGetItem(t, i, cx.name) for i in range(2)]
+
+
 @converts("var", "std")
 def _var(cx, a):
     x = a[0]

@@ -17,7 +17,7 @@ __all__ = ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum
            "sigmoid", "tanh", "exp", "log", "erf", "sqrt", "rsqrt", "abs", "negative", "floor",
            "ceil", "round", "clip", "cast", "sum", "mean", "max", "min",
            "reshape", "flatten", "transpose", "concatenate", "strided_slice", "expand_dims",
-           "squeeze", "broadcast_to", "take", "nn"]
+           "squeeze", "broadcast_to", "take", "topk", "nn"]
 
 
 # ------------------------------------------------------------------ argument checking helpers
@@ -233,6 +233,18 @@ def take(data, indices, axis=0, name=""):
     op = "take"
     return _call(op, [_expr(data, "data", op), _expr(indices, "indices", op)],
                  {"axis": _int(axis, "axis", op)}, name)
+
+
+def topk(data, k, axis=-1, largest=True, sorted=True, name=""):
+    """The k largest (or smallest) elements of `data` along `axis` and their int64 indices,
+    as torch.topk: a tuple expression (values, indices); take a field with
+    ir.TupleGetItem(result, 0 or 1). NaN ranks above every number; ties take the lower
+    index; the output is always sorted."""
+    op = "topk"
+    return _call(op, [_expr(data, "data", op)],
+                 {"k": _int(k, "k", op), "axis": _int(axis, "axis", op),
+                  "largest": _bool(largest, "largest", op), "sorted": _bool(sorted, "sorted", op)},
+                 name)
 
 
 from . import nn  # noqa: E402  (nn uses the helpers above)

@@ -70,6 +70,9 @@ PrimFunc lower_group(const Function& group, const std::string& func_name,
     te[group->params[i].get()] = inputs.back();
   }
   for (auto* c : op_calls(group)) {
+    // Only custom lowerings produce several outputs (a compute rule makes one tensor).
+    EMBER_CHECK(!c->type.is_tuple, "op ", c->op->name, " in group ", group->name,
+                " has a tuple result but is not lowered alone by its custom lowering");
     std::vector<ir::Tensor> args;
     for (auto& a : c->args) {
       auto it = te.find(a.get());
@@ -138,10 +141,14 @@ LoweredGraph lower_graph(const Function& f, const LowerOptions& options) {
       }
       case NodeKind::Call: {
         auto* c = static_cast<const CallNode*>(e.get());
-        int v = new_value(e->type.tensor());
-        values[e.get()] = {v};
+        // A tuple-typed call (topk's values and indices) is one kernel with one output
+        // value per field; TupleGetItem picks them from the list.
+        std::vector<int> outs;
+        for (const TensorType& t : e->type.fields) outs.push_back(new_value(t));
+        values[e.get()] = outs;
         if (c->op && c->op->is_view) {
-          g.views.push_back({v, values.at(c->args[0].get()).at(0)});
+          EMBER_CHECK(outs.size() == 1, "view op ", c->op->name, " has ", outs.size(), " outputs");
+          g.views.push_back({outs[0], values.at(c->args[0].get()).at(0)});
           break;
         }
         Function group = c->fn ? c->fn : as_group(c);
@@ -152,7 +159,7 @@ LoweredGraph lower_graph(const Function& f, const LowerOptions& options) {
         k.name = group->name;
         for (auto& a : c->args) k.args.push_back(values.at(a.get()).at(0));
         k.num_inputs = static_cast<int>(c->args.size());
-        k.args.push_back(v);
+        k.args.insert(k.args.end(), outs.begin(), outs.end());
         g.kernels.push_back(k);
         out.kernels.push_back(describe(group, func));
         break;
