@@ -191,6 +191,14 @@ std::optional<std::pair<PrimExpr, int64_t>> bound(const PrimExpr& e, const VarRa
   return std::make_pair(rebuild(rest, e.dtype()), hi - lo + 1);
 }
 
+PrimExpr unclamped(const PrimExpr& index) {
+  auto* b = index.as<BinaryNode>();
+  int64_t c;
+  if (b && (b->op == BinaryOp::Max || b->op == BinaryOp::Min) && as_int(b->b, &c))
+    return unclamped(b->a);
+  return index;
+}
+
 std::optional<Interval> const_bound(const PrimExpr& e, const VarRanges& ranges) {
   auto b = bound(e, ranges);
   if (!b) return std::nullopt;

@@ -24,8 +24,11 @@
 //            An ElemWise/Broadcast op fuses into a post-dominator that is Injective or a
 //            reduction (CommReduce), through Injective ops: exp -> sum.
 //   phase 1  Injective ops fuse with Injective post-dominators: transpose -> reshape.
-// Opaque ops (softmax for now) are never fused. An anchor never absorbs a second anchor, and
-// an elementwise op never fuses into a conv's input (the conv would recompute it per tap).
+// Opaque ops (softmax for now) are never fused. An anchor absorbs a second anchor only as the
+// end of its epilogue, and only in the pairs that have a two-anchor schedule
+// (two_anchor_pattern): a conv then a pooling of its output, a depthwise conv then a
+// pointwise conv; a matmul/conv may also end in a reduction of its output. An elementwise op
+// never fuses into a conv's input (the conv would recompute it per tap).
 // `max_depth` bounds a group's size. Post-dominators come from Boost.Graph's Lengauer-Tarjan
 // dominator tree on the reversed dataflow graph, rooted at the virtual exit.
 //
@@ -126,6 +129,24 @@ bool is_anchor(OpPattern p) {
   return p == OpPattern::OutEWiseFusable || p == OpPattern::CommReduce;
 }
 
+// Two anchors that one kernel computes together (schedule_two_anchors in
+// default_schedule.cc): a conv and a pooling of its output, or a depthwise conv and the
+// pointwise (1x1) conv after it. The name of that pattern, or "" for any other pair.
+std::string two_anchor_pattern(const CallNode* first, const CallNode* second) {
+  if (!first->op || !second->op || first->op->name != "nn.conv2d") return "";
+  const std::string& op = second->op->name;
+  if (op == "nn.max_pool2d" || op == "nn.avg_pool2d") return "conv+pooling";
+  if (op != "nn.conv2d") return "";
+  const auto& w1 = first->args[1]->type.tensor().shape;
+  const auto& w2 = second->args[1]->type.tensor().shape;
+  bool depthwise = w1[1] == 1 && first->attrs.get_int("groups", 1) > 1;
+  auto pad = second->attrs.get_ints("padding", {0, 0, 0, 0});
+  bool pointwise = w2[2] == 1 && w2[3] == 1 && second->attrs.get_int("groups", 1) == 1 &&
+                   second->attrs.get_ints("strides", {1, 1}) == std::vector<int64_t>{1, 1} &&
+                   std::all_of(pad.begin(), pad.end(), [](int64_t p) { return p == 0; });
+  return depthwise && pointwise ? "depthwise conv -> pointwise conv" : "";
+}
+
 class Fuser {
  public:
   Fuser(const OpGraph& g, int max_depth) : g_(g), max_depth_(max_depth) {
@@ -164,15 +185,19 @@ class Fuser {
     // group is always its output node (groups merge into the post-dominator's group).
     if (root(i) != i) return;
     std::function<bool(OpPattern, bool)> ok;
-    std::string name;
+    std::string name, second;
     if (phase == 0 && is_anchor(kind)) {
       // An elementwise epilogue; a matmul/conv may also end in a reduction of its output
       // (computed tile by tile inside the reduction's loop, as cuDNN does on GEMM output).
-      bool out_ewise = g_.pattern(anchor_[gi] >= 0 ? anchor_[gi] : i) == OpPattern::OutEWiseFusable;
-      ok = [out_ewise](OpPattern k, bool sink) {
-        return k <= OpPattern::Broadcast || (sink && out_ewise && k == OpPattern::CommReduce);
+      int a = anchor_[gi] >= 0 ? anchor_[gi] : i;
+      bool out_ewise = g_.pattern(a) == OpPattern::OutEWiseFusable;
+      // A second anchor may end the epilogue when the pair has a two-anchor schedule.
+      second = reduction_[gi] < 0 ? two_anchor_pattern(g_.calls[a], g_.calls[d]) : "";
+      ok = [out_ewise, second](OpPattern k, bool sink) {
+        return k <= OpPattern::Broadcast ||
+               (sink && out_ewise && (k == OpPattern::CommReduce || !second.empty()));
       };
-      name = "epilogue";
+      name = second.empty() ? "epilogue" : second;
     } else if (phase == 0 && kind <= OpPattern::Broadcast) {
       ok = [](OpPattern k, bool sink) {
         return sink ? (k <= OpPattern::Injective || k == OpPattern::CommReduce)
@@ -195,7 +220,10 @@ class Fuser {
     std::set<int> anchors, reductions;
     for (int r : groups)
       if (anchor_[r] >= 0) anchors.insert(anchor_[r]);
-    if (g_.pattern(d) == OpPattern::CommReduce) reductions.insert(d);
+    if (g_.pattern(d) == OpPattern::CommReduce || !second.empty()) {
+      anchors.erase(d);
+      reductions.insert(d);
+    }
     for (int r : groups)
       if (reduction_[r] >= 0) reductions.insert(reduction_[r]);
     for (int a : std::set<int>(anchors))
@@ -251,12 +279,12 @@ class Fuser {
     parent_[from] = to;
     size_[to] += size_[from];
     pattern_[to] = std::max(pattern_[to], pattern_[from]);
-    // The OutEWiseFusable op stays the anchor; a reduction after it is the group's reduction.
+    // The first anchor (in dataflow order) stays the anchor; the reduction or second anchor
+    // after it is the group's reduction.
     int a = anchor_[to], b = anchor_[from];
     if (a >= 0 && b >= 0 && a != b) {
-      bool a_first = g_.pattern(a) == OpPattern::OutEWiseFusable;
-      anchor_[to] = a_first ? a : b;
-      reduction_[to] = a_first ? b : a;
+      anchor_[to] = std::min(a, b);
+      reduction_[to] = std::max(a, b);
     } else if (a < 0) {
       anchor_[to] = b;
     }
@@ -415,8 +443,12 @@ std::vector<std::string> fusion_patterns(const Function& group) {
   std::vector<std::string> out;
   if (ops.size() >= 2) {
     const CallNode* anchor = nullptr;
+    std::string pair;
     for (auto* c : ops)
-      if (is_anchor(c->op->pattern)) anchor = c;
+      if (is_anchor(c->op->pattern)) {
+        if (anchor && pair.empty()) pair = two_anchor_pattern(anchor, c);
+        if (!anchor || pair.empty()) anchor = c;
+      }
     auto short_name = [](const std::string& op) {
       auto dot = op.rfind('.');
       return dot == std::string::npos ? op : op.substr(dot + 1);
@@ -432,6 +464,7 @@ std::vector<std::string> fusion_patterns(const Function& group) {
                          : has_add          ? "bias/residual"
                                             : "activation";
       out.push_back(short_name(anchor->op->name) + "+" + what + " epilogue");
+      if (!pair.empty()) out.push_back(pair);
     } else {
       bool all_injective = true;
       for (auto* c : ops) all_injective &= c->op->pattern == OpPattern::Injective;

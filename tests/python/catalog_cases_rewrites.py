@@ -41,6 +41,24 @@ def _conv():
     return torch.nn.Conv2d(4, 8, 3)
 
 
+def _distinct(*shape, scale=0.05):
+    """A shuffled ramp: no ties among the elements (nor their softmax probabilities), so
+    topk's indices are unambiguous."""
+    g = torch.Generator().manual_seed(2)
+    n = math.prod(shape)
+    return ((torch.randperm(n, generator=g) - n // 2) * scale).float().reshape(shape)
+
+
+def _topk_logits():
+    """Logits past float32 exp overflow (only the max-subtracted softmax is finite there),
+    a widely spread row (probabilities down to 1e-40), and -0.0 / 0.0."""
+    x = _distinct(6, 100)
+    x[0] += 90.0
+    x[1] *= 20.0
+    x[2, :2] = torch.tensor([-0.0, 0.0])
+    return (x,)
+
+
 def case(name, model, inputs, kernels, pattern, negative=False, **extra):
     return dict(name=name, model=model, inputs=inputs, kernels=kernels, pattern=pattern,
                 negative=negative, **extra)
@@ -67,6 +85,38 @@ def _lse_large():
     x = _rand(4, 16, scale=5.0)
     x[0] += 80.0  # exp overflows float32 past 88.7: only the stable form survives a sum
     x[1, :3] = float("-inf")
+    return (x,)
+
+
+def _conv_pool(pool, act=torch.relu, **conv):
+    """conv -> bn -> act -> pool (the ResNet stem, a VGG block)."""
+    torch.manual_seed(0)
+    c = torch.nn.Conv2d(8, 16, 3, padding=1, **conv)
+    bn = torch.nn.BatchNorm2d(16)
+    bn.running_mean.uniform_(-0.5, 0.5)
+    bn.running_var.uniform_(0.5, 2.0)
+    return _module(lambda m, x: m.l2(act(m.l1(m.l0(x)))), c, bn, pool)
+
+
+def _dw_pw(stride=1, pw_kernel=1):
+    """MobileNet's separable block: depthwise conv + act -> pointwise conv + act."""
+    torch.manual_seed(0)
+    dw = torch.nn.Conv2d(16, 16, 3, padding=1, groups=16)
+    pw = torch.nn.Conv2d(16, 24, pw_kernel, stride=stride)
+    return _module(lambda m, x: F.relu6(m.l1(F.relu6(m.l0(x)))), dw, pw)
+
+
+def _pool_input():
+    """Feature maps whose conv outputs reach both sides of 0 (ReLU's threshold) and whose
+    -0.0 survives into the conv."""
+    x = _rand(2, 8, 20, 24)
+    x[0, 0, 0, :2] = torch.tensor([-0.0, 0.0])
+    return (x,)
+
+
+def _pool_input_16():
+    x = _rand(1, 16, 14, 18)
+    x[0, 0, 0, :2] = torch.tensor([-0.0, 0.0])
     return (x,)
 
 
@@ -185,6 +235,47 @@ CASES = [
          lambda: (_rand(4, 16, scale=3.0),), 2, "LogSumExp recognition"),
     case("softmax_log", lambda: _module(lambda m, x: torch.log(torch.softmax(x, dim=-1))),
          lambda: (_rand(4, 32, scale=8.0),), 1, "softmax -> log"),
+    # softmax -> topk (TensorRT): one topk kernel that selects on the logits and normalises
+    # only the k winners; values compared with tolerance, indices exactly (no ties).
+    case("softmax_topk",
+         lambda: _module(lambda m, x: tuple(torch.topk(torch.softmax(x, dim=-1), 5))),
+         _topk_logits, 1, "softmax->topk", bench_inputs=lambda: (_distinct(256, 1000),)),
+    case("log_softmax_topk_middle_axis",
+         lambda: _module(lambda m, x: tuple(torch.topk(F.log_softmax(x, dim=1), 3, dim=1,
+                                                       largest=False))),
+         lambda: (_distinct(2, 40, 3),), 1, "log_softmax->topk"),
+    case("negative_softmax_topk_softmax_is_output",
+         lambda: _module(lambda m, x: (lambda p: (p,) + tuple(torch.topk(p, 5)))(
+             torch.softmax(x, dim=-1))),
+         _topk_logits, 2, None, True, absent="softmax->topk"),
+    # conv + pooling (TensorRT): the pooling reads the conv's rows tile by tile in one kernel;
+    # overlapping windows (3x3/2, padded) and ceil mode included.
+    case("conv_relu_max_pool_2x2", lambda: _conv_pool(torch.nn.MaxPool2d(2)), _pool_input, 1,
+         "conv+pooling"),
+    case("conv_relu_max_pool_3x3_s2_pad", lambda: _conv_pool(torch.nn.MaxPool2d(3, 2, 1)),
+         _pool_input, 1, "conv+pooling"),
+    case("conv_gelu_avg_pool_ceil",
+         lambda: _conv_pool(torch.nn.AvgPool2d(3, 2, 1, ceil_mode=True,
+                                               count_include_pad=False), act=F.gelu),
+         _pool_input, 1, "conv+pooling"),
+    case("conv_strided_max_pool", lambda: _conv_pool(torch.nn.MaxPool2d(2), stride=2),
+         _pool_input, 1, "conv+pooling"),
+    # The conv's activation is also a model output: it must be stored, so no fusion.
+    case("negative_conv_pool_conv_is_output",
+         lambda: _module(lambda m, x: (lambda y: (y, F.max_pool2d(y, 2)))(torch.relu(m.l0(x))),
+                         torch.nn.Conv2d(8, 16, 3, padding=1)),
+         _pool_input, 2, None, True, absent="conv+pooling"),
+    # depthwise conv + act -> pointwise conv + act (TensorRT): one kernel computes each row's
+    # depthwise outputs once, then every output channel of the 1x1 conv from them.
+    case("depthwise_relu6_pointwise_relu6", lambda: _dw_pw(), _pool_input_16, 1,
+         "depthwise conv -> pointwise conv"),
+    case("negative_depthwise_then_strided_pointwise", lambda: _dw_pw(stride=2), _pool_input_16,
+         2, None, True, absent="depthwise conv -> pointwise conv"),
+    case("negative_depthwise_then_3x3_conv", lambda: _dw_pw(pw_kernel=3), _pool_input_16, 2,
+         None, True, absent="depthwise conv -> pointwise conv"),
+    case("negative_softmax_topk_other_axis",
+         lambda: _module(lambda m, x: tuple(torch.topk(torch.softmax(x, dim=1), 2, dim=0))),
+         lambda: (_distinct(6, 10),), 2, None, True, absent="softmax->topk"),
 ]
 # Note: log(softmax(x)) and the naive log(sum(exp(x))) become the stable ops; where PyTorch's
 # naive form underflows to -inf or overflows to inf the rewritten graph gives the finite,

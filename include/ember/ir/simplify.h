@@ -34,5 +34,10 @@ using VarRanges = std::map<const PrimVarNode*, Interval>;
 std::optional<std::pair<PrimExpr, int64_t>> bound(const PrimExpr& e, const VarRanges& ranges);
 /// Constant bounds of `e` when every variable in it is in `ranges` (nullopt otherwise).
 std::optional<Interval> const_bound(const PrimExpr& e, const VarRanges& ranges);
+/// `index` without the clamps to constants around it (max(y, 0), min(y, h - 1)), as a padded
+/// read inlined into a pooling has them. Bound inference on the result gives the rows a
+/// window needs: a pooling window always overlaps its input (its type relation keeps the
+/// padding below the window), so every clamped value lies among the window's other indices.
+PrimExpr unclamped(const PrimExpr& index);
 
 }  // namespace ember::ir

@@ -217,26 +217,35 @@ class ScheduleLowering {
         attached[pos_of.at(s->attach_axis().get())].push_back(s.get());
     std::map<const Stage*, std::vector<Region>> child_region;
     PrimExpr body_expr = substitute(bodies_.at(st), root_map);
-    for (size_t p = 0; p < leaf.size(); ++p) {
-      for (const Stage* c : attached[p]) {
-        VarRanges inner;
-        for (size_t q = p + 1; q < leaf.size(); ++q)
-          inner[loop_var[q].get()] = {0, ext.at(leaf[q].get()) - 1};
-        for (size_t q = p + 1; q < leaf.size(); ++q)
-          for (auto& [v, e] : lets[q]) inner[v.get()] = known.at(v.get());
-        // Region origins are expressions of the loops outside the attach point, which
-        // enclose both the child's nest and this stage's reads of it.
-        std::vector<Region> reg = infer_region(c, body_expr, inner, known);
-        std::vector<int64_t> shape;
-        std::vector<PrimExpr> mins;
-        for (auto& r : reg) {
-          shape.push_back(r.extent);
-          mins.push_back(r.min);
-        }
-        child_region[c] = reg;
-        Buffer b = make_buffer(c->tensor()->name, c->tensor()->dtype, shape, BufferScope::Local);
-        realized_[c->tensor().operator->()] = {b, mins};
+    // Consumers first: a child may be read by this stage or by a child attached at the same
+    // or a deeper loop (a conv computed at the tile loop that a pooling tile reads), whose
+    // region must be known before the producer's can be inferred.
+    std::vector<std::pair<size_t, const Stage*>> order;
+    for (size_t p = 0; p < leaf.size(); ++p)
+      for (const Stage* c : attached[p]) order.emplace_back(p, c);
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      auto [p, c] = *it;
+      VarRanges inner;
+      for (size_t q = p + 1; q < leaf.size(); ++q)
+        inner[loop_var[q].get()] = {0, ext.at(leaf[q].get()) - 1};
+      for (size_t q = p + 1; q < leaf.size(); ++q)
+        for (auto& [v, e] : lets[q]) inner[v.get()] = known.at(v.get());
+      // Region origins are expressions of the loops outside the attach point, which
+      // enclose both the child's nest and this stage's reads of it.
+      std::vector<Read> reads{{body_expr, inner}};
+      for (auto& [q, r] : order)
+        if (q >= p && r != c && child_region.count(r))
+          reads.push_back(reads_of(r, child_region.at(r), inner));
+      std::vector<Region> reg = infer_region(c, reads, known);
+      std::vector<int64_t> shape;
+      std::vector<PrimExpr> mins;
+      for (auto& r : reg) {
+        shape.push_back(r.extent);
+        mins.push_back(r.min);
       }
+      child_region[c] = reg;
+      Buffer b = make_buffer(c->tensor()->name, c->tensor()->dtype, shape, BufferScope::Local);
+      realized_[c->tensor().operator->()] = {b, mins};
     }
 
     // The innermost statement(s).
@@ -247,6 +256,35 @@ class ScheduleLowering {
     PrimExpr flat = simplify(flat_index(self.buffer, rel_index));
     Stmt update, init;
     size_t first_reduce = leaf.size();
+    for (size_t i = 0; i < leaf.size(); ++i)
+      if (leaf[i]->reduce) {
+        first_reduce = i;
+        break;
+      }
+    // Each part of the guard is tested just inside the deepest loop it depends on, when that
+    // loop is outside the reduction loops: a clipped row of a tile is then skipped whole,
+    // and the accumulation inside stays unconditional (so it can live in registers).
+    std::vector<std::vector<PrimExpr>> hoisted(leaf.size() + 1);  // [i + 1]: inside loop i
+    if (!leaf.empty()) {
+      std::map<const PrimVarNode*, int> depth_of;
+      for (size_t i = 0; i < leaf.size(); ++i) {
+        depth_of[loop_var[i].get()] = static_cast<int>(i);
+        for (auto& [v, e] : lets[i]) depth_of[v.get()] = static_cast<int>(i);
+      }
+      PrimExpr kept = make_const(DType::Bool, 1);
+      for (const PrimExpr& part : conjuncts(guard)) {
+        int depth = -1;
+        visit_prim(part, [&](const PrimExpr& x) {
+          auto it = depth_of.find(x.as<PrimVarNode>());
+          if (it != depth_of.end()) depth = std::max(depth, it->second);
+        });
+        if (depth < static_cast<int>(first_reduce) && depth + 1 < static_cast<int>(leaf.size()))
+          hoisted[depth + 1].push_back(part);
+        else
+          kept = logical_and(kept, part);
+      }
+      guard = kept;
+    }
     if (auto* red = body_expr.as<ReduceNode>()) {
       PrimExpr src = realize(red->source);
       PrimExpr acc = load(self.buffer, flat);
@@ -255,25 +293,25 @@ class ScheduleLowering {
                                                      : min(acc, src);
       update = if_then_else(logical_and(guard, reduce_guard), store(self.buffer, flat, combined));
       init = if_then_else(guard, store(self.buffer, flat, reduce_identity(red->op, t->dtype)));
-      for (size_t i = 0; i < leaf.size(); ++i)
-        if (leaf[i]->reduce) {
-          first_reduce = i;
-          break;
-        }
     } else {
       EMBER_CHECK(!contains_reduce(body_expr), "a reduction must be the whole body of ", t->name);
       update = if_then_else(guard, store(self.buffer, flat, realize(body_expr)));
     }
 
     // Wrap loops from the inside out.
+    auto guarded = [&](size_t level, Stmt body) {
+      PrimExpr cond = make_const(DType::Bool, 1);
+      for (auto& part : hoisted[level]) cond = logical_and(cond, part);
+      return hoisted[level].empty() ? body : if_then_else(cond, body);
+    };
     auto wrap = [&](size_t i, Stmt body, bool with_children) {
-      Stmt inner = body;
+      Stmt inner = guarded(i + 1, body);
       if (with_children && !attached[i].empty()) {
         // Allocate the tiles, compute each child, then the rest of this loop's body.
         std::vector<Stmt> parts;
         for (const Stage* c : attached[i])
           parts.push_back(emit_stage(c, child_region.at(c), known));
-        parts.push_back(body);
+        parts.push_back(inner);
         inner = seq(parts);
         for (auto c = attached[i].rbegin(); c != attached[i].rend(); ++c)
           inner = allocate(realized_.at((*c)->tensor().operator->()).buffer, inner);
@@ -294,34 +332,59 @@ class ScheduleLowering {
       }
     }
     if (leaf.empty() && init) body = seq({init, body});
+    body = guarded(0, body);
     return body;
   }
 
-  // Region of `c` that `consumer_body` reads while the variables in `inner` vary.
-  std::vector<Region> infer_region(const Stage* c, const PrimExpr& consumer_body,
-                                   const VarRanges& inner, const VarRanges& known) {
+  // An expression that reads tensors, and the ranges of the variables that vary in it.
+  struct Read {
+    PrimExpr expr;
+    VarRanges ranges;
+  };
+
+  // What child `r`, computed over `region`, reads: its body at absolute indices
+  // region.min + v for each of its axes v, with its reduction variables over their extents.
+  Read reads_of(const Stage* r, const std::vector<Region>& region, VarRanges ranges) {
+    VarMap at;
+    for (size_t i = 0; i < r->root_axes().size(); ++i) {
+      const auto& a = r->root_axes()[i];
+      if (i < region.size()) {
+        PrimVar v(a->var.name());
+        ranges[v.get()] = {0, region[i].extent - 1};
+        at.emplace_back(a->var.get(), simplify(region[i].min + v));
+      } else {
+        ranges[a->var.get()] = {0, a->extent - 1};
+      }
+    }
+    return {substitute(bodies_.at(r), at), ranges};
+  }
+
+  // Region of `c` that the `reads` read while their variables vary.
+  std::vector<Region> infer_region(const Stage* c, const std::vector<Read>& reads,
+                                   const VarRanges& known) {
     const TensorNode* t = c->tensor().operator->();
     std::vector<std::optional<std::pair<PrimExpr, int64_t>>> acc(t->shape.size());
     std::vector<bool> full(t->shape.size(), false);
     bool any = false;
-    visit_prim(consumer_body, [&](const PrimExpr& e) {
-      auto* p = e.as<ProducerLoadNode>();
-      if (!p || p->producer.get() != t) return;
-      any = true;
-      for (size_t d = 0; d < p->indices.size(); ++d) {
-        if (full[d]) continue;
-        auto b = bound(simplify(p->indices[d]), inner);
-        if (!b) {
-          full[d] = true;
-        } else if (!acc[d]) {
-          acc[d] = b;
-        } else if (structural_equal(acc[d]->first, b->first)) {
-          acc[d]->second = std::max(acc[d]->second, b->second);
-        } else {
-          full[d] = true;  // different origins: take the whole axis
+    for (const Read& read : reads)
+      visit_prim(read.expr, [&](const PrimExpr& e) {
+        auto* p = e.as<ProducerLoadNode>();
+        if (!p || p->producer.get() != t) return;
+        any = true;
+        for (size_t d = 0; d < p->indices.size(); ++d) {
+          if (full[d]) continue;
+          auto b = bound(simplify(unclamped(p->indices[d])), read.ranges);
+          if (!b) {
+            full[d] = true;
+          } else if (!acc[d]) {
+            acc[d] = b;
+          } else if (structural_equal(acc[d]->first, b->first)) {
+            acc[d]->second = std::max(acc[d]->second, b->second);
+          } else {
+            full[d] = true;  // different origins: take the whole axis
+          }
         }
-      }
-    });
+      });
     EMBER_CHECK(any, "stage ", t->name, " is computed at a stage that does not read it");
     std::vector<Region> reg;
     for (size_t d = 0; d < t->shape.size(); ++d) {
@@ -345,6 +408,15 @@ class ScheduleLowering {
     if (!b || b->min < 0) g = logical_and(g, v >= PrimExpr(int64_t{0}));
     if (!b || b->max >= shape) g = logical_and(g, v < PrimExpr(shape));
     return g;
+  }
+
+  // The parts of a chain of logical ands.
+  static std::vector<PrimExpr> conjuncts(const PrimExpr& e) {
+    auto* b = e.as<BinaryNode>();
+    if (!b || b->op != BinaryOp::BitAnd || e.dtype() != DType::Bool) return {e};
+    std::vector<PrimExpr> out = conjuncts(b->a);
+    for (auto& x : conjuncts(b->b)) out.push_back(x);
+    return out;
   }
 
   static bool contains_reduce(const PrimExpr& e) {

@@ -13,6 +13,7 @@
 // F, so R is computed once per row rather than once per vector.
 #include <algorithm>
 
+#include "ember/ir/simplify.h"
 #include "ember/passes/schedule.h"
 
 namespace ember::passes {
@@ -86,14 +87,36 @@ void schedule_reduction_tile(Stage& r, bool vectorize_inner) {
   if (vectorize_inner) r.vectorize(last);
 }
 
+// Does an input that `r` loads as vectors (one indexed by r's innermost axis) ignore r's
+// axis `d`? Then computing kTile values of `d` at once shares each of its vector loads.
+bool vector_input_ignores(const Stage& r, int d) {
+  auto* red = r.body().as<ReduceNode>();
+  if (!red) return false;
+  const auto& axes = r.axes();
+  auto uses = [](const ProducerLoadNode* p, const PrimVarNode* v) {
+    bool found = false;
+    for (auto& idx : p->indices) visit_prim(idx, [&](const PrimExpr& x) { found |= x.get() == v; });
+    return found;
+  };
+  bool ignores = false;
+  visit_prim(red->source, [&](const PrimExpr& e) {
+    auto* p = e.as<ProducerLoadNode>();
+    if (!p || !uses(p, axes.back()->var.get())) return;
+    ignores |= !uses(p, axes[d]->var.get());
+  });
+  return ignores;
+}
+
 // Register tiling: an axis `d` of the reduction that one of its inputs does not depend on
 // (a conv's output channel: the input patch is the same for every channel). Computing kTile
 // values of `d` per tile reuses each vector load of that input kTile times. Returns -1 when
 // no axis qualifies or `o` does not read `r` elementwise.
 constexpr int64_t kTile = 4;
-int register_tile_axis(const PrimExpr& o_body, const Stage& o, const Stage& r) {
-  const auto& axes = r.axes();
-  if (axes.size() != o.axes().size() || axes.size() < 2) return -1;
+constexpr int64_t kRows = 4;  // output rows per tile where windows overlap
+
+// Does `o` read `r` at its own indices (so o's axis k is r's axis k)?
+bool reads_elementwise(const PrimExpr& o_body, const Stage& o, const Stage& r) {
+  if (r.axes().size() != o.axes().size()) return false;
   bool elementwise = false;
   visit_prim(o_body, [&](const PrimExpr& e) {
     auto* p = e.as<ProducerLoadNode>();
@@ -107,26 +130,155 @@ int register_tile_axis(const PrimExpr& o_body, const Stage& o, const Stage& r) {
     }
     elementwise = same;
   });
-  if (!elementwise) return -1;
-  // The inputs loaded as vectors are those indexed by the innermost (vector) axis; reuse
-  // comes from an axis such an input does not depend on (its loads are then shared).
-  auto* red = r.body().as<ReduceNode>();
-  auto uses = [](const ProducerLoadNode* p, const PrimVarNode* v) {
-    bool found = false;
-    for (auto& idx : p->indices) visit_prim(idx, [&](const PrimExpr& x) { found |= x.get() == v; });
-    return found;
-  };
-  for (int d = static_cast<int>(axes.size()) - 2; d >= 0; --d) {
-    if (axes[d]->extent < kTile) continue;
-    bool some_input_ignores_d = false;
-    visit_prim(red->source, [&](const PrimExpr& e) {
-      auto* p = e.as<ProducerLoadNode>();
-      if (!p || !uses(p, axes.back()->var.get())) return;
-      some_input_ignores_d |= !uses(p, axes[d]->var.get());
-    });
-    if (some_input_ignores_d) return d;
-  }
+  return elementwise;
+}
+
+int register_tile_axis(const PrimExpr& o_body, const Stage& o, const Stage& r) {
+  const auto& axes = r.axes();
+  if (axes.size() < 2 || !reads_elementwise(o_body, o, r)) return -1;
+  for (int d = static_cast<int>(axes.size()) - 2; d >= 0; --d)
+    if (axes[d]->extent >= kTile && vector_input_ignores(r, d)) return d;
   return -1;
+}
+
+// Computes `r`'s loops with `d` (when >= 0) as a register tile: its reduction loops
+// outside, then `d` unrolled, then the innermost axis as one vector.
+void schedule_register_tile(Stage& r, int d) {
+  std::vector<IterVar> order;
+  for (size_t k = 0; k + 1 < r.axes().size(); ++k)
+    if (static_cast<int>(k) != d) order.push_back(r.axes()[k]);
+  for (auto& a : r.reduce_axes()) order.push_back(a);
+  order.push_back(r.axes()[d]);
+  order.push_back(r.axes().back());
+  r.reorder(order);
+  r.unroll(r.axes()[d]);
+  r.vectorize(r.axes().back());
+}
+
+int64_t vector_lanes(const Stage& o, int vector_bits) {
+  int64_t lanes = lanes_for(o.tensor().dtype(), vector_bits);
+  // Prefer half-width vectors that divide the axis (56 = 7 x 8) to full ones with a
+  // masked tail (56 = 3 x 16 + 8).
+  int64_t last = o.axes().back()->extent;
+  if (last % lanes != 0 && lanes >= 16 && last % (lanes / 2) == 0) lanes /= 2;
+  return lanes;
+}
+
+// Two anchors in one kernel: the output O reads a reduction R1 (a pooling, a pointwise conv)
+// that reads another reduction R2 (the conv before it) through windows or across channels:
+//
+//   parallel for T in fuse(the outer axes that R1's reads of R2 depend on):
+//     R2 tile: what R1 reads below T (bound inference: window rows, all input channels)
+//     for the other axes (a pointwise conv's output channels, the vectors of a row):
+//       R1 tile (kTile x lanes register tile where an axis allows it)
+//       vectorized: O = epilogue
+//
+// Axes that R2's region does not depend on loop inside T, so R2 is computed once per tile,
+// not once per output channel of a pointwise conv. A conv under a pooling computes the rows
+// that neighbouring windows share once per tile row (3x3/2 pooling: 3 conv rows per row).
+// The register tile is on an axis whose vector loads R1 shares (a pointwise conv's output
+// channel) or, failing that, on an axis that R1 reads R2 at unchanged and whose vector
+// loads R2 shares (the channel of a conv under a pooling). Returns false, changing
+// nothing, when the group does not have this form.
+IterVar schedule_two_anchors(Schedule& sch, Stage& o, const PrimExpr& body, Stage& r1,
+                             int vector_bits) {
+  const size_t n = o.axes().size();
+  if (n < 2 || !reads_elementwise(body, o, r1)) return nullptr;
+  PrimExpr r1_body = sch.expanded_body(r1);
+  Stage* r2 = nullptr;
+  for (auto& s : sch.stages()) {
+    if (s.get() == &r1 || !is_reduction(*s) || !reads_tensor(r1_body, *s)) continue;
+    if (r2 || s->attach_kind() != AttachKind::Root || s->axes().size() != n) return nullptr;
+    r2 = s.get();
+  }
+  if (!r2 || reads_tensor(body, *r2)) return nullptr;
+  for (auto& s : sch.stages())
+    if (s.get() != &r1 && s.get() != r2 && s->attach_kind() != AttachKind::Inline &&
+        reads_tensor(sch.expanded_body(*s), *r2))
+      return nullptr;
+  const TensorNode* t2 = r2->tensor().operator->();
+  std::vector<bool> dep(n);
+  for (size_t j = 0; j < n; ++j) dep[j] = reads_along(r1_body, t2, r1.axes()[j]->var.get());
+  // R1 must read R2 along its innermost axis; a reduction over R2's rows (a global pooling)
+  // is attached into R1's reduction loop instead (attach_into_reduction).
+  bool any_tile = false;
+  for (size_t j = 0; j + 1 < n; ++j) any_tile |= dep[j];
+  if (!dep[n - 1] || !any_tile) return nullptr;
+  const int64_t lanes = vector_lanes(o, vector_bits);
+
+  int d = register_tile_axis(body, o, r1);
+  bool d_in_r2 = false;
+  for (int k = static_cast<int>(n) - 2; d < 0 && k >= 0; --k) {
+    if (r1.axes()[k]->extent < kTile || !vector_input_ignores(*r2, k)) continue;
+    bool same = true;
+    visit_prim(r1_body, [&](const PrimExpr& e) {
+      auto* p = e.as<ProducerLoadNode>();
+      if (p && p->producer.get() == t2) same &= p->indices[k].get() == r1.axes()[k]->var.get();
+    });
+    if (same) d = k, d_in_r2 = true;
+  }
+
+  // Windows that overlap along the rows (3x3/2 pooling) share R2's rows between
+  // neighbouring outputs: a tile of kRows output rows computes each shared row once.
+  const int rows = static_cast<int>(n) - 2;
+  bool overlap = false;
+  visit_prim(r1_body, [&](const PrimExpr& e) {
+    auto* p = e.as<ProducerLoadNode>();
+    if (!p || p->producer.get() != t2) return;
+    VarRanges window, step{{r1.axes()[rows]->var.get(), {0, 1}}};
+    for (auto& a : r1.reduce_axes()) window[a->var.get()] = {0, a->extent - 1};
+    PrimExpr index = simplify(unclamped(p->indices[rows]));
+    auto w = bound(index, window), s = bound(index, step);
+    overlap |= w && s && w->second > s->second - 1;
+  });
+  std::vector<IterVar> axes = o.axes();
+  IterVar d_inner, rows_inner, last_outer, last_vec = axes.back();
+  if (d >= 0) std::tie(axes[d], d_inner) = o.split(axes[d], kTile);
+  if (overlap && rows != d && axes[rows]->extent >= 2 * kRows)
+    std::tie(axes[rows], rows_inner) = o.split(axes[rows], kRows);
+  if (axes.back()->extent > lanes) std::tie(last_outer, last_vec) = o.split(axes.back(), lanes);
+  if (last_vec->extent > 1) o.vectorize(last_vec);
+  std::vector<IterVar> tile_axes, inner_axes, order;
+  for (size_t j = 0; j + 1 < n; ++j) (dep[j] ? tile_axes : inner_axes).push_back(axes[j]);
+  if (rows_inner) inner_axes.push_back(rows_inner);
+  if (last_outer) inner_axes.push_back(last_outer);
+  order = tile_axes;
+  order.insert(order.end(), inner_axes.begin(), inner_axes.end());
+  if (d_inner) order.push_back(d_inner);
+  order.push_back(last_vec);
+  o.reorder(order);
+  IterVar tile = o.fuse(tile_axes);
+  o.parallel(tile);
+
+  r1.compute_at(o, inner_axes.empty() ? tile : inner_axes.back());
+  if (d >= 0)
+    schedule_register_tile(r1, d);
+  else
+    schedule_reduction_tile(r1, true);
+
+  // R2's tile spans whole rows (windows at a row's ends would clip a narrower tile and
+  // mask every accumulation), so it gets vectors of its own width. It accumulates in a
+  // register tile of its own (cache_write), as a conv alone does, and is copied to the tile.
+  Stage& acc = sch[sch.cache_write(r2->tensor())];
+  r2->compute_at(o, tile);
+  IterVar outer2, vec2 = r2->axes().back();
+  int64_t lanes2 = vector_lanes(*r2, vector_bits);
+  if (vec2->extent > lanes2) std::tie(outer2, vec2) = r2->split(vec2, lanes2);
+  std::vector<IterVar> order2;
+  for (size_t k = 0; k + 1 < n; ++k)
+    if (!(d_in_r2 && static_cast<int>(k) == d)) order2.push_back(r2->axes()[k]);
+  if (outer2) order2.push_back(outer2);
+  IterVar at = order2.back();
+  if (d_in_r2) order2.push_back(r2->axes()[d]);
+  order2.push_back(vec2);
+  r2->reorder(order2);
+  r2->vectorize(vec2);
+  acc.compute_at(*r2, at);
+  if (d_in_r2)
+    schedule_register_tile(acc, d);
+  else
+    schedule_reduction_tile(acc, true);
+  return tile;
 }
 
 // Tiles `o` (parallel outer, vector inner); returns the loop its reductions attach at.
@@ -135,6 +287,8 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
   if (axes.empty()) return nullptr;
   PrimExpr body = sch.expanded_body(o);
   std::vector<Stage*> reds = reductions_read(sch, o, body);
+  if (reds.size() == 1)
+    if (IterVar tile = schedule_two_anchors(sch, o, body, *reds[0], vector_bits)) return tile;
   IterVar last = axes.back();
   bool along = true;
   for (Stage* r : reds) along &= reads_along(body, r->tensor().operator->(), last->var.get());
@@ -143,10 +297,7 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
   IterVar tile_inner;
   if (tile_axis >= 0) std::tie(axes[tile_axis], tile_inner) = o.split(axes[tile_axis], kTile);
 
-  int64_t lanes = lanes_for(o.tensor().dtype(), vector_bits);
-  // Prefer half-width vectors that divide the axis (56 = 7 x 8) to full ones with a
-  // masked tail (56 = 3 x 16 + 8).
-  if (last->extent % lanes != 0 && lanes >= 16 && last->extent % (lanes / 2) == 0) lanes /= 2;
+  int64_t lanes = vector_lanes(o, vector_bits);
   IterVar outer_vec, inner_vec;
   if (last->extent > lanes) {
     std::tie(outer_vec, inner_vec) = o.split(last, lanes);
@@ -194,16 +345,7 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
   for (Stage* r : reds) {
     r->compute_at(o, tile);
     if (tile_inner) {
-      // Reduction loops outside the kTile x lanes register tile.
-      std::vector<IterVar> order;
-      for (size_t k = 0; k + 1 < r->axes().size(); ++k)
-        if (static_cast<int>(k) != tile_axis) order.push_back(r->axes()[k]);
-      for (auto& a : r->reduce_axes()) order.push_back(a);
-      order.push_back(r->axes()[tile_axis]);
-      order.push_back(r->axes().back());
-      r->reorder(order);
-      r->unroll(r->axes()[tile_axis]);
-      r->vectorize(r->axes().back());
+      schedule_register_tile(*r, tile_axis);
     } else {
       schedule_reduction_tile(*r, along);
     }
@@ -261,6 +403,11 @@ bool padded_input_of_reduction(Schedule& sch, const Stage& s) {
     has_select |= !reads;
   });
   if (!has_select) return false;
+  // Padding of a tensor computed in this kernel (a conv under a padded pooling) inlines:
+  // the reading reduction then computes only the region it needs (schedule_two_anchors).
+  PrimExpr expanded = sch.expanded_body(s);
+  for (auto& r : sch.stages())
+    if (is_reduction(*r) && reads_tensor(expanded, *r)) return false;
   for (auto& r : sch.stages()) {
     if (!is_reduction(*r)) continue;
     bool reads = false;

@@ -469,6 +469,37 @@ TEST(NVPTX, SharedMemoryTemplatesComputeWhatTheCpuComputes) {
   }
 }
 
+// A conv and the pooling of its output, and a depthwise conv and the pointwise conv after it,
+// are one kernel on the GPU too; emulated, it matches the CPU.
+TEST(NVPTX, TwoAnchorKernelsComputeWhatTheCpuComputes) {
+  using V = std::vector<int64_t>;
+  Expr x = f32("x", {2, 8, 13, 11}), w = f32("w", {12, 8, 3, 3}), dw = f32("dw", {8, 1, 3, 3}),
+       pw = f32("pw", {16, 8, 1, 1});
+  Expr conv = call("nn.relu", {call("nn.conv2d", {x, w}, Attrs({{"padding", V{1}}}))});
+  std::vector<std::pair<std::string, Function>> cases{
+      {"conv + max pool 3x3/2",
+       function({x, w},
+                call("nn.max_pool2d", {conv},
+                     Attrs({{"pool_size", V{3, 3}}, {"strides", V{2, 2}}, {"padding", V{1, 1}}})))},
+      {"conv + avg pool 2x2/2",
+       function({x, w}, call("nn.avg_pool2d", {conv},
+                             Attrs({{"pool_size", V{2, 2}}, {"strides", V{2, 2}}})))},
+      {"depthwise + pointwise",
+       function(
+           {x, dw, pw},
+           call("nn.relu",
+                {call("nn.conv2d",
+                      {call("nn.relu", {call("nn.conv2d", {x, dw},
+                                             Attrs({{"padding", V{1}}, {"groups", int64_t{8}}}))}),
+                       pw})}))},
+  };
+  for (auto& [name, fn] : cases) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(build(fn, "cuda")->kernels.size(), 1u);
+    expect_gpu_schedule_matches_cpu(fn, name);
+  }
+}
+
 TEST(NVPTX, SharedMemoryTemplatesAssemble) {
   if (!have_ptxas()) GTEST_SKIP() << kPtxas << " not found";
   for (auto& [name, fn] : template_cases()) {

@@ -99,18 +99,105 @@ TEST(FuseOps, TwoConvBranchesThatDoNotRejoinElementwiseStaySeparate) {
   EXPECT_EQ(reported, 2);
 }
 
-TEST(FuseOps, ReductionBetweenTwoConvsIsItsOwnKernel) {
+Expr max_pool(const Expr& x, int64_t k, int64_t s, int64_t p, const std::string& name) {
+  return call("nn.max_pool2d", {x},
+              Attrs({{"pool_size", std::vector<int64_t>{k, k}},
+                     {"strides", std::vector<int64_t>{s, s}},
+                     {"padding", std::vector<int64_t>{p, p}}}),
+              name);
+}
+
+Expr depthwise(const Expr& x, unsigned seed, const std::string& name) {
+  int64_t c = x->type.tensor().shape[1];
+  return call("nn.conv2d", {x, constant(random_tensor({c, 1, 3, 3}, seed), name + ".w")},
+              Attrs({{"padding", std::vector<int64_t>{1, 1}}, {"groups", c}}), name);
+}
+
+Expr pointwise(const Expr& x, int64_t out_c, unsigned seed, const std::string& name,
+               int64_t stride = 1) {
+  int64_t in_c = x->type.tensor().shape[1];
+  return call("nn.conv2d", {x, constant(random_tensor({out_c, in_c, 1, 1}, seed), name + ".w")},
+              Attrs({{"strides", std::vector<int64_t>{stride, stride}}}), name);
+}
+
+TEST(FuseOps, ConvActivationPoolingIsOneKernelAndTheNextConvItsOwn) {
   Expr x = input();
-  Expr a = conv(x, 4, 1, "conv1");
-  Expr p = call(
-      "nn.max_pool2d", {a},
-      Attrs({{"pool_size", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}}),
-      "pool");
+  Expr a = call("nn.relu", {conv(x, 4, 1, "conv1")}, {}, "relu1");
+  Expr p = max_pool(a, 2, 2, 0, "pool");
   Expr y = conv(p, 4, 2, "conv2");
   Function f = fuse_ops(function({x}, y));
   auto g = groups(f);
-  ASSERT_EQ(g.size(), 3u) << to_string(f);
-  EXPECT_EQ(ops_of(g[1]), (std::vector<std::string>{"nn.max_pool2d"}));
+  ASSERT_EQ(g.size(), 2u) << to_string(f);
+  EXPECT_EQ(ops_of(g[0]), (std::vector<std::string>{"nn.conv2d", "nn.relu", "nn.max_pool2d"}));
+  auto patterns = fusion_patterns(g[0]->fn);
+  EXPECT_NE(std::find(patterns.begin(), patterns.end(), "conv+pooling"), patterns.end());
+  EXPECT_EQ(ops_of(g[1]), (std::vector<std::string>{"nn.conv2d"}));
+}
+
+TEST(FuseOps, DepthwiseThenPointwiseConvIsOneKernel) {
+  Expr x = input();
+  Expr a = call("nn.relu", {depthwise(x, 1, "dw")}, {}, "relu1");
+  Expr y = call("nn.relu", {bias(pointwise(a, 8, 2, "pw"), 3, "b")}, {}, "relu2");
+  Function f = fuse_ops(function({x}, y));
+  auto g = groups(f);
+  ASSERT_EQ(g.size(), 1u) << to_string(f);
+  auto patterns = fusion_patterns(g[0]->fn);
+  EXPECT_NE(std::find(patterns.begin(), patterns.end(), "depthwise conv -> pointwise conv"),
+            patterns.end());
+}
+
+TEST(FuseOps, TwoAnchorPatternsKeepTheirConstraints) {
+  Expr x = input();
+  // A strided 1x1 conv, a 3x3 conv after a depthwise one, and a depthwise conv whose output
+  // is also used elsewhere: none fuses with the conv before it.
+  Expr dw1 = depthwise(x, 1, "dw1");
+  Expr s = pointwise(dw1, 4, 2, "strided", 2);
+  Expr full = conv(depthwise(x, 3, "dw2"), 4, 4, "full");
+  Expr dw3 = depthwise(x, 5, "dw3");
+  Expr used = call("add", {pointwise(dw3, 4, 6, "pw3"), dw3}, {}, "add");
+  Function f = fuse_ops(function({x}, tuple({s, full, used})));
+  for (auto* g : groups(f))
+    for (auto& p : fusion_patterns(g->fn))
+      EXPECT_EQ(p.find("pointwise"), std::string::npos) << g->fn->name;
+}
+
+// The conv under a pooling and the depthwise conv under a pointwise conv are computed tile by
+// tile: no buffer holds either whole, and the fused kernel matches the unfused build.
+TEST(FuseOps, TwoAnchorKernelsKeepNoWholeIntermediateAndAgree) {
+  Expr x = var("x", TensorType{{2, 8, 14, 20}, DType::Float32});
+  Expr pooled =
+      max_pool(call("nn.relu", {bias(conv(x, 8, 1, "c"), 2, "b")}, {}, "r"), 3, 2, 1, "mp");
+  Expr dwpw =
+      call("nn.relu", {pointwise(call("nn.relu", {depthwise(x, 3, "dw")}, {}, "r1"), 12, 4, "pw")},
+           {}, "r2");
+  for (Expr y : {pooled, dwpw}) {
+    Function f = function({x}, y);
+    Function fused = fuse_ops(f);
+    auto g = groups(fused);
+    ASSERT_EQ(g.size(), 1u);
+    PrimFunc pf = lower_group(g[0]->fn, "k", LowerOptions{});
+    const int64_t intermediate = 2 * 8 * 14 * 20;
+    visit_prim(
+        pf.body, [](const PrimExpr&) {},
+        [&](const Stmt& s) {
+          // The conv's padded input is the only whole-size buffer (it is a kernel input).
+          if (auto* a = s.as<AllocateNode>(); a && a->buffer->name != "conv2d_pad")
+            EXPECT_LT(a->buffer->numel(), intermediate / 4) << a->buffer->name << "\n" << pf;
+        });
+    Tensor in = random_tensor({2, 8, 14, 20}, 9);
+    std::vector<Tensor> outs;
+    for (bool fuse : {true, false}) {
+      PassContext ctx;
+      if (!fuse) ctx.disabled_passes = {"FuseOps"};
+      auto lib = build(f, "llvm", {}, ctx);
+      runtime::GraphExecutor ex(lib->graph, lib->module);
+      ex.set_input(0, in);
+      ex.run();
+      outs.push_back(ex.get_output(0).clone());
+    }
+    for (int64_t i = 0; i < outs[0].numel(); ++i)
+      ASSERT_NEAR(outs[0].data_as<float>()[i], outs[1].data_as<float>()[i], 1e-4) << i;
+  }
 }
 
 TEST(FuseOps, IntermediateThatIsAlsoAnOutputIsNotFusedAway) {
