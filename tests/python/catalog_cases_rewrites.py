@@ -260,6 +260,11 @@ CASES = [
          _pool_input, 1, "conv+pooling"),
     case("conv_strided_max_pool", lambda: _conv_pool(torch.nn.MaxPool2d(2), stride=2),
          _pool_input, 1, "conv+pooling"),
+    # Two activations of the conv joined before the pooling: both applied once per element.
+    case("conv_two_branches_pool",
+         lambda: _module(lambda m, x: (lambda y: F.max_pool2d(torch.relu(y) + torch.sigmoid(y), 2))(
+             m.l0(x)), torch.nn.Conv2d(8, 16, 3, padding=1)),
+         _pool_input, 1, "conv+pooling"),
     # The conv's activation is also a model output: it must be stored, so no fusion.
     case("negative_conv_pool_conv_is_output",
          lambda: _module(lambda m, x: (lambda y: (y, F.max_pool2d(y, 2)))(torch.relu(m.l0(x))),

@@ -258,22 +258,35 @@ IterVar schedule_two_anchors(Schedule& sch, Stage& o, const PrimExpr& body, Stag
 
   // R2's tile spans whole rows (windows at a row's ends would clip a narrower tile and
   // mask every accumulation), so it gets vectors of its own width. It accumulates in a
-  // register tile of its own (cache_write), as a conv alone does, and is copied to the tile.
+  // register tile of its own (cache_write), as a conv alone does. The elementwise ops between
+  // R2 and R1 (bias, activation) are applied there once per element, rather than once per
+  // window that reads the element: the last of them, E, is the tile R1 reads.
   Stage& acc = sch[sch.cache_write(r2->tensor())];
-  r2->compute_at(o, tile);
-  IterVar outer2, vec2 = r2->axes().back();
-  int64_t lanes2 = vector_lanes(*r2, vector_bits);
-  if (vec2->extent > lanes2) std::tie(outer2, vec2) = r2->split(vec2, lanes2);
+  Stage* e = r2;
+  for (auto& st : sch.stages())
+    if (st->attach_kind() == AttachKind::Inline && !is_reduction(*st) && st->axes().size() == n &&
+        reads_elementwise(sch.expanded_body(*st), *st, *r2))
+      e = st.get();
+  e->compute_at(o, tile);
+  if (e != r2 && reads_tensor(sch.expanded_body(r1), *r2)) {
+    e->compute_inline();  // R1 also reads R2 around E (two separate branches): keep R2
+    e = r2;
+    e->compute_at(o, tile);
+  }
+  if (e != r2) r2->compute_inline();
+  IterVar outer2, vec2 = e->axes().back();
+  int64_t lanes2 = vector_lanes(*e, vector_bits);
+  if (vec2->extent > lanes2) std::tie(outer2, vec2) = e->split(vec2, lanes2);
   std::vector<IterVar> order2;
   for (size_t k = 0; k + 1 < n; ++k)
-    if (!(d_in_r2 && static_cast<int>(k) == d)) order2.push_back(r2->axes()[k]);
+    if (!(d_in_r2 && static_cast<int>(k) == d)) order2.push_back(e->axes()[k]);
   if (outer2) order2.push_back(outer2);
   IterVar at = order2.back();
-  if (d_in_r2) order2.push_back(r2->axes()[d]);
+  if (d_in_r2) order2.push_back(e->axes()[d]);
   order2.push_back(vec2);
-  r2->reorder(order2);
-  r2->vectorize(vec2);
-  acc.compute_at(*r2, at);
+  e->reorder(order2);
+  e->vectorize(vec2);
+  acc.compute_at(*e, at);
   if (d_in_r2)
     schedule_register_tile(acc, d);
   else
