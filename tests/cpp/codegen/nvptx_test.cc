@@ -11,6 +11,7 @@
 #include <random>
 #include <regex>
 
+#include "../ptxas.h"
 #include "ember/codegen/build.h"
 #include "ember/codegen/codegen.h"
 #include "ember/ir/op.h"
@@ -23,31 +24,11 @@ namespace ember {
 namespace {
 
 using namespace ember::ir;
-
-const char* kPtxas = "/usr/local/cuda/bin/ptxas";
+using namespace ember::test_util;
 
 Expr f32(const std::string& name, std::vector<int64_t> shape) {
   return var(name, TensorType{std::move(shape), DType::Float32});
 }
-
-// Assembles `ptx` for `arch`; returns ptxas's output, or "" when it assembled.
-std::string ptxas(const std::string& ptx, const std::string& arch) {
-  char path[] = "/tmp/ember_nvptx_XXXXXX";
-  int fd = mkstemp(path);
-  if (fd < 0) return "cannot create a temporary file";
-  close(fd);
-  std::ofstream(path) << ptx;
-  std::string cmd = std::string(kPtxas) + " -arch=" + arch + " -o /dev/null " + path + " 2>&1";
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  char buf[512];
-  while (p && fgets(buf, sizeof(buf), p)) out += buf;
-  int rc = p ? pclose(p) : -1;
-  std::remove(path);
-  return rc == 0 ? "" : "ptxas failed (" + std::to_string(rc) + "):\n" + out;
-}
-
-bool have_ptxas() { return access(kPtxas, X_OK) == 0; }
 
 // Builds `body` over `params` for the GPU and checks the PTX with ptxas for both archs.
 void expect_assembles(const std::vector<Expr>& params, const Expr& body, const std::string& what) {

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "../expect_error.h"
+#include "../ptxas.h"
 #include "ember/codegen/build.h"
 #include "ember/codegen/codegen.h"
 #include "ember/ir/op.h"
@@ -22,6 +23,7 @@ namespace ember::passes {
 namespace {
 
 using namespace ir;
+using namespace ember::test_util;
 
 Expr input(std::vector<int64_t> shape, DType t = DType::Float32) {
   return var("x", TensorType{std::move(shape), t});
@@ -330,25 +332,6 @@ TEST(TopkKernel, SoftmaxFormHandlesLargeLogits) {
   expect_matches(gv, gi, wv, wi, "large logits");
 }
 
-const char* kPtxas = "/usr/local/cuda/bin/ptxas";
-
-// Assembles `ptx` for `arch`; returns ptxas's output, or "" when it assembled.
-std::string ptxas(const std::string& ptx, const std::string& arch) {
-  char path[] = "/tmp/ember_topk_XXXXXX";
-  int fd = mkstemp(path);
-  if (fd < 0) return "cannot create a temporary file";
-  close(fd);
-  std::ofstream(path) << ptx;
-  std::string cmd = std::string(kPtxas) + " -arch=" + arch + " -o /dev/null " + path + " 2>&1";
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  char buf[512];
-  while (p && fgets(buf, sizeof(buf), p)) out += buf;
-  int rc = p ? pclose(p) : -1;
-  std::remove(path);
-  return rc == 0 ? "" : "ptxas failed (" + std::to_string(rc) + "):\n" + out;
-}
-
 TEST(TopkKernel, GpuKernelAssemblesWithPtxas) {
   LowerOptions gpu;
   gpu.gpu = true;
@@ -358,7 +341,7 @@ TEST(TopkKernel, GpuKernelAssemblesWithPtxas) {
     PrimFunc f = lower_group(topk_group(c), "topk_gpu", gpu);
     std::string ptx = codegen::compile_cuda({f})->get_source("ptx");
     ASSERT_NE(ptx.find(".entry topk_gpu"), std::string::npos) << ptx.substr(0, 2000);
-    if (access(kPtxas, X_OK) != 0) {
+    if (!have_ptxas()) {
       std::cout << "[ note ] " << kPtxas << " not found: PTX is not assembled\n";
       continue;
     }
@@ -369,7 +352,7 @@ TEST(TopkKernel, GpuKernelAssemblesWithPtxas) {
   auto lib =
       build(values_and_indices(x, call("topk", {call("nn.softmax", {x})}, topk_attrs(5))), "cuda");
   ASSERT_EQ(lib->kernels.size(), 1u);
-  if (access(kPtxas, X_OK) == 0) EXPECT_EQ(ptxas(lib->get_source("ptx"), "sm_80"), "");
+  if (have_ptxas()) EXPECT_EQ(ptxas(lib->get_source("ptx"), "sm_80"), "");
 }
 
 // ------------------------------------------------------------------ whole builds
