@@ -30,12 +30,13 @@ if RUNTIME_ONLY:
     from .deploy import _runtime_only as build
 else:
     from . import frontend, ir, op, transform
-    from .build import Library, build, native_vector_lanes
+    from .build import Library, build, measure_fma_peak, native_vector_lanes
 from .runtime import (BenchmarkResult, GraphModule, Tensor, cuda_available, get_num_threads,
                       set_num_threads)
 
 __all__ = ["EmberError", "frontend", "ir", "op", "transform", "build", "Library", "FusionReport",
-           "KernelReport", "GraphModule", "Tensor", "BenchmarkResult", "set_num_threads", "get_num_threads", "native_vector_lanes", "cuda_available",
+           "KernelReport", "GraphModule", "Tensor", "BenchmarkResult", "set_num_threads", "get_num_threads", "native_vector_lanes",
+           "measure_fma_peak", "cuda_available",
            "load", "LoadedLibrary", "RUNTIME_ONLY"]
 __version__ = "0.1.0"
 EmberError.__module__ = "ember"  # shown as ember.EmberError in tracebacks

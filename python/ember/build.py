@@ -6,7 +6,8 @@ from ._ember import EmberError, Function, Library
 from .report import FusionReport, KernelReport, attach_reports
 from .runtime import as_array
 
-__all__ = ["build", "Library", "native_vector_lanes", "FusionReport", "KernelReport"]
+__all__ = ["build", "Library", "native_vector_lanes", "measure_fma_peak", "FusionReport",
+           "KernelReport"]
 
 logger = logging.getLogger("ember")
 
@@ -61,3 +62,10 @@ attach_reports(Library)
 def native_vector_lanes(dtype="float32"):
     """Vector lanes of the host CPU for `dtype` (16 float32 lanes with AVX-512)."""
     return _ember.native_vector_lanes(dtype)
+
+
+def measure_fma_peak(target="llvm", seconds=0.3):
+    """Single-thread float32 FMA throughput (GFLOP/s) of code Ember compiles for `target`:
+    independent FMA chains at the target's vector width, best of runs over `seconds`. The
+    benchmarks quote kernel efficiency against it."""
+    return _ember.measure_fma_peak(target, float(seconds))

@@ -123,6 +123,16 @@ void bind_build(py::module_& m) {
             dtype_from_name(str_arg(dtype, "native_vector_lanes: dtype")));
       },
       "dtype"_a = "float32", "Vector lanes of the host CPU for a dtype (16 float32 with AVX-512).");
+
+  m.def(
+      "measure_fma_peak",
+      [](py::handle target, double seconds) {
+        std::string t = str_arg(target, "measure_fma_peak: target");
+        py::gil_scoped_release release;
+        return codegen::measure_fma_peak(t, seconds);
+      },
+      "target"_a = "llvm", "seconds"_a = 0.3,
+      "Single-thread float32 FMA peak (GFLOP/s) of code Ember compiles for the target.");
 }
 
 }  // namespace ember::python

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "ember/codegen/codegen.h"
+#include "ember/codegen/target.h"
 #include "ember/ir/op.h"
 #include "ember/passes/bind_params.h"
 #include "ember/passes/lower.h"
@@ -47,27 +48,26 @@ std::shared_ptr<Library> build(const ir::Function& f, const std::string& target,
                                const std::map<std::string, runtime::Tensor>& params,
                                const passes::PassContext& ctx) {
   if (!f) fail("ember.build needs a function (ir.Function), got None");
-  bool cuda = target == "cuda" || target.rfind("cuda ", 0) == 0;
-  if (!cuda && target != "llvm" && target.rfind("llvm ", 0) != 0)
-    fail("unknown target '", target,
-         "'; supported targets: \"llvm\" (the host CPU), \"cuda\" (NVIDIA GPU, PTX; "
-         "\"cuda -arch=sm_90\" for Hopper)");
+  const codegen::Target tgt = codegen::parse_target(target);
+  const bool cuda = tgt.is_cuda();
   std::vector<passes::FusionDecision> fusion;
   ir::Function func =
       passes::run_pipeline(passes::bind_params(f, params), ctx, evaluate_constant, &fusion);
   passes::LowerOptions lower_opts;
   lower_opts.gpu = cuda;
-  lower_opts.vector_bits = codegen::native_vector_lanes(DType::Float32) * 32;
+  lower_opts.vector_bits = tgt.resolved_vector_bits();
   passes::LoweredGraph lowered = passes::lower_graph(func, lower_opts);
 
   auto lib = std::make_shared<Library>();
   if (cuda) {
     codegen::CudaOptions cuda_opts;
-    auto arch = target.find("-arch=");
-    if (arch != std::string::npos) cuda_opts.arch = target.substr(arch + 6);
+    cuda_opts.arch = tgt.arch;
     lib->module = codegen::compile_cuda(lowered.funcs, cuda_opts);
   } else {
-    lib->module = codegen::compile_cpu(lowered.funcs);
+    codegen::CpuOptions cpu_opts;
+    cpu_opts.cpu = tgt.cpu;
+    cpu_opts.vector_bits = tgt.vector_bits;
+    lib->module = codegen::compile_cpu(lowered.funcs, cpu_opts);
   }
   lib->graph = std::make_shared<const runtime::ExecGraph>(std::move(lowered.graph));
   lib->prim_funcs = std::move(lowered.funcs);
@@ -89,7 +89,7 @@ std::shared_ptr<Library> build(const ir::Function& f, const std::string& target,
   }
   lib->fusion = std::move(fusion);
   lib->function = func;
-  lib->target = target;
+  lib->target = tgt.str();
   return lib;
 }
 

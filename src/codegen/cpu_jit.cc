@@ -73,13 +73,27 @@ void check(llvm::Error err, const char* what) {
                         llvm::toString(std::move(err)));
 }
 
+// The features a named CPU has by default, spelled out ("+avx2,+fma,..."), so that the
+// code records them and a model file can be checked against the machine that loads it.
+llvm::SubtargetFeatures cpu_default_features(const std::string& triple, const std::string& cpu) {
+  llvm::SubtargetFeatures out;
+  std::string error;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target) return out;
+  std::unique_ptr<llvm::MCSubtargetInfo> info(target->createMCSubtargetInfo(triple, cpu, ""));
+  if (!info || !info->isCPUStringValid(cpu)) return out;  // make_target_machine says why
+  for (const llvm::SubtargetFeatureKV& kv : info->getAllProcessorFeatures())
+    if (info->checkFeatures(std::string("+") + kv.Key)) out.AddFeature(kv.Key);
+  return out;
+}
+
 // The host CPU and its real features, or the CPU the options name (with that CPU's
 // default features).
 llvm::orc::JITTargetMachineBuilder target_builder(const CpuOptions& options) {
   auto jtmb = check(llvm::orc::JITTargetMachineBuilder::detectHost(), "cannot detect host");
   if (!options.cpu.empty() && options.cpu != "native") {
     jtmb.setCPU(options.cpu);
-    jtmb.getFeatures() = llvm::SubtargetFeatures();
+    jtmb.getFeatures() = cpu_default_features(jtmb.getTargetTriple().str(), options.cpu);
   }
   if (options.opt_level < 0 || options.opt_level > 3)
     fail("CpuOptions::opt_level is ", options.opt_level, "; use 0, 1, 2 or 3");
@@ -241,7 +255,8 @@ std::shared_ptr<runtime::Module> compile_cpu(const std::vector<ir::PrimFunc>& fu
   module->setDataLayout(tm->createDataLayout());
   module->setTargetTriple(tm->getTargetTriple().str());
 
-  LLVMCodeGen codegen(module.get(), tm->getTargetCPU().str(), tm->getTargetFeatureString().str());
+  LLVMCodeGen codegen(module.get(), tm->getTargetCPU().str(), tm->getTargetFeatureString().str(),
+                      options.vector_bits);
   for (const ir::PrimFunc& f : funcs) codegen.add_function(f);
   verify_module(*module, "before optimisation");
   optimize(*module, tm.get(), options.opt_level);

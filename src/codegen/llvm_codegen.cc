@@ -65,12 +65,14 @@ bool is_vec(Value* v) { return v->getType()->isVectorTy(); }
 
 }  // namespace
 
-LLVMCodeGen::LLVMCodeGen(llvm::Module* module, std::string cpu, std::string features)
+LLVMCodeGen::LLVMCodeGen(llvm::Module* module, std::string cpu, std::string features,
+                         int vector_bits)
     : ctx_(module->getContext()),
       module_(module),
       b_(module->getContext()),
       cpu_(std::move(cpu)),
-      features_(std::move(features)) {}
+      features_(std::move(features)),
+      vector_bits_(vector_bits) {}
 
 // ------------------------------------------------------------------------------ functions
 
@@ -88,6 +90,10 @@ llvm::Function* LLVMCodeGen::make_function(const std::string& name, llvm::Functi
       module_);
   if (!cpu_.empty()) f->addFnAttr("target-cpu", cpu_);
   if (!features_.empty()) f->addFnAttr("target-features", features_);
+  if (vector_bits_ > 0) {
+    f->addFnAttr("prefer-vector-width", std::to_string(vector_bits_));
+    f->addFnAttr("min-legal-vector-width", std::to_string(vector_bits_));
+  }
   f->addFnAttr(llvm::Attribute::NoUnwind);
   return f;
 }

@@ -20,7 +20,9 @@ class LLVMCodeGen {
  public:
   /// Emits into `module`; every function gets the "target-cpu"/"target-features" attributes
   /// so the optimiser, the JIT and the assembly printer agree on the instruction set.
-  LLVMCodeGen(llvm::Module* module, std::string cpu, std::string features);
+  /// `vector_bits` (when not 0) is also recorded, as "prefer-vector-width" and
+  /// "min-legal-vector-width", so LLVM keeps vectors of that width in registers of that width.
+  LLVMCodeGen(llvm::Module* module, std::string cpu, std::string features, int vector_bits = 0);
   virtual ~LLVMCodeGen() = default;
 
   /// Adds the external function `void name(ptr args)` (runtime::KernelFn ABI) for `f`.
@@ -86,6 +88,7 @@ class LLVMCodeGen {
   llvm::Module* module_;
   llvm::IRBuilder<> b_;
   std::string cpu_, features_;
+  int vector_bits_ = 0;
   std::string func_name_;
   llvm::Function* func_ = nullptr;
   std::unordered_map<const ir::PrimVarNode*, llvm::Value*> vars_;

@@ -37,6 +37,25 @@ int64_t floor_div(int64_t a, int64_t b) {
 
 PrimExpr simplify_int(const PrimExpr& e);
 
+// Ranges of the loop variables around the statement being simplified (Stmt simplify sets
+// them); with them (q*c + r) / c is q and (q*c + r) % c is r when r is known in [0, c).
+thread_local const VarRanges* loop_ranges = nullptr;
+
+// The constant bounds of the terms `t`, when every atom is a ranged loop variable.
+std::optional<Interval> terms_bound(const Terms& t) {
+  if (!loop_ranges) return std::nullopt;
+  int64_t lo = t.constant, hi = t.constant;
+  for (auto& [a, c] : t.atoms) {
+    auto* v = a.as<PrimVarNode>();
+    auto it = v ? loop_ranges->find(v) : loop_ranges->end();
+    if (it == loop_ranges->end()) return std::nullopt;
+    int64_t x = c * it->second.min, y = c * it->second.max;
+    lo += std::min(x, y);
+    hi += std::max(x, y);
+  }
+  return Interval{lo, hi};
+}
+
 // Simplifies the operands of a node that is itself kept as an atom.
 PrimExpr simplify_operands(const PrimExpr& e) {
   auto* b = e.as<BinaryNode>();
@@ -103,6 +122,21 @@ Terms collect(const PrimExpr& e) {
             }
             return t;
           }
+          // x = c*q + r with r's range inside one multiple of c: x / c = q + r / c.
+          Terms q, r;
+          r.constant = x.constant;
+          for (auto& [a, k] : x.atoms) (k % c == 0 ? q : r).add(a, k % c == 0 ? k / c : k);
+          if (auto rb = terms_bound(r); rb && floor_div(rb->min, c) == floor_div(rb->max, c)) {
+            int64_t whole = floor_div(rb->min, c);
+            if (b->op == BinaryOp::Div) {
+              t = q;
+              t.constant += whole;
+            } else {
+              t = r;
+              t.constant -= whole * c;
+            }
+            return t;
+          }
         }
         break;
       }
@@ -136,6 +170,29 @@ class Simplifier : public PrimMutator {
     return PrimMutator::mutate(e);
   }
   using PrimMutator::mutate;
+
+ protected:
+  Stmt visit_for(const Stmt& s, const ForNode* op) override {
+    int64_t mn, ext;
+    if (!as_int(op->min, &mn) || !as_int(op->extent, &ext) || ext < 1)
+      return PrimMutator::visit_for(s, op);
+    ranges_[op->var.get()] = {mn, mn + ext - 1};
+    const VarRanges* outer = loop_ranges;
+    loop_ranges = &ranges_;
+    Stmt out;
+    try {
+      out = PrimMutator::visit_for(s, op);
+    } catch (...) {
+      loop_ranges = outer;
+      throw;
+    }
+    loop_ranges = outer;
+    ranges_.erase(op->var.get());
+    return out;
+  }
+
+ private:
+  VarRanges ranges_;
 };
 
 }  // namespace

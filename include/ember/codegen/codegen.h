@@ -13,6 +13,9 @@ namespace ember::codegen {
 struct CpuOptions {
   /// LLVM CPU name; "" or "native" means the host CPU with its real features.
   std::string cpu = "native";
+  /// Vector width in bits the code is written for (ember/codegen/target.h); 0 leaves
+  /// LLVM's choice for the CPU. Recorded on every function, so an export keeps it.
+  int vector_bits = 0;
   int opt_level = 3;
 };
 
@@ -35,5 +38,10 @@ std::shared_ptr<runtime::Module> compile_cuda(const std::vector<ir::PrimFunc>& f
 
 /// Vector lanes for `dtype` on the host CPU (16 float32 lanes with AVX-512).
 int native_vector_lanes(DType dtype);
+
+/// Single-thread float32 FMA throughput in GFLOP/s of code Ember compiles for `target`
+/// (independent FMA chains at the target's vector width), the best of runs over `seconds`.
+/// Kernel efficiency is quoted against this number (benchmarks/kernels.py).
+double measure_fma_peak(const std::string& target = "llvm", double seconds = 0.3);
 
 }  // namespace ember::codegen
