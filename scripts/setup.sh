@@ -18,7 +18,8 @@ if ((${#missing[@]})); then
 fi
 
 # torch is pinned: any other spec may pull gigabytes of CUDA libraries.
-PY_PACKAGES=("torch==2.13.0" numpy pytest pybind11 scikit-build-core ninja cmake)
+PY_PACKAGES=("torch==2.13.0" numpy pytest pybind11 scikit-build-core ninja cmake
+             onnxruntime onnx onnxscript)  # the last three: benchmark peers (benchmarks/e2e.py)
 py_missing=$(python3 - "${PY_PACKAGES[@]}" <<'PY'
 import sys
 from importlib.metadata import PackageNotFoundError, version

@@ -51,11 +51,13 @@ std::shared_ptr<Library> build(const ir::Function& f, const std::string& target,
   const codegen::Target tgt = codegen::parse_target(target);
   const bool cuda = tgt.is_cuda();
   std::vector<passes::FusionDecision> fusion;
-  ir::Function func =
-      passes::run_pipeline(passes::bind_params(f, params), ctx, evaluate_constant, &fusion);
+  passes::PipelineTarget pipeline_target{cuda,
+                                         passes::MachineModel::for_vector_bits(tgt.resolved_vector_bits())};
+  ir::Function func = passes::run_pipeline(passes::bind_params(f, params), ctx, pipeline_target,
+                                           evaluate_constant, &fusion);
   passes::LowerOptions lower_opts;
   lower_opts.gpu = cuda;
-  lower_opts.vector_bits = tgt.resolved_vector_bits();
+  lower_opts.vector_bits = pipeline_target.machine.vector_bits;
   passes::LoweredGraph lowered = passes::lower_graph(func, lower_opts);
 
   auto lib = std::make_shared<Library>();

@@ -449,9 +449,15 @@ std::vector<std::string> fusion_patterns(const Function& group) {
         if (anchor && pair.empty()) pair = two_anchor_pattern(anchor, c);
         if (!anchor || pair.empty()) anchor = c;
       }
+    // Pattern names speak of the operation ("dense+activation"), not of its weight layout
+    // (nn.dense_packed is a dense); the kernel's anchor shows the layout.
     auto short_name = [](const std::string& op) {
       auto dot = op.rfind('.');
-      return dot == std::string::npos ? op : op.substr(dot + 1);
+      std::string s = dot == std::string::npos ? op : op.substr(dot + 1);
+      const std::string packed = "_packed";
+      if (s.size() > packed.size() && s.compare(s.size() - packed.size(), packed.size(), packed) == 0)
+        s.resize(s.size() - packed.size());
+      return s;
     };
     if (anchor) {
       bool has_act = false, has_add = false;

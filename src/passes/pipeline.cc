@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "ember/passes/alter_op_layout.h"
 #include "ember/passes/fold_constant.h"
 #include "ember/passes/fold_pad_into_conv.h"
 #include "ember/passes/fold_scale_axis.h"
@@ -18,7 +19,7 @@
 namespace ember::passes {
 
 ir::Function run_pipeline(const ir::Function& input, const PassContext& raw_ctx,
-                          const ConstEvaluator& evaluate,
+                          const PipelineTarget& target, const ConstEvaluator& evaluate,
                           std::vector<FusionDecision>* fusion_decisions) {
   PassContext ctx = raw_ctx.validated();
   const char* env = std::getenv("EMBER_DUMP_IR");
@@ -55,6 +56,10 @@ ir::Function run_pipeline(const ir::Function& input, const PassContext& raw_ctx,
   step("FoldConstant", [&](const ir::Function& g) { return fold_constant(g, evaluate); });
   // After constant folding, so that the attention scale is one constant.
   step("RecognizeAttention", recognize_attention);
+  if (!target.gpu) {
+    step("AlterOpLayout", [&](const ir::Function& g) { return alter_op_layout(g, target.machine); });
+    step("FoldConstant", [&](const ir::Function& g) { return fold_constant(g, evaluate); });
+  }
   step("FuseOps", [&](const ir::Function& g) {
     return fuse_ops(g, static_cast<int>(max_depth), fusion_decisions);
   });

@@ -5,6 +5,7 @@
 
 #include "ember/ir/graph.h"
 #include "ember/passes/fuse_ops.h"
+#include "ember/passes/machine_model.h"
 #include "ember/passes/pass_context.h"
 
 namespace ember::passes {
@@ -14,11 +15,17 @@ namespace ember::passes {
 /// the passes library does not link codegen.
 using ConstEvaluator = std::function<std::vector<runtime::Tensor>(const ir::Function&)>;
 
+/// What the passes need to know of the target: layouts are chosen for the CPU's vectors.
+struct PipelineTarget {
+  bool gpu = false;
+  MachineModel machine;
+};
+
 /// Runs the enabled graph passes in order and returns the rewritten function. With
 /// config "dump_ir" = "1" (or EMBER_DUMP_IR=1 in the environment) the IR after each pass is
 /// printed to stderr.
 ir::Function run_pipeline(const ir::Function& f, const PassContext& ctx,
-                          const ConstEvaluator& evaluate,
+                          const PipelineTarget& target, const ConstEvaluator& evaluate,
                           std::vector<FusionDecision>* fusion_decisions = nullptr);
 
 }  // namespace ember::passes

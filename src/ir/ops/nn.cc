@@ -180,6 +180,62 @@ Tensor dense_compute(const std::vector<Tensor>& in, const Attrs&, const TensorTy
   });
 }
 
+// nn.dense with its weight packed in panels of `block` output features (AlterOpLayout packs
+// a constant weight once at build time): weight [ceil(N / block), K, block], zero padded,
+// attr `units` = N. A vector of `block` outputs then loads `block` contiguous weights per k,
+// where the [N, K] layout needs a gather.
+Type pack_dense_weight_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_arity(args, 1, ctx);
+  const TensorType& w = tensor_arg(args, 0, "the weight", ctx);
+  check_rank(w, 2, "the weight [N, K]", ctx);
+  int64_t block = attrs.get_int("block", 0);
+  if (block < 1) ctx.fail("block = " + std::to_string(block) + " must be >= 1");
+  return TensorType{{(w.shape[0] + block - 1) / block, w.shape[1], block}, w.dtype};
+}
+
+Tensor pack_dense_weight_compute(const std::vector<Tensor>& in, const Attrs& attrs,
+                                 const TensorType& out) {
+  const Tensor& w = in[0];
+  int64_t block = attrs.get_int("block", 1), n = w.shape()[0];
+  return compute("packed_weight", out.shape, [&](const std::vector<PrimVar>& i) {
+    PrimExpr row = i[0] * idx(block) + i[2];
+    if (n % block == 0) return w({row, i[1]});
+    return select(row < idx(n), w({min(row, idx(n - 1)), i[1]}), make_const(w.dtype(), 0.0));
+  });
+}
+
+Type dense_packed_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_arity(args, 2, ctx);
+  const TensorType& data = tensor_arg(args, 0, "data", ctx);
+  const TensorType& weight = tensor_arg(args, 1, "weight", ctx);
+  check_float(data, "data", ctx);
+  check_same_dtype(data, "data", weight, "the weight", ctx);
+  check_rank(weight, 3, "the packed weight [N / block, K, block]", ctx);
+  if (data.ndim() < 1) ctx.fail("data must have at least 1 dimension, got " + to_string(data));
+  int64_t units = attrs.get_int("units", 0), block = weight.shape[2];
+  if (units < 1 || (units + block - 1) / block != weight.shape[0])
+    ctx.fail("units = " + std::to_string(units) + " does not match the packed weight " +
+             ints_str(weight.shape) + "; pack the weight with nn.pack_dense_weight");
+  if (data.shape.back() != weight.shape[1])
+    ctx.fail("data has " + std::to_string(data.shape.back()) + " features but the weight " +
+             "expects " + std::to_string(weight.shape[1]));
+  std::vector<int64_t> shape(data.shape.begin(), data.shape.end() - 1);
+  shape.push_back(units);
+  return TensorType{shape, data.dtype};
+}
+
+Tensor dense_packed_compute(const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {
+  const Tensor &data = in[0], &weight = in[1];
+  int64_t block = weight.shape()[2];
+  IterVar k = reduce_axis(weight.shape()[1], "k");
+  return compute("dense", out.shape, [&](const std::vector<PrimVar>& i) {
+    std::vector<PrimExpr> di(i.begin(), i.end() - 1);
+    di.push_back(k->var);
+    PrimExpr n = i.back();
+    return sum(data(di) * weight({n / idx(block), k->var, n % idx(block)}), {k});
+  });
+}
+
 // a [..., M, K] @ b [K, N] -> [..., M, N], or @ b [K] -> [..., M] (torch.matmul).
 Type matmul_rel(const std::vector<Type>& args, Attrs&, const TypeContext& ctx) {
   check_arity(args, 2, ctx);
@@ -722,6 +778,11 @@ Tensor pad_compute(const std::vector<Tensor>& in, const Attrs& attrs, const Tens
     register_op({"nn.conv2d", 2, OpPattern::OutEWiseFusable, conv2d_rel, conv2d_compute});
 [[maybe_unused]] const Op* kDense =
     register_op({"nn.dense", 2, OpPattern::OutEWiseFusable, dense_rel, dense_compute});
+[[maybe_unused]] const Op* kDensePacked = register_op(
+    {"nn.dense_packed", 2, OpPattern::OutEWiseFusable, dense_packed_rel, dense_packed_compute});
+[[maybe_unused]] const Op* kPackDenseWeight = register_op(
+    {"nn.pack_dense_weight", 1, OpPattern::Injective, pack_dense_weight_rel,
+     pack_dense_weight_compute});
 [[maybe_unused]] const Op* kMatmul =
     register_op({"nn.matmul", 2, OpPattern::OutEWiseFusable, matmul_rel, matmul_compute});
 [[maybe_unused]] const Op* kBatchMatmul = register_op(

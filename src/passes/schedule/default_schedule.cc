@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "ember/ir/simplify.h"
+#include "ember/passes/machine_model.h"
 #include "ember/passes/schedule.h"
 
 namespace ember::passes {
@@ -133,26 +134,51 @@ bool reads_elementwise(const PrimExpr& o_body, const Stage& o, const Stage& r) {
   return elementwise;
 }
 
-int register_tile_axis(const PrimExpr& o_body, const Stage& o, const Stage& r) {
+int register_tile_axis(const PrimExpr& o_body, const Stage& o, const Stage& r,
+                       int64_t min_extent = kTile) {
   const auto& axes = r.axes();
   if (axes.size() < 2 || !reads_elementwise(o_body, o, r)) return -1;
   for (int d = static_cast<int>(axes.size()) - 2; d >= 0; --d)
-    if (axes[d]->extent >= kTile && vector_input_ignores(r, d)) return d;
+    if (axes[d]->extent >= min_extent && vector_input_ignores(r, d)) return d;
   return -1;
 }
 
-// Computes `r`'s loops with `d` (when >= 0) as a register tile: its reduction loops
-// outside, then `d` unrolled, then the innermost axis as one vector.
-void schedule_register_tile(Stage& r, int d) {
+// Computes `r`'s loops as a register tile: its reduction loops outside, then `d` (when
+// >= 0) unrolled, then the innermost axis as `tile.vectors` unrolled vectors. Every
+// accumulator of the tile then lives in a register for the whole reduction.
+void schedule_register_tile(Stage& r, int d, const RegisterTile& tile) {
+  IterVar last = r.axes().back(), vec_group;
   std::vector<IterVar> order;
   for (size_t k = 0; k + 1 < r.axes().size(); ++k)
     if (static_cast<int>(k) != d) order.push_back(r.axes()[k]);
   for (auto& a : r.reduce_axes()) order.push_back(a);
-  order.push_back(r.axes()[d]);
-  order.push_back(r.axes().back());
+  if (d >= 0) order.push_back(r.axes()[d]);
+  if (tile.vectors > 1) std::tie(vec_group, last) = r.split(last, tile.lanes);
+  if (vec_group) order.push_back(vec_group);
+  order.push_back(last);
   r.reorder(order);
-  r.unroll(r.axes()[d]);
-  r.vectorize(r.axes().back());
+  if (d >= 0) r.unroll(r.axes()[d]);
+  if (vec_group) r.unroll(vec_group);
+  r.vectorize(last);
+}
+
+// A GEMM computed a block of rows at a time (a register tile of `rt` inside): column tiles
+// outside row tiles, so each weight panel is read once per block, then the reduction
+// loops, then the register tile.
+void schedule_gemm_block(Stage& r, int d, const RegisterTile& rt) {
+  std::vector<IterVar> axes = r.axes();
+  IterVar rows = axes[d], rows_in, cols = axes.back(), cols_out, group;
+  if (rt.rows > 1) std::tie(rows, rows_in) = r.split(rows, rt.rows);
+  if (cols->extent > rt.cols()) std::tie(cols_out, cols) = r.split(cols, rt.cols());
+  if (rt.vectors > 1) std::tie(group, cols) = r.split(cols, rt.lanes);
+  std::vector<IterVar> order(axes.begin(), axes.begin() + d);
+  for (IterVar a : {cols_out, rows}) if (a) order.push_back(a);
+  for (auto& a : r.reduce_axes()) order.push_back(a);
+  for (IterVar a : {rows_in, group, cols}) if (a) order.push_back(a);
+  r.reorder(order);
+  if (rows_in) r.unroll(rows_in);
+  if (group) r.unroll(group);
+  r.vectorize(cols);
 }
 
 int64_t vector_lanes(const Stage& o, int vector_bits) {
@@ -252,7 +278,7 @@ IterVar schedule_two_anchors(Schedule& sch, Stage& o, const PrimExpr& body, Stag
 
   r1.compute_at(o, inner_axes.empty() ? tile : inner_axes.back());
   if (d >= 0)
-    schedule_register_tile(r1, d);
+    schedule_register_tile(r1, d, RegisterTile{kTile, 1, lanes});
   else
     schedule_reduction_tile(r1, true);
 
@@ -288,7 +314,7 @@ IterVar schedule_two_anchors(Schedule& sch, Stage& o, const PrimExpr& body, Stag
   e->vectorize(vec2);
   acc.compute_at(*e, at);
   if (d_in_r2)
-    schedule_register_tile(acc, d);
+    schedule_register_tile(acc, d, RegisterTile{kTile, 1, lanes2});
   else
     schedule_reduction_tile(acc, true);
   return tile;
@@ -306,24 +332,43 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
   bool along = true;
   for (Stage* r : reds) along &= reads_along(body, r->tensor().operator->(), last->var.get());
 
-  int tile_axis = along && reds.size() == 1 ? register_tile_axis(body, o, *reds[0]) : -1;
+  // A reduction read elementwise along the vector axis (conv, dense, matmul, pooling) is
+  // computed as a register tile: rows of the axis whose vector input it shares, times
+  // several vectors of the innermost axis, sized by the machine model.
+  const MachineModel machine = MachineModel::for_vector_bits(vector_bits);
+  const bool tiled = along && reds.size() == 1 && reads_elementwise(body, o, *reds[0]);
+  std::vector<Stage*> row_gemms;
+  int64_t row_block = 1;
+  int tile_axis = tiled ? register_tile_axis(body, o, *reds[0], 2) : -1;
+  RegisterTile rt{1, 1, vector_lanes(o, vector_bits)};
+  if (tiled)
+    rt = choose_register_tile(machine, tile_axis >= 0 ? axes[tile_axis]->extent : 1, last->extent,
+                              o.tensor().dtype());
+  if (rt.rows == 1) tile_axis = -1;
   IterVar tile_inner;
-  if (tile_axis >= 0) std::tie(axes[tile_axis], tile_inner) = o.split(axes[tile_axis], kTile);
+  if (tile_axis >= 0) std::tie(axes[tile_axis], tile_inner) = o.split(axes[tile_axis], rt.rows);
 
-  int64_t lanes = vector_lanes(o, vector_bits);
-  IterVar outer_vec, inner_vec;
-  if (last->extent > lanes) {
-    std::tie(outer_vec, inner_vec) = o.split(last, lanes);
-  } else {
-    inner_vec = last;
-  }
+  IterVar outer_vec, vec_group, inner_vec = last;
+  if (last->extent > rt.cols()) std::tie(outer_vec, inner_vec) = o.split(last, rt.cols());
+  if (rt.vectors > 1) std::tie(vec_group, inner_vec) = o.split(inner_vec, rt.lanes);
   if (inner_vec->extent > 1) o.vectorize(inner_vec);
-  if (tile_inner) {
-    // [.., d.o, d.i, .., last.o, last.i] -> [.., d.o, .., last.o, d.i, last.i]
-    std::vector<IterVar> order(o.leaf_axes().begin(), o.leaf_axes().end() - 1);
-    order.erase(std::find(order.begin(), order.end(), tile_inner));
-    order.push_back(tile_inner);
-    order.push_back(inner_vec);
+  if (tile_inner || vec_group) {
+    // [.., d.o, d.i, .., last.o, g, v] -> [.., d.o, .., last.o, d.i, g, v]
+    std::vector<IterVar> order;
+    for (auto& a : o.leaf_axes())
+      if (a != tile_inner && a != vec_group && a != inner_vec) order.push_back(a);
+    for (auto& a : {tile_inner, vec_group, inner_vec})
+      if (a) order.push_back(a);
+    o.reorder(order);
+  }
+  // A GEMM's tile loop runs along the output columns outside the rows: the weight panel
+  // of a column tile stays in cache while the rows stream past it.
+  if (tile_inner && outer_vec && tile_axis + 2 == static_cast<int>(axes.size())) {
+    std::swap(axes[tile_axis], outer_vec);
+    std::vector<IterVar> order(o.leaf_axes().begin(), o.leaf_axes().end());
+    auto a = std::find(order.begin(), order.end(), axes[tile_axis]);
+    auto b = std::find(order.begin(), order.end(), outer_vec);
+    std::iter_swap(a, b);
     o.reorder(order);
   }
 
@@ -347,7 +392,20 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
       for (Stage* r : reds)
         if (reads_along(body, r->tensor().operator->(), outer[d]->var.get()))
           used = std::max(used, d + 1);
-    tile = o.fuse(std::vector<IterVar>(outer.begin(), outer.begin() + used));
+    std::vector<IterVar> tile_axes(outer.begin(), outer.begin() + used);
+    // A GEMM under a row statistic (dense -> add -> layer norm): the tile is a block of rows
+    // whose GEMM output fits in L2, computed once with the GEMM's register tiles, then
+    // reduced and normalised from cache; the GEMM never runs twice.
+    for (Stage* r : reds)
+      if (reds.size() > 1 && register_tile_axis(body, o, *r, 2) == static_cast<int>(used) - 1)
+        row_gemms.push_back(r);
+    if (!row_gemms.empty()) {
+      IterVar& rows = tile_axes.back();
+      row_block = choose_row_block(machine, rows->extent,
+                                   last->extent * dtype_bytes(o.tensor().dtype()));
+      if (row_block < rows->extent) rows = o.split(rows, row_block).first;
+    }
+    tile = o.fuse(tile_axes);
   } else if (outer_vec) {
     o.parallel(outer_vec);
     if (along) tile = outer_vec;
@@ -357,8 +415,12 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
 
   for (Stage* r : reds) {
     r->compute_at(o, tile);
-    if (tile_inner) {
-      schedule_register_tile(*r, tile_axis);
+    if (std::find(row_gemms.begin(), row_gemms.end(), r) != row_gemms.end()) {
+      schedule_gemm_block(*r, static_cast<int>(r->axes().size()) - 2,
+                          choose_register_tile(machine, row_block, last->extent,
+                                               o.tensor().dtype()));
+    } else if (tiled) {
+      schedule_register_tile(*r, tile_axis, rt);
     } else {
       schedule_reduction_tile(*r, along);
     }

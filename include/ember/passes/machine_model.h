@@ -1,0 +1,47 @@
+#pragma once
+/// The small explicit model of the CPU that every tile choice comes from: vector width,
+/// vector registers, cache sizes. Schedules and layout passes ask it, never a constant of
+/// their own, so that a tuner can search the same knobs and tests can pin the model (the
+/// kernels are then the same on AVX2 and AVX-512 hosts).
+#include <cstdint>
+
+#include "ember/runtime/dtype.h"
+
+namespace ember::passes {
+
+struct MachineModel {
+  int vector_bits = 256;      // the target's vector width (target option -vector-bits)
+  int vector_registers = 16;  // 16 ymm (AVX2) or 32 zmm (AVX-512)
+  int64_t l1_bytes = 32 << 10;
+  int64_t l2_bytes = 512 << 10;
+
+  /// The model of an x86-64 CPU whose vectors are `vector_bits` wide.
+  static MachineModel for_vector_bits(int vector_bits);
+  int64_t lanes(DType t) const;
+};
+
+/// A register tile of a GEMM-like reduction: `rows` values of one axis (an output row of a
+/// GEMM, an output channel of a convolution) times `vectors` vectors of `lanes` along the
+/// innermost axis, all accumulated in registers. rows * vectors FMAs per step share `rows`
+/// broadcasts and `vectors` vector loads.
+struct RegisterTile {
+  int64_t rows = 1, vectors = 1, lanes = 1;
+  int64_t cols() const { return vectors * lanes; }
+};
+
+/// The lanes for vectors along an axis of `extent`: the full width, else the widest
+/// half or quarter width that divides the extent (no masked tail), else the full width.
+int64_t vector_lanes_for(const MachineModel& m, int64_t extent, DType t);
+
+/// The register tile for a reduction whose output is `rows` x `cols` (the tiled axis and
+/// the innermost axis): rows and vectors that divide the extents (no remainder tiles, so
+/// no guards or masks in the hot loop), with enough accumulators to cover the FMA latency,
+/// within the registers, and as few loads per FMA as possible.
+RegisterTile choose_register_tile(const MachineModel& m, int64_t rows, int64_t cols, DType t);
+
+/// Rows of a GEMM output to compute at once when a row statistic reads it (layer norm on a
+/// dense): a divisor of `rows`, at most half of them (two blocks to run in parallel),
+/// whose output (`row_bytes` each) fits in half the L2.
+int64_t choose_row_block(const MachineModel& m, int64_t rows, int64_t row_bytes);
+
+}  // namespace ember::passes

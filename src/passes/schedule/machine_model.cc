@@ -1,0 +1,58 @@
+#include "ember/passes/machine_model.h"
+
+#include <algorithm>
+
+namespace ember::passes {
+
+MachineModel MachineModel::for_vector_bits(int vector_bits) {
+  MachineModel m;
+  m.vector_bits = vector_bits;
+  m.vector_registers = vector_bits >= 512 ? 32 : 16;
+  return m;
+}
+
+int64_t MachineModel::lanes(DType t) const {
+  return std::max<int64_t>(1, vector_bits / (8 * dtype_bytes(t)));
+}
+
+int64_t vector_lanes_for(const MachineModel& m, int64_t extent, DType t) {
+  int64_t full = m.lanes(t);
+  for (int64_t l = full; l >= 4 && l >= full / 4; l /= 2)
+    if (extent % l == 0) return l;
+  return full;
+}
+
+RegisterTile choose_register_tile(const MachineModel& m, int64_t rows, int64_t cols, DType t) {
+  RegisterTile best;
+  best.lanes = std::min(vector_lanes_for(m, cols, t), std::max<int64_t>(cols, 1));
+  const int64_t vecs = std::max<int64_t>(1, cols / best.lanes);
+  // FMA latency x FMA ports: independent accumulators needed to keep the FMA units busy.
+  constexpr int64_t kLatencyCover = 8;
+  double best_score = -1;
+  for (int64_t v = 1; v <= std::min<int64_t>(vecs, 8); ++v) {
+    if (vecs % v != 0) continue;
+    for (int64_t r = 1; r <= std::min<int64_t>(rows, 16); ++r) {
+      if (rows % r != 0) continue;
+      // Accumulators, the vectors of one k step and a broadcast must fit in registers.
+      if (r * v + v + 1 > m.vector_registers) continue;
+      double acc = static_cast<double>(r * v);
+      double loads_per_fma = static_cast<double>(r + v) / acc;
+      double score = std::min<double>(acc, kLatencyCover) * 4 - loads_per_fma;
+      if (score > best_score) {
+        best_score = score;
+        best.rows = r;
+        best.vectors = v;
+      }
+    }
+  }
+  return best;
+}
+
+int64_t choose_row_block(const MachineModel& m, int64_t rows, int64_t row_bytes) {
+  int64_t best = 1;
+  for (int64_t b = 1; b <= rows / 2; ++b)
+    if (rows % b == 0 && b * row_bytes <= m.l2_bytes / 2) best = b;
+  return best;
+}
+
+}  // namespace ember::passes

@@ -1,0 +1,102 @@
+"""GEMM paths (src/passes/schedule/default_schedule.cc register tiles, AlterOpLayout's packed
+dense weights) against NumPy in float64 at awkward sizes, for both vector widths, with the
+layout pass on and off; and reductions fused onto a GEMM output (dense -> add -> layer norm,
+dense -> softmax) against the unfused build.
+
+Tolerance: float32 sums of K products in any order, compared with float64: rtol 1e-4 plus
+atol 1e-5 * sqrt(K) (the inputs are standard normal, so the sums grow like sqrt(K)).
+"""
+import itertools
+
+import numpy as np
+import pytest
+
+import ember
+from ember import ir, op
+from ember.transform import PassContext
+
+WIDTHS = [256, 512]
+LAYOUTS = {"packed": [], "plain": ["AlterOpLayout"]}
+SIZES = [1, 3, 17, 64, 127, 768, 3072]
+# (M, N, K): every size appears in every position; the largest products stay cheap.
+CASES = sorted({(m, n, k) for m, n, k in itertools.product(SIZES, SIZES, SIZES)
+                if m * n * k <= 3 * 1024 * 1024 and (m in (1, 17, 127) or n in (3, 768))})[::7]
+
+
+def build_run(func, inputs, bits, disabled=()):
+    with PassContext(disabled_passes=list(disabled)):
+        lib = ember.build(func, target=f"llvm -vector-bits={bits}")
+    m = ember.GraphModule(lib)
+    for i, a in enumerate(inputs):
+        m.set_input(i, a)
+    m.run()
+    return lib, [np.asarray(m.get_output(i)).copy() for i in range(m.get_num_outputs())]
+
+
+def assert_gemm_close(got, want, k, what):
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * np.sqrt(k) + 1e-6, err_msg=what)
+
+
+@pytest.mark.parametrize("bits", WIDTHS)
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_dense_at_awkward_sizes(bits, layout):
+    rng = np.random.default_rng(bits)
+    xs, outs, ref, data = [], [], [], []
+    for m, n, k in CASES:
+        x = ir.var(f"x{len(xs)}", (m, k), "float32")
+        w = rng.standard_normal((n, k)).astype("float32")
+        b = rng.standard_normal(n).astype("float32")
+        xs.append(x)
+        outs.append(op.nn.relu(op.nn.bias_add(op.nn.dense(x, ir.const(w)), ir.const(b), axis=1)))
+        a = rng.standard_normal((m, k)).astype("float32")
+        data.append(a)
+        ref.append(np.maximum(a.astype(np.float64) @ w.T.astype(np.float64) + b, 0))
+    lib, got = build_run(ir.Function(xs, ir.Tuple(outs)), data, bits, LAYOUTS[layout])
+    anchors = {r.anchor for r in lib.fusion_report()}
+    assert anchors == ({"nn.dense_packed"} if layout == "packed" else {"nn.dense"})
+    for (m, n, k), g, r in zip(CASES, got, ref):
+        assert_gemm_close(g, r, k, f"dense M={m} N={n} K={k}")
+
+
+@pytest.mark.parametrize("bits", WIDTHS)
+def test_matmul_and_batch_matmul(bits):
+    rng = np.random.default_rng(7)
+    shapes = [((17, 64), (64, 127)), ((3, 768), (768, 3)), ((1, 127), (127, 64)),
+              ((2, 3, 17, 64), (64, 17)),                       # matmul, batched a
+              ((4, 17, 3), (4, 3, 127)), ((2, 1, 64, 17), (3, 17, 3)),  # broadcast batch
+              ((1, 127, 64), (5, 64, 1))]
+    xs, outs, data, ref = [], [], [], []
+    for i, (sa, sb) in enumerate(shapes):
+        a, b = (rng.standard_normal(s).astype("float32") for s in (sa, sb))
+        va, vb = ir.var(f"a{i}", sa, "float32"), ir.var(f"b{i}", sb, "float32")
+        f = op.nn.matmul if len(sb) == 2 else op.nn.batch_matmul
+        xs += [va, vb]
+        outs.append(f(va, vb))
+        data += [a, b]
+        ref.append(np.matmul(a.astype(np.float64), b.astype(np.float64)))
+    _, got = build_run(ir.Function(xs, ir.Tuple(outs)), data, bits)
+    for (sa, sb), g, r in zip(shapes, got, ref):
+        assert_gemm_close(g, r, sa[-1], f"matmul {sa} @ {sb}")
+
+
+@pytest.mark.parametrize("bits", WIDTHS)
+@pytest.mark.parametrize("m,n,k", [(128, 768, 96), (17, 64, 33), (1, 24, 5), (6, 1000, 8)])
+def test_reductions_fused_onto_a_gemm_match_unfused(bits, m, n, k):
+    rng = np.random.default_rng(m + n)
+    x = ir.var("x", (m, k), "float32")
+    r = ir.var("r", (m, n), "float32")
+    w = ir.const((rng.standard_normal((n, k)) / np.sqrt(k)).astype("float32"))
+    b = ir.const(rng.standard_normal(n).astype("float32"))
+    y = op.add(op.nn.bias_add(op.nn.dense(x, w), b, axis=1), r)
+    gamma = ir.const(rng.standard_normal(n).astype("float32"))
+    beta = ir.const(rng.standard_normal(n).astype("float32"))
+    outs = ir.Tuple([op.nn.layer_norm(y, gamma, beta), op.nn.softmax(op.nn.dense(x, w))])
+    data = [rng.standard_normal((m, k)).astype("float32"),
+            rng.standard_normal((m, n)).astype("float32")]
+    f = ir.Function([x, r], outs)
+    lib, fused = build_run(f, data, bits)
+    _, unfused = build_run(f, data, bits, ["FuseOps"])
+    kernels = [rep for rep in lib.fusion_report() if "nn.layer_norm" in rep.ops]
+    assert len(kernels) == 1 and kernels[0].anchor.startswith("nn.dense"), lib.fusion_report()
+    for a, b in zip(fused, unfused):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
