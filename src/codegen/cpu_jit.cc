@@ -283,13 +283,4 @@ std::shared_ptr<runtime::Module> compile_cpu(const std::vector<ir::PrimFunc>& fu
   return std::make_shared<CpuJitModule>(std::move(jit), std::move(kernels), std::move(ll), target);
 }
 
-int native_vector_lanes(DType dtype) {
-  static const int bytes = [] {
-    llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
-    auto has = [&](const char* f) { return features.lookup(f); };
-    return has("avx512f") ? 64 : has("avx2") || has("avx") ? 32 : 16;
-  }();
-  return bytes / dtype_bytes(dtype);
-}
-
 }  // namespace ember::codegen

@@ -490,6 +490,19 @@ Value* LLVMCodeGen::emit_load(const LoadNode* op) {
                      : b_.CreateAlignedLoad(vt, base, align);
     return from_memory(t, v);
   }
+  // A small constant stride (a stride-2 convolution's input row): one contiguous load of
+  // the (L-1)*s+1 elements the lanes span, then a shuffle that keeps every s-th. It reads
+  // nothing past the last lane's element, so it is as safe as the gather it replaces.
+  std::optional<int64_t> stride = is_vec(index) ? lane_stride(op->index) : std::nullopt;
+  if (!mask_ && stride && *stride >= 2 && *stride <= 4) {
+    const int64_t span = (lanes_ - 1) * *stride + 1;
+    auto* wide = llvm::FixedVectorType::get(mt, span);
+    Value* base = element_ptr(op->buffer, b_.CreateExtractElement(index, uint64_t{0}));
+    Value* all = b_.CreateAlignedLoad(wide, base, align);
+    std::vector<int> pick;
+    for (int64_t l = 0; l < lanes_; ++l) pick.push_back(static_cast<int>(l * *stride));
+    return from_memory(t, b_.CreateShuffleVector(all, pick));
+  }
   // Gather (a uniform index under a mask is a gather from one address).
   Value* ptrs = element_ptr(op->buffer, widen(index));
   return from_memory(t, b_.CreateMaskedGather(vt, ptrs, align, mask_, pass));

@@ -1,9 +1,12 @@
 #include "ember/codegen/target.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <sstream>
 #include <vector>
 
+#include "ember/codegen/codegen.h"
 #include "ember/support/error.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/MC/MCSubtargetInfo.h"
@@ -19,9 +22,17 @@ constexpr const char* kKnown =
     "targets are \"llvm [-mcpu=NAME] [-vector-bits=128|256|512]\" (the CPU) and "
     "\"cuda [-arch=sm_NN]\" (NVIDIA GPU)";
 
-// Widest float vector of the host, or of the named CPU with its default features.
+// Widest float vector of the host, or of the named CPU with its default features. For the
+// host, EMBER_VECTOR_BITS=256|512 in the environment overrides it, so that a whole test run
+// takes the other code path (AVX-512 code on an AVX2 host, split by LLVM, or the reverse).
 int cpu_vector_bits(const std::string& cpu) {
   if (cpu == "native") {
+    if (const char* env = std::getenv("EMBER_VECTOR_BITS"); env && *env) {
+      std::string v = env;
+      if (v != "128" && v != "256" && v != "512")
+        fail("EMBER_VECTOR_BITS=", v, " in the environment: use 128, 256 or 512, or unset it");
+      return std::stoi(v);
+    }
     llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
     if (features.lookup("avx512f")) return 512;
     return features.lookup("avx") ? 256 : 128;
@@ -88,6 +99,10 @@ int Target::resolved_vector_bits() const {
   if (vector_bits) return vector_bits;
   // A GPU build's host-side schedules (run on the CPU in tests) use the host's width.
   return cpu_vector_bits(is_cuda() ? "native" : cpu);
+}
+
+int native_vector_lanes(DType dtype) {
+  return std::max(1, Target{}.resolved_vector_bits() / (8 * dtype_bytes(dtype)));
 }
 
 }  // namespace ember::codegen

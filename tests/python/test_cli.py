@@ -69,7 +69,7 @@ def test_inspect(artifact):
     out = result.stdout
     for text in ("input    x: float32[2, 16]", "input    scale: float32[2, 8]",
                  "output   0: float32[2, 8]", "output   1: float32[2, 16]", "cpu.so",
-                 "nn.dense -> nn.relu -> multiply", "params   1 tensors"):
+                 "nn.dense_packed -> nn.relu -> multiply", "params   1 tensors"):
         assert text in out, out
 
 

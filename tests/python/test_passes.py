@@ -189,7 +189,7 @@ def test_reduction_fuses_onto_the_matmul_output_without_storing_it():
     lib = ember.build(f)
     report = lib.fusion_report()
     assert len(report) == 1, str(report)
-    assert report[0].ops == ["nn.dense", "nn.relu", "sum"]
+    assert report[0].ops == ["nn.dense_packed", "nn.relu", "sum"]  # AlterOpLayout packed w
     loop = lib.get_source("loop")
     import re
     sizes = [int(n) for n in re.findall(r"allocate \S+: float32\[(\d+)\]", loop)]

@@ -24,8 +24,13 @@ int64_t vector_lanes_for(const MachineModel& m, int64_t extent, DType t) {
 
 RegisterTile choose_register_tile(const MachineModel& m, int64_t rows, int64_t cols, DType t) {
   RegisterTile best;
+  const int64_t full = m.lanes(t);
   best.lanes = std::min(vector_lanes_for(m, cols, t), std::max<int64_t>(cols, 1));
-  const int64_t vecs = std::max<int64_t>(1, cols / best.lanes);
+  // A short row that no vector width divides (7, 14, 28 pixels) is one vector of its own
+  // length: LLVM splits it into register-sized pieces, with no masked tail.
+  if (cols % best.lanes != 0 && cols <= 4 * full) best.lanes = cols;
+  const int64_t regs = (best.lanes + full - 1) / full;  // registers per vector
+  const int64_t vecs = cols % best.lanes == 0 ? cols / best.lanes : 1;
   // FMA latency x FMA ports: independent accumulators needed to keep the FMA units busy.
   constexpr int64_t kLatencyCover = 8;
   double best_score = -1;
@@ -34,8 +39,8 @@ RegisterTile choose_register_tile(const MachineModel& m, int64_t rows, int64_t c
     for (int64_t r = 1; r <= std::min<int64_t>(rows, 16); ++r) {
       if (rows % r != 0) continue;
       // Accumulators, the vectors of one k step and a broadcast must fit in registers.
-      if (r * v + v + 1 > m.vector_registers) continue;
-      double acc = static_cast<double>(r * v);
+      if ((r * v + v) * regs + 1 > m.vector_registers) continue;
+      double acc = static_cast<double>(r * v * regs);
       double loads_per_fma = static_cast<double>(r + v) / acc;
       double score = std::min<double>(acc, kLatencyCover) * 4 - loads_per_fma;
       if (score > best_score) {
