@@ -26,6 +26,8 @@ namespace {
 int lanes_for(DType t, int vector_bits) { return std::max(1, vector_bits / (8 * dtype_bytes(t))); }
 
 bool is_reduction(const Stage& s) { return s.body().as<ReduceNode>() != nullptr; }
+bool padded_input_of_reduction(Schedule& sch, const Stage& s);
+bool windowed_pad(const Stage& r, const Stage& pad);
 
 // Does `body` read `producer` at an index that uses `axis_var`?
 bool reads_along(const PrimExpr& body, const TensorNode* producer, const PrimVarNode* axis_var) {
@@ -379,8 +381,21 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
   // Without reductions the tile only sets the parallel grain: whole rows, unless there are
   // too few rows to keep the threads busy (per-iteration index arithmetic is not free).
   bool row_tile = reds.empty() && rows >= 64;
-  IterVar tile;
-  if (along && outer_vec && !row_tile) {
+  std::vector<Stage*> pads;
+  for (auto& st : sch.stages())
+    if (tiled && st->attach_kind() == AttachKind::Root && !is_reduction(*st) &&
+        padded_input_of_reduction(sch, *st) && windowed_pad(*reds[0], *st))
+      pads.push_back(st.get());
+  IterVar tile, reduction_at;
+  if (along && outer_vec && !row_tile && !pads.empty() && outer.size() >= 2) {
+    // The tile is a block of whole rows: the padded rows it reads are computed once per
+    // tile (kRows + window - 1 of them), then the register tiles walk the rows.
+    IterVar& rows = outer.back();
+    if (rows->extent >= 2 * kRows) rows = o.split(rows, kRows).first;
+    tile = o.fuse(outer);
+    reduction_at = outer_vec;
+  } else if (along && outer_vec && !row_tile) {
+    pads.clear();
     outer.push_back(outer_vec);
     tile = o.fuse(outer);
   } else if (!outer.empty()) {
@@ -413,8 +428,15 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
   if (!tile) return nullptr;  // reductions stay root nests, computed before this one
   o.parallel(tile);
 
+  for (Stage* p : pads) {
+    p->compute_at(o, tile);
+    IterVar last_p = p->axes().back();
+    int64_t lanes_p = vector_lanes(*p, vector_bits);
+    if (last_p->extent > lanes_p) last_p = p->split(last_p, lanes_p).second;
+    p->vectorize(last_p);
+  }
   for (Stage* r : reds) {
-    r->compute_at(o, tile);
+    r->compute_at(o, reduction_at ? reduction_at : tile);
     if (std::find(row_gemms.begin(), row_gemms.end(), r) != row_gemms.end()) {
       schedule_gemm_block(*r, static_cast<int>(r->axes().size()) - 2,
                           choose_register_tile(machine, row_block, last->extent,
@@ -494,6 +516,24 @@ bool padded_input_of_reduction(Schedule& sch, const Stage& s) {
   return false;
 }
 
+// A padded input that `r` reads only through a small window (a depthwise conv, a pooling:
+// no reduction over its channels) is cheap to compute per output tile, where it stays in
+// cache, instead of in a pass of its own over memory.
+bool windowed_pad(const Stage& r, const Stage& pad) {
+  auto* red = r.body().as<ReduceNode>();
+  if (!red) return false;
+  bool reads = false, small = true;
+  visit_prim(red->source, [&](const PrimExpr& e) {
+    auto* p = e.as<ProducerLoadNode>();
+    if (!p || p->producer != pad.tensor().ref()) return;
+    reads = true;
+    for (auto& a : r.reduce_axes())
+      for (auto& i : p->indices)
+        visit_prim(i, [&](const PrimExpr& x) { small &= x.get() != a->var.get() || a->extent <= 7; });
+  });
+  return reads && small;
+}
+
 // A root stage that is not an output: parallel outer loops, vectorized inner loop.
 void schedule_root(Stage& s, int vector_bits) {
   std::vector<IterVar> axes = s.axes();
@@ -514,16 +554,27 @@ void apply_default_schedule(Schedule& sch, int vector_bits) {
     bool is_output = false;
     for (auto& o : sch.outputs()) is_output |= o.ref() == s->tensor().ref();
     if (is_output || is_reduction(*s)) continue;
-    if (padded_input_of_reduction(sch, *s))
-      schedule_root(*s, vector_bits);
-    else
+    if (!padded_input_of_reduction(sch, *s)) {
       s->compute_inline();
+      continue;
+    }
+    bool windowed = false;
+    for (auto& r : sch.stages()) windowed |= is_reduction(*r) && windowed_pad(*r, *s);
+    if (!windowed) schedule_root(*s, vector_bits);  // else schedule_output attaches it
   }
   // An output that is itself a reduction gets a local accumulator tile (cache_write), so its
   // stage becomes the tile loop like any epilogue.
   for (auto& o : sch.outputs())
     if (is_reduction(sch[o])) sch.cache_write(o);
   for (auto& o : sch.outputs()) schedule_output(sch, sch[o], vector_bits);
+  // Windowed pads that no output tile took stay root nests of their own.
+  for (auto& s : sch.stages())
+    if (s->attach_kind() == AttachKind::Root && !is_reduction(*s) &&
+        padded_input_of_reduction(sch, *s) && s->leaf_axes() == s->axes()) {
+      bool is_output = false;
+      for (auto& o : sch.outputs()) is_output |= o.ref() == s->tensor().ref();
+      if (!is_output) schedule_root(*s, vector_bits);
+    }
   // Reductions no output reads directly (a reduction of a reduction) are computed a vector
   // tile at a time inside the reading reduction's loop when they can be, else as their own
   // parallel nest, treated like an output.
