@@ -32,6 +32,23 @@ TEST(LoopIR, SimplifyCancelsAffineTerms) {
   EXPECT_EQ(to_string(simplify((wo * 6 + 3) / 4)), "(((wo*6) + 3)/4)");
 }
 
+TEST(LoopIR, LoopRangesSimplifyDivisionAndModulo) {
+  // n = no*24 + g*8 + l with l in [0, 8): n / 8 = no*3 + g and n % 8 = l inside the loops,
+  // as a packed weight's index is (vector loads stay contiguous); outside them, unchanged.
+  PrimVar no("no"), g("g"), l("l");
+  PrimExpr n = no * 24 + g * 8 + l;
+  Buffer out = make_buffer("out", DType::Int64, {64});
+  Stmt body = store(out, l, n / 8 + n % 8 * 100);
+  Stmt s = for_loop(no, 0, 2, ForKind::Serial,
+                    for_loop(g, 0, 3, ForKind::Serial, for_loop(l, 0, 8, ForKind::Serial, body)));
+  std::string text = to_string(simplify(s));
+  EXPECT_NE(text.find("(((no*3) + g) + (l*100))"), std::string::npos) << text;
+  // l in [0, 9) may reach the next multiple of 8: nothing to simplify.
+  Stmt wide = for_loop(l, 0, 9, ForKind::Serial, store(out, l, (no * 8 + l) / 8));
+  EXPECT_NE(to_string(simplify(wide)).find("/8"), std::string::npos) << simplify(wide);
+  EXPECT_EQ(to_string(simplify((no * 8 + l) / 8)), "(((no*8) + l)/8)");
+}
+
 TEST(LoopIR, BoundOfAffineIndex) {
   PrimVar wo("wo"), wi("wi"), kw("kw");
   VarRanges inner{{wi.get(), {0, 15}}, {kw.get(), {0, 2}}};

@@ -1,0 +1,79 @@
+// AlterOpLayout: before/expected structural tests, and the machine model its block and the
+// schedules' register tiles come from.
+#include "ember/passes/alter_op_layout.h"
+
+#include <gtest/gtest.h>
+
+#include "ember/ir/op.h"
+#include "ember/runtime/tensor.h"
+
+namespace ember::passes {
+namespace {
+
+using namespace ir;
+
+Expr weight(int64_t n, int64_t k) {
+  return constant(runtime::Tensor::empty({n, k}, DType::Float32), "fc.weight");
+}
+
+TEST(AlterOpLayout, ConstantDenseWeightIsPackedInVectorPanels) {
+  Expr x = var("x", TensorType{{3, 16}, DType::Float32}), w = weight(24, 16);
+  Function f = function({x}, call("nn.relu", {call("nn.dense", {x, w}, {}, "fc")}));
+  Function got = alter_op_layout(f, MachineModel::for_vector_bits(256));
+  Expr packed = call("nn.pack_dense_weight", {w}, Attrs({{"block", int64_t{8}}}), "fc.weight");
+  Function want = function(
+      {x}, call("nn.relu", {call("nn.dense_packed", {x, packed},
+                                 Attrs({{"units", int64_t{24}}}), "fc")}));
+  EXPECT_TRUE(structural_equal(got, want)) << to_string(Expr(got));
+  EXPECT_EQ(got->body->type.tensor().shape, (std::vector<int64_t>{3, 24}));
+}
+
+TEST(AlterOpLayout, BlockIsTheWidestVectorThatDividesTheUnits) {
+  Expr x = var("x", TensorType{{1, 16}, DType::Float32});
+  auto block_for = [&](int64_t n, int bits) {
+    Function g = alter_op_layout(function({x}, call("nn.dense", {x, weight(n, 16)})),
+                                 MachineModel::for_vector_bits(bits));
+    auto* c = as<CallNode>(g->body);
+    return as<CallNode>(c->args[1])->attrs.get_int("block", 0);
+  };
+  EXPECT_EQ(block_for(1000, 512), 8);  // 1000 = 125 x 8: half of AVX-512's 16 lanes
+  EXPECT_EQ(block_for(1024, 512), 16);
+  EXPECT_EQ(block_for(12, 256), 4);
+  EXPECT_EQ(block_for(10, 256), 8);  // nothing divides 10: full width, padded with zeros
+}
+
+TEST(AlterOpLayout, WeightsThatAreInputsAreLeftAlone) {
+  Expr x = var("x", TensorType{{3, 16}, DType::Float32});
+  Expr w = var("w", TensorType{{24, 16}, DType::Float32});
+  Function f = function({x, w}, call("nn.dense", {x, w}));
+  EXPECT_TRUE(structural_equal(alter_op_layout(f, MachineModel::for_vector_bits(256)), f));
+}
+
+TEST(MachineModel, RegisterTilesDivideTheExtentsAndFitTheRegisters) {
+  for (int bits : {256, 512}) {
+    MachineModel m = MachineModel::for_vector_bits(bits);
+    for (int64_t rows : {1, 3, 4, 17, 64, 128, 256})
+      for (int64_t cols : {1, 7, 14, 24, 28, 56, 768, 1000, 3072}) {
+        RegisterTile t = choose_register_tile(m, rows, cols, DType::Float32);
+        SCOPED_TRACE(std::to_string(bits) + " bits, " + std::to_string(rows) + " x " +
+                     std::to_string(cols));
+        EXPECT_EQ(rows % t.rows, 0);
+        int64_t full = m.lanes(DType::Float32);
+        int64_t regs = (t.lanes + full - 1) / full;
+        EXPECT_LE((t.rows * t.vectors + t.vectors) * regs + 1, m.vector_registers);
+        if (cols % t.lanes == 0) EXPECT_EQ(cols % t.cols(), 0);
+      }
+  }
+  // BERT's dense on AVX2: 4 rows x 3 vectors of 8 = 12 accumulators.
+  RegisterTile bert = choose_register_tile(MachineModel::for_vector_bits(256), 128, 768,
+                                           DType::Float32);
+  EXPECT_EQ(bert.rows * bert.vectors, 12);
+  EXPECT_EQ(bert.lanes, 8);
+  // A 14-pixel row is one vector of 14 lanes (two registers), never a masked tail.
+  EXPECT_EQ(choose_register_tile(MachineModel::for_vector_bits(256), 256, 14, DType::Float32).lanes,
+            14);
+  EXPECT_EQ(choose_row_block(MachineModel::for_vector_bits(256), 128, 768 * 4), 64);
+}
+
+}  // namespace
+}  // namespace ember::passes
