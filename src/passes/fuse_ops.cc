@@ -450,13 +450,14 @@ std::vector<std::string> fusion_patterns(const Function& group) {
         if (!anchor || pair.empty()) anchor = c;
       }
     // Pattern names speak of the operation ("dense+activation"), not of its weight layout
-    // (nn.dense_packed is a dense); the kernel's anchor shows the layout.
+    // (nn.dense_packed, nn.conv2d_blocked); the kernel's anchor shows the layout.
     auto short_name = [](const std::string& op) {
       auto dot = op.rfind('.');
       std::string s = dot == std::string::npos ? op : op.substr(dot + 1);
-      const std::string packed = "_packed";
-      if (s.size() > packed.size() && s.compare(s.size() - packed.size(), packed.size(), packed) == 0)
-        s.resize(s.size() - packed.size());
+      for (const std::string layout : {"_packed", "_blocked"})
+        if (s.size() > layout.size() &&
+            s.compare(s.size() - layout.size(), layout.size(), layout) == 0)
+          s.resize(s.size() - layout.size());
       return s;
     };
     if (anchor) {

@@ -62,14 +62,18 @@ int64_t window_out_size(int64_t size, int64_t pad_begin, int64_t pad_end, int64_
 
 // ---------------------------------------------------------------- compute helpers
 
-// data [N, C, H, W] placed at (top, left) in a [N, C, hp, wp] tensor filled with `fill`.
-// Returns data itself when nothing is padded. Select evaluates both sides, so the guarded
-// load reads clamped (always valid) indices.
+// data [N, C, H, W, ...] placed at (top, left) in a [N, C, hp, wp, ...] tensor filled with
+// `fill` (the trailing axes of a blocked layout pass through). Returns data itself when
+// nothing is padded. Select evaluates both sides, so the guarded load reads clamped (always
+// valid) indices.
 Tensor pad_nchw(const std::string& name, const Tensor& data, int64_t top, int64_t left, int64_t hp,
                 int64_t wp, PrimExpr fill) {
   int64_t h = data.shape()[2], w = data.shape()[3];
   if (top == 0 && left == 0 && hp <= h && wp <= w) return data;
-  return compute(name, {data.shape()[0], data.shape()[1], hp, wp},
+  std::vector<int64_t> shape = data.shape();
+  shape[2] = hp;
+  shape[3] = wp;
+  return compute(name, shape,
                  [&](const std::vector<PrimVar>& i) {
                    PrimExpr y = i[2] - idx(top), x = i[3] - idx(left);
                    PrimExpr inside = make_const(DType::Bool, 1);
@@ -91,7 +95,9 @@ Tensor pad_nchw(const std::string& name, const Tensor& data, int64_t top, int64_
                      inside = logical_and(inside, x < idx(w));
                      xc = min(xc, idx(w - 1));
                    }
-                   return select(inside, data({i[0], i[1], yc, xc}), fill);
+                   std::vector<PrimExpr> at = {i[0], i[1], yc, xc};
+                   at.insert(at.end(), i.begin() + 4, i.end());
+                   return select(inside, data(at), fill);
                  });
 }
 
@@ -147,6 +153,76 @@ Tensor conv2d_compute(const std::vector<Tensor>& in, const Attrs& attrs, const T
     PrimExpr y = i[2] * idx(s[0]) + ry->var * idx(d[0]);
     PrimExpr x = i[3] * idx(s[1]) + rx->var * idx(d[1]);
     return sum(padded({i[0], c, y, x}) * weight({i[1], rc->var, ry->var, rx->var}), {rc, ry, rx});
+  });
+}
+
+// ---------------------------------------------------------------- blocked conv2d
+
+// nn.conv2d on activations in a blocked layout NCHW[c]c (AlterOpLayout): data
+// [N, C/ci, H, W, ci], weight packed [CO/co, C/ci, KH, KW, ci, co] by nn.pack_conv_weight,
+// output [N, CO/co, OH, OW, co]. A vector of co output channels then loads co contiguous
+// weights and broadcasts one input value, at any image width. Attributes as nn.conv2d
+// (groups 1 only).
+Type pack_conv_weight_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_arity(args, 1, ctx);
+  const TensorType& w = tensor_arg(args, 0, "the weight", ctx);
+  check_rank(w, 4, "the weight (OIHW)", ctx);
+  int64_t ci = attrs.get_int("in_block", 0), co = attrs.get_int("out_block", 0);
+  if (ci < 1 || co < 1 || w.shape[0] % co != 0 || w.shape[1] % ci != 0)
+    ctx.fail("in_block " + std::to_string(ci) + " and out_block " + std::to_string(co) +
+             " must divide the weight's channels " + ints_str(w.shape));
+  return TensorType{{w.shape[0] / co, w.shape[1] / ci, w.shape[2], w.shape[3], ci, co}, w.dtype};
+}
+
+Tensor pack_conv_weight_compute(const std::vector<Tensor>& in, const Attrs&,
+                                const TensorType& out) {
+  const Tensor& w = in[0];
+  int64_t ci = out.shape[4], co = out.shape[5];
+  return compute("packed_weight", out.shape, [&](const std::vector<PrimVar>& i) {
+    return w({i[0] * idx(co) + i[5], i[1] * idx(ci) + i[4], i[2], i[3]});
+  });
+}
+
+Type conv2d_blocked_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_arity(args, 2, ctx);
+  const TensorType& data = tensor_arg(args, 0, "data", ctx);
+  const TensorType& weight = tensor_arg(args, 1, "weight", ctx);
+  check_rank(data, 5, "data (NCHW[c]c)", ctx);
+  check_rank(weight, 6, "the packed weight", ctx);
+  check_float(data, "data", ctx);
+  check_same_dtype(data, "data", weight, "the weight", ctx);
+  if (data.shape[1] != weight.shape[1] || data.shape[4] != weight.shape[4])
+    ctx.fail("data " + to_string(data) + " does not match the packed weight " +
+             ints_str(weight.shape) + "; pack both with the same channel block");
+  if (attrs.get_int("groups", 1) != 1) ctx.fail("a blocked conv2d has groups = 1");
+  auto strides = pair_attr(attrs, "strides", {1, 1}, 1, ctx);
+  auto dilation = pair_attr(attrs, "dilation", {1, 1}, 1, ctx);
+  auto pad = padding_attr(attrs, ctx);
+  int64_t oh = window_out_size(data.shape[2], pad[0], pad[2], weight.shape[2], strides[0],
+                               dilation[0], false, "height", ctx);
+  int64_t ow = window_out_size(data.shape[3], pad[1], pad[3], weight.shape[3], strides[1],
+                               dilation[1], false, "width", ctx);
+  return TensorType{{data.shape[0], weight.shape[0], oh, ow, weight.shape[5]}, data.dtype};
+}
+
+Tensor conv2d_blocked_compute(const std::vector<Tensor>& in, const Attrs& attrs,
+                              const TensorType& out) {
+  const Tensor &data = in[0], &weight = in[1];
+  auto s = attrs.get_ints("strides", {1, 1});
+  auto d = attrs.get_ints("dilation", {1, 1});
+  auto p = attrs.get_ints("padding", {0, 0, 0, 0});
+  int64_t kh = weight.shape()[2], kw = weight.shape()[3];
+  int64_t hp = (out.shape[2] - 1) * s[0] + d[0] * (kh - 1) + 1;
+  int64_t wp = (out.shape[3] - 1) * s[1] + d[1] * (kw - 1) + 1;
+  Tensor padded = pad_nchw("conv2d_pad", data, p[0], p[1], hp, wp, make_const(data.dtype(), 0.0));
+  IterVar rc = reduce_axis(weight.shape()[1], "rc"), ry = reduce_axis(kh, "ry"),
+          rx = reduce_axis(kw, "rx"), rl = reduce_axis(weight.shape()[4], "rl");
+  return compute("conv2d", out.shape, [&](const std::vector<PrimVar>& i) {
+    PrimExpr y = i[2] * idx(s[0]) + ry->var * idx(d[0]);
+    PrimExpr x = i[3] * idx(s[1]) + rx->var * idx(d[1]);
+    return sum(padded({i[0], rc->var, y, x, rl->var}) *
+                   weight({i[1], rc->var, ry->var, rx->var, rl->var, i[4]}),
+               {rc, ry, rx, rl});
   });
 }
 
@@ -776,6 +852,12 @@ Tensor pad_compute(const std::vector<Tensor>& in, const Attrs& attrs, const Tens
 
 [[maybe_unused]] const Op* kConv2d =
     register_op({"nn.conv2d", 2, OpPattern::OutEWiseFusable, conv2d_rel, conv2d_compute});
+[[maybe_unused]] const Op* kConv2dBlocked = register_op(
+    {"nn.conv2d_blocked", 2, OpPattern::OutEWiseFusable, conv2d_blocked_rel,
+     conv2d_blocked_compute});
+[[maybe_unused]] const Op* kPackConvWeight = register_op(
+    {"nn.pack_conv_weight", 1, OpPattern::Injective, pack_conv_weight_rel,
+     pack_conv_weight_compute});
 [[maybe_unused]] const Op* kDense =
     register_op({"nn.dense", 2, OpPattern::OutEWiseFusable, dense_rel, dense_compute});
 [[maybe_unused]] const Op* kDensePacked = register_op(

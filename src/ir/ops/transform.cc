@@ -129,6 +129,44 @@ Tensor transpose_compute(const std::vector<Tensor>& in, const Attrs& attrs, cons
   });
 }
 
+// ---------------------------------------------------------------- blocked layouts
+
+// to_blocked: NCHW [N, C, H, W] -> NCHW[c]c [N, C/c, H, W, c] (attr block = c, dividing C);
+// from_blocked is its inverse. AlterOpLayout puts them where a blocked conv meets an op
+// that needs the plain layout.
+Type to_blocked_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_arity(args, 1, ctx);
+  const TensorType& x = tensor_arg(args, 0, "data", ctx);
+  check_rank(x, 4, "data (NCHW)", ctx);
+  int64_t c = attrs.get_int("block", 0);
+  if (c < 1 || x.shape[1] % c != 0)
+    ctx.fail("block " + std::to_string(c) + " must divide the channels of " + to_string(x));
+  return TensorType{{x.shape[0], x.shape[1] / c, x.shape[2], x.shape[3], c}, x.dtype};
+}
+
+Tensor to_blocked_compute(const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {
+  const Tensor& x = in[0];
+  int64_t c = out.shape[4];
+  return compute("to_blocked", out.shape, [&](const std::vector<PrimVar>& i) {
+    return x({i[0], i[1] * idx(c) + i[4], i[2], i[3]});
+  });
+}
+
+Type from_blocked_rel(const std::vector<Type>& args, Attrs&, const TypeContext& ctx) {
+  check_arity(args, 1, ctx);
+  const TensorType& x = tensor_arg(args, 0, "data", ctx);
+  check_rank(x, 5, "data (NCHW[c]c)", ctx);
+  return TensorType{{x.shape[0], x.shape[1] * x.shape[4], x.shape[2], x.shape[3]}, x.dtype};
+}
+
+Tensor from_blocked_compute(const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {
+  const Tensor& x = in[0];
+  int64_t c = x.shape()[4];
+  return compute("from_blocked", out.shape, [&](const std::vector<PrimVar>& i) {
+    return x({i[0], i[1] / idx(c), i[2], i[3], i[1] % idx(c)});
+  });
+}
+
 // ---------------------------------------------------------------- concatenate
 
 Type concatenate_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
@@ -368,6 +406,10 @@ Tensor take_compute(const std::vector<Tensor>& in, const Attrs& attrs, const Ten
     register_op(view_op({"flatten", 1, OpPattern::Injective, flatten_rel, flatten_compute}));
 [[maybe_unused]] const Op* kTranspose =
     register_op({"transpose", 1, OpPattern::Injective, transpose_rel, transpose_compute});
+[[maybe_unused]] const Op* kToBlocked =
+    register_op({"to_blocked", 1, OpPattern::Injective, to_blocked_rel, to_blocked_compute});
+[[maybe_unused]] const Op* kFromBlocked =
+    register_op({"from_blocked", 1, OpPattern::Injective, from_blocked_rel, from_blocked_compute});
 [[maybe_unused]] const Op* kConcatenate =
     register_op({"concatenate", -1, OpPattern::Injective, concatenate_rel, concatenate_compute});
 [[maybe_unused]] const Op* kStridedSlice = register_op(

@@ -394,9 +394,11 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
     if (rows->extent >= 2 * kRows) rows = o.split(rows, kRows).first;
     tile = o.fuse(outer);
     reduction_at = outer_vec;
-  } else if (along && outer_vec && !row_tile) {
+  } else if (along && (outer_vec || tile_inner) && !row_tile) {
+    // Every axis outside the register tile is a tile axis: the reduction is computed one
+    // register tile at a time (a blocked conv's row of pixels x a vector of channels).
     pads.clear();
-    outer.push_back(outer_vec);
+    if (outer_vec) outer.push_back(outer_vec);
     tile = o.fuse(outer);
   } else if (!outer.empty()) {
     // The reductions do not depend on the innermost axis (a row statistic): the tile is the

@@ -39,7 +39,7 @@ RegisterTile choose_register_tile(const MachineModel& m, int64_t rows, int64_t c
     for (int64_t r = 1; r <= std::min<int64_t>(rows, 16); ++r) {
       if (rows % r != 0) continue;
       // Accumulators, the vectors of one k step and a broadcast must fit in registers.
-      if ((r * v + v) * regs + 1 > m.vector_registers) continue;
+      if ((r * v + v) * regs + 2 > m.vector_registers) continue;
       double acc = static_cast<double>(r * v * regs);
       double loads_per_fma = static_cast<double>(r + v) / acc;
       double score = std::min<double>(acc, kLatencyCover) * 4 - loads_per_fma;

@@ -1,0 +1,90 @@
+"""Convolutions through every layout and register-tile path (AlterOpLayout's blocked
+NCHW[c]c convs, the plain NCHW schedule, strided loads, rows no vector width divides)
+against PyTorch in float64, at awkward sizes, for both vector widths, with the layout pass
+on and off. A residual block checks that the blocked layout is kept through the epilogue
+(bias, activation, residual add) and converted back only where the plain layout is needed.
+
+Tolerance: float32 sums of Cin*KH*KW products in any order against float64: rtol 1e-4,
+atol 1e-5 * sqrt(terms).
+"""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ember
+from ember import ir, op
+from ember.transform import PassContext
+
+WIDTHS = [256, 512]
+LAYOUTS = {"blocked": [], "plain": ["AlterOpLayout"]}
+# (cin, cout, width, kernel, stride, padding, dilation, groups)
+CASES = [
+    (3, 24, 57, 7, 2, 3, 1, 1), (5, 33, 13, 3, 1, 1, 1, 1), (24, 24, 14, 1, 1, 0, 1, 1),
+    (24, 96, 28, 3, 2, 1, 1, 1), (96, 24, 7, 1, 1, 0, 1, 1), (33, 5, 14, 3, 1, 2, 2, 1),
+    (16, 32, 1, 1, 1, 0, 1, 1), (32, 16, 7, 3, 1, 1, 1, 1), (24, 24, 13, 3, 1, 1, 1, 24),
+    (96, 96, 14, 3, 2, 1, 1, 96), (32, 64, 28, 1, 2, 0, 1, 1), (48, 48, 57, 3, 1, 1, 1, 2),
+]
+
+
+def build_run(func, inputs, bits, disabled=()):
+    with PassContext(disabled_passes=list(disabled)):
+        lib = ember.build(func, target=f"llvm -vector-bits={bits}")
+    m = ember.GraphModule(lib)
+    for i, a in enumerate(inputs):
+        m.set_input(i, a)
+    m.run()
+    return lib, [np.asarray(m.get_output(i)).copy() for i in range(m.get_num_outputs())]
+
+
+@pytest.mark.parametrize("bits", WIDTHS)
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_convs_at_awkward_sizes(bits, layout):
+    rng = np.random.default_rng(bits)
+    xs, outs, data, refs = [], [], [], []
+    for i, (cin, cout, w, k, s, p, d, g) in enumerate(CASES):
+        x = ir.var(f"x{i}", (1, cin, w, w), "float32")
+        wt = rng.standard_normal((cout, cin // g, k, k)).astype("float32")
+        b = rng.standard_normal((cout, 1, 1)).astype("float32")
+        y = op.nn.conv2d(x, ir.const(wt), strides=(s, s), padding=(p, p), dilation=(d, d),
+                         groups=g)
+        xs.append(x)
+        outs.append(op.nn.relu(op.add(y, ir.const(b))))
+        a = rng.standard_normal((1, cin, w, w)).astype("float32")
+        data.append(a)
+        ref = F.conv2d(torch.from_numpy(a).double(), torch.from_numpy(wt).double(), stride=s,
+                       padding=p, dilation=d, groups=g) + torch.from_numpy(b).double()
+        refs.append(torch.relu(ref).numpy())
+    lib, got = build_run(ir.Function(xs, ir.Tuple(outs)), data, bits, LAYOUTS[layout])
+    anchors = {r.anchor for r in lib.fusion_report()}
+    assert ("nn.conv2d_blocked" in anchors) == (layout == "blocked"), anchors
+    for case, g_, r in zip(CASES, got, refs):
+        terms = case[0] // case[7] * case[3] ** 2
+        np.testing.assert_allclose(g_, r, rtol=1e-4, atol=1e-5 * np.sqrt(terms),
+                                   err_msg=f"conv {case}")
+
+
+@pytest.mark.parametrize("bits", WIDTHS)
+def test_residual_block_stays_blocked_and_matches_plain(bits):
+    rng = np.random.default_rng(5)
+    c, w = 32, 14
+    x = ir.var("x", (1, c, w, w), "float32")
+
+    def conv_bn(v, name):
+        wt = (rng.standard_normal((c, c, 3, 3)) / np.sqrt(9 * c)).astype("float32")
+        b = rng.standard_normal((c, 1, 1)).astype("float32")
+        return op.add(op.nn.conv2d(v, ir.const(wt), padding=(1, 1), name=name), ir.const(b))
+
+    y = op.nn.relu(conv_bn(x, "conv1"))
+    y = op.nn.relu(op.add(conv_bn(y, "conv2"), x))
+    out = op.nn.adaptive_avg_pool2d(y, (1, 1))
+    f = ir.Function([x], out)
+    a = rng.standard_normal((1, c, w, w)).astype("float32")
+    lib, (blocked,) = build_run(f, [a], bits)
+    _, (plain,) = build_run(f, [a], bits, ["AlterOpLayout"])
+    np.testing.assert_allclose(blocked, plain, rtol=1e-5, atol=1e-5)
+    ops = [o for r in lib.fusion_report() for o in r.ops]
+    # One conversion in (the input), one out (before the pooling): none between the convs.
+    assert ops.count("to_blocked") == 1 and ops.count("from_blocked") == 1, lib.fusion_report()
+    conv2 = [r for r in lib.fusion_report() if "conv2" in r.name]
+    assert conv2 and "add" in conv2[0].ops and "nn.relu" in conv2[0].ops, lib.fusion_report()
