@@ -342,7 +342,12 @@ def main():
           f"{os.cpu_count()} cores, torch {torch.__version__}, target {args.target!r}, "
           f"engines {', '.join(engines)}, {rounds} rounds, "
           + (f"{args.repeat} calls per round" if args.repeat else
-             f"about {seconds} s per engine per round"))
+             f"about {seconds} s per engine per round")
+          + ", load average %.1f at start" % os.getloadavg()[0])
+    if os.getloadavg()[0] >= 1.0:
+        print(f"# WARNING: load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores before "
+              "this run: other processes compete for the cores, so timings (above all at more "
+              "than 1 thread) are noisy")
     if "ort" in engines:
         try:
             import onnxruntime
@@ -466,6 +471,7 @@ def main():
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"target": args.target, "torch": torch.__version__,
+                       "load_average_at_end": os.getloadavg()[0],
                        "cores": os.cpu_count(), "rows": rows, "setup": setups}, fh, indent=1)
         print(f"Rows written to {args.json}")
 

@@ -8,12 +8,14 @@ Builds each model (benchmarks/e2e.py's definitions: ResNet-50 on 1x3x224x224, th
 encoder layer on 1x128x768; any e2e.py model name works) with Ember, runs
 GraphModule.profile() at 1 thread (mean time per kernel over --repeat runs) and reads every
 kernel's ops from the graph after the passes (lib.get_source("graph")). For each kernel whose
-anchor is nn.conv2d, nn.dense, nn.matmul or nn.batch_matmul — and nn.attention, whose two
-batched products q k^T and p v are counted — the useful flops come from the anchor's operand
-and result shapes: 2*M*N*K for products, 2*N*Cout*OH*OW*Cin/groups*KH*KW for convolutions
-(a kernel with two anchors, e.g. depthwise -> pointwise, counts both). The peak is measured in
-the same run by ember.measure_fma_peak (independent float32 FMA chains that Ember compiles at
-the target's vector width, one thread). Prints one Markdown row per kernel, sorted by model
+anchor is nn.conv2d, nn.dense, nn.matmul or nn.batch_matmul (or a layout variant such as
+nn.conv2d_blocked or nn.dense_packed, shown with its real, blocked shapes) — and nn.attention,
+whose two batched products q k^T and p v are counted — the useful flops come from the anchor's
+operand and result shapes: 2*M*N*K for products, 2*N*Cout*OH*OW*Cin/groups*KH*KW for
+convolutions (a kernel with two anchors, e.g. depthwise -> pointwise, counts both). The peak
+is measured in the same run, before and after the models (the higher counts), by
+ember.measure_fma_peak: independent float32 FMA chains that Ember compiles at the target's
+vector width, one thread. Prints one Markdown row per kernel, sorted by model
 then time, the totals per model and, per model, how many workloads are distinct. Never part
 of the test pass/fail.
 """
@@ -184,20 +186,25 @@ def main():
     ember.set_num_threads(1)
     torch.set_num_threads(1)
     print(f"# Ember kernels: {platform.processor() or platform.machine()}, target "
-          f"{args.target!r}, 1 thread, mean of {repeat} profiled runs")
-    peak = None
-    if hasattr(ember, "measure_fma_peak"):
+          f"{args.target!r}, 1 thread, mean of {repeat} profiled runs, load average "
+          f"{os.getloadavg()[0]:.1f} at start")
+    peaks = []
+
+    def measure_peak():
+        """One measurement (GFLOP/s) appended to peaks; False when there is none."""
+        if not hasattr(ember, "measure_fma_peak"):
+            print("# FMA peak unavailable: this build has no ember.measure_fma_peak; "
+                  "the % peak column is n/a")
+            return False
         try:
-            peak = float(ember.measure_fma_peak(args.target, seconds=1.0))
-            print(f"# single-thread FMA peak (ember.measure_fma_peak, float32): "
-                  f"{peak:.1f} GFLOP/s")
+            peaks.append(float(ember.measure_fma_peak(args.target, seconds=1.0)))
         except Exception as e:  # noqa: BLE001
             print(f"# FMA peak unavailable: ember.measure_fma_peak failed: "
                   f"{type(e).__name__}: {e}; the % peak column is n/a")
-    else:
-        print("# FMA peak unavailable: this build has no ember.measure_fma_peak; "
-              "the % peak column is n/a")
+            return False
+        return True
 
+    have_peak = measure_peak()  # again after the models: the higher one counts (less noise)
     rows, summaries = [], []
     for name in names:
         model, inputs = e2e.make(name, 1)
@@ -231,8 +238,7 @@ def main():
             anchor = " + ".join(o["op"].replace("nn.", "") for o in products) or k.anchor
             gflops = flops / (ms * 1e6) if flops and ms else None
             row = {"model": name, "kernel": k.name, "anchor": anchor, "shape": shape,
-                   "ms": ms, "flops": flops, "gflops": gflops,
-                   "pct": 100 * gflops / peak if gflops and peak else None}
+                   "ms": ms, "flops": flops, "gflops": gflops}
             model_rows.append(row)
             distinct.setdefault((anchor, shape), []).append(row)
         model_rows.sort(key=lambda r: -(r["ms"] or 0))
@@ -247,6 +253,14 @@ def main():
         print(f"# {name}: built in {build_s:.1f} s, {len(report)} kernels, profiled",
               flush=True)
 
+    peak = None
+    if have_peak and measure_peak():
+        peak = max(peaks)
+        print(f"# single-thread FMA peak (ember.measure_fma_peak, float32, {args.target!r}): "
+              f"{peak:.1f} GFLOP/s (the higher of {peaks[0]:.1f} before and {peaks[1]:.1f} "
+              "after the models)")
+    for r in rows:
+        r["pct"] = 100 * r["gflops"] / peak if r["gflops"] and peak else None
     print("\n| model | kernel | anchor | shape | ms | GFLOP/s | % peak |")
     print("|---|---|---|---|---:|---:|---:|")
     for r in rows:
@@ -267,6 +281,9 @@ def main():
               f"build {s['build_s']:.1f} s")
     if peak is None:
         print("% peak: n/a (no FMA peak measured in this run)")
+    elif any(r["pct"] and r["pct"] > 100 for r in rows):
+        print("Some kernels show more than 100% of the peak: the peak measurement was disturbed "
+              "(other processes on the cores?); rerun on a quiet machine.")
 
 
 if __name__ == "__main__":
