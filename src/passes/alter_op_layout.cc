@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ember/ir/op.h"
+#include "ember/passes/fuse_ops.h"
 
 namespace ember::passes {
 
@@ -53,26 +54,40 @@ class Blocker {
   std::map<std::pair<const ExprNode*, int64_t>, Expr> memo_;
 };
 
-Expr block_conv(const CallNode* c, const std::vector<Expr>& in, const MachineModel& machine,
-                Blocker& to_blocked) {
-  if (c->op->name != "nn.conv2d" || in.size() != 2 || c->attrs.get_int("groups", 1) != 1)
-    return nullptr;
-  if (!as<ConstantNode>(in[1]) || in[0]->type.is_tuple) return nullptr;
-  const TensorType& x = in[0]->type.tensor();
-  const TensorType& w = in[1]->type.tensor();
-  if (x.ndim() != 4 || w.ndim() != 4 || !is_float(x.dtype)) return nullptr;
+// The channel blocks (in, out) of a conv that can run blocked, or {0, 0}: groups 1 or
+// depthwise, a constant weight, channels the vector lanes divide (the 3 of an RGB stem do
+// not: it keeps NCHW).
+std::pair<int64_t, int64_t> conv_blocks(const CallNode* c, const MachineModel& machine) {
+  if (!c->op || c->op->name != "nn.conv2d" || c->args.size() != 2) return {0, 0};
+  const Expr &data = c->args[0], &weight = c->args[1];
+  if (!as<ConstantNode>(weight) || data->type.is_tuple) return {0, 0};
+  const TensorType& x = data->type.tensor();
+  const TensorType& w = weight->type.tensor();
+  if (x.ndim() != 4 || w.ndim() != 4 || !is_float(x.dtype)) return {0, 0};
+  const int64_t groups = c->attrs.get_int("groups", 1);
+  const bool depthwise = groups > 1 && groups == x.shape[1] && w.shape[0] == groups;
+  if (groups != 1 && !depthwise) return {0, 0};  // grouped convs keep NCHW
   int64_t ci = vector_lanes_for(machine, x.shape[1], x.dtype);
   int64_t co = vector_lanes_for(machine, w.shape[0], w.dtype);
-  // Channels the block does not divide (the 3 of an RGB stem) keep the plain layout.
-  if (x.shape[1] % ci != 0 || w.shape[0] % co != 0) return nullptr;
+  if (x.shape[1] % ci != 0 || w.shape[0] % co != 0) return {0, 0};
+  return {ci, co};
+}
+
+Expr block_conv(const CallNode* c, const std::vector<Expr>& in, const MachineModel& machine,
+                Blocker& to_blocked) {
+  auto [ci, co] = conv_blocks(c, machine);
+  if (!ci) return nullptr;
+  // A depthwise weight [C, 1, KH, KW] packs as [C/c, 1, KH, KW, 1, c].
+  const bool depthwise = c->attrs.get_int("groups", 1) > 1;
   Expr packed = call("nn.pack_conv_weight", {in[1]},
-                     Attrs().with("in_block", ci).with("out_block", co), in[1]->name);
+                     Attrs().with("in_block", depthwise ? int64_t{1} : ci).with("out_block", co),
+                     in[1]->name);
   Expr y = call("nn.conv2d_blocked", {to_blocked(in[0], ci), packed}, c->attrs, c->name);
   return from_blocked(y, c->name);
 }
 
 // The other operand of an elementwise op on a blocked value, blocked too: a tensor of the
-// output's own shape [N, C, H, W] (a residual), a per-channel constant [C, 1, 1] or
+// output's own shape [N, C, H, W] (a residual), a per-channel constant [C], [C, 1, 1] or
 // [1, C, 1, 1] as [1, C/c, 1, 1, c], or a scalar-shaped constant as it is. Null otherwise.
 Expr blocked_operand(const Expr& e, const TensorType& out, int64_t block, Blocker& to_blocked) {
   if (e->type.is_tuple) return nullptr;
@@ -83,7 +98,8 @@ Expr blocked_operand(const Expr& e, const TensorType& out, int64_t block, Blocke
   int64_t numel = 1;
   for (int64_t d : shape) numel *= d;
   if (numel == 1) return e;
-  bool per_channel = (shape.size() == 3 && shape[0] == channels && shape[1] == 1 &&
+  bool per_channel = (shape.size() == 1 && shape[0] == channels) ||
+                     (shape.size() == 3 && shape[0] == channels && shape[1] == 1 &&
                       shape[2] == 1) ||
                      (shape.size() == 4 && shape[0] == 1 && shape[1] == channels &&
                       shape[2] == 1 && shape[3] == 1);
@@ -101,7 +117,11 @@ Expr through_elementwise(const CallNode* c, const std::vector<Expr>& in, Blocker
     Expr a = blocked_source(in[0]);
     return a ? from_blocked(call(c->op, {a}, c->attrs, c->name), c->name) : nullptr;
   }
-  if (!binary.count(c->op->name) || in.size() != 2 || c->type.is_tuple) return nullptr;
+  // nn.bias_add along the channels is an add of a per-channel [C] operand.
+  const bool bias = c->op->name == "nn.bias_add" && in.size() == 2 && !c->type.is_tuple &&
+                    c->type.tensor().ndim() == 4 &&
+                    (c->attrs.get_int("axis", 1) == 1 || c->attrs.get_int("axis", 1) == -3);
+  if (!bias && (!binary.count(c->op->name) || in.size() != 2 || c->type.is_tuple)) return nullptr;
   const TensorType& out = c->type.tensor();
   Expr a = blocked_source(in[0]), b = blocked_source(in[1]);
   if (out.ndim() != 4) return nullptr;
@@ -115,18 +135,74 @@ Expr through_elementwise(const CallNode* c, const std::vector<Expr>& in, Blocker
     return nullptr;
   }
   if (!a || !b) return nullptr;
+  if (bias) return from_blocked(call("add", {a, b}, {}, c->name), c->name);
   return from_blocked(call(c->op, {a, b}, c->attrs, c->name), c->name);
+}
+
+// The convs to run blocked: those that can (conv_blocks) and that reach another such conv
+// through elementwise ops (a chain, a residual block). A lone conv keeps NCHW: converting its
+// input and output would cost two passes over memory for one kernel. So do convs that
+// FuseOps joins with a second anchor (conv -> pooling, depthwise -> pointwise conv): those
+// two-anchor kernels have NCHW schedules only.
+std::set<const ExprNode*> convs_to_block(const Function& f, const MachineModel& machine) {
+  std::map<const ExprNode*, std::vector<const CallNode*>> readers;
+  for (auto& e : post_order(f->body))
+    if (auto* c = as<CallNode>(e))
+      for (auto& a : inputs_of(e)) readers[a.get()].push_back(c);
+  auto elementwise = [](const CallNode* c) {
+    return c->op && (c->op->pattern == OpPattern::ElemWise ||
+                     c->op->pattern == OpPattern::Broadcast);
+  };
+  std::set<const ExprNode*> two_anchor, out;
+  std::vector<const CallNode*> convs;
+  for (auto& e : post_order(f->body)) {
+    auto* first = as<CallNode>(e);
+    if (!first || !conv_blocks(first, machine).first) continue;
+    convs.push_back(first);
+    for (const ExprNode* at = first; readers[at].size() == 1;) {
+      const CallNode* next = readers[at][0];
+      if (!next->op) break;
+      if (!two_anchor_pattern(first, next).empty()) {
+        two_anchor.insert(first);
+        two_anchor.insert(next);
+        break;
+      }
+      if (!elementwise(next)) break;
+      at = next;
+    }
+  }
+  for (const CallNode* first : convs) {
+    if (two_anchor.count(first)) continue;
+    std::vector<const ExprNode*> todo = {first};
+    std::set<const ExprNode*> seen;
+    while (!todo.empty()) {
+      const ExprNode* at = todo.back();
+      todo.pop_back();
+      for (const CallNode* r : readers[at]) {
+        if (!seen.insert(r).second) continue;
+        if (conv_blocks(r, machine).first && !two_anchor.count(r)) {
+          out.insert(first);
+          out.insert(r);
+        } else if (elementwise(r)) {
+          todo.push_back(r);
+        }
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace
 
 Function alter_op_layout(const Function& f, const MachineModel& machine) {
   Blocker to_blocked;
+  const std::set<const ExprNode*> blocked = convs_to_block(f, machine);
   return rewrite(f, [&](const Expr& e, const std::vector<Expr>& in) -> Expr {
     auto* c = as<CallNode>(e);
     if (!c || !c->op) return nullptr;
     if (Expr r = pack_dense(c, in, machine)) return r;
-    if (Expr r = block_conv(c, in, machine, to_blocked)) return r;
+    if (blocked.count(c))
+      if (Expr r = block_conv(c, in, machine, to_blocked)) return r;
     return through_elementwise(c, in, to_blocked);
   });
 }

@@ -52,6 +52,21 @@ namespace ember::passes {
 
 using namespace ir;
 
+std::string two_anchor_pattern(const CallNode* first, const CallNode* second) {
+  if (!first->op || !second->op || first->op->name != "nn.conv2d") return "";
+  const std::string& op = second->op->name;
+  if (op == "nn.max_pool2d" || op == "nn.avg_pool2d") return "conv+pooling";
+  if (op != "nn.conv2d") return "";
+  const auto& w1 = first->args[1]->type.tensor().shape;
+  const auto& w2 = second->args[1]->type.tensor().shape;
+  bool depthwise = w1[1] == 1 && first->attrs.get_int("groups", 1) > 1;
+  auto pad = second->attrs.get_ints("padding", {0, 0, 0, 0});
+  bool pointwise = w2[2] == 1 && w2[3] == 1 && second->attrs.get_int("groups", 1) == 1 &&
+                   second->attrs.get_ints("strides", {1, 1}) == std::vector<int64_t>{1, 1} &&
+                   std::all_of(pad.begin(), pad.end(), [](int64_t p) { return p == 0; });
+  return depthwise && pointwise ? "depthwise conv -> pointwise conv" : "";
+}
+
 namespace {
 
 // The dataflow graph over op calls: node i is calls[i]; edges go producer -> consumer.
@@ -132,21 +147,6 @@ bool is_anchor(OpPattern p) {
 // Two anchors that one kernel computes together (schedule_two_anchors in
 // default_schedule.cc): a conv and a pooling of its output, or a depthwise conv and the
 // pointwise (1x1) conv after it. The name of that pattern, or "" for any other pair.
-std::string two_anchor_pattern(const CallNode* first, const CallNode* second) {
-  if (!first->op || !second->op || first->op->name != "nn.conv2d") return "";
-  const std::string& op = second->op->name;
-  if (op == "nn.max_pool2d" || op == "nn.avg_pool2d") return "conv+pooling";
-  if (op != "nn.conv2d") return "";
-  const auto& w1 = first->args[1]->type.tensor().shape;
-  const auto& w2 = second->args[1]->type.tensor().shape;
-  bool depthwise = w1[1] == 1 && first->attrs.get_int("groups", 1) > 1;
-  auto pad = second->attrs.get_ints("padding", {0, 0, 0, 0});
-  bool pointwise = w2[2] == 1 && w2[3] == 1 && second->attrs.get_int("groups", 1) == 1 &&
-                   second->attrs.get_ints("strides", {1, 1}) == std::vector<int64_t>{1, 1} &&
-                   std::all_of(pad.begin(), pad.end(), [](int64_t p) { return p == 0; });
-  return depthwise && pointwise ? "depthwise conv -> pointwise conv" : "";
-}
-
 class Fuser {
  public:
   Fuser(const OpGraph& g, int max_depth) : g_(g), max_depth_(max_depth) {

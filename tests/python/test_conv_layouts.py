@@ -46,20 +46,24 @@ def test_convs_at_awkward_sizes(bits, layout):
         x = ir.var(f"x{i}", (1, cin, w, w), "float32")
         wt = rng.standard_normal((cout, cin // g, k, k)).astype("float32")
         b = rng.standard_normal((cout, 1, 1)).astype("float32")
+        # A 1x1 conv after each case: a chain of two convs, which AlterOpLayout blocks (a
+        # lone conv keeps NCHW).
+        w2 = (rng.standard_normal((cout, cout, 1, 1)) / np.sqrt(cout)).astype("float32")
         y = op.nn.conv2d(x, ir.const(wt), strides=(s, s), padding=(p, p), dilation=(d, d),
                          groups=g)
+        y = op.nn.conv2d(op.nn.relu(op.add(y, ir.const(b))), ir.const(w2))
         xs.append(x)
-        outs.append(op.nn.relu(op.add(y, ir.const(b))))
+        outs.append(y)
         a = rng.standard_normal((1, cin, w, w)).astype("float32")
         data.append(a)
         ref = F.conv2d(torch.from_numpy(a).double(), torch.from_numpy(wt).double(), stride=s,
                        padding=p, dilation=d, groups=g) + torch.from_numpy(b).double()
-        refs.append(torch.relu(ref).numpy())
+        refs.append(F.conv2d(torch.relu(ref), torch.from_numpy(w2).double()).numpy())
     lib, got = build_run(ir.Function(xs, ir.Tuple(outs)), data, bits, LAYOUTS[layout])
     anchors = {r.anchor for r in lib.fusion_report()}
     assert ("nn.conv2d_blocked" in anchors) == (layout == "blocked"), anchors
     for case, g_, r in zip(CASES, got, refs):
-        terms = case[0] // case[7] * case[3] ** 2
+        terms = case[0] // case[7] * case[3] ** 2 * case[1]
         np.testing.assert_allclose(g_, r, rtol=1e-4, atol=1e-5 * np.sqrt(terms),
                                    err_msg=f"conv {case}")
 

@@ -8,7 +8,7 @@ namespace ember::passes {
 /// schedules read with contiguous vector loads (TVM's AlterOpLayout, oneDNN's nChw8c).
 ///  * nn.dense whose weight [N, K] is a constant becomes nn.dense_packed over
 ///    nn.pack_dense_weight(weight) [N / b, K, b], b the vector lanes that divide N.
-///  * nn.conv2d (groups 1, constant weight) whose channels the vector lanes divide (a
+///  * nn.conv2d (groups 1 or depthwise, constant weight) whose channels the vector lanes divide (a
 ///    channel block c: 8 for AVX2, 16 for AVX-512, or a half or quarter of it, chosen per
 ///    tensor by vector_lanes_for) becomes nn.conv2d_blocked on NCHW[c]c activations
 ///    [N, C/c, H, W, c] with the weight packed by nn.pack_conv_weight. A conv whose channels

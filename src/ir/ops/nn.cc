@@ -161,8 +161,9 @@ Tensor conv2d_compute(const std::vector<Tensor>& in, const Attrs& attrs, const T
 // nn.conv2d on activations in a blocked layout NCHW[c]c (AlterOpLayout): data
 // [N, C/ci, H, W, ci], weight packed [CO/co, C/ci, KH, KW, ci, co] by nn.pack_conv_weight,
 // output [N, CO/co, OH, OW, co]. A vector of co output channels then loads co contiguous
-// weights and broadcasts one input value, at any image width. Attributes as nn.conv2d
-// (groups 1 only).
+// weights and broadcasts one input value, at any image width. Attributes as nn.conv2d, with
+// groups 1 or one group per channel (depthwise: weight [C/c, 1, KH, KW, 1, c], a vector of
+// c channels multiplies c contiguous inputs by c contiguous weights).
 Type pack_conv_weight_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
   check_arity(args, 1, ctx);
   const TensorType& w = tensor_arg(args, 0, "the weight", ctx);
@@ -191,10 +192,17 @@ Type conv2d_blocked_rel(const std::vector<Type>& args, Attrs& attrs, const TypeC
   check_rank(weight, 6, "the packed weight", ctx);
   check_float(data, "data", ctx);
   check_same_dtype(data, "data", weight, "the weight", ctx);
-  if (data.shape[1] != weight.shape[1] || data.shape[4] != weight.shape[4])
+  int64_t groups = attrs.get_int("groups", 1);
+  bool depthwise = groups > 1;
+  if (depthwise ? groups != data.shape[1] * data.shape[4] || weight.shape[0] != data.shape[1] ||
+                      weight.shape[1] != 1 || weight.shape[4] != 1 ||
+                      weight.shape[5] != data.shape[4]
+                : groups != 1 || data.shape[1] != weight.shape[1] ||
+                      data.shape[4] != weight.shape[4])
     ctx.fail("data " + to_string(data) + " does not match the packed weight " +
-             ints_str(weight.shape) + "; pack both with the same channel block");
-  if (attrs.get_int("groups", 1) != 1) ctx.fail("a blocked conv2d has groups = 1");
+             ints_str(weight.shape) + " with groups=" + std::to_string(groups) +
+             "; a blocked conv2d has groups 1, or one group per channel (depthwise), and "
+             "its weight packed with the data's channel block");
   auto strides = pair_attr(attrs, "strides", {1, 1}, 1, ctx);
   auto dilation = pair_attr(attrs, "dilation", {1, 1}, 1, ctx);
   auto pad = padding_attr(attrs, ctx);
@@ -217,9 +225,13 @@ Tensor conv2d_blocked_compute(const std::vector<Tensor>& in, const Attrs& attrs,
   Tensor padded = pad_nchw("conv2d_pad", data, p[0], p[1], hp, wp, make_const(data.dtype(), 0.0));
   IterVar rc = reduce_axis(weight.shape()[1], "rc"), ry = reduce_axis(kh, "ry"),
           rx = reduce_axis(kw, "rx"), rl = reduce_axis(weight.shape()[4], "rl");
+  const bool depthwise = attrs.get_int("groups", 1) > 1;
   return compute("conv2d", out.shape, [&](const std::vector<PrimVar>& i) {
     PrimExpr y = i[2] * idx(s[0]) + ry->var * idx(d[0]);
     PrimExpr x = i[3] * idx(s[1]) + rx->var * idx(d[1]);
+    if (depthwise)  // channel i[1] * c + i[4] reads only itself: vectors along the block
+      return sum(padded({i[0], i[1], y, x, i[4]}) * weight({i[1], idx(0), ry->var, rx->var, idx(0), i[4]}),
+                 {ry, rx});
     return sum(padded({i[0], rc->var, y, x, rl->var}) *
                    weight({i[1], rc->var, ry->var, rx->var, rl->var, i[4]}),
                {rc, ry, rx, rl});
