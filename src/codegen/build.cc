@@ -51,8 +51,8 @@ std::shared_ptr<Library> build(const ir::Function& f, const std::string& target,
   const codegen::Target tgt = codegen::parse_target(target);
   const bool cuda = tgt.is_cuda();
   std::vector<passes::FusionDecision> fusion;
-  passes::PipelineTarget pipeline_target{cuda,
-                                         passes::MachineModel::for_vector_bits(tgt.resolved_vector_bits())};
+  passes::PipelineTarget pipeline_target{
+      cuda, passes::MachineModel::for_vector_bits(tgt.resolved_vector_bits())};
   ir::Function func = passes::run_pipeline(passes::bind_params(f, params), ctx, pipeline_target,
                                            evaluate_constant, &fusion);
   passes::LowerOptions lower_opts;

@@ -98,11 +98,11 @@ Expr blocked_operand(const Expr& e, const TensorType& out, int64_t block, Blocke
   int64_t numel = 1;
   for (int64_t d : shape) numel *= d;
   if (numel == 1) return e;
-  bool per_channel = (shape.size() == 1 && shape[0] == channels) ||
-                     (shape.size() == 3 && shape[0] == channels && shape[1] == 1 &&
-                      shape[2] == 1) ||
-                     (shape.size() == 4 && shape[0] == 1 && shape[1] == channels &&
-                      shape[2] == 1 && shape[3] == 1);
+  bool per_channel =
+      (shape.size() == 1 && shape[0] == channels) ||
+      (shape.size() == 3 && shape[0] == channels && shape[1] == 1 && shape[2] == 1) ||
+      (shape.size() == 4 && shape[0] == 1 && shape[1] == channels && shape[2] == 1 &&
+       shape[3] == 1);
   if (!per_channel) return nullptr;
   Expr r = call("reshape", {e}, Attrs().with("newshape", std::vector<int64_t>{1, channels, 1, 1}),
                 e->name);
@@ -111,8 +111,8 @@ Expr blocked_operand(const Expr& e, const TensorType& out, int64_t block, Blocke
 
 // Elementwise ops keep the blocked layout: op(from_blocked(a), ...) = from_blocked(op(a, ...)).
 Expr through_elementwise(const CallNode* c, const std::vector<Expr>& in, Blocker& to_blocked) {
-  static const std::set<std::string> binary = {"add",     "subtract", "multiply",
-                                               "divide",  "maximum",  "minimum"};
+  static const std::set<std::string> binary = {"add",    "subtract", "multiply",
+                                               "divide", "maximum",  "minimum"};
   if (c->op->pattern == OpPattern::ElemWise && in.size() == 1) {
     Expr a = blocked_source(in[0]);
     return a ? from_blocked(call(c->op, {a}, c->attrs, c->name), c->name) : nullptr;
@@ -150,8 +150,8 @@ std::set<const ExprNode*> convs_to_block(const Function& f, const MachineModel& 
     if (auto* c = as<CallNode>(e))
       for (auto& a : inputs_of(e)) readers[a.get()].push_back(c);
   auto elementwise = [](const CallNode* c) {
-    return c->op && (c->op->pattern == OpPattern::ElemWise ||
-                     c->op->pattern == OpPattern::Broadcast);
+    return c->op &&
+           (c->op->pattern == OpPattern::ElemWise || c->op->pattern == OpPattern::Broadcast);
   };
   std::set<const ExprNode*> two_anchor, out;
   std::vector<const CallNode*> convs;

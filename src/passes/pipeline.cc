@@ -57,7 +57,8 @@ ir::Function run_pipeline(const ir::Function& input, const PassContext& raw_ctx,
   // After constant folding, so that the attention scale is one constant.
   step("RecognizeAttention", recognize_attention);
   if (!target.gpu) {
-    step("AlterOpLayout", [&](const ir::Function& g) { return alter_op_layout(g, target.machine); });
+    step("AlterOpLayout",
+         [&](const ir::Function& g) { return alter_op_layout(g, target.machine); });
     step("FoldConstant", [&](const ir::Function& g) { return fold_constant(g, evaluate); });
   }
   step("FuseOps", [&](const ir::Function& g) {

@@ -73,32 +73,31 @@ Tensor pad_nchw(const std::string& name, const Tensor& data, int64_t top, int64_
   std::vector<int64_t> shape = data.shape();
   shape[2] = hp;
   shape[3] = wp;
-  return compute(name, shape,
-                 [&](const std::vector<PrimVar>& i) {
-                   PrimExpr y = i[2] - idx(top), x = i[3] - idx(left);
-                   PrimExpr inside = make_const(DType::Bool, 1);
-                   PrimExpr yc = y, xc = x;
-                   // Guard and clamp only the sides that have padding.
-                   if (top > 0) {
-                     inside = logical_and(inside, y >= idx(0));
-                     yc = max(yc, idx(0));
-                   }
-                   if (hp - top > h) {
-                     inside = logical_and(inside, y < idx(h));
-                     yc = min(yc, idx(h - 1));
-                   }
-                   if (left > 0) {
-                     inside = logical_and(inside, x >= idx(0));
-                     xc = max(xc, idx(0));
-                   }
-                   if (wp - left > w) {
-                     inside = logical_and(inside, x < idx(w));
-                     xc = min(xc, idx(w - 1));
-                   }
-                   std::vector<PrimExpr> at = {i[0], i[1], yc, xc};
-                   at.insert(at.end(), i.begin() + 4, i.end());
-                   return select(inside, data(at), fill);
-                 });
+  return compute(name, shape, [&](const std::vector<PrimVar>& i) {
+    PrimExpr y = i[2] - idx(top), x = i[3] - idx(left);
+    PrimExpr inside = make_const(DType::Bool, 1);
+    PrimExpr yc = y, xc = x;
+    // Guard and clamp only the sides that have padding.
+    if (top > 0) {
+      inside = logical_and(inside, y >= idx(0));
+      yc = max(yc, idx(0));
+    }
+    if (hp - top > h) {
+      inside = logical_and(inside, y < idx(h));
+      yc = min(yc, idx(h - 1));
+    }
+    if (left > 0) {
+      inside = logical_and(inside, x >= idx(0));
+      xc = max(xc, idx(0));
+    }
+    if (wp - left > w) {
+      inside = logical_and(inside, x < idx(w));
+      xc = min(xc, idx(w - 1));
+    }
+    std::vector<PrimExpr> at = {i[0], i[1], yc, xc};
+    at.insert(at.end(), i.begin() + 4, i.end());
+    return select(inside, data(at), fill);
+  });
 }
 
 // ---------------------------------------------------------------- conv2d
@@ -194,11 +193,10 @@ Type conv2d_blocked_rel(const std::vector<Type>& args, Attrs& attrs, const TypeC
   check_same_dtype(data, "data", weight, "the weight", ctx);
   int64_t groups = attrs.get_int("groups", 1);
   bool depthwise = groups > 1;
-  if (depthwise ? groups != data.shape[1] * data.shape[4] || weight.shape[0] != data.shape[1] ||
-                      weight.shape[1] != 1 || weight.shape[4] != 1 ||
-                      weight.shape[5] != data.shape[4]
-                : groups != 1 || data.shape[1] != weight.shape[1] ||
-                      data.shape[4] != weight.shape[4])
+  if (depthwise
+          ? groups != data.shape[1] * data.shape[4] || weight.shape[0] != data.shape[1] ||
+                weight.shape[1] != 1 || weight.shape[4] != 1 || weight.shape[5] != data.shape[4]
+          : groups != 1 || data.shape[1] != weight.shape[1] || data.shape[4] != weight.shape[4])
     ctx.fail("data " + to_string(data) + " does not match the packed weight " +
              ints_str(weight.shape) + " with groups=" + std::to_string(groups) +
              "; a blocked conv2d has groups 1, or one group per channel (depthwise), and "
@@ -230,8 +228,9 @@ Tensor conv2d_blocked_compute(const std::vector<Tensor>& in, const Attrs& attrs,
     PrimExpr y = i[2] * idx(s[0]) + ry->var * idx(d[0]);
     PrimExpr x = i[3] * idx(s[1]) + rx->var * idx(d[1]);
     if (depthwise)  // channel i[1] * c + i[4] reads only itself: vectors along the block
-      return sum(padded({i[0], i[1], y, x, i[4]}) * weight({i[1], idx(0), ry->var, rx->var, idx(0), i[4]}),
-                 {ry, rx});
+      return sum(
+          padded({i[0], i[1], y, x, i[4]}) * weight({i[1], idx(0), ry->var, rx->var, idx(0), i[4]}),
+          {ry, rx});
     return sum(padded({i[0], rc->var, y, x, rl->var}) *
                    weight({i[1], rc->var, ry->var, rx->var, rl->var, i[4]}),
                {rc, ry, rx, rl});
@@ -864,19 +863,19 @@ Tensor pad_compute(const std::vector<Tensor>& in, const Attrs& attrs, const Tens
 
 [[maybe_unused]] const Op* kConv2d =
     register_op({"nn.conv2d", 2, OpPattern::OutEWiseFusable, conv2d_rel, conv2d_compute});
-[[maybe_unused]] const Op* kConv2dBlocked = register_op(
-    {"nn.conv2d_blocked", 2, OpPattern::OutEWiseFusable, conv2d_blocked_rel,
-     conv2d_blocked_compute});
-[[maybe_unused]] const Op* kPackConvWeight = register_op(
-    {"nn.pack_conv_weight", 1, OpPattern::Injective, pack_conv_weight_rel,
-     pack_conv_weight_compute});
+[[maybe_unused]] const Op* kConv2dBlocked =
+    register_op({"nn.conv2d_blocked", 2, OpPattern::OutEWiseFusable, conv2d_blocked_rel,
+                 conv2d_blocked_compute});
+[[maybe_unused]] const Op* kPackConvWeight =
+    register_op({"nn.pack_conv_weight", 1, OpPattern::Injective, pack_conv_weight_rel,
+                 pack_conv_weight_compute});
 [[maybe_unused]] const Op* kDense =
     register_op({"nn.dense", 2, OpPattern::OutEWiseFusable, dense_rel, dense_compute});
 [[maybe_unused]] const Op* kDensePacked = register_op(
     {"nn.dense_packed", 2, OpPattern::OutEWiseFusable, dense_packed_rel, dense_packed_compute});
-[[maybe_unused]] const Op* kPackDenseWeight = register_op(
-    {"nn.pack_dense_weight", 1, OpPattern::Injective, pack_dense_weight_rel,
-     pack_dense_weight_compute});
+[[maybe_unused]] const Op* kPackDenseWeight =
+    register_op({"nn.pack_dense_weight", 1, OpPattern::Injective, pack_dense_weight_rel,
+                 pack_dense_weight_compute});
 [[maybe_unused]] const Op* kMatmul =
     register_op({"nn.matmul", 2, OpPattern::OutEWiseFusable, matmul_rel, matmul_compute});
 [[maybe_unused]] const Op* kBatchMatmul = register_op(

@@ -174,9 +174,11 @@ void schedule_gemm_block(Stage& r, int d, const RegisterTile& rt) {
   if (cols->extent > rt.cols()) std::tie(cols_out, cols) = r.split(cols, rt.cols());
   if (rt.vectors > 1) std::tie(group, cols) = r.split(cols, rt.lanes);
   std::vector<IterVar> order(axes.begin(), axes.begin() + d);
-  for (IterVar a : {cols_out, rows}) if (a) order.push_back(a);
+  for (IterVar a : {cols_out, rows})
+    if (a) order.push_back(a);
   for (auto& a : r.reduce_axes()) order.push_back(a);
-  for (IterVar a : {rows_in, group, cols}) if (a) order.push_back(a);
+  for (IterVar a : {rows_in, group, cols})
+    if (a) order.push_back(a);
   r.reorder(order);
   if (rows_in) r.unroll(rows_in);
   if (group) r.unroll(group);
@@ -418,8 +420,8 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
         row_gemms.push_back(r);
     if (!row_gemms.empty()) {
       IterVar& rows = tile_axes.back();
-      row_block = choose_row_block(machine, rows->extent,
-                                   last->extent * dtype_bytes(o.tensor().dtype()));
+      row_block =
+          choose_row_block(machine, rows->extent, last->extent * dtype_bytes(o.tensor().dtype()));
       if (row_block < rows->extent) rows = o.split(rows, row_block).first;
     }
     tile = o.fuse(tile_axes);
@@ -440,9 +442,9 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
   for (Stage* r : reds) {
     r->compute_at(o, reduction_at ? reduction_at : tile);
     if (std::find(row_gemms.begin(), row_gemms.end(), r) != row_gemms.end()) {
-      schedule_gemm_block(*r, static_cast<int>(r->axes().size()) - 2,
-                          choose_register_tile(machine, row_block, last->extent,
-                                               o.tensor().dtype()));
+      schedule_gemm_block(
+          *r, static_cast<int>(r->axes().size()) - 2,
+          choose_register_tile(machine, row_block, last->extent, o.tensor().dtype()));
     } else if (tiled) {
       schedule_register_tile(*r, tile_axis, rt);
     } else {
@@ -531,7 +533,8 @@ bool windowed_pad(const Stage& r, const Stage& pad) {
     reads = true;
     for (auto& a : r.reduce_axes())
       for (auto& i : p->indices)
-        visit_prim(i, [&](const PrimExpr& x) { small &= x.get() != a->var.get() || a->extent <= 7; });
+        visit_prim(i,
+                   [&](const PrimExpr& x) { small &= x.get() != a->var.get() || a->extent <= 7; });
   });
   return reads && small;
 }

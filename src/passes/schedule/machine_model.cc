@@ -38,8 +38,11 @@ RegisterTile choose_register_tile(const MachineModel& m, int64_t rows, int64_t c
     if (vecs % v != 0) continue;
     for (int64_t r = 1; r <= std::min<int64_t>(rows, 16); ++r) {
       if (rows % r != 0) continue;
-      // Accumulators, the vectors of one k step and a broadcast must fit in registers.
-      if ((r * v + v) * regs + 2 > m.vector_registers) continue;
+      // Accumulators, the vectors of one k step and a broadcast must fit in registers, with
+      // four left besides the accumulators (LLVM's FMA forms and the loop need them: 14
+      // accumulators of 16 spill).
+      if ((r * v + v) * regs + 1 > m.vector_registers || r * v * regs + 4 > m.vector_registers)
+        continue;
       double acc = static_cast<double>(r * v * regs);
       double loads_per_fma = static_cast<double>(r + v) / acc;
       double score = std::min<double>(acc, kLatencyCover) * 4 - loads_per_fma;

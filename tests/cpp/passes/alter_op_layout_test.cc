@@ -21,9 +21,8 @@ TEST(AlterOpLayout, ConstantDenseWeightIsPackedInVectorPanels) {
   Function f = function({x}, call("nn.relu", {call("nn.dense", {x, w}, {}, "fc")}));
   Function got = alter_op_layout(f, MachineModel::for_vector_bits(256));
   Expr packed = call("nn.pack_dense_weight", {w}, Attrs({{"block", int64_t{8}}}), "fc.weight");
-  Function want = function(
-      {x}, call("nn.relu", {call("nn.dense_packed", {x, packed},
-                                 Attrs({{"units", int64_t{24}}}), "fc")}));
+  Function want = function({x}, call("nn.relu", {call("nn.dense_packed", {x, packed},
+                                                      Attrs({{"units", int64_t{24}}}), "fc")}));
   EXPECT_TRUE(structural_equal(got, want)) << to_string(Expr(got));
   EXPECT_EQ(got->body->type.tensor().shape, (std::vector<int64_t>{3, 24}));
 }
@@ -49,6 +48,48 @@ TEST(AlterOpLayout, WeightsThatAreInputsAreLeftAlone) {
   EXPECT_TRUE(structural_equal(alter_op_layout(f, MachineModel::for_vector_bits(256)), f));
 }
 
+Expr conv_weight(int64_t co, int64_t ci) {
+  return constant(runtime::Tensor::empty({co, ci, 3, 3}, DType::Float32), "w");
+}
+
+TEST(AlterOpLayout, ConvChainRunsBlockedWithOneConversionInAndOut) {
+  // conv -> add(bias [C,1,1]) -> relu -> conv: blocked from the first conv to the second,
+  // the bias packed as [1, C/c, 1, 1, c]; to_blocked at the input, from_blocked at the end.
+  Expr x = var("x", TensorType{{1, 16, 9, 9}, DType::Float32});
+  Attrs pad({{"padding", std::vector<int64_t>{1, 1, 1, 1}}, {"groups", int64_t{1}}});
+  Expr w1 = conv_weight(16, 16), w2 = conv_weight(8, 16);
+  Expr bias = constant(runtime::Tensor::empty({16, 1, 1}, DType::Float32), "b");
+  Expr y = call("nn.relu", {call("add", {call("nn.conv2d", {x, w1}, pad, "c1"), bias})});
+  Function f = function({x}, call("nn.conv2d", {y, w2}, pad, "c2"));
+  Function got = alter_op_layout(f, MachineModel::for_vector_bits(256));
+
+  auto blocked = [](Expr e, int64_t c) { return call("to_blocked", {e}, Attrs({{"block", c}})); };
+  auto pack = [](Expr w) {
+    return call("nn.pack_conv_weight", {w},
+                Attrs({{"in_block", int64_t{8}}, {"out_block", int64_t{8}}}));
+  };
+  Expr b =
+      blocked(call("reshape", {bias}, Attrs({{"newshape", std::vector<int64_t>{1, 16, 1, 1}}})), 8);
+  Expr c1 = call("nn.conv2d_blocked", {blocked(x, 8), pack(w1)}, pad);
+  Expr r = call("nn.relu", {call("add", {c1, b})});
+  Function want =
+      function({x}, call("from_blocked", {call("nn.conv2d_blocked", {r, pack(w2)}, pad)}));
+  EXPECT_TRUE(structural_equal(got, want)) << to_string(Expr(got));
+  EXPECT_EQ(got->body->type.tensor().shape, (std::vector<int64_t>{1, 8, 9, 9}));
+}
+
+TEST(AlterOpLayout, LoneConvsAndStemsKeepNchw) {
+  Expr x = var("x", TensorType{{1, 16, 9, 9}, DType::Float32});
+  Function lone = function({x}, call("nn.relu", {call("nn.conv2d", {x, conv_weight(16, 16)})}));
+  EXPECT_TRUE(structural_equal(alter_op_layout(lone, MachineModel::for_vector_bits(256)), lone));
+  // 3 input channels: no block divides them, so the stem stays NCHW and the next conv,
+  // now alone, does too.
+  Expr rgb = var("x", TensorType{{1, 3, 9, 9}, DType::Float32});
+  Function stem = function({rgb}, call("nn.conv2d", {call("nn.conv2d", {rgb, conv_weight(16, 3)}),
+                                                     conv_weight(16, 16)}));
+  EXPECT_TRUE(structural_equal(alter_op_layout(stem, MachineModel::for_vector_bits(512)), stem));
+}
+
 TEST(MachineModel, RegisterTilesDivideTheExtentsAndFitTheRegisters) {
   for (int bits : {256, 512}) {
     MachineModel m = MachineModel::for_vector_bits(bits);
@@ -61,12 +102,13 @@ TEST(MachineModel, RegisterTilesDivideTheExtentsAndFitTheRegisters) {
         int64_t full = m.lanes(DType::Float32);
         int64_t regs = (t.lanes + full - 1) / full;
         EXPECT_LE((t.rows * t.vectors + t.vectors) * regs + 1, m.vector_registers);
+        EXPECT_LE(t.rows * t.vectors * regs + 4, m.vector_registers);
         if (cols % t.lanes == 0) EXPECT_EQ(cols % t.cols(), 0);
       }
   }
   // BERT's dense on AVX2: 4 rows x 3 vectors of 8 = 12 accumulators.
-  RegisterTile bert = choose_register_tile(MachineModel::for_vector_bits(256), 128, 768,
-                                           DType::Float32);
+  RegisterTile bert =
+      choose_register_tile(MachineModel::for_vector_bits(256), 128, 768, DType::Float32);
   EXPECT_EQ(bert.rows * bert.vectors, 12);
   EXPECT_EQ(bert.lanes, 8);
   // A 14-pixel row is one vector of 14 lanes (two registers), never a masked tail.
