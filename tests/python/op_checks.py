@@ -24,6 +24,18 @@ def run(make, *inputs):
     return outs if many else outs[0]
 
 
+def build_run(func, inputs, vector_bits, disabled_passes=()):
+    """Builds `func` for `llvm -vector-bits=N` with the passes disabled, runs it on the
+    inputs (in order); returns the Library and the outputs as NumPy arrays."""
+    with ember.transform.PassContext(disabled_passes=list(disabled_passes)):
+        lib = ember.build(func, target=f"llvm -vector-bits={vector_bits}")
+    m = ember.GraphModule(lib)
+    for i, a in enumerate(inputs):
+        m.set_input(i, a)
+    m.run()
+    return lib, [np.asarray(m.get_output(i)).copy() for i in range(m.get_num_outputs())]
+
+
 def t(a):
     return torch.from_numpy(np.ascontiguousarray(a))
 

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 import ember
 from ember import ir, op
-from ember.transform import PassContext
+from op_checks import build_run
 
 WIDTHS = [256, 512]
 LAYOUTS = {"blocked": [], "plain": ["AlterOpLayout"]}
@@ -25,16 +25,6 @@ CASES = [
     (16, 32, 1, 1, 1, 0, 1, 1), (32, 16, 7, 3, 1, 1, 1, 1), (24, 24, 13, 3, 1, 1, 1, 24),
     (96, 96, 14, 3, 2, 1, 1, 96), (32, 64, 28, 1, 2, 0, 1, 1), (48, 48, 57, 3, 1, 1, 1, 2),
 ]
-
-
-def build_run(func, inputs, bits, disabled=()):
-    with PassContext(disabled_passes=list(disabled)):
-        lib = ember.build(func, target=f"llvm -vector-bits={bits}")
-    m = ember.GraphModule(lib)
-    for i, a in enumerate(inputs):
-        m.set_input(i, a)
-    m.run()
-    return lib, [np.asarray(m.get_output(i)).copy() for i in range(m.get_num_outputs())]
 
 
 @pytest.mark.parametrize("bits", WIDTHS)

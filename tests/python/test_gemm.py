@@ -13,7 +13,7 @@ import pytest
 
 import ember
 from ember import ir, op
-from ember.transform import PassContext
+from op_checks import build_run
 
 WIDTHS = [256, 512]
 LAYOUTS = {"packed": [], "plain": ["AlterOpLayout"]}
@@ -21,16 +21,6 @@ SIZES = [1, 3, 17, 64, 127, 768, 3072]
 # (M, N, K): every size appears in every position; the largest products stay cheap.
 CASES = sorted({(m, n, k) for m, n, k in itertools.product(SIZES, SIZES, SIZES)
                 if m * n * k <= 3 * 1024 * 1024 and (m in (1, 17, 127) or n in (3, 768))})[::7]
-
-
-def build_run(func, inputs, bits, disabled=()):
-    with PassContext(disabled_passes=list(disabled)):
-        lib = ember.build(func, target=f"llvm -vector-bits={bits}")
-    m = ember.GraphModule(lib)
-    for i, a in enumerate(inputs):
-        m.set_input(i, a)
-    m.run()
-    return lib, [np.asarray(m.get_output(i)).copy() for i in range(m.get_num_outputs())]
 
 
 def assert_gemm_close(got, want, k, what):

@@ -60,6 +60,20 @@ int64_t window_out_size(int64_t size, int64_t pad_begin, int64_t pad_end, int64_
   return out;
 }
 
+// Output (height, width) of a kh x kw convolution window over dims 2 and 3 of data, with the
+// strides, dilation and padding attributes checked and written back.
+std::pair<int64_t, int64_t> conv_out_hw(const TensorType& data, int64_t kh, int64_t kw,
+                                        Attrs& attrs, const TypeContext& ctx) {
+  auto strides = pair_attr(attrs, "strides", {1, 1}, 1, ctx);
+  auto dilation = pair_attr(attrs, "dilation", {1, 1}, 1, ctx);
+  auto pad = padding_attr(attrs, ctx);
+  int64_t oh = window_out_size(data.shape[2], pad[0], pad[2], kh, strides[0], dilation[0], false,
+                               "height", ctx);
+  int64_t ow = window_out_size(data.shape[3], pad[1], pad[3], kw, strides[1], dilation[1], false,
+                               "width", ctx);
+  return {oh, ow};
+}
+
 // ---------------------------------------------------------------- compute helpers
 
 // data [N, C, H, W, ...] placed at (top, left) in a [N, C, hp, wp, ...] tensor filled with
@@ -110,9 +124,6 @@ Type conv2d_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& 
   check_rank(weight, 4, "the weight (OIHW)", ctx);
   check_float(data, "data", ctx);
   check_same_dtype(data, "data", weight, "the weight", ctx);
-  auto strides = pair_attr(attrs, "strides", {1, 1}, 1, ctx);
-  auto dilation = pair_attr(attrs, "dilation", {1, 1}, 1, ctx);
-  auto pad = padding_attr(attrs, ctx);
   int64_t groups = attrs.get_int("groups", 1);
   if (groups < 1) ctx.fail("groups = " + std::to_string(groups) + " must be >= 1");
   attrs = attrs.with("groups", groups);
@@ -124,10 +135,7 @@ Type conv2d_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& 
   if (out_channels % groups != 0)
     ctx.fail("the weight has " + std::to_string(out_channels) + " output channels, which groups=" +
              std::to_string(groups) + " does not divide; check the weight or the groups attribute");
-  int64_t oh = window_out_size(data.shape[2], pad[0], pad[2], weight.shape[2], strides[0],
-                               dilation[0], false, "height", ctx);
-  int64_t ow = window_out_size(data.shape[3], pad[1], pad[3], weight.shape[3], strides[1],
-                               dilation[1], false, "width", ctx);
+  auto [oh, ow] = conv_out_hw(data, weight.shape[2], weight.shape[3], attrs, ctx);
   return TensorType{{data.shape[0], out_channels, oh, ow}, data.dtype};
 }
 
@@ -201,13 +209,7 @@ Type conv2d_blocked_rel(const std::vector<Type>& args, Attrs& attrs, const TypeC
              ints_str(weight.shape) + " with groups=" + std::to_string(groups) +
              "; a blocked conv2d has groups 1, or one group per channel (depthwise), and "
              "its weight packed with the data's channel block");
-  auto strides = pair_attr(attrs, "strides", {1, 1}, 1, ctx);
-  auto dilation = pair_attr(attrs, "dilation", {1, 1}, 1, ctx);
-  auto pad = padding_attr(attrs, ctx);
-  int64_t oh = window_out_size(data.shape[2], pad[0], pad[2], weight.shape[2], strides[0],
-                               dilation[0], false, "height", ctx);
-  int64_t ow = window_out_size(data.shape[3], pad[1], pad[3], weight.shape[3], strides[1],
-                               dilation[1], false, "width", ctx);
+  auto [oh, ow] = conv_out_hw(data, weight.shape[2], weight.shape[3], attrs, ctx);
   return TensorType{{data.shape[0], weight.shape[0], oh, ow, weight.shape[5]}, data.dtype};
 }
 
