@@ -141,9 +141,11 @@ Expr through_elementwise(const CallNode* c, const std::vector<Expr>& in, Blocker
 
 // The convs to run blocked: those that can (conv_blocks) and that reach another such conv
 // through elementwise ops (a chain, a residual block). A lone conv keeps NCHW: converting its
-// input and output would cost two passes over memory for one kernel. So do convs that
-// FuseOps joins with a second anchor (conv -> pooling, depthwise -> pointwise conv): those
-// two-anchor kernels have NCHW schedules only.
+// input and output would cost two passes over memory for one kernel. So does a conv that
+// FuseOps joins with a pooling (conv+pooling has an NCHW schedule only). A depthwise ->
+// pointwise pair runs as two blocked kernels rather than FuseOps' NCHW two-anchor kernel:
+// 6x faster on MobileNetV2 (16 vs 98 ms at 1 thread, AVX2), whose 28- and 14-pixel rows the
+// NCHW kernel runs under lane masks.
 std::set<const ExprNode*> convs_to_block(const Function& f, const MachineModel& machine) {
   std::map<const ExprNode*, std::vector<const CallNode*>> readers;
   for (auto& e : post_order(f->body))
@@ -162,7 +164,7 @@ std::set<const ExprNode*> convs_to_block(const Function& f, const MachineModel& 
     for (const ExprNode* at = first; readers[at].size() == 1;) {
       const CallNode* next = readers[at][0];
       if (!next->op) break;
-      if (!two_anchor_pattern(first, next).empty()) {
+      if (two_anchor_pattern(first, next) == "conv+pooling") {
         two_anchor.insert(first);
         two_anchor.insert(next);
         break;

@@ -271,9 +271,14 @@ CASES = [
                          torch.nn.Conv2d(8, 16, 3, padding=1)),
          _pool_input, 2, None, True, absent="conv+pooling"),
     # depthwise conv + act -> pointwise conv + act (TensorRT): one kernel computes each row's
-    # depthwise outputs once, then every output channel of the 1x1 conv from them.
+    # depthwise outputs once, then every output channel of the 1x1 conv from them. This NCHW
+    # kernel is what FuseOps builds when the convs keep the plain layout; with AlterOpLayout
+    # on (opt level 3) they run as two blocked kernels instead, which measured 6x faster on
+    # MobileNetV2 (16 vs 98 ms at 1 thread, AVX2).
     case("depthwise_relu6_pointwise_relu6", lambda: _dw_pw(), _pool_input_16, 1,
-         "depthwise conv -> pointwise conv"),
+         "depthwise conv -> pointwise conv", disabled_passes=["AlterOpLayout"]),
+    case("depthwise_relu6_pointwise_relu6_blocked", lambda: _dw_pw(), _pool_input_16, 4,
+         None, True, absent="depthwise conv -> pointwise conv"),
     # Not one kernel: the two convs run as two blocked (NCHW[c]c) kernels, AlterOpLayout
     # adding the layout conversion of the input and of the output (4 kernels).
     case("negative_depthwise_then_strided_pointwise", lambda: _dw_pw(stride=2), _pool_input_16,

@@ -77,7 +77,9 @@ def compile_case(case, fused):
     model, inputs = case["model"](), case["inputs"]()
     mod, params = ember.frontend.from_pytorch(model, inputs)
     if fused:
-        lib = ember.build(mod, target="llvm", params=params)
+        # A case may name passes its pattern needs off (a plain-layout kernel: AlterOpLayout).
+        with PassContext(disabled_passes=case.get("disabled_passes", [])):
+            lib = ember.build(mod, target="llvm", params=params)
     else:
         with unfused_context():
             lib = ember.build(mod, target="llvm", params=params)
