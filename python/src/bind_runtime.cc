@@ -278,8 +278,15 @@ runtime::Tensor tensor_copy(py::handle value, const std::string& what) {
 }
 
 void register_errors(py::module_& m) {
-  // Local: each extension module translates its own errors into its own class.
+  // Local: each extension module translates its own errors into its own classes. Two
+  // unrelated classes, as in C++: `except ember.EmberError` never swallows a compiler bug.
   py::register_local_exception<ember::Error>(m, "EmberError", PyExc_RuntimeError);
+  py::register_local_exception<ember::InternalError>(m, "InternalError", PyExc_RuntimeError);
+  // For the tests of this translation: raises the C++ error of `kind` ("user", "internal").
+  m.def("_raise_for_testing", [](const std::string& kind) {
+    if (kind == "internal") EMBER_CHECK(false, "raised for testing");
+    fail("raised for testing");
+  });
 }
 
 namespace {

@@ -328,10 +328,24 @@ bool tensor_equal(const runtime::Tensor& a, const runtime::Tensor& b) {
 
 struct EqualChecker {
   std::map<const ExprNode*, const ExprNode*> vars;
+  // Pairs already compared, with the answer: a DAG shares nodes (a residual block reads its
+  // input twice), and without this every path through it would be compared again, which
+  // is exponential in the number of such diamonds. Within one function the answer for a
+  // pair never changes (params are mapped before its body is compared).
+  std::map<std::pair<const ExprNode*, const ExprNode*>, bool> memo;
 
   bool eq(const Expr& a, const Expr& b) {
     if (a == b) return true;
     if (!a || !b || a->kind != b->kind || !(a->type == b->type)) return false;
+    auto key = std::make_pair(a.get(), b.get());
+    auto it = memo.find(key);
+    if (it != memo.end()) return it->second;
+    bool result = compare(a, b);
+    memo[key] = result;
+    return result;
+  }
+
+  bool compare(const Expr& a, const Expr& b) {
     switch (a->kind) {
       case NodeKind::Var: {
         auto it = vars.find(a.get());
