@@ -1,6 +1,6 @@
-"""Threads: one GraphModule shared by threads (calling it is one step per caller, so each
-thread gets the outputs of its own inputs), and outputs never alias the model's weights
-writably."""
+"""Threads and processes: one GraphModule shared by threads (calling it is one step per
+caller, so each thread gets the outputs of its own inputs), outputs never alias the model's
+weights writably, and the runtime's thread pool (bounded, and usable after fork)."""
 import threading
 
 import numpy as np
@@ -96,3 +96,68 @@ def _exported(lib, tmp_path):
     lib.export(path)
     return ember.load(path)
 
+
+# ------------------------------------------------------------------ the runtime's thread pool
+# Each runs in a fresh interpreter: the pool is process-wide state.
+_SCRIPT_HEAD = """
+import os, sys, threading
+import numpy as np
+import ember
+from ember import ir, op
+x = ir.var("x", (64, 512))
+m = ember.GraphModule(ember.build(ir.Function([x], op.tanh(op.nn.relu(x)))))
+a = np.random.RandomState(0).randn(64, 512).astype(np.float32)
+want = np.tanh(np.maximum(a, 0))
+def check(module):
+    out = module(x=a).numpy()
+    return bool(np.allclose(out, want, atol=1e-6))
+"""
+
+
+def _run_script(body, timeout=120):
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([os.path.join(os.path.dirname(ember.__file__), ".."),
+                                         env.get("PYTHONPATH", "")])
+    return subprocess.run([sys.executable, "-c", _SCRIPT_HEAD + body], env=env, timeout=timeout,
+                          capture_output=True, text=True)
+
+
+def test_a_forked_child_runs_models():
+    result = _run_script("""
+ember.set_num_threads(4)
+assert check(m)              # the parent's pool is running
+pid = os.fork()
+if pid == 0:
+    ok = check(m) and check(ember.GraphModule(m.lib))   # must not hang
+    os._exit(0 if ok else 1)
+_, status = os.waitpid(pid, 0)
+assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+assert check(m)              # the parent's pool still works
+print("ok")
+""", timeout=60)
+    assert result.returncode == 0 and "ok" in result.stdout, result.stdout + result.stderr
+
+
+def test_threads_running_models_share_one_pool():
+    result = _run_script("""
+ember.set_num_threads(8)
+modules = [ember.GraphModule(m.lib) for _ in range(6)]
+before = len(os.listdir("/proc/self/task"))
+peak, bad = [0], []
+def worker(module):
+    for _ in range(30):
+        if not check(module):
+            bad.append(1)
+        peak[0] = max(peak[0], len(os.listdir("/proc/self/task")))
+threads = [threading.Thread(target=worker, args=(mod,)) for mod in modules]
+for t in threads: t.start()
+for t in threads: t.join()
+print(before, peak[0], len(bad))
+# At most the 6 Python threads and the pool's 7 workers on top of what was there.
+assert not bad and peak[0] <= before + 6 + 7, (before, peak[0])
+print("ok")
+""")
+    assert result.returncode == 0 and "ok" in result.stdout, result.stdout + result.stderr
