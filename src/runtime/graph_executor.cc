@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "ember/runtime/cuda.h"
+#include "ember/support/checked_math.h"
 #include "ember/support/error.h"
 
 namespace ember::runtime {
@@ -26,7 +27,7 @@ std::string type_str(DType dtype, const Shape& shape) {
 }
 
 size_t value_bytes(const ExecGraph::Value& v) {
-  return static_cast<size_t>(shape_numel(v.shape)) * dtype_bytes(v.dtype);
+  return static_cast<size_t>(checked_nbytes(v.shape, dtype_bytes(v.dtype), "a model value"));
 }
 
 // "(x, y)": the input names, for error messages.
@@ -57,6 +58,7 @@ enum class Role { Intermediate, Input, Param, View, Output };
 class BlockPlanner {
  public:
   int acquire(size_t bytes) {
+    // bytes < 2^63 (value_bytes), so rounding up cannot wrap around.
     size_t need = std::max(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
     auto best = free_.end();
     for (auto it = free_.begin(); it != free_.end(); ++it)
@@ -77,9 +79,10 @@ class BlockPlanner {
     return off;
   }
   size_t total() const {
-    size_t sum = 0;
-    for (size_t s : sizes_) sum += s;
-    return sum;
+    int64_t sum = 0;
+    for (size_t s : sizes_)
+      sum = checked_add(sum, static_cast<int64_t>(s), "the model's intermediate memory");
+    return static_cast<size_t>(sum);
   }
 
  private:
