@@ -56,7 +56,8 @@ def as_array(value, what):
                          f"use one of {', '.join(DTYPES)}")
     if not value.dtype.isnative:  # same values in the host byte order
         value = value.astype(value.dtype.newbyteorder("="))
-    return np.ascontiguousarray(value)
+    # Not np.ascontiguousarray: it makes a 0-d array 1-d. This copies only when needed.
+    return np.asarray(value, order="C")
 
 
 def _input_value(value, what):
