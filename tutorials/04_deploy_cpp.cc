@@ -114,9 +114,12 @@ int main(int argc, char** argv) {
 
     // 6. Time it: the same "Execution time summary" table as GraphModule.benchmark in Python.
     std::cout << exec.benchmark(/*number=*/1, /*repeat=*/20).str() << "\n";
-  } catch (const Error& e) {
+  } catch (const Error& e) {  // the user's mistake: a bad file, a wrong input
     std::cerr << "error: " << e.what() << "\n";
     return 1;
+  } catch (const InternalError& e) {  // a bug in Ember: the message asks for a report
+    std::cerr << e.what() << "\n";
+    return 3;
   }
   return 0;
 }

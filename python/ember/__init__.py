@@ -7,7 +7,8 @@
     m = ember.GraphModule(ember.build(f))
     m.set_input("x", array); m.run(); out = m.get_output(0)
 
-Every user mistake raises ember.EmberError.
+Every user mistake raises ember.EmberError; a compiler bug raises ember.InternalError (not
+a subclass of EmberError: please report it).
 """
 try:
     from . import _ember
@@ -22,7 +23,7 @@ except ImportError as _error:
     import sys as _sys
     _sys.modules[__name__ + "._ember"] = _ember
     RUNTIME_ONLY = True
-from ._ember import EmberError
+from ._ember import EmberError, InternalError
 from .deploy import LoadedLibrary, load
 from .report import FusionReport, KernelReport, attach_reports as _attach_reports
 _attach_reports(LoadedLibrary)
@@ -34,11 +35,12 @@ else:
 from .runtime import (BenchmarkResult, GraphModule, Tensor, cuda_available, get_num_threads,
                       set_num_threads)
 
-__all__ = ["EmberError", "frontend", "ir", "op", "transform", "build", "Library", "FusionReport",
+__all__ = ["EmberError", "InternalError", "frontend", "ir", "op", "transform", "build", "Library", "FusionReport",
            "KernelReport", "GraphModule", "Tensor", "BenchmarkResult", "set_num_threads", "get_num_threads", "native_vector_lanes",
            "measure_fma_peak", "cuda_available",
            "load", "LoadedLibrary", "RUNTIME_ONLY"]
 __version__ = "0.1.0"
 EmberError.__module__ = "ember"  # shown as ember.EmberError in tracebacks
+InternalError.__module__ = "ember"
 if RUNTIME_ONLY:
     __all__ = [name for name in __all__ if name in globals()]

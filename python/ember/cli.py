@@ -6,7 +6,7 @@
     ember bench model.ember --repeat 100
 
 Also `python -m ember ...`. Exit status: 0 ok, 1 a user error (the message on stderr, no
-traceback), 2 a usage error.
+traceback), 2 a usage error, 3 an internal error (a bug in Ember: please report it).
 """
 import argparse
 import logging
@@ -17,7 +17,7 @@ import sys
 import numpy as np
 
 import ember
-from ember import EmberError
+from ember import EmberError, InternalError
 
 __all__ = ["main"]
 
@@ -256,6 +256,9 @@ def main(argv=None):
     except OSError as e:
         print(f"ember {args.command}: error: {e}", file=sys.stderr)
         return 1
+    except InternalError as e:  # its message says that it is a bug and asks for a report
+        print(f"ember {args.command}: {e}", file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         return 130
     return 0

@@ -17,7 +17,7 @@ from ._ember import (Call, Constant, EmberError, Expr, Function, Op, Tuple, Tupl
 from .runtime import DTYPES, as_array
 
 __all__ = ["Expr", "Var", "Constant", "Call", "Tuple", "TupleGetItem", "Function", "Op",
-           "TensorType", "Type", "var", "const", "call", "get_op", "list_ops",
+           "TensorType", "Type", "var", "const", "scalar_const", "call", "get_op", "list_ops",
            "structural_equal"]
 
 
@@ -48,8 +48,9 @@ def var(name, shape, dtype="float32"):
 
 
 def const(value, name=""):
-    """A constant holding a copy of `value` (a NumPy array or a CPU torch tensor), in the
-    array's own dtype (float32, float64, int32, int64 or bool)."""
+    """A constant holding a copy of `value` (a NumPy array or scalar, or a CPU torch
+    tensor), in the array's own dtype (float32, float64, int32, int64 or bool) and shape (a
+    0-d array or np.float32(2) stays 0-d)."""
     if not isinstance(name, str):
         raise EmberError(f"ir.const: name must be a string, got {type(name).__name__} {name!r}")
     what = f"ir.const('{name}'): the value" if name else "ir.const: the value"
@@ -61,12 +62,58 @@ def call(op_name, args, attrs=None, name=""):
     return _ember.call(op_name, args, attrs, name)
 
 
+_INT_RANGES = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
+
+
+def scalar_const(value, dtype, what):
+    """A 0-d constant of `dtype` holding the Python number `value`; EmberError naming `what`
+    when the number does not fit in the dtype (an int past its range, a float too large)."""
+    if dtype in _INT_RANGES:
+        lo, hi = _INT_RANGES[dtype]
+        if not lo <= int(value) <= hi:
+            raise EmberError(f"{what}: the number {value!r} does not fit in {dtype} (from {lo} "
+                             f"to {hi}); use a smaller number or cast the tensor to a wider "
+                             "dtype first")
+        return const(np.asarray(int(value), dtype=dtype))
+    try:
+        with np.errstate(over="ignore"):  # a float too large for float32 is inf, as in torch
+            return const(np.asarray(float(value) if dtype != "bool" else bool(value),
+                                    dtype=dtype))
+    except OverflowError:  # an int past the float64 range
+        raise EmberError(f"{what}: the number {value!r} does not fit in {dtype}") from None
+
+
+def _scalar_operands(op_name, expr, number):
+    """`expr` and the Python number `number` as operands of one dtype, as PyTorch promotes a
+    tensor with a Python scalar: the number takes the tensor's dtype, except that a float
+    next to an int or bool tensor makes both float32 (the tensor is cast: 3 * 0.5 is 1.5,
+    not 0), and an int next to a bool tensor makes both int64."""
+    what = f"{op_name}({expr.dtype} tensor, {type(number).__name__} {number!r})"
+    if isinstance(number, (complex, np.complexfloating)) or not isinstance(number,
+                                                                          numbers.Real):
+        raise EmberError(f"{what}: Ember has no complex numbers; use an int, float or bool")
+    dtype = expr.dtype
+    if isinstance(number, (bool, np.bool_)):
+        kind = "bool"
+    elif isinstance(number, numbers.Integral):
+        kind = "int"
+    else:
+        kind = "float"
+    if kind == "float" and dtype not in ("float32", "float64"):
+        dtype = "float32"
+    elif kind == "int" and dtype == "bool":
+        dtype = "int64"
+    if dtype != expr.dtype:
+        expr = _ember.call("cast", [expr], {"dtype": dtype}, "")
+    return expr, scalar_const(number, dtype, what)
+
+
 def _binary(op_name, a, b):
-    # A Python number next to an expression becomes a scalar constant of its dtype.
+    # A Python number next to an expression becomes a 0-d constant (PyTorch's promotion).
     if isinstance(a, numbers.Number) and isinstance(b, Expr):
-        a = const(np.asarray(a, dtype=b.dtype))
-    if isinstance(b, numbers.Number) and isinstance(a, Expr):
-        b = const(np.asarray(b, dtype=a.dtype))
+        b, a = _scalar_operands(op_name, b, a)
+    elif isinstance(b, numbers.Number) and isinstance(a, Expr):
+        a, b = _scalar_operands(op_name, a, b)
     return _ember.call(op_name, [a, b], None, "")
 
 

@@ -56,7 +56,18 @@ def as_array(value, what):
                          f"use one of {', '.join(DTYPES)}")
     if not value.dtype.isnative:  # same values in the host byte order
         value = value.astype(value.dtype.newbyteorder("="))
-    return np.ascontiguousarray(value)
+    # Not np.ascontiguousarray: it makes a 0-d array 1-d. This copies only when needed.
+    return np.asarray(value, order="C")
+
+
+def _input_value(value, what):
+    """What the executor takes for an input value: an ember Tensor as it is, a CUDA torch
+    tensor through DLPack (no host copy), anything else as a NumPy array (as_array)."""
+    if isinstance(value, Tensor):
+        return value
+    if _is_torch_tensor(value) and value.device.type == "cuda":
+        return Tensor.from_dlpack(value.detach().contiguous())
+    return as_array(value, what)
 
 
 def cuda_available():
@@ -88,6 +99,14 @@ class GraphModule:
         m.run()
         out = m.get_output(0)   # np.asarray(out) and torch.from_dlpack(out) share memory
 
+        out = m(x=array)        # the same as one step, returning a copy of the output
+
+    Threads: the module's input and output buffers are shared by every thread using it. Its
+    calls are serialized (a run never computes on half-set inputs), but between one thread's
+    set_input, run and get_output another thread may run. Threads that share one module call
+    it, m(x=array) (or m.run(x=array)): inputs, run and output copies as one step. Separate
+    GraphModules of one library run in parallel.
+
     A Library built with target="cuda" runs on the GPU: inputs may be NumPy arrays or CPU
     tensors (copied to the GPU) or CUDA torch tensors (read on the GPU, through DLPack);
     outputs are GPU tensors: out.numpy() copies to the host, torch.from_dlpack(out) shares.
@@ -115,17 +134,41 @@ class GraphModule:
     def _set_input(self, key, value):
         if not isinstance(key, str):
             key = _index(key, "set_input: the input key (a name or an index)")
-        if isinstance(value, Tensor):
-            self._executor.set_input(key, value)
-        elif _is_torch_tensor(value) and value.device.type == "cuda":
-            # On the GPU already: DLPack hands the executor the device memory, no host copy.
-            self._executor.set_input(key, Tensor.from_dlpack(value.detach().contiguous()))
-        else:
-            self._executor.set_input(key, as_array(value, f"set_input({key!r}): the value"))
+        self._executor.set_input(key, _input_value(value, f"set_input({key!r}): the value"))
 
-    def run(self):
-        """Runs the model (the GIL is released meanwhile)."""
+    def run(self, *args, **inputs):
+        """Runs the model (the GIL is released meanwhile). With inputs, run(x=array) is
+        the same as calling the module: it returns the outputs (see __call__)."""
+        if args or inputs:
+            return self(*args, **inputs)
         self._executor.run()
+        return None
+
+    def __call__(self, *args, **inputs):
+        """Runs the model on these inputs, given in input order or by name, and returns its
+        output (a Tensor), or a tuple of Tensors for a model with several outputs. Setting
+        the inputs, running and copying the outputs is one step, so threads may share one
+        module this way: each gets the outputs of its own inputs. The outputs are copies the
+        caller owns (on the module's device)."""
+        names = self._executor.input_names()
+        if len(args) > len(names):
+            raise EmberError(f"the model takes {len(names)} input(s) ({', '.join(names)}) but "
+                             f"was given {len(args)} positional values")
+        values = dict(zip(names, args))
+        for name, value in inputs.items():
+            if name not in names:
+                raise EmberError(f"unknown input '{name}': the model's inputs are "
+                                 f"({', '.join(names)})")
+            if name in values:
+                raise EmberError(f"input '{name}' was given twice (by position and by name)")
+            values[name] = value
+        missing = [name for name in names if name not in values]
+        if missing:
+            raise EmberError(f"give every input when calling the model; missing: "
+                             f"{', '.join(missing)}")
+        outputs = self._executor.run_with(
+            [_input_value(values[name], f"the value for input '{name}'") for name in names])
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     @property
     def device(self):
@@ -134,7 +177,9 @@ class GraphModule:
 
     def get_output(self, index=0):
         """Output `index` as an ember Tensor over the module's own buffer: no copy, and the
-        next run() overwrites it (use .numpy() for a copy). On "cuda" it is a GPU tensor."""
+        next run() overwrites it (use .numpy() for a copy). On "cuda" it is a GPU tensor.
+        An output that is a parameter of the model is a copy (writing to it must not change
+        the model's weights)."""
         return self._executor.get_output(_index(index, "get_output: the output index"))
 
     def get_input(self, key):

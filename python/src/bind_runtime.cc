@@ -278,8 +278,15 @@ runtime::Tensor tensor_copy(py::handle value, const std::string& what) {
 }
 
 void register_errors(py::module_& m) {
-  // Local: each extension module translates its own errors into its own class.
+  // Local: each extension module translates its own errors into its own classes. Two
+  // unrelated classes, as in C++: `except ember.EmberError` never swallows a compiler bug.
   py::register_local_exception<ember::Error>(m, "EmberError", PyExc_RuntimeError);
+  py::register_local_exception<ember::InternalError>(m, "InternalError", PyExc_RuntimeError);
+  // For the tests of this translation: raises the C++ error of `kind` ("user", "internal").
+  m.def("_raise_for_testing", [](const std::string& kind) {
+    if (kind == "internal") EMBER_CHECK(false, "raised for testing");
+    fail("raised for testing");
+  });
 }
 
 namespace {
@@ -394,7 +401,34 @@ void bind_runtime(py::module_& m) {
             ex.set_input(index, view.tensor);  // copies, while `view.array` is alive
           },
           "key"_a, "value"_a)
-      .def("run", &GraphExecutor::run, py::call_guard<py::gil_scoped_release>())
+      .def("run", py::overload_cast<>(&GraphExecutor::run),
+           py::call_guard<py::gil_scoped_release>())
+      // Sets every input, runs and returns copies of the outputs as one step (thread-safe).
+      .def(
+          "run_with",
+          [](GraphExecutor& ex, const py::list& values) {
+            std::vector<ArrayView> arrays;  // keeps NumPy inputs alive while they are copied
+            std::vector<Tensor> inputs;
+            std::vector<std::string> names = ex.input_names();
+            for (size_t i = 0; i < values.size(); ++i) {
+              py::handle value = values[i];
+              if (py::isinstance<Tensor>(value)) {
+                inputs.push_back(value.cast<const Tensor&>());
+                continue;
+              }
+              std::string what =
+                  "the value for input '" + (i < names.size() ? names[i] : std::to_string(i)) + "'";
+              arrays.push_back(array_view(value, what));
+              inputs.push_back(arrays.back().tensor);
+            }
+            std::vector<Tensor> outputs;
+            {
+              py::gil_scoped_release release;
+              outputs = ex.run(inputs);
+            }
+            return outputs;
+          },
+          "inputs"_a)
       // The output aliases the executor's buffer: keep the executor alive with it.
       .def(
           "get_output",

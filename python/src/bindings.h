@@ -10,7 +10,8 @@
 
 namespace ember::python {
 
-/// Registers `EmberError`; ember::Error and ember::InternalError (a subclass) become it.
+/// Registers `EmberError` (ember::Error, the user's mistake) and `InternalError`
+/// (ember::InternalError, a compiler bug): two unrelated exception classes.
 void register_errors(pybind11::module_& m);
 /// Tensor (buffer protocol, DLPack), GraphExecutor, BenchmarkResult, thread count.
 void bind_runtime(pybind11::module_& m);

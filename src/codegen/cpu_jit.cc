@@ -1,6 +1,7 @@
 // The CPU back end: loop IR -> LLVM IR (LLVMCodeGen) -> O3 for the host CPU -> ORC LLJIT in
 // this process. The JIT module is a runtime::Module; it owns the LLJIT, so kernel pointers
-// stay valid as long as the module lives.
+// stay valid as long as the module lives. LLVM runs inside run_llvm (llvm_errors.cc): its
+// errors become InternalError, never a process exit.
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -13,41 +14,21 @@
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
-#include "llvm/IR/DiagnosticHandler.h"
-#include "llvm/IR/DiagnosticInfo.h"
-#include "llvm/IR/DiagnosticPrinter.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Verifier.h"
 #include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
-#include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
 #include "llvm_codegen.h"
+#include "llvm_errors.h"
 
 namespace ember::codegen {
 
 namespace {
-
-// LLVM must never exit the process: its fatal errors and error diagnostics become
-// exceptions that the caller sees as InternalError.
-void throw_fatal_error(void*, const char* reason, bool) {
-  throw InternalError(std::string("internal error: LLVM failed: ") + reason);
-}
-
-struct ThrowingDiagnosticHandler : llvm::DiagnosticHandler {
-  bool handleDiagnostics(const llvm::DiagnosticInfo& info) override {
-    if (info.getSeverity() != llvm::DS_Error) return true;  // drop warnings and remarks
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    llvm::DiagnosticPrinterRawOStream printer(os);
-    info.print(printer);
-    throw InternalError("internal error: LLVM reported: " + os.str());
-  }
-};
 
 void init_llvm() {
   static std::once_flag once;
@@ -55,7 +36,7 @@ void init_llvm() {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
     llvm::InitializeNativeTargetAsmParser();
-    llvm::install_fatal_error_handler(throw_fatal_error, nullptr);
+    install_llvm_error_handler();
   });
 }
 
@@ -214,22 +195,24 @@ class CpuJitModule final : public runtime::Module {
   std::string assembly() const {
     std::lock_guard<std::mutex> lock(asm_mutex_);
     if (!asm_.empty()) return asm_;
-    llvm::LLVMContext ctx;
-    ctx.setDiagnosticHandler(std::make_unique<ThrowingDiagnosticHandler>());
-    llvm::SMDiagnostic err;
-    std::unique_ptr<llvm::Module> m = llvm::parseAssemblyString(ll_, err, ctx);
-    if (!m)
-      throw InternalError("internal error: cannot re-read the module's IR: " +
-                          err.getMessage().str());
-    auto target = target_;
-    auto tm = make_target_machine(target);
-    llvm::SmallString<0> text;
-    llvm::raw_svector_ostream os(text);
-    llvm::legacy::PassManager pm;
-    if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile))
-      throw InternalError("internal error: the target cannot print assembly");
-    pm.run(*m);
-    asm_ = text.str().str();
+    run_llvm("printing the assembly", [&] {
+      llvm::LLVMContext ctx;
+      ctx.setDiagnosticHandler(recording_diagnostic_handler());
+      llvm::SMDiagnostic err;
+      std::unique_ptr<llvm::Module> m = llvm::parseAssemblyString(ll_, err, ctx);
+      if (!m)
+        throw InternalError("internal error: cannot re-read the module's IR: " +
+                            err.getMessage().str());
+      auto target = target_;
+      auto tm = make_target_machine(target);
+      llvm::SmallString<0> text;
+      llvm::raw_svector_ostream os(text);
+      llvm::legacy::PassManager pm;
+      if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile))
+        throw InternalError("internal error: the target cannot print assembly");
+      pm.run(*m);
+      asm_ = text.str().str();
+    });
     return asm_;
   }
 
@@ -246,41 +229,52 @@ class CpuJitModule final : public runtime::Module {
 std::shared_ptr<runtime::Module> compile_cpu(const std::vector<ir::PrimFunc>& funcs,
                                              const CpuOptions& options) {
   init_llvm();
-  llvm::orc::JITTargetMachineBuilder target = target_builder(options);
-  std::unique_ptr<llvm::TargetMachine> tm = make_target_machine(target);
+  std::shared_ptr<runtime::Module> out;
+  // Every LLVM object lives inside the step: after a fatal LLVM error they are abandoned.
+  run_llvm("compiling " + std::to_string(funcs.size()) + " kernel(s) for the CPU", [&] {
+    llvm::orc::JITTargetMachineBuilder target = target_builder(options);
+    std::unique_ptr<llvm::TargetMachine> tm = make_target_machine(target);
 
-  auto context = std::make_unique<llvm::LLVMContext>();
-  context->setDiagnosticHandler(std::make_unique<ThrowingDiagnosticHandler>());
-  auto module = std::make_unique<llvm::Module>("ember", *context);
-  module->setDataLayout(tm->createDataLayout());
-  module->setTargetTriple(tm->getTargetTriple().str());
+    auto context = std::make_unique<llvm::LLVMContext>();
+    context->setDiagnosticHandler(recording_diagnostic_handler());
+    auto module = std::make_unique<llvm::Module>("ember", *context);
+    module->setDataLayout(tm->createDataLayout());
+    module->setTargetTriple(tm->getTargetTriple().str());
 
-  LLVMCodeGen codegen(module.get(), tm->getTargetCPU().str(), tm->getTargetFeatureString().str(),
-                      options.vector_bits);
-  for (const ir::PrimFunc& f : funcs) codegen.add_function(f);
-  verify_module(*module, "before optimisation");
-  optimize(*module, tm.get(), options.opt_level);
-  verify_module(*module, "after optimisation");
-  std::string ll = print_module(*module);
+    LLVMCodeGen codegen(module.get(), tm->getTargetCPU().str(), tm->getTargetFeatureString().str(),
+                        options.vector_bits);
+    for (const ir::PrimFunc& f : funcs) {
+      try {
+        codegen.add_function(f);
+      } catch (const InternalError& e) {  // a compiler bug: say which kernel it is in
+        throw InternalError(std::string(e.what()) + "\nin kernel '" + f.name + "'");
+      }
+    }
+    verify_module(*module, "before optimisation");
+    optimize(*module, tm.get(), options.opt_level);
+    verify_module(*module, "after optimisation");
+    std::string ll = print_module(*module);
 
-  auto jit = check(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(target).create(),
-                   "cannot create the JIT");
-  llvm::orc::JITDylib& lib = jit->getMainJITDylib();
-  check(lib.define(llvm::orc::absoluteSymbols(runtime_symbols(*jit, *module))),
-        "cannot define runtime symbols");
-  // Anything else LLVM emits a call to (libm's fmod for float Mod) comes from the process.
-  lib.addGenerator(check(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
-                             jit->getDataLayout().getGlobalPrefix()),
-                         "cannot search the process for symbols"));
-  check(jit->addIRModule(llvm::orc::ThreadSafeModule(std::move(module), std::move(context))),
-        "cannot add the module to the JIT");
+    auto jit = check(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(target).create(),
+                     "cannot create the JIT");
+    llvm::orc::JITDylib& lib = jit->getMainJITDylib();
+    check(lib.define(llvm::orc::absoluteSymbols(runtime_symbols(*jit, *module))),
+          "cannot define runtime symbols");
+    // Anything else LLVM emits a call to (libm's fmod for float Mod) comes from the process.
+    lib.addGenerator(check(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+                               jit->getDataLayout().getGlobalPrefix()),
+                           "cannot search the process for symbols"));
+    check(jit->addIRModule(llvm::orc::ThreadSafeModule(std::move(module), std::move(context))),
+          "cannot add the module to the JIT");
 
-  // Looking every kernel up now compiles the module here, so errors surface in compile_cpu.
-  std::map<std::string, runtime::KernelFn> kernels;
-  for (const ir::PrimFunc& f : funcs)
-    kernels[f.name] =
-        check(jit->lookup(f.name), "cannot find a compiled kernel").toPtr<runtime::KernelFn>();
-  return std::make_shared<CpuJitModule>(std::move(jit), std::move(kernels), std::move(ll), target);
+    // Looking every kernel up now compiles the module here, so errors surface in compile_cpu.
+    std::map<std::string, runtime::KernelFn> kernels;
+    for (const ir::PrimFunc& f : funcs)
+      kernels[f.name] =
+          check(jit->lookup(f.name), "cannot find a compiled kernel").toPtr<runtime::KernelFn>();
+    out = std::make_shared<CpuJitModule>(std::move(jit), std::move(kernels), std::move(ll), target);
+  });
+  return out;
 }
 
 }  // namespace ember::codegen

@@ -27,8 +27,6 @@
 #include "ember/runtime/library_module.h"
 #include "ember/support/error.h"
 #include "llvm/AsmParser/Parser.h"
-#include "llvm/IR/DiagnosticInfo.h"
-#include "llvm/IR/DiagnosticPrinter.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
@@ -38,6 +36,7 @@
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
+#include "llvm_errors.h"
 
 extern char** environ;
 
@@ -46,17 +45,6 @@ namespace ember::codegen {
 namespace {
 
 constexpr const char* kEmberVersion = "0.1.0";
-
-struct ThrowingDiagnosticHandler : llvm::DiagnosticHandler {
-  bool handleDiagnostics(const llvm::DiagnosticInfo& info) override {
-    if (info.getSeverity() != llvm::DS_Error) return true;
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    llvm::DiagnosticPrinterRawOStream printer(os);
-    info.print(printer);
-    throw InternalError("internal error: LLVM reported while exporting: " + os.str());
-  }
-};
 
 // Turns each call of a runtime function into a call through its import slot.
 std::vector<std::string> add_import_slots(llvm::Module& m) {
@@ -125,48 +113,51 @@ CpuObject compile_cpu_object_from_ir(const std::string& ll, int opt_level) {
   llvm::InitializeNativeTargetAsmParser();
   if (opt_level < 0 || opt_level > 3) fail("export: opt_level is ", opt_level, "; use 0 to 3");
 
-  llvm::LLVMContext ctx;
-  ctx.setDiagnosticHandler(std::make_unique<ThrowingDiagnosticHandler>());
-  llvm::SMDiagnostic err;
-  std::unique_ptr<llvm::Module> m = llvm::parseAssemblyString(ll, err, ctx);
-  if (!m)
-    throw InternalError("internal error: export cannot read the IR: " + err.getMessage().str());
-
-  // LLVMCodeGen puts the CPU and its features on every function.
   CpuObject out;
-  for (const llvm::Function& f : *m) {
-    if (f.isDeclaration() || !f.hasFnAttribute("target-cpu")) continue;
-    out.cpu = f.getFnAttribute("target-cpu").getValueAsString().str();
-    if (f.hasFnAttribute("target-features"))
-      out.features = f.getFnAttribute("target-features").getValueAsString().str();
-    break;
-  }
-  const std::string triple = m->getTargetTriple();
-  std::string error;
-  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, error);
-  if (!target) throw InternalError("internal error: no LLVM target for " + triple + ": " + error);
-  static const llvm::CodeGenOptLevel kLevels[] = {
-      llvm::CodeGenOptLevel::None, llvm::CodeGenOptLevel::Less, llvm::CodeGenOptLevel::Default,
-      llvm::CodeGenOptLevel::Aggressive};
-  std::unique_ptr<llvm::TargetMachine> tm(
-      target->createTargetMachine(triple, out.cpu, out.features, llvm::TargetOptions(),
-                                  llvm::Reloc::PIC_, std::nullopt, kLevels[opt_level]));
-  if (!tm) throw InternalError("internal error: cannot create the target machine for " + triple);
-  m->setDataLayout(tm->createDataLayout());
+  // Every LLVM object lives inside the step: after a fatal LLVM error they are abandoned.
+  run_llvm("compiling the model's code for export", [&] {
+    llvm::LLVMContext ctx;
+    ctx.setDiagnosticHandler(recording_diagnostic_handler());
+    llvm::SMDiagnostic err;
+    std::unique_ptr<llvm::Module> m = llvm::parseAssemblyString(ll, err, ctx);
+    if (!m)
+      throw InternalError("internal error: export cannot read the IR: " + err.getMessage().str());
 
-  out.imports = add_import_slots(*m);
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  if (llvm::verifyModule(*m, &os))
-    throw InternalError("internal error: exported LLVM IR is invalid:\n" + os.str());
+    // LLVMCodeGen puts the CPU and its features on every function.
+    for (const llvm::Function& f : *m) {
+      if (f.isDeclaration() || !f.hasFnAttribute("target-cpu")) continue;
+      out.cpu = f.getFnAttribute("target-cpu").getValueAsString().str();
+      if (f.hasFnAttribute("target-features"))
+        out.features = f.getFnAttribute("target-features").getValueAsString().str();
+      break;
+    }
+    const std::string triple = m->getTargetTriple();
+    std::string error;
+    const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, error);
+    if (!target) throw InternalError("internal error: no LLVM target for " + triple + ": " + error);
+    static const llvm::CodeGenOptLevel kLevels[] = {
+        llvm::CodeGenOptLevel::None, llvm::CodeGenOptLevel::Less, llvm::CodeGenOptLevel::Default,
+        llvm::CodeGenOptLevel::Aggressive};
+    std::unique_ptr<llvm::TargetMachine> tm(
+        target->createTargetMachine(triple, out.cpu, out.features, llvm::TargetOptions(),
+                                    llvm::Reloc::PIC_, std::nullopt, kLevels[opt_level]));
+    if (!tm) throw InternalError("internal error: cannot create the target machine for " + triple);
+    m->setDataLayout(tm->createDataLayout());
 
-  llvm::SmallString<0> object;
-  llvm::raw_svector_ostream obj(object);
-  llvm::legacy::PassManager pm;
-  if (tm->addPassesToEmitFile(pm, obj, nullptr, llvm::CodeGenFileType::ObjectFile))
-    throw InternalError("internal error: the target cannot emit object files");
-  pm.run(*m);
-  out.bytes = object.str().str();
+    out.imports = add_import_slots(*m);
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    if (llvm::verifyModule(*m, &os))
+      throw InternalError("internal error: exported LLVM IR is invalid:\n" + os.str());
+
+    llvm::SmallString<0> object;
+    llvm::raw_svector_ostream obj(object);
+    llvm::legacy::PassManager pm;
+    if (tm->addPassesToEmitFile(pm, obj, nullptr, llvm::CodeGenFileType::ObjectFile))
+      throw InternalError("internal error: the target cannot emit object files");
+    pm.run(*m);
+    out.bytes = object.str().str();
+  });
   return out;
 }
 

@@ -407,7 +407,10 @@ Value* LLVMCodeGen::emit_cast(DType to, DType from, Value* v) {
   }
   if (from == DType::Bool) return is_float(to) ? b_.CreateUIToFP(v, ty) : b_.CreateZExt(v, ty);
   if (is_float(from) && is_float(to)) return b_.CreateFPCast(v, ty);
-  if (is_float(from)) return b_.CreateFPToSI(v, ty);
+  // Saturating, not fptosi (poison for NaN and out-of-range values): NaN gives 0, values
+  // past the int's range its min or max.
+  if (is_float(from))
+    return b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {ty, v->getType()}, {v});
   if (is_float(to)) return b_.CreateSIToFP(v, ty);
   return b_.CreateSExtOrTrunc(v, ty);
 }

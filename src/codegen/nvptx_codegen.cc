@@ -11,9 +11,6 @@
 #include "ember/support/error.h"
 #include "llvm/IR/CallingConv.h"
 #include "llvm/IR/Constants.h"
-#include "llvm/IR/DiagnosticHandler.h"
-#include "llvm/IR/DiagnosticInfo.h"
-#include "llvm/IR/DiagnosticPrinter.h"
 #include "llvm/IR/GlobalVariable.h"
 #include "llvm/IR/IntrinsicsNVPTX.h"
 #include "llvm/IR/LegacyPassManager.h"
@@ -21,9 +18,9 @@
 #include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
-#include "llvm/Support/ErrorHandling.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
+#include "llvm_errors.h"
 
 extern "C" void LLVMInitializeNVPTXTargetInfo();
 extern "C" void LLVMInitializeNVPTXTarget();
@@ -79,30 +76,14 @@ llvm::Intrinsic::ID sreg(ForKind k) {
   }
 }
 
-void throw_fatal_error(void*, const char* reason, bool) {
-  throw InternalError(std::string("internal error: LLVM failed: ") + reason);
-}
-
-struct ThrowingDiagnosticHandler : llvm::DiagnosticHandler {
-  bool handleDiagnostics(const llvm::DiagnosticInfo& info) override {
-    if (info.getSeverity() != llvm::DS_Error) return true;
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    llvm::DiagnosticPrinterRawOStream printer(os);
-    info.print(printer);
-    throw InternalError("internal error: LLVM reported (NVPTX): " + os.str());
-  }
-};
-
 const llvm::Target* init_nvptx() {
   static const llvm::Target* target = [] {
     LLVMInitializeNVPTXTargetInfo();
     LLVMInitializeNVPTXTarget();
     LLVMInitializeNVPTXTargetMC();
     LLVMInitializeNVPTXAsmPrinter();
-    // LLVM must never exit the process (the CPU back end installs the same handler).
-    llvm::remove_fatal_error_handler();
-    llvm::install_fatal_error_handler(throw_fatal_error, nullptr);
+    // LLVM must never exit the process (run_llvm, llvm_errors.cc).
+    install_llvm_error_handler();
     std::string error;
     const llvm::Target* t = llvm::TargetRegistry::lookupTarget(kTriple, error);
     if (!t) throw InternalError("internal error: LLVM has no NVPTX target: " + error);
@@ -301,25 +282,35 @@ Value* NVPTXCodeGen::emit_barrier() {
 
 std::shared_ptr<runtime::Module> compile_cuda(const std::vector<ir::PrimFunc>& funcs,
                                               const CudaOptions& options) {
-  std::unique_ptr<llvm::TargetMachine> tm = make_target_machine(options.arch);
-  llvm::LLVMContext context;
-  context.setDiagnosticHandler(std::make_unique<ThrowingDiagnosticHandler>());
-  llvm::Module module("ember", context);
-  module.setDataLayout(tm->createDataLayout());
-  module.setTargetTriple(kTriple);
+  std::shared_ptr<runtime::Module> out;
+  // Every LLVM object lives inside the step: after a fatal LLVM error they are abandoned.
+  run_llvm("compiling " + std::to_string(funcs.size()) + " kernel(s) for " + options.arch, [&] {
+    std::unique_ptr<llvm::TargetMachine> tm = make_target_machine(options.arch);
+    llvm::LLVMContext context;
+    context.setDiagnosticHandler(recording_diagnostic_handler());
+    llvm::Module module("ember", context);
+    module.setDataLayout(tm->createDataLayout());
+    module.setTargetTriple(kTriple);
 
-  NVPTXCodeGen codegen(&module, options.arch);
-  std::map<std::string, LaunchDims> kernels;
-  // Block-level buffers become shared memory and thread phases get their barriers.
-  for (const ir::PrimFunc& f : funcs)
-    kernels[f.name] = codegen.add_kernel(passes::lower_gpu_phases(f));
-  verify_module(module, "before optimisation");
-  optimize(module, tm.get());
-  verify_module(module, "after optimisation");
-  std::string ll = print_module(module);
-  std::string ptx = emit_ptx(module, tm.get());
-  return std::make_shared<runtime::cuda::CudaModule>(std::move(ptx), std::move(ll), options.arch,
-                                                     std::move(kernels));
+    NVPTXCodeGen codegen(&module, options.arch);
+    std::map<std::string, LaunchDims> kernels;
+    // Block-level buffers become shared memory and thread phases get their barriers.
+    for (const ir::PrimFunc& f : funcs) {
+      try {
+        kernels[f.name] = codegen.add_kernel(passes::lower_gpu_phases(f));
+      } catch (const InternalError& e) {  // a compiler bug: say which kernel it is in
+        throw InternalError(std::string(e.what()) + "\nin kernel '" + f.name + "'");
+      }
+    }
+    verify_module(module, "before optimisation");
+    optimize(module, tm.get());
+    verify_module(module, "after optimisation");
+    std::string ll = print_module(module);
+    std::string ptx = emit_ptx(module, tm.get());
+    out = std::make_shared<runtime::cuda::CudaModule>(std::move(ptx), std::move(ll), options.arch,
+                                                      std::move(kernels));
+  });
+  return out;
 }
 
 }  // namespace ember::codegen

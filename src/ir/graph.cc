@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "ember/ir/op.h"
+#include "ember/support/checked_math.h"
 #include "ember/support/error.h"
 
 namespace ember::ir {
@@ -109,6 +110,7 @@ Expr var(const std::string& name, TensorType type) {
   if (name.empty()) fail("an input needs a name");
   for (int64_t d : type.shape)
     if (d < 0) fail("input '", name, "' has a negative dimension in ", to_string(type));
+  checked_nbytes(type.shape, dtype_bytes(type.dtype), "input '" + name + "'");
   return std::make_shared<VarNode>(name, std::move(type));
 }
 
@@ -134,6 +136,19 @@ Expr call(const Op* op, std::vector<Expr> args, Attrs attrs, const std::string& 
   }
   TypeContext ctx{op->name, name};
   Type out = op->type_rel(types, attrs, ctx);
+  // Every result must be a size memory can have: no negative dimension, and an element and
+  // byte count that fit in 64 bits (an op's arithmetic on huge attributes may overflow).
+  for (const TensorType& t : out.fields) {
+    for (int64_t d : t.shape)
+      if (d < 0)
+        ctx.fail("the result " + to_string(t) +
+                 " has a negative dimension; the input sizes or attributes (padding, "
+                 "strides, ...) are out of range");
+    int64_t bytes;
+    if (mul_overflows(checked_numel(t.shape, describe(op->name, name)), dtype_bytes(t.dtype),
+                      &bytes))
+      ctx.fail("the result " + to_string(t) + " is larger than 2^63 bytes; check the sizes");
+  }
   return std::make_shared<CallNode>(op, std::move(args), std::move(attrs), std::move(out), name);
 }
 
@@ -328,10 +343,24 @@ bool tensor_equal(const runtime::Tensor& a, const runtime::Tensor& b) {
 
 struct EqualChecker {
   std::map<const ExprNode*, const ExprNode*> vars;
+  // Pairs already compared, with the answer: a DAG shares nodes (a residual block reads its
+  // input twice), and without this every path through it would be compared again, which
+  // is exponential in the number of such diamonds. Within one function the answer for a
+  // pair never changes (params are mapped before its body is compared).
+  std::map<std::pair<const ExprNode*, const ExprNode*>, bool> memo;
 
   bool eq(const Expr& a, const Expr& b) {
     if (a == b) return true;
     if (!a || !b || a->kind != b->kind || !(a->type == b->type)) return false;
+    auto key = std::make_pair(a.get(), b.get());
+    auto it = memo.find(key);
+    if (it != memo.end()) return it->second;
+    bool result = compare(a, b);
+    memo[key] = result;
+    return result;
+  }
+
+  bool compare(const Expr& a, const Expr& b) {
     switch (a->kind) {
       case NodeKind::Var: {
         auto it = vars.find(a.get());

@@ -39,8 +39,12 @@ ir::Function run_pipeline(const ir::Function& input, const PassContext& raw_ctx,
   ir::Function f = input;
   auto step = [&](const std::string& name, auto&& pass) {
     if (!ctx.enabled(name, level_of(name))) return;
-    f = pass(f);
-    ir::infer_types(f);
+    try {
+      f = pass(f);
+      ir::infer_types(f);
+    } catch (const InternalError& e) {  // a compiler bug: say which pass it is in
+      throw InternalError(std::string(e.what()) + "\nin graph pass " + name);
+    }
     if (dump) std::cerr << "// after " << name << " (step " << ++level << ")\n" << ir::to_string(f);
   };
   if (dump) std::cerr << "// input\n" << ir::to_string(f);

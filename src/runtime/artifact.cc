@@ -12,6 +12,7 @@
 
 #include "ember/runtime/cuda.h"
 #include "ember/runtime/library_module.h"
+#include "ember/support/checked_math.h"
 #include "ember/support/error.h"
 
 namespace ember::runtime {
@@ -22,6 +23,8 @@ constexpr char kMagic[8] = {'E', 'M', 'B', 'E', 'R', 'L', 'I', 'B'};
 constexpr size_t kHeaderBytes = 16, kEntryBytes = 32, kAlign = 64;
 // A sanity bound for a section count: a corrupted count must not make us read gigabytes.
 constexpr uint32_t kMaxSections = 64;
+// ... and for one value of the graph (1 PB): a corrupted shape must not ask for it.
+constexpr int64_t kMaxValueBytes = int64_t{1} << 50;
 
 static_assert(sizeof(void*) == 8, "the artifact reader assumes a 64-bit host");
 
@@ -419,11 +422,9 @@ void read_graph(const std::string& text, const std::string& where,
     ExecGraph::Value v;
     // Bound every dimension and the byte size, so no shape can overflow or ask for absurd
     // memory before the executor sees it.
-    double bytes = 1;
     for (const Json& d : r.array(values[i], "shape", path)) {
       if (d.kind != Json::Int || d.i < 0) r.error(path + ".shape", "has a bad dimension");
       v.shape.push_back(d.i);
-      bytes *= static_cast<double>(d.i);
     }
     std::string dtype = r.string(values[i], "dtype", path);
     try {
@@ -431,7 +432,13 @@ void read_graph(const std::string& text, const std::string& where,
     } catch (const Error&) {
       r.error(path + ".dtype", "is '" + dtype + "', not a dtype this runtime knows");
     }
-    if (bytes * dtype_bytes(v.dtype) > 1e15) r.error(path + ".shape", "is impossibly large");
+    int64_t bytes = 0;
+    try {
+      bytes = checked_nbytes(v.shape, dtype_bytes(v.dtype), path);
+    } catch (const Error&) {
+      r.error(path + ".shape", "overflows 64 bits");
+    }
+    if (bytes > kMaxValueBytes) r.error(path + ".shape", "is impossibly large");
     g->values.push_back(std::move(v));
   }
   const int n = static_cast<int>(g->values.size());
@@ -449,7 +456,7 @@ void read_graph(const std::string& text, const std::string& where,
     int value = r.id(r.field(p, "value", path), n, path + ".value");
     const ExecGraph::Value& v = g->values[value];
     int64_t offset = r.integer(p, "offset", path), nbytes = r.integer(p, "nbytes", path);
-    if (nbytes != shape_numel(v.shape) * dtype_bytes(v.dtype))
+    if (nbytes != checked_nbytes(v.shape, dtype_bytes(v.dtype), path))
       r.error(path + ".nbytes", "does not match the value's shape and dtype");
     if (offset < 0 || offset % kAlign != 0 || static_cast<uint64_t>(offset) > params_size ||
         static_cast<uint64_t>(nbytes) > params_size - static_cast<uint64_t>(offset))
@@ -804,6 +811,15 @@ Tensor load_npy(const std::string& path) {
     if (j == std::string::npos) break;
     i = j + 1;
   }
+  // The data must be in the file: check its size before allocating for it.
+  const int64_t bytes = checked_nbytes(shape, dtype_bytes(dtype), where + " (a .npy file)");
+  const std::streamoff data_start = in.tellg();
+  in.seekg(0, std::ios::end);
+  const std::streamoff file_end = in.tellg();
+  in.seekg(data_start);
+  if (data_start < 0 || file_end < data_start || file_end - data_start < bytes)
+    fail(where, " is truncated: its data is shorter than ", dtype_name(dtype), shape_str(shape),
+         " (", bytes, " bytes)");
   Tensor t = Tensor::empty(shape, dtype);
   if (t.nbytes() > 0 &&
       !in.read(static_cast<char*>(t.data()), static_cast<std::streamsize>(t.nbytes())))

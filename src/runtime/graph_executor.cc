@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "ember/runtime/cuda.h"
+#include "ember/support/checked_math.h"
 #include "ember/support/error.h"
 
 namespace ember::runtime {
@@ -26,7 +27,7 @@ std::string type_str(DType dtype, const Shape& shape) {
 }
 
 size_t value_bytes(const ExecGraph::Value& v) {
-  return static_cast<size_t>(shape_numel(v.shape)) * dtype_bytes(v.dtype);
+  return static_cast<size_t>(checked_nbytes(v.shape, dtype_bytes(v.dtype), "a model value"));
 }
 
 // "(x, y)": the input names, for error messages.
@@ -57,6 +58,7 @@ enum class Role { Intermediate, Input, Param, View, Output };
 class BlockPlanner {
  public:
   int acquire(size_t bytes) {
+    // bytes < 2^63 (value_bytes), so rounding up cannot wrap around.
     size_t need = std::max(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
     auto best = free_.end();
     for (auto it = free_.begin(); it != free_.end(); ++it)
@@ -77,9 +79,10 @@ class BlockPlanner {
     return off;
   }
   size_t total() const {
-    size_t sum = 0;
-    for (size_t s : sizes_) sum += s;
-    return sum;
+    int64_t sum = 0;
+    for (size_t s : sizes_)
+      sum = checked_add(sum, static_cast<int64_t>(s), "the model's intermediate memory");
+    return static_cast<size_t>(sum);
   }
 
  private:
@@ -149,6 +152,7 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const ExecGraph> graph, std::shared
   for (int o : g.outputs) {
     check_id(o, "output");
     if (role[root[o]] == Role::Intermediate) role[root[o]] = Role::Output;
+    output_is_param_.push_back(role[root[o]] == Role::Param);
   }
 
   // 2. Lifetimes of intermediate roots, in kernel steps.
@@ -261,6 +265,11 @@ int GraphExecutor::input_index(const std::string& name) const {
 }
 
 void GraphExecutor::set_input(int index, const Tensor& value) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  set_input_locked(index, value);
+}
+
+void GraphExecutor::set_input_locked(int index, const Tensor& value) {
   if (index < 0 || index >= num_inputs())
     fail("input index ", index, " out of range: the model has ", num_inputs(), " inputs ",
          names_str(input_names()));
@@ -285,6 +294,11 @@ void GraphExecutor::launch_all() {
 }
 
 void GraphExecutor::run() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  run_locked();
+}
+
+void GraphExecutor::run_locked() {
   if (cuda_) {
     launch_all();
     cuda::synchronize();
@@ -293,12 +307,26 @@ void GraphExecutor::run() {
   for (size_t k = 0; k < fns_.size(); ++k) fns_[k](args_[k].data());
 }
 
+std::vector<Tensor> GraphExecutor::run(const std::vector<Tensor>& inputs) {
+  if (static_cast<int>(inputs.size()) != num_inputs())
+    fail("run was given ", inputs.size(), " input(s) but the model has ", num_inputs(), ": ",
+         names_str(input_names()), "; pass one tensor per input, in this order");
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (int i = 0; i < num_inputs(); ++i) set_input_locked(i, inputs[i]);
+  run_locked();
+  std::vector<Tensor> outputs;
+  for (int o : graph_->outputs) outputs.push_back(tensors_[o].clone());
+  return outputs;
+}
+
 Device GraphExecutor::device() const { return cuda_ ? Device{DeviceType::CUDA, 0} : Device{}; }
 
 Tensor GraphExecutor::get_output(int index) const {
   if (index < 0 || index >= num_outputs())
     fail("output index ", index, " out of range: the model has ", num_outputs(), " outputs");
-  return tensors_[graph_->outputs[index]];
+  const Tensor& out = tensors_[graph_->outputs[index]];
+  // A parameter is shared by every executor of the model: never hand out a writable alias.
+  return output_is_param_[index] ? out.clone() : out;
 }
 
 Tensor GraphExecutor::get_input(int index) const {
@@ -312,7 +340,8 @@ BenchmarkResult GraphExecutor::benchmark(int number, int repeat, int warmup) {
   if (number < 1 || repeat < 1 || warmup < 0)
     fail("benchmark(number=", number, ", repeat=", repeat, ", warmup=", warmup,
          "): number and repeat must be at least 1 and warmup at least 0");
-  for (int i = 0; i < warmup; ++i) run();
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (int i = 0; i < warmup; ++i) run_locked();
   BenchmarkResult r;
   for (int i = 0; i < repeat; ++i) {
     if (cuda_) {  // GPU time between events, launches queued back to back
@@ -324,7 +353,7 @@ BenchmarkResult GraphExecutor::benchmark(int number, int repeat, int warmup) {
       continue;
     }
     auto t0 = Clock::now();
-    for (int j = 0; j < number; ++j) run();
+    for (int j = 0; j < number; ++j) run_locked();
     r.results_ms.push_back(ms_since(t0) / number);
   }
   // Statistics as numpy computes them (population std, median of an even count averaged).
@@ -356,7 +385,8 @@ std::string BenchmarkResult::str() const {
 
 std::vector<KernelProfile> GraphExecutor::profile(int repeat) {
   if (repeat < 1) fail("profile(repeat=", repeat, "): repeat must be at least 1");
-  run();  // warm up: first-touch page faults and caches should not count against kernel 0
+  std::lock_guard<std::mutex> lock(mutex_);
+  run_locked();  // warm up: first-touch page faults and caches should not count against kernel 0
   const size_t num_kernels = graph_->kernels.size();
   std::vector<double> total(num_kernels, 0.0);
   for (int r = 0; r < repeat; ++r) {

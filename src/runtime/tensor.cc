@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "ember/runtime/cuda.h"
+#include "ember/support/checked_math.h"
 #include "ember/support/error.h"
 
 namespace ember::runtime {
@@ -19,13 +20,10 @@ std::string type_str(const Tensor& t) {
 }
 }  // namespace
 
-int64_t shape_numel(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0) fail("shape ", shape_str(shape), " has a negative dimension: sizes must be >= 0");
-    n *= d;
-  }
-  return n;
+int64_t shape_numel(const Shape& shape) { return checked_numel(shape, "a tensor"); }
+
+size_t Tensor::nbytes() const {
+  return static_cast<size_t>(checked_nbytes(shape_, dtype_bytes(dtype_), "a tensor"));
 }
 
 std::string shape_str(const Shape& shape) {
@@ -37,15 +35,17 @@ std::string shape_str(const Shape& shape) {
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype) {
-  size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_bytes(dtype);
+  // At most 2^63 - 1 bytes (checked), so rounding up below cannot wrap around.
+  size_t bytes = static_cast<size_t>(
+      checked_nbytes(shape, dtype_bytes(dtype), std::string("a ") + dtype_name(dtype) + " tensor"));
   // aligned_alloc needs a size that is a multiple of the alignment; a zero-size tensor still
   // gets one block so that data() is a valid, unique pointer.
   size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   if (rounded == 0) rounded = kAlignment;
   void* p = std::aligned_alloc(kAlignment, rounded);
   if (!p)
-    fail("out of memory allocating ", bytes, " bytes for a ", dtype_name(dtype), shape_str(shape),
-         " tensor");
+    fail("out of memory: cannot allocate ", bytes, " bytes for a ", dtype_name(dtype),
+         shape_str(shape), " tensor; use smaller shapes (or a machine with more memory)");
   Tensor t;
   t.owner_ = std::shared_ptr<void>(p, std::free);
   t.data_ = p;

@@ -1,6 +1,7 @@
 #pragma once
 /// LLVM code generation: loop IR to LLVM IR, optimised at O3 for the host CPU and compiled
 /// in process with ORC JIT.
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,14 @@ struct CudaOptions {
 /// at run time with a clear ember::Error; get_source("ptx") always works.
 std::shared_ptr<runtime::Module> compile_cuda(const std::vector<ir::PrimFunc>& funcs,
                                               const CudaOptions& options = {});
+
+/// Runs `step`, a call into LLVM, so that LLVM's errors become ember::InternalError ("LLVM
+/// failed while <what>: ...") instead of exiting the process or unwinding through LLVM. Error
+/// diagnostics of an LLVMContext made with this back end's handler, and fatal errors
+/// (llvm::report_fatal_error), are recorded and checked once LLVM is back. A fatal error
+/// leaves LLVM's objects in an unknown state: the step's locals are abandoned (leaked), so
+/// keep every LLVM object the step uses inside it. Exceptions the step throws pass through.
+void run_llvm(const std::string& what, const std::function<void()>& step);
 
 /// Vector lanes for `dtype` on the host CPU (16 float32 lanes with AVX-512).
 int native_vector_lanes(DType dtype);

@@ -2,6 +2,7 @@
 /// The graph executor: runs a compiled model as a list of kernel calls over a planned,
 /// reused memory pool. Usable from C++ with no Python and no LLVM.
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,11 @@ struct KernelProfile {
   std::vector<Shape> shapes;  // argument shapes, inputs then outputs
 };
 
+/// Threads: every call on one executor holds its lock, so calls from several threads are
+/// serialized and never corrupt a result; separate executors (of one model or not) run in
+/// parallel. A sequence set_input, run, get_output is three calls, though: another thread may
+/// run in between, and the output buffer is shared. Threads that share one executor use
+/// run(inputs), which does all three as one step and returns copies of the outputs.
 class GraphExecutor {
  public:
   /// Plans memory (buffers reused once their last reader has run; inputs and outputs get
@@ -83,9 +89,15 @@ class GraphExecutor {
   void set_input(const std::string& name, const Tensor& value);
   /// Runs every kernel; on a GPU it returns once they have finished.
   void run();
+  /// Sets every input (`inputs` in the order of input_names(), as set_input checks them),
+  /// runs, and returns copies of the outputs (on device()), all as one step: the way for
+  /// several threads to share one executor, each with its own inputs and outputs.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
   /// Where the executor's tensors live (CUDA for a CUDA module).
   Device device() const;
-  /// The executor's output buffer (no copy, on device()): the next run() overwrites it.
+  /// The executor's output buffer (no copy, on device()): the next run() overwrites it. An
+  /// output that is a parameter is a copy instead: the parameters are shared by every
+  /// executor of the model, and writing through an output must not change them.
   Tensor get_output(int index) const;
   Tensor get_input(int index) const;
   BenchmarkResult benchmark(int number = 1, int repeat = 10, int warmup = 1);
@@ -104,8 +116,15 @@ class GraphExecutor {
   std::vector<KernelFn> fns_;
   std::vector<std::vector<void*>> args_;    // per kernel, resolved pointers
   std::shared_ptr<cuda::CudaModule> cuda_;  // set when the kernels run on a GPU
+  std::vector<bool> output_is_param_;       // per output: get_output copies it
   void launch_all();                        // GPU: launches every kernel, no wait
+  // The unlocked steps of the public calls; callers hold mutex_.
+  void set_input_locked(int index, const Tensor& value);
+  void run_locked();
   size_t pool_bytes_ = 0;
+  // Held while a call reads or writes the executor's buffers (set_input, run, benchmark,
+  // profile).
+  mutable std::mutex mutex_;
 };
 
 }  // namespace ember::runtime

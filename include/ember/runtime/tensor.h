@@ -19,6 +19,7 @@ struct Device {
   int32_t id = 0;
 };
 
+/// The element count; ember::Error for a negative dimension or a count past 64 bits.
 int64_t shape_numel(const Shape& shape);
 std::string shape_str(const Shape& shape);  // "(1, 3, 32, 32)"
 
@@ -49,7 +50,8 @@ class Tensor {
   Device device() const { return device_; }
   int64_t ndim() const { return static_cast<int64_t>(shape_.size()); }
   int64_t numel() const { return shape_numel(shape_); }
-  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_bytes(dtype_); }
+  /// numel() * the dtype's size (ember::Error if that does not fit in 64 bits).
+  size_t nbytes() const;
   const std::shared_ptr<void>& owner() const { return owner_; }
 
   Tensor clone() const;

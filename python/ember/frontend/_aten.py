@@ -69,14 +69,20 @@ class Converter:
         return _ember.call(op, list(args), attrs, self.name)
 
     def const(self, value, dtype="float32"):
-        return ir.const(np.asarray(value, dtype=dtype), self.name)
+        try:
+            array = np.asarray(value, dtype=dtype)
+        except OverflowError:  # torch raises too: the number does not fit in the dtype
+            raise EmberError(f"{self.name or 'a constant'}: the number {value!r} does not fit "
+                             f"in {dtype}") from None
+        return ir.const(array, self.name)
 
     def weight(self, name):
         """The function parameter for state_dict entry `name` (made on first use)."""
         if name not in self._weight_vars:
             tensor = self._tensors[name].detach().cpu()
             # No copy (a ResNet-50 copy costs half a second): ember.build copies params.
-            array = np.ascontiguousarray(tensor.numpy()) if tensor.dtype != torch.bfloat16 \
+            # (np.asarray, not np.ascontiguousarray: a 0-d weight stays 0-d.)
+            array = np.asarray(tensor.numpy(), order="C") if tensor.dtype != torch.bfloat16 \
                 else None
             if array is None or array.dtype.name not in _PROMOTION:
                 raise EmberError(f"weight '{name}' has dtype {tensor.dtype}, which Ember does "

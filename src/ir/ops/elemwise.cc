@@ -292,8 +292,8 @@ Type cast_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ct
   return TensorType{x.shape, to};
 }
 
-// Float to int truncates toward zero; NaN or out-of-range floats give an unspecified value
-// (torch's is platform dependent too). To bool is x != 0, NaN included.
+// Float to int truncates toward zero and saturates: NaN gives 0, out-of-range floats the
+// int's min or max (torch's is platform dependent). To bool is x != 0, NaN included.
 Tensor cast_compute(const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {
   return compute("cast", out.shape, [&](const std::vector<PrimVar>& i) {
     return cast(out.dtype, in[0](as_exprs(i)));

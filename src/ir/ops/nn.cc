@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ember/ir/prim_math.h"
+#include "ember/support/checked_math.h"
 #include "op_util.h"
 
 namespace ember::ir {
@@ -49,12 +50,16 @@ std::vector<int64_t> padding_attr(Attrs& attrs, const TypeContext& ctx) {
 int64_t window_out_size(int64_t size, int64_t pad_begin, int64_t pad_end, int64_t kernel,
                         int64_t stride, int64_t dilation, bool ceil_mode, const char* dim,
                         const TypeContext& ctx) {
-  int64_t span = size + pad_begin + pad_end - dilation * (kernel - 1) - 1;
+  int64_t padded, reach, span;
+  if (add_overflows(size, pad_begin, &padded) || add_overflows(padded, pad_end, &padded) ||
+      mul_overflows(dilation, kernel - 1, &reach) || sub_overflows(padded, reach, &span) ||
+      sub_overflows(span, 1, &span))
+    ctx.fail(std::string("the padded input ") + dim + " or the window is too large (sizes " +
+             "past 64 bits); check the padding, kernel size and dilation");
   if (span < 0)
     ctx.fail(std::string("the window (size ") + std::to_string(kernel) + ", dilation " +
              std::to_string(dilation) + ") is larger than the padded input " + dim + " (" +
-             std::to_string(size + pad_begin + pad_end) +
-             "); use a smaller window or more padding");
+             std::to_string(padded) + "); use a smaller window or more padding");
   int64_t out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
   if (ceil_mode && (out - 1) * stride >= size + pad_begin) --out;
   return out;

@@ -1,0 +1,48 @@
+// Graph IR utilities: structural equality on graphs that share nodes.
+#include "ember/ir/graph.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "ember/ir/op.h"
+
+namespace ember::ir {
+namespace {
+
+// `blocks` residual blocks, y = relu(x) + x: each block reads its input twice, so a graph of
+// n blocks has 2^n paths from the output to the input.
+Function residual_chain(int blocks, float scale) {
+  Expr x = var("x", TensorType{{4}, DType::Float32});
+  Expr y = x;
+  for (int i = 0; i < blocks; ++i) y = call("add", {call("nn.relu", {y}), y});
+  runtime::Tensor c = runtime::Tensor::empty({4}, DType::Float32);
+  for (int i = 0; i < 4; ++i) c.data_as<float>()[i] = scale;
+  return function({x}, call("multiply", {y, constant(c)}));
+}
+
+// Runs structural_equal on another thread and gives up after a few seconds (the answer is
+// then "not finished": without memoisation the comparison is exponential in `blocks`).
+int equal_within_seconds(const Function& a, const Function& b) {
+  auto result = std::make_shared<std::atomic<int>>(-1);
+  std::thread([a, b, result] { result->store(structural_equal(a, b) ? 1 : 0); }).detach();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (result->load() < 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return result->load();
+}
+
+TEST(StructuralEqual, ResidualDiamondsTakeLinearTime) {
+  const int blocks = 64;
+  EXPECT_EQ(equal_within_seconds(residual_chain(blocks, 2), residual_chain(blocks, 2)), 1)
+      << "structural_equal did not finish (or said not equal)";
+  EXPECT_EQ(equal_within_seconds(residual_chain(blocks, 2), residual_chain(blocks, 3)), 0)
+      << "structural_equal did not finish (or said equal)";
+  EXPECT_FALSE(structural_equal(residual_chain(3, 2), residual_chain(4, 2)));
+}
+
+}  // namespace
+}  // namespace ember::ir

@@ -1,0 +1,75 @@
+// The runtime's thread pool under several callers: every loop covers its range once whether
+// it gets the pool or runs on its caller (the pool is busy), the number of threads stays
+// bounded, and the thread count can change between loops.
+#include "ember/runtime/parallel.h"
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+namespace ember::runtime {
+namespace {
+
+struct Sum {
+  std::vector<std::atomic<int>> hits;
+  explicit Sum(int64_t n) : hits(static_cast<size_t>(n)) {}
+};
+
+void count(int64_t begin, int64_t end, void* closure) {
+  auto* s = static_cast<Sum*>(closure);
+  for (int64_t i = begin; i < end; ++i) s->hits[i]++;
+}
+
+int os_threads() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') ++n;
+    closedir(d);
+  }
+  return n;
+}
+
+TEST(ThreadPool, ConcurrentCallersEachCoverTheirRange) {
+  int saved = get_num_threads();
+  set_num_threads(4);
+  Sum warm_up(8);
+  ember_parallel_for(8, count, &warm_up);  // starts the pool
+  int before = os_threads();
+  std::atomic<int> wrong{0}, peak{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 6; ++t)
+    callers.emplace_back([&] {
+      for (int call = 0; call < 200; ++call) {
+        Sum s(97);
+        ember_parallel_for(97, count, &s);
+        for (auto& h : s.hits)
+          if (h.load() != 1) ++wrong;
+        int now = os_threads();
+        for (int p = peak.load(); now > p && !peak.compare_exchange_weak(p, now);) {
+        }
+      }
+    });
+  for (auto& c : callers) c.join();
+  set_num_threads(saved);
+  EXPECT_EQ(wrong.load(), 0);
+  // The callers themselves and no more: the pool is shared, not one team per caller.
+  EXPECT_LE(peak.load(), before + 6);
+}
+
+TEST(ThreadPool, ThreadCountChangesBetweenLoops) {
+  int saved = get_num_threads();
+  for (int threads : {3, 1, 5, 2}) {
+    set_num_threads(threads);
+    Sum s(1000);
+    ember_parallel_for(1000, count, &s);
+    for (auto& h : s.hits) ASSERT_EQ(h.load(), 1) << threads << " threads";
+  }
+  set_num_threads(saved);
+}
+
+}  // namespace
+}  // namespace ember::runtime

@@ -1,0 +1,55 @@
+"""A compiler bug is ember.InternalError, which is not an ember.EmberError (the user's
+mistake): `except EmberError` never swallows one, its message asks for a report, and the
+CLI exits with status 3 for it. Float to int casts are defined for NaN and out-of-range
+values (they saturate, never LLVM poison)."""
+import numpy as np
+import pytest
+
+import ember
+from ember import EmberError, InternalError, _ember, cli, ir, op
+
+
+def test_internal_error_is_its_own_class():
+    assert issubclass(InternalError, RuntimeError)
+    assert not issubclass(InternalError, EmberError)
+    assert not issubclass(EmberError, InternalError)
+    assert InternalError.__module__ == "ember" and "InternalError" in ember.__all__
+
+
+def test_cpp_errors_become_their_python_classes():
+    with pytest.raises(EmberError, match="raised for testing"):
+        _ember._raise_for_testing("user")
+    with pytest.raises(InternalError, match="raised for testing") as e:
+        try:
+            _ember._raise_for_testing("internal")
+        except EmberError:
+            pytest.fail("an internal error was caught as EmberError")
+    assert "please report" in str(e.value)
+
+
+def test_cli_exits_with_3_on_an_internal_error(monkeypatch, capsys, tmp_path):
+    def broken(path):
+        _ember._raise_for_testing("internal")
+    monkeypatch.setattr(cli, "_load", broken)
+    assert cli.main(["inspect", str(tmp_path / "m.ember")]) == 3
+    err = capsys.readouterr().err
+    assert "internal error" in err and "please report" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+@pytest.mark.parametrize("n", [7, 64])  # 64: the vectorized loop
+def test_float_to_int_casts_saturate(dtype, n):
+    info = np.iinfo(dtype)
+    special = np.array([np.nan, np.inf, -np.inf, 1e30, -1e30, 3.7, -3.7, 0.0],
+                       dtype=np.float32)
+    x = np.resize(special, n).astype(np.float32)
+    v = ir.var("x", (n,))
+    m = ember.GraphModule(ember.build(ir.Function([v], op.cast(v, dtype))))
+    m.set_input("x", x)
+    m.run()
+    got = m.get_output(0).numpy()
+
+    def saturate(v):  # llvm.fptosi.sat: NaN -> 0, out of range -> the int's min or max
+        return 0 if np.isnan(v) else info.max if v >= info.max else info.min if v <= info.min \
+            else int(v)
+    np.testing.assert_array_equal(got, np.array([saturate(float(v)) for v in x], dtype))
