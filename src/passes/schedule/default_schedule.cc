@@ -364,6 +364,11 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
     for (auto& a : {tile_inner, vec_group, inner_vec})
       if (a) order.push_back(a);
     o.reorder(order);
+    // The epilogue walks the register tile unrolled: every access to the tile then has a
+    // constant index, so the tile stays in registers (a long epilogue such as GELU's erf
+    // would otherwise keep LLVM from unrolling it, and the accumulators would go to memory).
+    if (tile_inner) o.unroll(tile_inner);
+    if (vec_group) o.unroll(vec_group);
   }
   // A GEMM's tile loop runs along the output columns outside the rows: the weight panel
   // of a column tile stays in cache while the rows stream past it.
