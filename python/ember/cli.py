@@ -35,9 +35,12 @@ def _type(shape_dtype):
     return f"{dtype}[{', '.join(map(str, shape))}]"
 
 
-def _load(path):
+def _load(path, load_code=True):
     if not os.path.exists(path):
         raise EmberError(f"no such file: '{path}'")
+    if not load_code:  # read and check it; nothing in the file runs
+        from .deploy import _inspect as read_only
+        return read_only(path)
     return ember.load(path)
 
 
@@ -95,7 +98,7 @@ def _compile(args):
 
 # ------------------------------------------------------------------------------ inspect
 def _inspect(args):
-    lib = _load(args.artifact)
+    lib = _load(args.artifact, load_code=False)
     info = lib._info()
     print(f"{args.artifact}: Ember artifact format {info['format_version']}, written by "
           f"Ember {info['ember_version']}")

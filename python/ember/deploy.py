@@ -10,6 +10,10 @@ A loaded model runs the very code the compiler produced, so its outputs equal th
 Library's bit for bit. Many GraphModules may run one loaded library at once from different
 threads: each has its own buffers, and they share the parameters and code.
 
+A model file holds native code, which runs in your process when the file is loaded: load
+files only from sources you trust, and pin a file you received with its digest,
+ember.load(path, sha256="...") (hashlib.sha256(data).hexdigest() of the file you trust).
+
 The file format is documented in include/ember/runtime/artifact.h.
 """
 import os
@@ -25,16 +29,38 @@ RUNTIME_ONLY_MESSAGE = (
     "export the model with a full install (lib.export(path) or `ember compile`)")
 
 
-def load(path):
+def load(path, sha256=None):
     """Loads a model saved with Library.export (or `ember compile`) and returns a
     LoadedLibrary for ember.GraphModule. A missing, damaged (truncated or failing its
-    checksum), foreign or other-version file raises EmberError saying which."""
+    checksum), foreign or other-version file raises EmberError saying which.
+
+    The file holds native code that runs when it is loaded: load only files from sources
+    you trust. With `sha256` (the file's SHA-256 digest as 64 hex digits), a file whose
+    digest differs is refused before anything in it is used."""
+    return _ember._load(_path(path, "ember.load"), _digest(sha256), True)
+
+
+def _inspect(path):
+    """The LoadedLibrary of `path` read and checked without loading its code (nothing in
+    the file runs): for reports such as `ember inspect`. It cannot run."""
+    return _ember._load(_path(path, "ember inspect"), None, False)
+
+
+def _path(path, what):
     try:
-        path = os.fspath(path)
+        return os.fspath(path)
     except TypeError:
-        raise EmberError(f"ember.load: the path must be a str or os.PathLike, got "
+        raise EmberError(f"{what}: the path must be a str or os.PathLike, got "
                          f"{type(path).__name__} {path!r}") from None
-    return _ember._load(path)
+
+
+def _digest(sha256):
+    if sha256 is None:
+        return None
+    if not isinstance(sha256, str):
+        raise EmberError(f"ember.load: sha256 must be the file's digest as a hex string, got "
+                         f"{type(sha256).__name__} {sha256!r}")
+    return sha256
 
 
 def _runtime_only(*args, **kwargs):

@@ -35,6 +35,14 @@ std::string path_arg(py::handle value, const std::string& what) {
   return str_arg(path, what);
 }
 
+// "so" or "ptx": the kind of code the file holds, loaded or not; "none" without code.
+std::string code_kind(const LoadedLibrary& lib) {
+  if (lib.module) return lib.module->type_key();
+  for (const auto& [kind, bytes] : lib.info.sections)
+    if (kind == "cpu.so") return "so";
+  return "none";
+}
+
 }  // namespace
 
 void bind_deploy(py::module_& m) {
@@ -57,7 +65,10 @@ void bind_deploy(py::module_& m) {
       .def(
           "get_source",
           [](const LoadedLibrary& lib, py::handle format) {
-            return lib.module->get_source(str_arg(format, "LoadedLibrary.get_source: the format"));
+            std::string f = str_arg(format, "LoadedLibrary.get_source: the format");
+            if (!lib.module)
+              fail("this model was opened for inspection only: it has no '", f, "' source");
+            return lib.module->get_source(f);
           },
           "format"_a = "ll")
       // The same report entries as Library._kernels / _fusion_decisions.
@@ -99,21 +110,29 @@ void bind_deploy(py::module_& m) {
                              "features"_a = lib.info.features, "imports"_a = lib.info.imports,
                              "inputs"_a = inputs, "outputs"_a = outputs, "params"_a = params,
                              "param_bytes"_a = param_bytes, "sections"_a = sections,
-                             "file_bytes"_a = lib.info.file_bytes,
-                             "code"_a = lib.module ? lib.module->type_key() : "none");
+                             "file_bytes"_a = lib.info.file_bytes, "code"_a = code_kind(lib));
            })
       .def("_create_executor", [](const LoadedLibrary& lib) {
+        if (!lib.module && !lib.graph->kernels.empty())
+          fail(
+              "this model was opened for inspection only (its code is not loaded); load it "
+              "with ember.load(path) to run it");
         return std::make_shared<runtime::GraphExecutor>(lib.graph, lib.module);
       });
 
   m.def(
       "_load",
-      [](py::handle path) {
+      [](py::handle path, py::handle sha256, bool load_code) {
+        runtime::LoadOptions options;
         std::string p = path_arg(path, "ember.load: the path");
+        if (!sha256.is_none()) options.sha256 = str_arg(sha256, "ember.load: sha256");
+        options.load_code = load_code;
         py::gil_scoped_release release;
-        return runtime::load_library(p);
+        return runtime::load_library(p, options);
       },
-      "path"_a, "Loads an artifact written by Library.export.");
+      "path"_a, "sha256"_a = py::none(), "load_code"_a = true,
+      "Loads an artifact written by Library.export (with load_code=False: reads and checks it "
+      "without loading its code, for inspection).");
 }
 
 }  // namespace ember::python

@@ -36,6 +36,7 @@
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
+#include "llvm/TargetParser/Host.h"
 #include "llvm_errors.h"
 
 extern char** environ;
@@ -45,6 +46,29 @@ namespace ember::codegen {
 namespace {
 
 constexpr const char* kEmberVersion = "0.1.0";
+
+// The instruction-set features of an LLVM feature string ("+avx2,-avx512f,+fast-gather"):
+// the "+" features LLVM's host detection knows (the runtime checks exactly those with
+// cpuid before loading the code); the others are tuning hints no CPU lacks.
+std::string isa_features(const std::string& features) {
+  const llvm::StringMap<bool> known = llvm::sys::getHostCPUFeatures();
+  std::string out;
+  std::stringstream all(features);
+  for (std::string f; std::getline(all, f, ',');)
+    if (f.size() > 1 && f[0] == '+' && known.count(f.substr(1)))
+      out += (out.empty() ? "" : ",") + f;
+  return out;
+}
+
+// The kernel manifest as a constant string in the library, where the runtime finds it in
+// the file's bytes before loading it (runtime::read_kernel_manifest).
+void add_manifest(llvm::Module& m, const std::string& manifest) {
+  auto* text = llvm::ConstantDataArray::getString(m.getContext(), manifest, /*AddNull=*/true);
+  auto* g =
+      new llvm::GlobalVariable(m, text->getType(), /*isConstant=*/true,
+                               llvm::GlobalValue::ExternalLinkage, text, runtime::kManifestSymbol);
+  g->setVisibility(llvm::GlobalValue::DefaultVisibility);
+}
 
 // Turns each call of a runtime function into a call through its import slot.
 std::vector<std::string> add_import_slots(llvm::Module& m) {
@@ -97,6 +121,17 @@ std::string read_file(const std::string& path) {
   return os.str();
 }
 
+// What each kernel was compiled for: its buffers' dtypes and shapes, in parameter order.
+std::vector<runtime::KernelSignature> kernel_signatures(const std::vector<ir::PrimFunc>& funcs) {
+  std::vector<runtime::KernelSignature> out;
+  for (const ir::PrimFunc& f : funcs) {
+    runtime::KernelSignature k{f.name, {}};
+    for (const ir::Buffer& b : f.params) k.buffers.push_back({b->shape, b->dtype});
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
 bool on_path(const std::string& exe) {
   const char* path = std::getenv("PATH");
   std::stringstream dirs(path ? path : "");
@@ -107,7 +142,8 @@ bool on_path(const std::string& exe) {
 
 }  // namespace
 
-CpuObject compile_cpu_object_from_ir(const std::string& ll, int opt_level) {
+CpuObject compile_cpu_object_from_ir(const std::string& ll, int opt_level,
+                                     const std::string& manifest) {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
   llvm::InitializeNativeTargetAsmParser();
@@ -124,13 +160,15 @@ CpuObject compile_cpu_object_from_ir(const std::string& ll, int opt_level) {
       throw InternalError("internal error: export cannot read the IR: " + err.getMessage().str());
 
     // LLVMCodeGen puts the CPU and its features on every function.
+    std::string features;
     for (const llvm::Function& f : *m) {
       if (f.isDeclaration() || !f.hasFnAttribute("target-cpu")) continue;
       out.cpu = f.getFnAttribute("target-cpu").getValueAsString().str();
       if (f.hasFnAttribute("target-features"))
-        out.features = f.getFnAttribute("target-features").getValueAsString().str();
+        features = f.getFnAttribute("target-features").getValueAsString().str();
       break;
     }
+    out.features = isa_features(features);
     const std::string triple = m->getTargetTriple();
     std::string error;
     const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, error);
@@ -139,12 +177,13 @@ CpuObject compile_cpu_object_from_ir(const std::string& ll, int opt_level) {
         llvm::CodeGenOptLevel::None, llvm::CodeGenOptLevel::Less, llvm::CodeGenOptLevel::Default,
         llvm::CodeGenOptLevel::Aggressive};
     std::unique_ptr<llvm::TargetMachine> tm(
-        target->createTargetMachine(triple, out.cpu, out.features, llvm::TargetOptions(),
+        target->createTargetMachine(triple, out.cpu, features, llvm::TargetOptions(),
                                     llvm::Reloc::PIC_, std::nullopt, kLevels[opt_level]));
     if (!tm) throw InternalError("internal error: cannot create the target machine for " + triple);
     m->setDataLayout(tm->createDataLayout());
 
     out.imports = add_import_slots(*m);
+    if (!manifest.empty()) add_manifest(*m, manifest);
     std::string text;
     llvm::raw_string_ostream os(text);
     if (llvm::verifyModule(*m, &os))
@@ -165,7 +204,8 @@ CpuObject compile_cpu_object(const std::vector<ir::PrimFunc>& funcs, const CpuOp
   // compile_cpu owns code generation and the optimisation pipeline; taking its optimised IR
   // keeps one copy of both (at the price of one JIT compile).
   return compile_cpu_object_from_ir(compile_cpu(funcs, options)->get_source("ll"),
-                                    options.opt_level);
+                                    options.opt_level,
+                                    runtime::write_kernel_manifest(kernel_signatures(funcs)));
 }
 
 std::string link_shared_library(const std::string& object) {
@@ -228,8 +268,9 @@ void export_library(const Library& lib, const std::string& path) {
     a.info.fusion.push_back({d.producer, d.consumer, d.fused, d.reason});
 
   const std::string kind = lib.module->type_key();
+  const std::string manifest = runtime::write_kernel_manifest(kernel_signatures(lib.prim_funcs));
   if (kind == "llvm-jit") {
-    CpuObject obj = compile_cpu_object_from_ir(lib.module->get_source("ll"));
+    CpuObject obj = compile_cpu_object_from_ir(lib.module->get_source("ll"), 3, manifest);
     a.info.cpu = obj.cpu;
     a.info.features = obj.features;
     a.info.imports = obj.imports;
@@ -240,7 +281,10 @@ void export_library(const Library& lib, const std::string& path) {
     EMBER_CHECK(gpu != nullptr, "a 'ptx' module that is not a CudaModule");
     a.info.arch = gpu->arch();
     a.info.launch = gpu->kernels();
-    a.code.emplace_back("ptx", lib.module->get_source("ptx"));
+    // The manifest as PTX comments (the driver skips them).
+    a.code.emplace_back(
+        "ptx", lib.module->get_source("ptx") + "\n" +
+                   runtime::write_kernel_manifest(kernel_signatures(lib.prim_funcs), "// "));
   } else {
     fail("export: this Library's code is a '", kind, "' module, which cannot be exported; ",
          "export the Library that ember.build returned");

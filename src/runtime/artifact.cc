@@ -2,14 +2,24 @@
 // foreign file needs, loading the code, and a small .npy reader/writer.
 #include "ember/runtime/artifact.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <optional>
+#include <random>
 #include <sstream>
 
+#include "ember/runtime/cpu_features.h"
 #include "ember/runtime/cuda.h"
 #include "ember/runtime/library_module.h"
 #include "ember/support/checked_math.h"
@@ -35,6 +45,28 @@ uint64_t fnv1a(const char* data, size_t n) {
 }
 
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// 16 random hex digits for a temporary file's name.
+std::string random_suffix() {
+  static std::atomic<uint64_t> counter{0};
+  std::random_device device;
+  uint64_t x =
+      (uint64_t{device()} << 32) ^ device() ^ (uint64_t(::getpid()) << 16) ^ counter.fetch_add(1);
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(x));
+  return buf;
+}
+
+bool write_all(int fd, const char* data, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, data, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
 
 // Little-endian integers (x86-64 and AArch64 Linux are little-endian; memcpy keeps the
 // reads alignment-safe).
@@ -174,7 +206,17 @@ class JsonParser {
       if (e == 'u') {
         // Only the \u00XX escapes the writer produces (control characters).
         if (pos_ + 4 > t_.size() || t_.compare(pos_, 2, "00") != 0) error("unsupported escape");
-        out += static_cast<char>(std::stoi(t_.substr(pos_ + 2, 2), nullptr, 16));
+        int code = 0;
+        for (size_t k = pos_ + 2; k < pos_ + 4; ++k) {
+          char h = t_[k];
+          int digit = h >= '0' && h <= '9'   ? h - '0'
+                      : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                      : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                             : -1;
+          if (digit < 0) error("bad \\u escape");
+          code = code * 16 + digit;
+        }
+        out += static_cast<char>(code);
         pos_ += 4;
       } else if (e == '"' || e == '\\' || e == '/') {
         out += e;
@@ -519,44 +561,134 @@ void read_graph(const std::string& text, const std::string& where,
 
 // ------------------------------------------------------------------------------ CPU check
 // Code compiled for a CPU feature this machine lacks would die of SIGILL at the first
-// kernel: check the features a deployed model's code may use before loading it.
+// kernel: check every feature the code was compiled for (the exporter records only
+// instruction-set features, with LLVM's names) before loading it. A feature this runtime
+// cannot check is refused too: loading would be a guess.
 void check_cpu_features(const ArtifactInfo& info, const std::string& where) {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  __builtin_cpu_init();
-  struct Feature {
-    const char* name;
-    bool present;
-  };
-  const Feature known[] = {
-      {"sse4.1", __builtin_cpu_supports("sse4.1") != 0},
-      {"sse4.2", __builtin_cpu_supports("sse4.2") != 0},
-      {"avx", __builtin_cpu_supports("avx") != 0},
-      {"avx2", __builtin_cpu_supports("avx2") != 0},
-      {"fma", __builtin_cpu_supports("fma") != 0},
-      {"avx512f", __builtin_cpu_supports("avx512f") != 0},
-      {"avx512bw", __builtin_cpu_supports("avx512bw") != 0},
-      {"avx512dq", __builtin_cpu_supports("avx512dq") != 0},
-      {"avx512vl", __builtin_cpu_supports("avx512vl") != 0},
-      {"avx512cd", __builtin_cpu_supports("avx512cd") != 0},
-  };
-  std::string missing;
+  std::string missing, unknown;
   std::stringstream features(info.features);
   for (std::string f; std::getline(features, f, ',');) {
     if (f.size() < 2 || f[0] != '+') continue;
-    for (const Feature& k : known)
-      if (f.compare(1, std::string::npos, k.name) == 0 && !k.present)
-        missing += (missing.empty() ? "" : ", ") + f.substr(1);
+    std::string name = f.substr(1);
+    std::optional<bool> present = host_has_cpu_feature(name);
+    if (!present)
+      unknown += (unknown.empty() ? "" : ", ") + name;
+    else if (!*present)
+      missing += (missing.empty() ? "" : ", ") + name;
   }
   if (!missing.empty())
     fail(where, ": the model was compiled for CPU '", info.cpu, "', and this CPU lacks ", missing,
          "; export the model again on (or for) this machine");
-#else
-  (void)info;
-  (void)where;
-#endif
+  if (!unknown.empty())
+    fail(where, ": the model's code needs the CPU feature(s) ", unknown,
+         ", which this Ember runtime cannot check on this machine; export the model again "
+         "with this Ember version on (or for) this machine");
+}
+
+// ------------------------------------------------------------------------------ kernels
+// The graph's kernels must be what the code was compiled for, buffer by buffer: a graph
+// changed after export would have the code read or write past its buffers.
+std::string value_str(const ExecGraph::Value& v) {
+  return dtype_name(v.dtype) + shape_str(v.shape);
+}
+
+void check_kernels_against_code(const ExecGraph& g,
+                                const std::vector<std::pair<std::string, std::string>>& code,
+                                const std::string& where) {
+  if (code.empty()) return;  // no code: load_library says so
+  const auto& [kind, bytes] = code[0];
+  std::map<std::string, std::vector<ExecGraph::Value>> compiled;
+  for (KernelSignature& k : read_kernel_manifest(bytes, kind == "ptx" ? "// " : "", where))
+    compiled[k.func] = std::move(k.buffers);
+  for (const ExecGraph::Kernel& k : g.kernels) {
+    auto it = compiled.find(k.func);
+    if (it == compiled.end())
+      fail(where, " is inconsistent: kernel '", k.name, "' calls function '", k.func,
+           "', which its code does not have; the file was changed after export: export the "
+           "model again");
+    const auto& buffers = it->second;
+    if (buffers.size() != k.args.size())
+      fail(where, " is inconsistent: kernel '", k.name, "' passes ", k.args.size(),
+           " buffers but its code takes ", buffers.size(),
+           "; the file was changed after export: export the model again");
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      const ExecGraph::Value& v = g.values[k.args[i]];
+      if (v.dtype != buffers[i].dtype || v.shape != buffers[i].shape)
+        fail(where, " is inconsistent: kernel '", k.name, "' (", k.func, ") was compiled for ",
+             value_str(buffers[i]), " as buffer ", i, " but the graph gives it ", value_str(v),
+             "; the file was changed after export: export the model again");
+    }
+  }
 }
 
 }  // namespace
+
+std::string write_kernel_manifest(const std::vector<KernelSignature>& kernels,
+                                  const std::string& prefix) {
+  std::string out = prefix + kManifestBegin + "\n";
+  for (const KernelSignature& k : kernels) {
+    out += prefix + k.func;
+    for (const ExecGraph::Value& b : k.buffers) {
+      out += std::string(" ") + dtype_name(b.dtype) + "[";
+      for (size_t d = 0; d < b.shape.size(); ++d)
+        out += (d ? "," : "") + std::to_string(b.shape[d]);
+      out += "]";
+    }
+    out += "\n";
+  }
+  return out + prefix + kManifestEnd + "\n";
+}
+
+std::vector<KernelSignature> read_kernel_manifest(const std::string& code,
+                                                  const std::string& prefix,
+                                                  const std::string& where) {
+  const std::string begin = prefix + kManifestBegin + "\n", end = prefix + kManifestEnd + "\n";
+  size_t at = code.find(begin);
+  if (at == std::string::npos)
+    fail(where,
+         " has no record of what its code was compiled for (written by an older Ember, "
+         "or damaged); export the model again");
+  auto bad = [&](const std::string& line) {
+    fail(where, " has a malformed kernel record ('", line.substr(0, 80),
+         "'); the file is damaged: export the model again");
+  };
+  std::vector<KernelSignature> out;
+  at += begin.size();
+  while (true) {
+    size_t stop = code.find('\n', at);
+    if (stop == std::string::npos) bad(code.substr(at, 80));
+    std::string line = code.substr(at, stop + 1 - at);
+    at = stop + 1;
+    if (line == end) return out;
+    if (line.compare(0, prefix.size(), prefix) != 0) bad(line);
+    std::istringstream words(line.substr(prefix.size()));
+    KernelSignature k;
+    if (!(words >> k.func)) bad(line);
+    for (std::string w; words >> w;) {
+      size_t open = w.find('[');
+      if (open == std::string::npos || w.back() != ']') bad(line);
+      ExecGraph::Value v;
+      try {
+        v.dtype = dtype_from_name(w.substr(0, open));
+      } catch (const Error&) {
+        bad(line);
+      }
+      std::string dims = w.substr(open + 1, w.size() - open - 2);
+      for (size_t i = 0; i < dims.size();) {
+        size_t comma = dims.find(',', i);
+        std::string d = dims.substr(i, comma == std::string::npos ? std::string::npos : comma - i);
+        char* tail = nullptr;
+        long long n = std::strtoll(d.c_str(), &tail, 10);
+        if (d.empty() || *tail != '\0' || n < 0) bad(line);
+        v.shape.push_back(n);
+        if (comma == std::string::npos) break;
+        i = comma + 1;
+      }
+      k.buffers.push_back(std::move(v));
+    }
+    out.push_back(std::move(k));
+  }
+}
 
 // ------------------------------------------------------------------------------ save
 void save_artifact(const Artifact& a, const std::string& path) {
@@ -594,52 +726,54 @@ void save_artifact(const Artifact& a, const std::string& path) {
   }
   put<uint64_t>(head, fnv1a(head.data(), head.size()));
 
-  // Write to a temporary name and rename, so a failed export never leaves half a file
-  // where a good one was.
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail("cannot write the artifact '", path, "': cannot create '", tmp, "'");
-    out.write(head.data(), static_cast<std::streamsize>(head.size()));
-    size_t at = head.size();
-    for (const auto& [kind, bytes] : sections) {
-      std::string pad(align_up(at) - at, '\0');
-      out.write(pad.data(), static_cast<std::streamsize>(pad.size()));
-      out.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
-      at = align_up(at) + bytes->size();
-    }
-    if (!out.flush()) {
-      std::remove(tmp.c_str());
-      fail("cannot write the artifact '", path, "' (disk full?)");
-    }
+  // Write to a new file with a unique name in the same directory, then rename it over
+  // `path`: a failed export never leaves half a file where a good one was, two exports to
+  // one path never share a temporary, and a link planted at a predictable name is never
+  // followed (O_EXCL | O_NOFOLLOW create the file, or fail).
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; fd < 0; ++attempt) {
+    tmp = path + ".tmp-" + random_suffix();
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0 && (errno != EEXIST || attempt == 100))
+      fail("cannot write the artifact '", path, "': cannot create '", tmp,
+           "': ", std::strerror(errno));
+  }
+  bool ok = write_all(fd, head.data(), head.size());
+  size_t at = head.size();
+  for (const auto& [kind, bytes] : sections) {
+    std::string pad(align_up(at) - at, '\0');
+    ok = ok && write_all(fd, pad.data(), pad.size()) && write_all(fd, bytes->data(), bytes->size());
+    at = align_up(at) + bytes->size();
+  }
+  ok = ok && ::fsync(fd) == 0;
+  int err = errno;
+  ok = ::close(fd) == 0 && ok;
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    fail("cannot write the artifact '", path, "': ", std::strerror(err), " (disk full?)");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    fail("cannot write the artifact '", path, "': cannot rename '", tmp, "' to it");
+    err = errno;
+    ::unlink(tmp.c_str());
+    fail("cannot write the artifact '", path, "': cannot rename '", tmp,
+         "' to it: ", std::strerror(err));
   }
 }
 
 // ------------------------------------------------------------------------------ read
-Artifact read_artifact(const std::string& path) {
-  const std::string where = "artifact '" + path + "'";
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) fail("cannot open ", where, ": no such file");
-  if (!S_ISREG(st.st_mode)) fail("cannot read ", where, ": it is not a regular file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot open ", where, ": it is not readable");
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
-  // One 64-byte aligned buffer for the whole file: parameters view it in place.
-  Tensor file = Tensor::empty({static_cast<int64_t>(size)}, DType::Bool);
-  const char* data = static_cast<const char*>(file.data());
-  in.seekg(0);
-  if (size > 0 && !in.read(static_cast<char*>(file.data()), static_cast<std::streamsize>(size)))
-    fail("cannot read ", where, ": read error");
+namespace {
 
-  if (size < sizeof(kMagic) || std::memcmp(data, kMagic, sizeof(kMagic)) != 0)
+// Checks the header and section table at `data`, which holds the first `avail` bytes of a
+// file of `size` bytes, as far as `avail` allows; returns the section count.
+uint32_t check_header(const char* data, uint64_t avail, uint64_t size, const std::string& where) {
+  if (size < sizeof(kMagic) || avail < sizeof(kMagic) ||
+      std::memcmp(data, kMagic, sizeof(kMagic)) != 0)
     fail(where,
          " is not an Ember artifact (it does not start with \"EMBERLIB\"); "
          "create one with lib.export(path) or `ember compile`");
   if (size < kHeaderBytes) fail(where, " is truncated: the file ends inside its header");
+  if (avail < kHeaderBytes) return 0;
   uint32_t version = get<uint32_t>(data + 8);
   if (version != kArtifactVersion)
     fail(where, " has format version ", version, ", but this Ember reads version ",
@@ -650,15 +784,76 @@ Artifact read_artifact(const std::string& path) {
   if (count > kMaxSections) fail(where, " is corrupted: its header claims ", count, " sections");
   const size_t table_end = kHeaderBytes + kEntryBytes * count;
   if (size < table_end + 8) fail(where, " is truncated: the file ends inside its section table");
+  if (avail < table_end + 8) return count;
   if (fnv1a(data, table_end) != get<uint64_t>(data + table_end))
     fail(where, " is corrupted: the checksum of its header does not match");
+  for (uint32_t s = 0; s < count; ++s) {
+    const char* entry = data + kHeaderBytes + kEntryBytes * s;
+    uint64_t offset = get<uint64_t>(entry + 8), bytes = get<uint64_t>(entry + 16);
+    if (offset > size || bytes > size - offset)
+      fail(where, " is truncated: section '", std::string(entry, strnlen(entry, 8)),
+           "' needs bytes up to ", offset + bytes, " but the file has ", size,
+           " bytes; copy or export it again");
+  }
+  return count;
+}
+
+// Reads n bytes at `offset`; false on a short read.
+bool read_at(std::ifstream& in, uint64_t offset, char* out, uint64_t n) {
+  in.clear();
+  in.seekg(static_cast<std::streamoff>(offset));
+  return n == 0 || static_cast<bool>(in.read(out, static_cast<std::streamsize>(n)));
+}
+
+}  // namespace
+
+Artifact read_artifact(const std::string& path, const std::string& sha256) {
+  const std::string where = "artifact '" + path + "'";
+  std::string want_digest;
+  if (!sha256.empty()) {
+    for (char c : sha256)
+      want_digest += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (want_digest.size() != 64 ||
+        want_digest.find_first_not_of("0123456789abcdef") != std::string::npos)
+      fail("the expected SHA-256 digest of ", where, " must be 64 hex digits, got '", sha256, "'");
+  }
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) fail("cannot open ", where, ": no such file");
+  if (!S_ISREG(st.st_mode)) fail("cannot read ", where, ": it is not a regular file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot open ", where, ": it is not readable");
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+
+  // The header and section table first: a file that is not an artifact, or whose table
+  // is damaged, is refused before the rest of it is read (or memory is taken for it).
+  char head[kHeaderBytes];
+  const uint64_t head_bytes = std::min<uint64_t>(size, kHeaderBytes);
+  if (!read_at(in, 0, head, head_bytes)) fail("cannot read ", where, ": read error");
+  const uint32_t count = check_header(head, head_bytes, size, where);
+  std::string table(kHeaderBytes + kEntryBytes * count + 8, '\0');
+  if (!read_at(in, 0, table.data(), table.size())) fail("cannot read ", where, ": read error");
+  check_header(table.data(), table.size(), size, where);
+
+  // One 64-byte aligned buffer for the whole file: parameters view it in place. Everything
+  // below checks this buffer, not what was read above (the file may have changed since).
+  Tensor file = Tensor::empty({static_cast<int64_t>(size)}, DType::Bool);
+  const char* data = static_cast<const char*>(file.data());
+  if (!read_at(in, 0, static_cast<char*>(file.data()), size))
+    fail("cannot read ", where, ": read error (did the file change while it was read?)");
+  if (!want_digest.empty()) {
+    std::string digest = sha256_hex(data, size);
+    if (digest != want_digest)
+      fail(where, " has SHA-256 ", digest, ", not the expected ", want_digest,
+           ": it is not the file you meant to load (or it was changed); refusing to load it");
+  }
+  const uint32_t sections = check_header(data, size, size, where);
 
   Artifact a;
   a.info.file_bytes = size;
   std::string graph;
   const char* params = nullptr;
   uint64_t params_size = 0;
-  for (uint32_t s = 0; s < count; ++s) {
+  for (uint32_t s = 0; s < sections; ++s) {
     const char* entry = data + kHeaderBytes + kEntryBytes * s;
     std::string kind(entry, strnlen(entry, 8));
     uint64_t offset = get<uint64_t>(entry + 8), bytes = get<uint64_t>(entry + 16);
@@ -689,34 +884,46 @@ Artifact read_artifact(const std::string& path) {
   return a;
 }
 
-std::shared_ptr<LoadedLibrary> load_library(const std::string& path) {
-  Artifact a = read_artifact(path);
+std::shared_ptr<LoadedLibrary> load_library(const std::string& path, const LoadOptions& options) {
+  Artifact a = read_artifact(path, options.sha256);
   const std::string where = "artifact '" + path + "'";
+  // Before any code is loaded: the graph must be what the code was compiled for.
+  check_kernels_against_code(*a.graph, a.code, where);
   auto lib = std::make_shared<LoadedLibrary>();
   std::shared_ptr<cuda::CudaModule> gpu;
+  bool has_code = false;
   for (const auto& [kind, bytes] : a.code) {
     if (kind == "cpu.so") {
-      check_cpu_features(a.info, where);
-      lib->module = LibraryModule::from_bytes(bytes, a.info.imports);
+      has_code = true;
+      if (options.load_code) {  // (inspecting reads the file on any machine)
+        check_cpu_features(a.info, where);
+        lib->module = LibraryModule::from_bytes(bytes, a.info.imports);
+      }
     } else if (kind == "ptx") {
+      has_code = true;
       // Loading needs no GPU: the executor loads the PTX into one (and says when none is).
       // Each launch symbol must be an entry of the PTX, or the GPU machine would find out.
       for (const auto& [func, d] : a.info.launch)
         if (bytes.find(".entry " + d.symbol + "(") == std::string::npos)
           fail(where, " is corrupted: kernel '", func, "' launches PTX entry '", d.symbol,
                "', which its PTX does not define; export the model again");
-      gpu = std::make_shared<cuda::CudaModule>(bytes, "", a.info.arch, a.info.launch);
+      // PTX is text until a GPU loads it: reading it runs nothing. The module gets the PTX
+      // as it was built, without the manifest comments export appended ("\n" + manifest).
+      std::string ptx = bytes.substr(0, bytes.rfind("\n// " + std::string(kManifestBegin)));
+      gpu = std::make_shared<cuda::CudaModule>(ptx, "", a.info.arch, a.info.launch);
       lib->module = gpu;
     }
   }
-  if (!lib->module && !a.graph->kernels.empty()) fail(where, " holds no code for its kernels");
+  if (!has_code && !a.graph->kernels.empty()) fail(where, " holds no code for its kernels");
   // Resolve every kernel now, so a mismatch surfaces at load rather than at first run. A GPU
   // kernel has no host entry point (get_function throws by design): check its launch dims.
   for (const auto& k : a.graph->kernels) {
-    if (!gpu)
+    if (gpu) {
+      if (!gpu->kernels().count(k.func))
+        fail(where, " is corrupted: kernel '", k.name, "' has no launch dimensions");
+    } else if (lib->module) {
       lib->module->get_function(k.func);
-    else if (!gpu->kernels().count(k.func))
-      fail(where, " is corrupted: kernel '", k.name, "' has no launch dimensions");
+    }
   }
   lib->graph = std::move(a.graph);
   lib->info = std::move(a.info);

@@ -1,6 +1,8 @@
 #include "ember/runtime/library_module.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -35,7 +37,13 @@ std::shared_ptr<LibraryModule> LibraryModule::open(const std::string& path,
     fail("cannot load the model's code '", path, "': ", dl_error(),
          " (an artifact exported on another platform, or a temporary directory mounted "
          "noexec: set TMPDIR to another directory)");
-  std::shared_ptr<LibraryModule> module(new LibraryModule(handle));
+  return open_handle(handle, "'" + path + "'", imports);
+}
+
+std::shared_ptr<LibraryModule> LibraryModule::open_handle(void* handle, const std::string& what,
+                                                          const std::vector<std::string>& imports,
+                                                          int memfd) {
+  std::shared_ptr<LibraryModule> module(new LibraryModule(handle, memfd));
   const auto& table = runtime_imports();
   for (const std::string& name : imports) {
     auto it = table.find(name);
@@ -45,32 +53,69 @@ std::shared_ptr<LibraryModule> LibraryModule::open(const std::string& path,
     dlerror();
     auto* slot = static_cast<void**>(dlsym(handle, (kImportPrefix + name).c_str()));
     if (!slot)
-      fail("the model's code '", path, "' has no import slot for '", name,
+      fail(what, " has no import slot for '", name,
            "': the artifact is inconsistent; export the model again");
     *slot = it->second;
   }
   return module;
 }
 
-std::shared_ptr<LibraryModule> LibraryModule::from_bytes(const std::string& bytes,
-                                                         const std::vector<std::string>& imports) {
-  const char* dir = std::getenv("TMPDIR");
-  std::string path = std::string(dir && *dir ? dir : "/tmp") + "/ember-XXXXXX.so";
-  int fd = mkstemps(path.data(), 3);
-  if (fd < 0)
-    fail("cannot create a temporary file for the model's code in '", path,
-         "': ", std::strerror(errno), "; set TMPDIR to a writable directory");
+namespace {
+bool write_all(int fd, const std::string& bytes) {
   size_t done = 0;
   while (done < bytes.size()) {
     ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int err = errno;
-      close(fd);
-      unlink(path.c_str());
-      fail("cannot write the model's code to '", path, "': ", std::strerror(err));
-    }
+    if (n <= 0) return false;
     done += static_cast<size_t>(n);
+  }
+  return true;
+}
+}  // namespace
+
+std::shared_ptr<LibraryModule> LibraryModule::from_bytes(const std::string& bytes,
+                                                         const std::vector<std::string>& imports) {
+  // An anonymous in-memory file: no name in any directory that another process could
+  // replace between writing and dlopen, nothing left behind, and sealed once written.
+  std::string memory_error;  // why loading from memory failed, if it did
+  int fd = memfd_create("ember-model-code", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd >= 0) {
+    if (write_all(fd, bytes)) {
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+      std::string path = "/proc/self/fd/" + std::to_string(fd);
+      // dlopen of /proc/self/fd/N needs /proc and executable memfds (vm.memfd_noexec);
+      // without them, fall back to a private temporary file.
+      dlerror();
+      if (void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+        // The loader knows a library by its path first: "/proc/self/fd/N" must name no other
+        // library while this one is loaded, so the module keeps fd N open until it is
+        // unloaded. Check that this is our library all the same (a library another part of
+        // the process loaded by such a name would be returned instead): its manifest is
+        // the one in `bytes`.
+        dlerror();
+        const auto* manifest = static_cast<const char*>(dlsym(handle, kManifestSymbol));
+        if (manifest && bytes.find(manifest) != std::string::npos)
+          return open_handle(handle, "the model's code", imports, fd);
+        dlclose(handle);
+        memory_error = "another library was loaded by the name " + path;
+      } else {
+        memory_error = dl_error();
+      }
+    }
+    close(fd);
+  }
+  const char* dir = std::getenv("TMPDIR");
+  std::string path = std::string(dir && *dir ? dir : "/tmp") + "/ember-XXXXXX.so";
+  fd = mkstemps(path.data(), 3);
+  if (fd < 0)
+    fail("cannot create a temporary file for the model's code in '", path,
+         "': ", std::strerror(errno), "; set TMPDIR to a writable directory",
+         memory_error.empty() ? "" : " (loading it from memory failed: " + memory_error + ")");
+  if (!write_all(fd, bytes)) {
+    int err = errno;
+    close(fd);
+    unlink(path.c_str());
+    fail("cannot write the model's code to '", path, "': ", std::strerror(err));
   }
   close(fd);
   // The file is only needed while dlopen maps it.
@@ -84,7 +129,18 @@ std::shared_ptr<LibraryModule> LibraryModule::from_bytes(const std::string& byte
   }
 }
 
-LibraryModule::~LibraryModule() { dlclose(handle_); }
+LibraryModule::~LibraryModule() {
+  dlclose(handle_);
+  if (memfd_ < 0) return;
+  // Still loaded by its name (dlclose need not unload)? Then the fd number must never name
+  // another library: keep the fd open.
+  std::string path = "/proc/self/fd/" + std::to_string(memfd_);
+  if (void* still = dlopen(path.c_str(), RTLD_LAZY | RTLD_NOLOAD)) {
+    dlclose(still);
+    return;
+  }
+  close(memfd_);
+}
 
 KernelFn LibraryModule::get_function(const std::string& name) const {
   dlerror();

@@ -28,7 +28,7 @@ def test_cpp_errors_become_their_python_classes():
 
 
 def test_cli_exits_with_3_on_an_internal_error(monkeypatch, capsys, tmp_path):
-    def broken(path):
+    def broken(path, load_code=True):
         _ember._raise_for_testing("internal")
     monkeypatch.setattr(cli, "_load", broken)
     assert cli.main(["inspect", str(tmp_path / "m.ember")]) == 3

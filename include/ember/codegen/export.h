@@ -23,8 +23,12 @@ CpuObject compile_cpu_object(const std::vector<ir::PrimFunc>& funcs,
                              const CpuOptions& options = {});
 
 /// The same from the optimised LLVM IR a CPU module keeps (Module::get_source("ll")), so an
-/// exported model runs the very code the in-process JIT ran.
-CpuObject compile_cpu_object_from_ir(const std::string& ll, int opt_level = 3);
+/// exported model runs the very code the in-process JIT ran. `manifest`
+/// (runtime::write_kernel_manifest) is embedded in the object as a string constant. The
+/// recorded `features` are the instruction-set features only, which a loading runtime
+/// checks.
+CpuObject compile_cpu_object_from_ir(const std::string& ll, int opt_level = 3,
+                                     const std::string& manifest = "");
 
 /// Links an object file into a shared library with the system C++ compiler (`c++` on
 /// PATH) and returns the library's bytes. ember::Error when there is no compiler, with the

@@ -28,6 +28,15 @@
 /// num_params, symbol}], one entry per kernel function (symbol: its PTX entry's name).
 /// Both are required with a "ptx" section; CPU artifacts write "" and [] (and files from
 /// before these fields may lack them).
+///
+/// The code section also records what each kernel was compiled for (the kernel manifest,
+/// write_kernel_manifest): in "cpu.so" as a string constant, in "ptx" as comment lines. On
+/// loading, every kernel of the graph must match it, buffer by buffer, so a graph changed
+/// after export (with its checksums fixed) is refused instead of running code over buffers
+/// of the wrong size.
+///
+/// A model file holds native code, which runs when the file is loaded: load files only from
+/// sources you trust, and pin one with its SHA-256 digest (LoadOptions::sha256).
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -83,13 +92,38 @@ struct Artifact {
   std::vector<std::pair<std::string, std::string>> code;
 };
 
-/// Writes `a` to `path` (ember::Error naming the path when it cannot).
+/// Writes `a` to `path` (ember::Error naming the path when it cannot): to a new, uniquely
+/// named file in the same directory first (never following a link there), renamed over
+/// `path` once complete, so a failed or concurrent export never leaves half a file.
 void save_artifact(const Artifact& a, const std::string& path);
 /// Reads and checks an artifact: magic, version, sizes, checksums and the graph's
 /// consistency. Every defect is an ember::Error naming the file and what is wrong
 /// ("not an Ember artifact", "truncated", "corrupted", "format version 7"), never a crash.
-/// Parameters view one 64-byte aligned buffer holding the file (no copy).
-Artifact read_artifact(const std::string& path);
+/// The header is checked before the rest is read. With `sha256` (64 hex digits), a file
+/// whose digest differs is refused before anything else in it is used. Parameters view
+/// one 64-byte aligned buffer holding the file (no copy).
+Artifact read_artifact(const std::string& path, const std::string& sha256 = "");
+
+/// The lowercase hex SHA-256 digest of n bytes.
+std::string sha256_hex(const void* data, size_t n);
+
+/// The first and last line of a kernel manifest.
+inline constexpr const char* kManifestBegin = "EMBER KERNEL MANIFEST 1";
+inline constexpr const char* kManifestEnd = "END EMBER KERNEL MANIFEST";
+
+/// The buffers one compiled kernel function takes, in order (inputs, then outputs).
+struct KernelSignature {
+  std::string func;
+  std::vector<ExecGraph::Value> buffers;
+};
+/// The kernel manifest as text: a begin line, one line per kernel ("func float32[1,8]
+/// int64[] ..."), each after `prefix` ("// " in PTX), and an end line.
+std::string write_kernel_manifest(const std::vector<KernelSignature>& kernels,
+                                  const std::string& prefix = "");
+/// The manifest found in `code`; ember::Error naming `where` when it is missing or malformed.
+std::vector<KernelSignature> read_kernel_manifest(const std::string& code,
+                                                  const std::string& prefix,
+                                                  const std::string& where);
 
 /// A model loaded for running: what GraphExecutor takes, and the report. Any number of
 /// executors may run on one LoadedLibrary at once, from different threads: each has its own
@@ -100,11 +134,23 @@ struct LoadedLibrary {
   ArtifactInfo info;
 };
 
-/// read_artifact, then loads the code: a "cpu.so" section as a LibraryModule after checking
-/// that this CPU has the features the code was compiled for; a "ptx" section as a
-/// cuda::CudaModule (no GPU needed to load: the executor loads the PTX on the GPU, and
-/// fails there with the no-driver / no-GPU error).
-std::shared_ptr<LoadedLibrary> load_library(const std::string& path);
+struct LoadOptions {
+  /// When not empty: the file's SHA-256 digest (64 hex digits). A file with another digest
+  /// is refused before any of it is used.
+  std::string sha256;
+  /// false: read and check the file without loading its code, so nothing in it runs (what
+  /// `ember inspect` does). Such a library reports but cannot run (module is null for CPU
+  /// code).
+  bool load_code = true;
+};
+
+/// read_artifact, then checks the code against the graph (the kernel manifest), then loads
+/// it: a "cpu.so" section as a LibraryModule after checking that this CPU has every
+/// feature the code was compiled for; a "ptx" section as a cuda::CudaModule (no GPU needed
+/// to load: the executor loads the PTX on the GPU, and fails there with the no-driver /
+/// no-GPU error).
+std::shared_ptr<LoadedLibrary> load_library(const std::string& path,
+                                            const LoadOptions& options = {});
 
 /// NumPy .npy files (format 1.0-3.0, little-endian, C order, Ember's dtypes), so C++
 /// programs can exchange inputs and outputs with Python.

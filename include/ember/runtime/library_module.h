@@ -16,6 +16,9 @@ namespace ember::runtime {
 /// and two runtimes in one process never get mixed up.
 inline constexpr const char* kImportPrefix = "__ember_import_";
 
+/// The symbol of the kernel manifest (runtime::write_kernel_manifest) in exported code.
+inline constexpr const char* kManifestSymbol = "__ember_kernel_manifest";
+
 /// Runtime functions generated code may import, by name ("ember_parallel_for").
 const std::map<std::string, void*>& runtime_imports();
 
@@ -26,8 +29,9 @@ class LibraryModule final : public Module {
   /// the library or this runtime lacks.
   static std::shared_ptr<LibraryModule> open(const std::string& path,
                                              const std::vector<std::string>& imports);
-  /// Writes `bytes` (a whole .so file) to a temporary file, opens it as above and removes
-  /// the file again (the mapping stays).
+  /// Opens `bytes` (a whole .so file) as above from an anonymous, sealed in-memory file
+  /// (memfd_create), so no other process can swap the file before it is loaded; where that
+  /// is not possible, from a private temporary file that is removed again.
   static std::shared_ptr<LibraryModule> from_bytes(const std::string& bytes,
                                                    const std::vector<std::string>& imports);
   ~LibraryModule() override;
@@ -40,8 +44,14 @@ class LibraryModule final : public Module {
   std::string get_source(const std::string& format) const override;
 
  private:
-  explicit LibraryModule(void* handle) : handle_(handle) {}
+  LibraryModule(void* handle, int memfd) : handle_(handle), memfd_(memfd) {}
+  // Fills the imports of the library dlopen returned `handle` for (`what` names it); `memfd`
+  // is the in-memory file it was loaded from (-1 for a file), which the module keeps open.
+  static std::shared_ptr<LibraryModule> open_handle(void* handle, const std::string& what,
+                                                    const std::vector<std::string>& imports,
+                                                    int memfd = -1);
   void* handle_;
+  int memfd_ = -1;
 };
 
 }  // namespace ember::runtime

@@ -157,6 +157,16 @@ class CudaArtifactTest : public ::testing::Test {
 std::shared_ptr<Library> CudaArtifactTest::lib_;
 std::string CudaArtifactTest::path_;
 
+// `saved` is `built` followed by comment lines only (the kernel manifest).
+void expect_ptx_and_manifest(const std::string& saved, const std::string& built) {
+  ASSERT_GE(saved.size(), built.size());
+  EXPECT_EQ(saved.compare(0, built.size(), built), 0);
+  std::istringstream rest(saved.substr(built.size()));
+  for (std::string line; std::getline(rest, line);)
+    EXPECT_TRUE(line.empty() || line.rfind("// ", 0) == 0) << line;
+  EXPECT_NE(saved.find(runtime::kManifestBegin, built.size()), std::string::npos);
+}
+
 TEST_F(CudaArtifactTest, ReadBackKeepsPtxArchAndLaunchDimsExactly) {
   runtime::Artifact a = runtime::read_artifact(path_);
   EXPECT_EQ(a.info.target, "cuda -arch=sm_90");
@@ -164,7 +174,8 @@ TEST_F(CudaArtifactTest, ReadBackKeepsPtxArchAndLaunchDimsExactly) {
   EXPECT_EQ(a.info.cpu, "");
   ASSERT_EQ(a.code.size(), 1u);
   EXPECT_EQ(a.code[0].first, "ptx");
-  EXPECT_EQ(a.code[0].second, lib_->module->get_source("ptx"));
+  // The PTX as built, then the kernel manifest as PTX comments.
+  expect_ptx_and_manifest(a.code[0].second, lib_->module->get_source("ptx"));
   ASSERT_GE(built().kernels().size(), 2u);
   expect_same_dims(a.info.launch, built().kernels());
   // Not all kernels are launched alike: the table is per kernel, not one shape for all.
@@ -179,7 +190,7 @@ TEST_F(CudaArtifactTest, LoadsAsACudaModuleWithoutAGpu) {
   ASSERT_NE(gpu, nullptr);
   EXPECT_EQ(gpu->arch(), "sm_90");
   expect_same_dims(gpu->kernels(), built().kernels());
-  EXPECT_EQ(gpu->get_source("ptx"), lib_->module->get_source("ptx"));
+  EXPECT_EQ(gpu->get_source("ptx"), lib_->module->get_source("ptx"));  // without the manifest
   EXPECT_ERROR_WITH(gpu->get_source("ll"), "no 'll' source", "only the PTX");
   ASSERT_EQ(loaded->graph->kernels.size(), lib_->graph->kernels.size());
   for (size_t i = 0; i < loaded->graph->kernels.size(); ++i)

@@ -1,0 +1,220 @@
+"""Model files are read with care: `ember inspect` never loads (runs) the file's code, a
+graph edited after export (checksums fixed) or a malformed graph is an EmberError, the
+header is checked before the file is read, export writes through a unique temporary file
+(never a planted link), the code is loaded from memory, and ember.load(path, sha256=...)
+pins a file."""
+import hashlib
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import ember
+from ember import EmberError, cli, ir, op
+
+MAGIC = b"EMBERLIB"
+
+
+def fnv1a(data):
+    h = 1469598103934665603
+    for byte in data:
+        h = ((h ^ byte) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def read_sections(path):
+    data = open(path, "rb").read()
+    assert data[:8] == MAGIC
+    version, count = struct.unpack_from("<II", data, 8)
+    sections = {}
+    for i in range(count):
+        kind, offset, size, _ = struct.unpack_from("<8sQQQ", data, 16 + 32 * i)
+        sections[kind.rstrip(b"\0").decode()] = data[offset:offset + size]
+    return version, sections
+
+
+def write_sections(path, version, sections):
+    """An artifact with these sections and valid checksums (what someone editing a file
+    would write)."""
+    table_end = 16 + 32 * len(sections)
+    at = (table_end + 8 + 63) // 64 * 64
+    head = MAGIC + struct.pack("<II", version, len(sections))
+    body = b""
+    for kind, payload in sections.items():
+        head += struct.pack("<8sQQQ", kind.encode(), at, len(payload), fnv1a(payload))
+        at = (at + len(payload) + 63) // 64 * 64
+    head += struct.pack("<Q", fnv1a(head))
+    out = bytearray(head)
+    for kind, payload in sections.items():
+        out += b"\0" * ((len(out) + 63) // 64 * 64 - len(out))
+        out += payload
+    open(path, "wb").write(bytes(out))
+
+
+def edit_graph(src, dst, change=None, text_change=None):
+    version, sections = read_sections(src)
+    graph = json.loads(sections["graph"])
+    if change:
+        change(graph)
+    text = json.dumps(graph, ensure_ascii=False)
+    if text_change:
+        text = text_change(text)
+    sections["graph"] = text.encode()
+    write_sections(dst, version, sections)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    d = tmp_path_factory.mktemp("model_files")
+    x = ir.var("x", (4, 8))
+    w = ir.const(np.arange(8, dtype=np.float32), "w")
+    lib = ember.build(ir.Function([x], op.nn.relu(op.add(x, w))))
+    path = d / "m.ember"
+    lib.export(path)
+    return lib, path
+
+
+def test_edited_files_are_rewritten_faithfully(model, tmp_path):
+    _, path = model
+    copy = tmp_path / "copy.ember"
+    edit_graph(path, copy)
+    x = np.random.RandomState(0).randn(4, 8).astype(np.float32)
+    out = ember.GraphModule(ember.load(copy))(x=x).numpy()
+    np.testing.assert_array_equal(out, np.maximum(x + np.arange(8, dtype=np.float32), 0))
+
+
+def test_a_graph_that_disagrees_with_its_code_is_refused(model, tmp_path):
+    _, path = model
+    bad = tmp_path / "shrunk.ember"
+
+    def shrink_output(graph):
+        graph["values"][graph["outputs"][0]]["shape"] = [1, 8]
+
+    edit_graph(path, bad, shrink_output)  # the kernel still writes (4, 8)
+    with pytest.raises(EmberError, match=r"inconsistent.*float32\(4, 8\).*float32\(1, 8\)"):
+        ember.load(bad)
+
+
+def test_a_bad_escape_in_the_graph_is_an_ember_error(model, tmp_path, capsys):
+    _, path = model
+    bad = tmp_path / "escape.ember"
+
+    def mark(graph):
+        graph["kernels"][0]["name"] = "MARK"
+
+    edit_graph(path, bad, mark, lambda text: text.replace('"MARK"', '"bad\\u00zz"'))
+    with pytest.raises(EmberError, match="malformed"):
+        ember.load(bad)
+    assert cli.main(["inspect", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert "malformed" in err and "Traceback" not in err
+
+
+def test_inspect_does_not_run_the_files_code(model, tmp_path):
+    """A file whose library has a constructor: inspect must not load it; load does."""
+    if shutil.which("cc") is None:
+        pytest.skip("needs a C compiler")
+    _, path = model
+    version, sections = read_sections(path)
+    code = sections["cpu.so"]
+    begin = code.index(b"EMBER KERNEL MANIFEST 1\n")
+    end = code.index(b"END EMBER KERNEL MANIFEST\n", begin) + len(b"END EMBER KERNEL MANIFEST\n")
+    manifest = code[begin:end].decode()
+    marker = tmp_path / "constructor_ran"
+    src = tmp_path / "evil.c"
+    src.write_text(
+        "#include <stdio.h>\n"
+        f"__attribute__((used)) const char manifest[] = {json.dumps(manifest)};\n"
+        "__attribute__((constructor)) static void ran(void) {\n"
+        f"  FILE* f = fopen({json.dumps(str(marker))}, \"w\"); if (f) fclose(f);\n"
+        "}\n")
+    so = tmp_path / "evil.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(so), str(src)], check=True)
+    sections["cpu.so"] = so.read_bytes()
+    evil = tmp_path / "evil.ember"
+    write_sections(evil, version, sections)
+
+    assert cli.main(["inspect", str(evil)]) == 0
+    assert not marker.exists(), "ember inspect ran code from the file"
+    lib = ember.deploy._inspect(evil)
+    with pytest.raises(EmberError, match="inspection only"):
+        ember.GraphModule(lib)
+    # Loading does run it (which is why a model file must come from a trusted source).
+    with pytest.raises(EmberError):
+        ember.load(evil)
+    assert marker.exists()
+
+
+def test_the_header_is_checked_before_the_file_is_read(tmp_path):
+    big = tmp_path / "big.bin"
+    with open(big, "wb") as f:
+        f.write(b"not a model")
+        try:
+            f.truncate(256 << 30)  # sparse: 256 GiB that take no disk
+        except OSError:
+            pytest.skip("no sparse files here")
+    t0 = time.monotonic()
+    with pytest.raises(EmberError, match="not an Ember artifact"):
+        ember.load(big)
+    assert time.monotonic() - t0 < 5
+
+
+def test_export_never_follows_a_planted_link(model, tmp_path):
+    lib, _ = model
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    target = tmp_path / "out.ember"
+    os.symlink(victim, str(target) + ".tmp")
+    lib.export(target)
+    assert victim.read_text() == "precious"
+    assert not target.is_symlink()
+    ember.load(target)
+
+
+def test_concurrent_exports_to_one_path(model, tmp_path):
+    lib, _ = model
+    target = tmp_path / "shared.ember"
+    errors = []
+
+    def export():
+        try:
+            lib.export(target)
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=export) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    ember.load(target)
+    assert sorted(os.listdir(tmp_path)) == ["shared.ember"]  # no temporary files left
+
+
+def test_the_code_is_loaded_from_memory(model, monkeypatch):
+    _, path = model
+    monkeypatch.setenv("TMPDIR", "/nonexistent/ember")  # no temporary file is needed
+    m = ember.GraphModule(ember.load(path))
+    assert m(x=np.zeros((4, 8), np.float32)).numpy().shape == (4, 8)
+
+
+def test_load_with_a_digest(model):
+    _, path = model
+    digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
+    ember.load(path, sha256=digest)
+    ember.load(path, sha256=digest.upper())
+    wrong = ("0" if digest[0] != "0" else "1") + digest[1:]
+    with pytest.raises(EmberError, match="SHA-256"):
+        ember.load(path, sha256=wrong)
+    with pytest.raises(EmberError, match="64 hex digits"):
+        ember.load(path, sha256="abc")
+    with pytest.raises(EmberError, match="sha256"):
+        ember.load(path, sha256=b"abc")
