@@ -197,12 +197,7 @@ class CpuJitModule final : public runtime::Module {
     if (!asm_.empty()) return asm_;
     run_llvm("printing the assembly", [&] {
       llvm::LLVMContext ctx;
-      ctx.setDiagnosticHandler(recording_diagnostic_handler());
-      llvm::SMDiagnostic err;
-      std::unique_ptr<llvm::Module> m = llvm::parseAssemblyString(ll_, err, ctx);
-      if (!m)
-        throw InternalError("internal error: cannot re-read the module's IR: " +
-                            err.getMessage().str());
+      std::unique_ptr<llvm::Module> m = parse_ir(ll_, ctx, "the assembly printer");
       auto target = target_;
       auto tm = make_target_machine(target);
       llvm::SmallString<0> text;

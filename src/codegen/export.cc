@@ -153,11 +153,7 @@ CpuObject compile_cpu_object_from_ir(const std::string& ll, int opt_level,
   // Every LLVM object lives inside the step: after a fatal LLVM error they are abandoned.
   run_llvm("compiling the model's code for export", [&] {
     llvm::LLVMContext ctx;
-    ctx.setDiagnosticHandler(recording_diagnostic_handler());
-    llvm::SMDiagnostic err;
-    std::unique_ptr<llvm::Module> m = llvm::parseAssemblyString(ll, err, ctx);
-    if (!m)
-      throw InternalError("internal error: export cannot read the IR: " + err.getMessage().str());
+    std::unique_ptr<llvm::Module> m = parse_ir(ll, ctx, "export");
 
     // LLVMCodeGen puts the CPU and its features on every function.
     std::string features;

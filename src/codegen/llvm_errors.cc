@@ -22,9 +22,11 @@
 
 #include "ember/codegen/codegen.h"
 #include "ember/support/error.h"
+#include "llvm/AsmParser/Parser.h"
 #include "llvm/IR/DiagnosticInfo.h"
 #include "llvm/IR/DiagnosticPrinter.h"
 #include "llvm/Support/ErrorHandling.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace ember::codegen {
@@ -91,6 +93,17 @@ void install_llvm_error_handler() {
 
 std::unique_ptr<llvm::DiagnosticHandler> recording_diagnostic_handler() {
   return std::make_unique<RecordingDiagnosticHandler>();
+}
+
+std::unique_ptr<llvm::Module> parse_ir(const std::string& ll, llvm::LLVMContext& ctx,
+                                       const char* what) {
+  ctx.setDiagnosticHandler(recording_diagnostic_handler());
+  llvm::SMDiagnostic err;
+  std::unique_ptr<llvm::Module> m = llvm::parseAssemblyString(ll, err, ctx);
+  if (!m)
+    throw InternalError(std::string("internal error: ") + what +
+                        " cannot read the IR: " + err.getMessage().str());
+  return m;
 }
 
 void run_llvm(const std::string& what, const std::function<void()>& step) {
