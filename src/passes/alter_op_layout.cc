@@ -67,8 +67,11 @@ std::pair<int64_t, int64_t> conv_blocks(const CallNode* c, const MachineModel& m
   const int64_t groups = c->attrs.get_int("groups", 1);
   const bool depthwise = groups > 1 && groups == x.shape[1] && w.shape[0] == groups;
   if (groups != 1 && !depthwise) return {0, 0};  // grouped convs keep NCHW
-  int64_t ci = vector_lanes_for(machine, x.shape[1], x.dtype);
-  int64_t co = vector_lanes_for(machine, w.shape[0], w.dtype);
+  int64_t ci = channel_block_for(machine, x.shape[1], x.dtype);
+  int64_t co = channel_block_for(machine, w.shape[0], w.dtype);
+  // Fewer channels than a vector (the RGB stem): one block of all of them, so the input
+  // is read pixel by pixel (NHWC) and broadcast into the output-channel vectors.
+  if (!depthwise && x.shape[1] < machine.lanes(x.dtype)) ci = x.shape[1];
   if (x.shape[1] % ci != 0 || w.shape[0] % co != 0) return {0, 0};
   return {ci, co};
 }
@@ -109,6 +112,16 @@ Expr blocked_operand(const Expr& e, const TensorType& out, int64_t block, Blocke
   return to_blocked(r, block);
 }
 
+// Pooling keeps the blocked layout: its windows slide over H and W, the block rides along.
+bool is_pooling(const CallNode* c) {
+  return c->op && (c->op->name == "nn.max_pool2d" || c->op->name == "nn.avg_pool2d");
+}
+
+Expr through_pooling(const CallNode* c, const std::vector<Expr>& in) {
+  Expr a = is_pooling(c) ? blocked_source(in[0]) : nullptr;
+  return a ? from_blocked(call(c->op, {a}, c->attrs, c->name), c->name) : nullptr;
+}
+
 // Elementwise ops keep the blocked layout: op(from_blocked(a), ...) = from_blocked(op(a, ...)).
 Expr through_elementwise(const CallNode* c, const std::vector<Expr>& in, Blocker& to_blocked) {
   static const std::set<std::string> binary = {"add",    "subtract", "multiply",
@@ -140,9 +153,9 @@ Expr through_elementwise(const CallNode* c, const std::vector<Expr>& in, Blocker
 }
 
 // The convs to run blocked: those that can (conv_blocks) and that reach another such conv
-// through elementwise ops (a chain, a residual block). A lone conv keeps NCHW: converting its
-// input and output would cost two passes over memory for one kernel. So does a conv that
-// FuseOps joins with a pooling (conv+pooling has an NCHW schedule only). A depthwise ->
+// through elementwise ops and poolings (a chain, a residual block, a stem and its max
+// pooling). A lone conv keeps NCHW: converting its input and output would cost two passes
+// over memory for one kernel. A depthwise ->
 // pointwise pair runs as two blocked kernels rather than FuseOps' NCHW two-anchor kernel:
 // 6x faster on MobileNetV2 (16 vs 98 ms at 1 thread, AVX2), whose 28- and 14-pixel rows the
 // NCHW kernel runs under lane masks.
@@ -155,26 +168,11 @@ std::set<const ExprNode*> convs_to_block(const Function& f, const MachineModel& 
     return c->op &&
            (c->op->pattern == OpPattern::ElemWise || c->op->pattern == OpPattern::Broadcast);
   };
-  std::set<const ExprNode*> two_anchor, out;
+  std::set<const ExprNode*> out;
   std::vector<const CallNode*> convs;
-  for (auto& e : post_order(f->body)) {
-    auto* first = as<CallNode>(e);
-    if (!first || !conv_blocks(first, machine).first) continue;
-    convs.push_back(first);
-    for (const ExprNode* at = first; readers[at].size() == 1;) {
-      const CallNode* next = readers[at][0];
-      if (!next->op) break;
-      if (two_anchor_pattern(first, next) == "conv+pooling") {
-        two_anchor.insert(first);
-        two_anchor.insert(next);
-        break;
-      }
-      if (!elementwise(next)) break;
-      at = next;
-    }
-  }
+  for (auto& e : post_order(f->body))
+    if (auto* c = as<CallNode>(e); c && conv_blocks(c, machine).first) convs.push_back(c);
   for (const CallNode* first : convs) {
-    if (two_anchor.count(first)) continue;
     std::vector<const ExprNode*> todo = {first};
     std::set<const ExprNode*> seen;
     while (!todo.empty()) {
@@ -182,10 +180,10 @@ std::set<const ExprNode*> convs_to_block(const Function& f, const MachineModel& 
       todo.pop_back();
       for (const CallNode* r : readers[at]) {
         if (!seen.insert(r).second) continue;
-        if (conv_blocks(r, machine).first && !two_anchor.count(r)) {
+        if (conv_blocks(r, machine).first) {
           out.insert(first);
           out.insert(r);
-        } else if (elementwise(r)) {
+        } else if (elementwise(r) || is_pooling(r)) {
           todo.push_back(r);
         }
       }
@@ -205,6 +203,7 @@ Function alter_op_layout(const Function& f, const MachineModel& machine) {
     if (Expr r = pack_dense(c, in, machine)) return r;
     if (blocked.count(c))
       if (Expr r = block_conv(c, in, machine, to_blocked)) return r;
+    if (Expr r = through_pooling(c, in)) return r;
     return through_elementwise(c, in, to_blocked);
   });
 }

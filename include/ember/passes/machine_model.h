@@ -14,6 +14,10 @@ struct MachineModel {
   int vector_registers = 16;  // 16 ymm (AVX2) or 32 zmm (AVX-512)
   int64_t l1_bytes = 32 << 10;
   int64_t l2_bytes = 512 << 10;
+  // The FMA pipeline: independent accumulators needed = fma_ports x fma_latency.
+  int fma_ports = 2;
+  int fma_latency = 5;
+  int load_ports = 2;  // vector loads and broadcasts per cycle
 
   /// The model of an x86-64 CPU whose vectors are `vector_bits` wide.
   static MachineModel for_vector_bits(int vector_bits);
@@ -33,10 +37,17 @@ struct RegisterTile {
 /// half or quarter width that divides the extent (no masked tail), else the full width.
 int64_t vector_lanes_for(const MachineModel& m, int64_t extent, DType t);
 
+/// The channel block of a blocked (NCHW[c]c) tensor of `channels`: two vectors where they
+/// divide the channels (a conv's register tile then holds two output-channel vectors per
+/// pixel, sharing each broadcast input twice), else what vector_lanes_for gives.
+int64_t channel_block_for(const MachineModel& m, int64_t channels, DType t);
+
 /// The register tile for a reduction whose output is `rows` x `cols` (the tiled axis and
-/// the innermost axis): rows and vectors that divide the extents (no remainder tiles, so
-/// no guards or masks in the hot loop), with enough accumulators to cover the FMA latency,
-/// within the registers, and as few loads per FMA as possible.
+/// the innermost axis): vectors that divide the columns (no masks in the hot loop) and
+/// rows in tiles whose last one is shifted back where they do not divide (SplitTail::Shift:
+/// a few values computed twice, no guards), chosen for the best estimated FMA throughput:
+/// accumulators to cover the FMA latency, within the registers, loads per FMA within the
+/// load ports, and few recomputed rows.
 RegisterTile choose_register_tile(const MachineModel& m, int64_t rows, int64_t cols, DType t);
 
 /// Rows of a GEMM output to compute at once when a row statistic reads it (layer norm on a

@@ -20,12 +20,22 @@ class Schedule;
 /// Where a stage's loop nest is emitted.
 enum class AttachKind { Root, Inline, At };
 
+/// How a split whose factor does not divide the extent treats the last, partial tile.
+enum class SplitTail {
+  Guard,  ///< the last tile runs past the extent under a guard
+  /// The last tile starts early, at extent - factor, and recomputes a few values of the
+  /// tile before it: no guard, so a register tile stays unconditional. Only for data
+  /// (not reduction) axes, whose values may be computed twice with the same result.
+  Shift,
+};
+
 /// A loop relation recorded by split or fuse, replayed in order by lowering.
 /// Split: parent -> (outer, inner) with inner extent `factor`. Fuse: (outer, inner) -> fused.
 struct IterRelation {
   enum Kind { Split, Fuse } kind;
   IterVar parent, outer, inner, fused;
   int64_t factor = 0;
+  SplitTail tail = SplitTail::Guard;
 };
 
 class Stage {
@@ -43,8 +53,9 @@ class Stage {
   const std::vector<IterVar>& leaf_axes() const { return leaf_; }
 
   /// Splits `axis` into (outer, inner) with inner extent `factor`; a non-dividing factor
-  /// adds a guard.
-  std::pair<IterVar, IterVar> split(const IterVar& axis, int64_t factor);
+  /// adds a guard, or shifts the last tile back (see SplitTail).
+  std::pair<IterVar, IterVar> split(const IterVar& axis, int64_t factor,
+                                    SplitTail tail = SplitTail::Guard);
   /// Fuses two adjacent leaf axes (outer directly above inner) into one.
   IterVar fuse(const IterVar& outer, const IterVar& inner);
   /// Fuses a run of adjacent leaf axes, outermost first; one axis is returned as is.

@@ -504,14 +504,19 @@ Type pool_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ct
               bool has_dilation) {
   check_arity(args, 1, ctx);
   const TensorType& data = tensor_arg(args, 0, "data", ctx);
-  check_rank(data, 4, "data", ctx);
+  // NCHW, or NCHW[c]c (AlterOpLayout's blocked layout: the windows slide over H and W and
+  // the channel block rides along).
+  if (data.ndim() != 5) check_rank(data, 4, "data", ctx);
   check_float(data, "data", ctx);
   PoolParams p = pool_attrs(attrs, has_dilation, ctx);
   int64_t oh = window_out_size(data.shape[2], p.pad[0], p.pad[2], p.kernel[0], p.strides[0],
                                p.dilation[0], p.ceil_mode, "height", ctx);
   int64_t ow = window_out_size(data.shape[3], p.pad[1], p.pad[3], p.kernel[1], p.strides[1],
                                p.dilation[1], p.ceil_mode, "width", ctx);
-  return TensorType{{data.shape[0], data.shape[1], oh, ow}, data.dtype};
+  std::vector<int64_t> shape = data.shape;
+  shape[2] = oh;
+  shape[3] = ow;
+  return TensorType{shape, data.dtype};
 }
 
 Type max_pool2d_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
@@ -521,6 +526,14 @@ Type max_pool2d_rel(const std::vector<Type>& args, Attrs& attrs, const TypeConte
 Type avg_pool2d_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
   attrs = attrs.with("count_include_pad", int64_t{attrs.get_int("count_include_pad", 1) != 0});
   return pool_rel(args, attrs, ctx, false);
+}
+
+// The input element at row y, column x for output index i (NCHW, or NCHW[c]c: the channel
+// block axis is i[4]).
+std::vector<PrimExpr> window_index(const std::vector<PrimVar>& i, PrimExpr y, PrimExpr x) {
+  std::vector<PrimExpr> at = {i[0], i[1], std::move(y), std::move(x)};
+  at.insert(at.end(), i.begin() + 4, i.end());
+  return at;
 }
 
 // The padded input the windows read (it may extend past the padding in ceil mode).
@@ -545,7 +558,7 @@ Tensor max_pool2d_compute(const std::vector<Tensor>& in, const Attrs& attrs,
   return compute("max_pool2d", out.shape, [&](const std::vector<PrimVar>& i) {
     PrimExpr y = i[2] * idx(s[0]) + ry->var * idx(d[0]);
     PrimExpr x = i[3] * idx(s[1]) + rx->var * idx(d[1]);
-    return max_reduce(padded({i[0], i[1], y, x}), {ry, rx});
+    return max_reduce(padded(window_index(i, y, x)), {ry, rx});
   });
 }
 
@@ -571,7 +584,7 @@ Tensor avg_pool2d_compute(const std::vector<Tensor>& in, const Attrs& attrs,
   IterVar ry = reduce_axis(k[0], "ry"), rx = reduce_axis(k[1], "rx");
   Tensor total = compute("avg_pool2d_sum", out.shape, [&](const std::vector<PrimVar>& i) {
     PrimExpr y = i[2] * idx(s[0]) + ry->var, x = i[3] * idx(s[1]) + rx->var;
-    return sum(padded({i[0], i[1], y, x}), {ry, rx});
+    return sum(padded(window_index(i, y, x)), {ry, rx});
   });
   return compute("avg_pool2d", out.shape, [&](const std::vector<PrimVar>& i) {
     PrimExpr wh = avg_window_size(i[2], s[0], k[0], data.shape()[2], p[0], p[2], include_pad);

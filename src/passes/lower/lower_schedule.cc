@@ -145,7 +145,8 @@ class ScheduleLowering {
         int64_t e = ext.at(r.parent.get());
         ext[r.outer.get()] = (e + r.factor - 1) / r.factor;
         ext[r.inner.get()] = r.factor;
-        if (e % r.factor) split_guards.emplace_back(r.parent.get(), e);
+        if (e % r.factor && r.tail == SplitTail::Guard)
+          split_guards.emplace_back(r.parent.get(), e);
       } else {
         ext[r.fused.get()] = ext.at(r.outer.get()) * ext.at(r.inner.get());
       }
@@ -172,8 +173,17 @@ class ScheduleLowering {
     std::vector<std::vector<std::pair<PrimVar, PrimExpr>>> lets(leaf.size());
     for (auto it = st->relations().rbegin(); it != st->relations().rend(); ++it) {
       if (it->kind == IterRelation::Split) {
-        value[it->parent.get()] =
-            value.at(it->outer.get()) * it->factor + value.at(it->inner.get());
+        PrimExpr start = value.at(it->outer.get()) * it->factor;
+        int64_t e = ext.at(it->parent.get());
+        if (it->tail == SplitTail::Shift && e % it->factor) {
+          // The tile's first value, let-bound with its range so that regions stay affine.
+          PrimVar s(it->parent->var.name() + ".start");
+          size_t d = depth.at(it->outer.get());
+          lets[d].emplace_back(s, min(start, PrimExpr(e - it->factor)));
+          known[s.get()] = {0, e - it->factor};
+          start = s;
+        }
+        value[it->parent.get()] = start + value.at(it->inner.get());
         depth[it->parent.get()] = std::max(depth.at(it->outer.get()), depth.at(it->inner.get()));
       } else {
         PrimExpr f = value.at(it->fused.get());

@@ -115,7 +115,7 @@ bool vector_input_ignores(const Stage& r, int d) {
 // values of `d` per tile reuses each vector load of that input kTile times. Returns -1 when
 // no axis qualifies or `o` does not read `r` elementwise.
 constexpr int64_t kTile = 4;
-constexpr int64_t kRows = 4;  // output rows per tile where windows overlap
+constexpr int64_t kRows = 4;      // output rows per tile where windows overlap
 constexpr int64_t kPadRows = 16;  // output rows per tile that computes its padded input
 
 // Does `o` read `r` at its own indices (so o's axis k is r's axis k)?
@@ -171,7 +171,7 @@ void schedule_register_tile(Stage& r, int d, const RegisterTile& tile) {
 void schedule_gemm_block(Stage& r, int d, const RegisterTile& rt) {
   std::vector<IterVar> axes = r.axes();
   IterVar rows = axes[d], rows_in, cols = axes.back(), cols_out, group;
-  if (rt.rows > 1) std::tie(rows, rows_in) = r.split(rows, rt.rows);
+  if (rt.rows > 1) std::tie(rows, rows_in) = r.split(rows, rt.rows, SplitTail::Shift);
   if (cols->extent > rt.cols()) std::tie(cols_out, cols) = r.split(cols, rt.cols());
   if (rt.vectors > 1) std::tie(group, cols) = r.split(cols, rt.lanes);
   std::vector<IterVar> order(axes.begin(), axes.begin() + d);
@@ -351,7 +351,8 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
                               o.tensor().dtype());
   if (rt.rows == 1) tile_axis = -1;
   IterVar tile_inner;
-  if (tile_axis >= 0) std::tie(axes[tile_axis], tile_inner) = o.split(axes[tile_axis], rt.rows);
+  if (tile_axis >= 0)
+    std::tie(axes[tile_axis], tile_inner) = o.split(axes[tile_axis], rt.rows, SplitTail::Shift);
 
   IterVar outer_vec, vec_group, inner_vec = last;
   if (last->extent > rt.cols()) std::tie(outer_vec, inner_vec) = o.split(last, rt.cols());

@@ -1,6 +1,7 @@
 #include "ember/passes/machine_model.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace ember::passes {
 
@@ -22,6 +23,28 @@ int64_t vector_lanes_for(const MachineModel& m, int64_t extent, DType t) {
   return full;
 }
 
+int64_t channel_block_for(const MachineModel& m, int64_t channels, DType t) {
+  int64_t two = 2 * m.lanes(t);
+  return channels % two == 0 ? two : vector_lanes_for(m, channels, t);
+}
+
+namespace {
+
+// Estimated share of the FMA peak of an r x v register tile over `rows` rows (v vectors of
+// `regs` registers each): per reduction step it issues r*v*regs FMAs, r broadcasts and
+// v*regs vector loads, and needs fma_ports * fma_latency independent accumulators.
+double tile_efficiency(const MachineModel& m, int64_t rows, int64_t r, int64_t v, int64_t regs) {
+  double acc = static_cast<double>(r * v * regs);
+  double fma_cycles = acc / m.fma_ports;
+  double load_cycles = static_cast<double>(r + v * regs) / m.load_ports;
+  double cycles = std::max({fma_cycles, load_cycles, static_cast<double>(m.fma_latency)});
+  int64_t tiles = (rows + r - 1) / r;
+  double useful = static_cast<double>(rows) / static_cast<double>(tiles * r);
+  return useful * fma_cycles / cycles;
+}
+
+}  // namespace
+
 RegisterTile choose_register_tile(const MachineModel& m, int64_t rows, int64_t cols, DType t) {
   RegisterTile best;
   const int64_t full = m.lanes(t);
@@ -31,21 +54,20 @@ RegisterTile choose_register_tile(const MachineModel& m, int64_t rows, int64_t c
   if (cols % best.lanes != 0 && cols <= 4 * full) best.lanes = cols;
   const int64_t regs = (best.lanes + full - 1) / full;  // registers per vector
   const int64_t vecs = cols % best.lanes == 0 ? cols / best.lanes : 1;
-  // FMA latency x FMA ports: independent accumulators needed to keep the FMA units busy.
-  constexpr int64_t kLatencyCover = 8;
   double best_score = -1;
   for (int64_t v = 1; v <= std::min<int64_t>(vecs, 8); ++v) {
     if (vecs % v != 0) continue;
     for (int64_t r = 1; r <= std::min<int64_t>(rows, 16); ++r) {
-      if (rows % r != 0) continue;
+      if (const char* f = std::getenv("EMBER_TILE_ROWS"))
+        if (*f && r != std::atoi(f) && std::atoi(f) <= rows) continue;
       // Accumulators, the vectors of one k step and a broadcast must fit in registers, with
       // four left besides the accumulators (LLVM's FMA forms and the loop need them: 14
       // accumulators of 16 spill).
       if ((r * v + v) * regs + 1 > m.vector_registers || r * v * regs + 4 > m.vector_registers)
         continue;
-      double acc = static_cast<double>(r * v * regs);
-      double loads_per_fma = static_cast<double>(r + v) / acc;
-      double score = std::min<double>(acc, kLatencyCover) * 4 - loads_per_fma;
+      // Ties go to fewer loads per FMA.
+      double score = tile_efficiency(m, rows, r, v, regs) -
+                     1e-3 * static_cast<double>(r + v * regs) / static_cast<double>(r * v * regs);
       if (score > best_score) {
         best_score = score;
         best.rows = r;

@@ -32,13 +32,16 @@ size_t Stage::leaf_pos(const IterVar& axis, const char* what) const {
                       " which is not a current loop of this stage");
 }
 
-std::pair<IterVar, IterVar> Stage::split(const IterVar& axis, int64_t factor) {
+std::pair<IterVar, IterVar> Stage::split(const IterVar& axis, int64_t factor, SplitTail tail) {
   EMBER_CHECK(factor > 0, "split factor must be positive");
   size_t pos = leaf_pos(axis, "split");
+  if (tail == SplitTail::Shift)
+    EMBER_CHECK(!axis->reduce && factor <= axis->extent, "a shifted split of ", axis->var.name(),
+                " needs a data axis of at least ", factor, " values");
   const std::string& n = axis->var.name();
   IterVar outer = iter_var(n + ".o", (axis->extent + factor - 1) / factor, axis->reduce);
   IterVar inner = iter_var(n + ".i", factor, axis->reduce);
-  relations_.push_back({IterRelation::Split, axis, outer, inner, nullptr, factor});
+  relations_.push_back({IterRelation::Split, axis, outer, inner, nullptr, factor, tail});
   leaf_[pos] = inner;
   leaf_.insert(leaf_.begin() + pos, outer);
   return {outer, inner};

@@ -69,6 +69,31 @@ TEST(Schedule, DivisibleSplitHasNoGuard) {
   EXPECT_EQ(count_stmts(fn.body, StmtKind::IfThenElse), 0) << fn;
 }
 
+TEST(Schedule, ShiftedSplitRecomputesTheLastTileWithoutAGuard) {
+  // relu rows split by 3 with the last tile shifted back (4 rows: tiles at 0 and 1), the
+  // dense computed at the tile loop: its tile is 3 rows from the tile's start, no guard.
+  DenseRelu g;
+  Schedule sch({g.relu});
+  Stage& o = sch[g.relu];
+  auto [io, ii] = o.split(o.axes()[0], 3, SplitTail::Shift);
+  o.reorder({io, o.axes()[1], ii});
+  sch[g.dense].compute_at(o, io);
+  PrimFunc fn = lower_schedule(sch, "dense_relu", {g.x, g.w});
+  std::string text = to_string(fn);
+  EXPECT_EQ(count_stmts(fn.body, StmtKind::IfThenElse), 0) << text;
+  auto allocs = allocations(fn.body);
+  ASSERT_EQ(allocs.size(), 1u) << text;
+  EXPECT_EQ(allocs[0]->numel(), 3 * 36) << text;
+  auto* top = fn.body.as<ForNode>();
+  ASSERT_NE(top, nullptr) << text;
+  EXPECT_EQ(top->extent.as<IntImmNode>()->value, 2) << text;  // ceil(4 / 3) tiles
+  EXPECT_NE(text.find("min("), std::string::npos) << text;    // start = min(3 * io, 1)
+  // Reduction axes and tiles larger than the axis cannot shift.
+  EXPECT_THROW(sch[g.dense].split(sch[g.dense].reduce_axes()[0], 3, SplitTail::Shift), InternalError);
+  Schedule other({g.relu});
+  EXPECT_THROW(other[g.relu].split(other[g.relu].axes()[0], 5, SplitTail::Shift), InternalError);
+}
+
 TEST(Schedule, DefaultScheduleComputesTheAnchorTileInsideTheEpilogueLoop) {
   DenseRelu g;
   Schedule sch({g.relu});
