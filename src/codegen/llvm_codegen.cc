@@ -1,6 +1,7 @@
 #include "llvm_codegen.h"
 
 #include <set>
+#include <iostream>
 
 #include "ember/support/error.h"
 #include "llvm/IR/Constants.h"
@@ -26,6 +27,47 @@ bool uses_any(const PrimExpr& e, const std::set<const PrimVarNode*>& vars) {
     if (auto* v = x.as<PrimVarNode>(); v && vars.count(v)) found = true;
   });
   return found;
+}
+
+// The comparisons of a chain of logical ands.
+void comparisons_of(const PrimExpr& e, std::vector<const CompareNode*>& out) {
+  if (auto* c = e.as<CompareNode>()) out.push_back(c);
+  auto* b = e.as<BinaryNode>();
+  if (!b || b->op != BinaryOp::BitAnd || e.dtype() != DType::Bool) return;
+  comparisons_of(b->a, out);
+  comparisons_of(b->b, out);
+}
+
+bool implied(const std::vector<const CompareNode*>& facts, CompareOp op, const PrimExpr& a,
+             const PrimExpr& b) {
+  for (auto* f : facts)
+    if (f->op == op && structural_equal(f->a, a) && structural_equal(f->b, b)) return true;
+  return false;
+}
+
+// `index` without the clamps max(e, lo) and min(e, hi) that `facts` (e >= lo, e < hi + 1)
+// show to be no-ops. A padded input reads data[clamp(i)] only where its select's condition
+// says i is inside, and unclamped, a row of such reads is contiguous.
+PrimExpr without_implied_clamps(const PrimExpr& e, const std::vector<const CompareNode*>& facts) {
+  auto* b = e.as<BinaryNode>();
+  if (!b) return e;
+  PrimExpr x = without_implied_clamps(b->a, facts), y = without_implied_clamps(b->b, facts);
+  int64_t c;
+  if (b->op == BinaryOp::Max && implied(facts, CompareOp::GE, x, y)) return x;
+  if (b->op == BinaryOp::Min && as_int(y, &c) &&
+      implied(facts, CompareOp::LT, x, make_const(y.dtype(), c + 1)))
+    return x;
+  if (x.same_as(b->a) && y.same_as(b->b)) return e;
+  switch (b->op) {
+    case BinaryOp::Add:
+      return x + y;
+    case BinaryOp::Sub:
+      return x - y;
+    case BinaryOp::Mul:
+      return x * y;
+    default:
+      return e;
+  }
 }
 
 // A store of a lane-varying value to a lane-invariant index (e.g. `acc[0] = acc[0] + x[i]`)
@@ -288,6 +330,7 @@ Value* LLVMCodeGen::emit(const PrimExpr& e) {
       return b_.CreateNot(emit(e.as<NotNode>()->a));
     case PrimKind::Select: {
       auto* op = e.as<SelectNode>();
+      if (Value* v = emit_guarded_load(op)) return v;
       Value *c = emit(op->cond), *t = emit(op->t), *f = emit(op->f);
       if (is_vec(c) || is_vec(t) || is_vec(f)) {
         c = widen(c);
@@ -509,6 +552,28 @@ Value* LLVMCodeGen::emit_load(const LoadNode* op) {
   // Gather (a uniform index under a mask is a gather from one address).
   Value* ptrs = element_ptr(op->buffer, widen(index));
   return from_memory(t, b_.CreateMaskedGather(vt, ptrs, align, mask_, pass));
+}
+
+// select(inside, data[clamp(i)], fill) in a vector loop, where `inside` makes the clamps
+// no-ops (a padded input): one masked load of the contiguous data[i], `fill` elsewhere,
+// instead of a gather of the clamped addresses. Null when the select is not of this form.
+Value* LLVMCodeGen::emit_guarded_load(const SelectNode* op) {
+  auto* load = op->t.as<LoadNode>();
+  if (!load || !is_float(load->buffer->dtype) || !is_varying(op->cond)) return nullptr;
+  std::vector<const CompareNode*> facts;
+  comparisons_of(op->cond, facts);
+  PrimExpr index = without_implied_clamps(load->index, facts);
+  if (getenv("NOGUARD")) return nullptr;
+  if (index.same_as(load->index) || lane_stride(index) != std::optional<int64_t>(1)) return nullptr;
+  DType t = load->buffer->dtype;
+  if (memory_type(t) != value_type(t)) return nullptr;
+  Value* mask = widen(emit(op->cond));
+  if (mask_) mask = b_.CreateAnd(mask_, mask);
+  Value* fill = widen(emit(op->f));
+  auto* vt = llvm::FixedVectorType::get(memory_type(t), lanes_);
+  Value* first = b_.CreateExtractElement(widen(emit(index)), uint64_t{0});
+  return b_.CreateMaskedLoad(vt, element_ptr(load->buffer, first), llvm::Align(dtype_bytes(t)),
+                             mask, fill);
 }
 
 // ----------------------------------------------------------------------------- statements

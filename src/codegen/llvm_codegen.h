@@ -39,6 +39,7 @@ class LLVMCodeGen {
   /// Intrinsic::Barrier; only a GPU target has one (the CPU target fails an internal check).
   virtual llvm::Value* emit_barrier();
   llvm::Value* emit_load(const ir::LoadNode* op);
+  llvm::Value* emit_guarded_load(const ir::SelectNode* op);
 
   // ---- statements
   void emit(const ir::Stmt& s);

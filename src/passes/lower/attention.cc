@@ -26,7 +26,7 @@ using namespace ir;
 
 namespace {
 
-constexpr int64_t kQueryBlock = 32;     // query rows per task
+constexpr int64_t kQueryBlock = 64;     // query rows per task
 constexpr int64_t kKeyBlock = 64;       // keys per tile (rounded to whole vectors)
 constexpr int64_t kMaxKeyTile = 8192;   // elements of the K^T tile (stays on the stack)
 constexpr int64_t kRowsPerBlock = 128;  // GPU threads per block, one query row each
@@ -47,6 +47,30 @@ Stmt vector_loop(const std::string& name, int64_t extent, int64_t lanes, const B
   if (extent == lanes) return for_loop(inner, 0, lanes, ForKind::Vectorized, body(inner));
   return for_loop(outer, 0, extent / lanes, tiles,
                   for_loop(inner, 0, lanes, ForKind::Vectorized, body(outer * lanes + inner)));
+}
+
+Stmt unrolled(const std::string& name, int64_t extent, const Body& body) {
+  PrimVar v(name);
+  return for_loop(v, 0, extent, ForKind::Unrolled, body(v));
+}
+
+Stmt vectorized(const std::string& name, int64_t extent, const Body& body) {
+  if (extent == 1) return body(PrimExpr(int64_t{0}));
+  PrimVar v(name);
+  return for_loop(v, 0, extent, ForKind::Vectorized, body(v));
+}
+
+// The vector length along `extent` values: `lanes` where they divide it, else scalars.
+int64_t lanes_or_one(int64_t extent, int64_t lanes) {
+  return lanes > 1 && extent % lanes == 0 ? lanes : 1;
+}
+
+// Rows of a register tile with `vectors` vectors per row: as many as keep 12 accumulators
+// or fewer (AVX2's 16 registers, less the operands), dividing `rows`.
+int64_t tile_rows(int64_t rows, int64_t vectors) {
+  for (int64_t r = 12 / vectors; r > 1; --r)
+    if (rows % r == 0) return r;
+  return 1;
 }
 
 // a * b + c rounded once (an FMA instruction; the code generator never contracts itself).
@@ -174,29 +198,40 @@ PrimFunc lower_attention(const Function& group, const std::string& func_name, in
       return store(kt, e * BS + c, at(k, (b * S + j) * E + e));
     });
   });
-  Stmt scores = serial("r", BL, [&](PrimExpr r) {
-    PrimExpr i = min(row0 + r, PrimExpr(L - 1));  // rows past L compute a copy of the last
-    auto tile = [&](PrimExpr c) { return r * BS + c; };
-    Stmt init = vector_loop("c", BS, lanes, [&](PrimExpr c) { return store(s, tile(c), zero); });
-    // The unrolled tiles of a row are independent sums that stay in registers across e.
-    Stmt dot = serial("e", E, [&](PrimExpr e) {
-      PrimExpr qv = at(q, (b * L + i) * E + e);
-      return vector_loop(
-          "c", BS, lanes,
-          [&](PrimExpr c) {
-            return store(s, tile(c), fma(qv, at(kt, e * BS + c), at(s, tile(c))));
-          },
-          ForKind::Unrolled);
+  // Scores as a register tile of R rows x VB vectors of keys: per e, R broadcasts of q and
+  // VB vector loads of K^T feed R * VB FMAs (one row alone would load one vector per FMA).
+  const int64_t nvec = BS / lanes_or_one(BS, lanes);
+  const int64_t vlen = BS / nvec;  // lanes of one vector of keys
+  const int64_t VB = nvec % 2 == 0 ? 2 : 1, R = tile_rows(BL, VB);
+  auto row_of = [&](PrimExpr r) { return min(row0 + r, PrimExpr(L - 1)); };
+  Stmt dot = serial("r.o", BL / R, [&](PrimExpr ro) {
+    return serial("c.o", nvec / VB, [&](PrimExpr cg) {
+      return serial("e", E, [&](PrimExpr e) {
+        return unrolled("r.i", R, [&](PrimExpr ri) {
+          PrimExpr r = ro * R + ri, qv = at(q, (b * L + row_of(r)) * E + e);
+          return unrolled("c.i", VB, [&](PrimExpr vb) {
+            return vectorized("c", vlen, [&](PrimExpr lane) {
+              PrimExpr c = (cg * VB + vb) * vlen + lane, t = r * BS + c;
+              return store(s, t, fma(qv, at(kt, e * BS + c), at(s, t)));
+            });
+          });
+        });
+      });
     });
-    Stmt finish = vector_loop("c", BS, lanes, [&](PrimExpr c) {
-      PrimExpr j = col0 + c;
-      PrimExpr x = o.masked(at(s, tile(c)) * scale, b, row0 + r, j, i,
+  });
+  Stmt init_scores = serial("r", BL, [&](PrimExpr r) {
+    return vector_loop("c", BS, lanes, [&](PrimExpr c) { return store(s, r * BS + c, zero); });
+  });
+  Stmt scale_and_mask = serial("r", BL, [&](PrimExpr r) {
+    return vector_loop("c", BS, lanes, [&](PrimExpr c) {
+      PrimExpr j = col0 + c, t = r * BS + c;
+      PrimExpr x = o.masked(at(s, t) * scale, b, row0 + r, j, row_of(r),
                             S % BS == 0 ? j : min(j, PrimExpr(S - 1)));
       if (S % BS != 0) x = select(j < PrimExpr(S), x, neg_inf);
-      return store(s, tile(c), x);
+      return store(s, t, x);
     });
-    return seq({init, dot, finish});
   });
+  Stmt scores = seq({init_scores, dot, scale_and_mask});
   PrimVar m_new("m_new", t), m_safe("m_safe", t), alpha("alpha", t);
   Stmt update = serial("r", BL, [&](PrimExpr r) {
     auto tile = [&](PrimExpr c) { return r * BS + c; };
@@ -225,24 +260,34 @@ PrimFunc lower_attention(const Function& group, const std::string& func_name, in
     Stmt rescale = vector_loop("d", Ev, lanes, [&](PrimExpr d) {
       return store(acc, r * Ev + d, at(acc, r * Ev + d) * alpha);
     });
-    // Only real keys: a clamped tail key's value times its zero probability could be NaN.
-    PrimExpr keys = S % BS == 0 ? PrimExpr(BS) : min(PrimExpr(BS), S - col0);
-    // Likewise the unrolled tiles of the accumulator row across the keys.
-    Stmt pv = serial("c", keys, [&](PrimExpr c) {
-      PrimExpr p = at(s, tile(c)), j = col0 + c;
-      return vector_loop(
-          "d", Ev, lanes,
-          [&](PrimExpr d) {
-            return store(acc, r * Ev + d, fma(p, at(v, (b * S + j) * Ev + d), at(acc, r * Ev + d)));
-          },
-          ForKind::Unrolled);
-    });
-    Stmt body = seq({exps_and_sum, store(l, r, at(l, r) * alpha + at(red, 0)), store(m, r, m_new),
-                     rescale, pv});
+    Stmt body = seq(
+        {exps_and_sum, store(l, r, at(l, r) * alpha + at(red, 0)), store(m, r, m_new), rescale});
     body = let_stmt(alpha, exp(at(m, r) - m_safe), body);
     body = let_stmt(m_safe, select(m_new == neg_inf, zero, m_new), body);
     return seq({row_max, let_stmt(m_new, at(red, 0), body)});
   });
+  // acc += P V as a register tile of R rows x VB vectors of the output: per key, R
+  // broadcasts of p and VB vector loads of v. Only real keys: a clamped tail key's value
+  // times its zero probability could be NaN.
+  PrimExpr keys = S % BS == 0 ? PrimExpr(BS) : min(PrimExpr(BS), S - col0);
+  const int64_t nvd = Ev / lanes_or_one(Ev, lanes), dlen = Ev / nvd;
+  const int64_t VBd = nvd % 2 == 0 ? 2 : 1, Rp = tile_rows(BL, VBd);
+  Stmt pv = serial("r.o", BL / Rp, [&](PrimExpr ro) {
+    return serial("d.o", nvd / VBd, [&](PrimExpr dg) {
+      return serial("c", keys, [&](PrimExpr c) {
+        return unrolled("r.i", Rp, [&](PrimExpr ri) {
+          PrimExpr r = ro * Rp + ri, p = at(s, r * BS + c), j = col0 + c;
+          return unrolled("d.i", VBd, [&](PrimExpr vb) {
+            return vectorized("d", dlen, [&](PrimExpr lane) {
+              PrimExpr d = (dg * VBd + vb) * dlen + lane, t = r * Ev + d;
+              return store(acc, t, fma(p, at(v, (b * S + j) * Ev + d), at(acc, t)));
+            });
+          });
+        });
+      });
+    });
+  });
+  update = seq({update, pv});
   PrimExpr key_blocks = num_kb;
   if (causal) key_blocks = min(PrimExpr(num_kb), (row0 + (BL - 1)) / BS + 1);
   PrimVar kb("kb");
