@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 import ember
 from ember import ir, op
-from op_checks import build_run
+from op_checks import build_run, t
 
 WIDTHS = [256, 512]
 LAYOUTS = {"blocked": [], "plain": ["AlterOpLayout"]}
@@ -82,3 +82,46 @@ def test_residual_block_stays_blocked_and_matches_plain(bits):
     assert ops.count("to_blocked") == 1 and ops.count("from_blocked") == 1, lib.fusion_report()
     conv2 = [r for r in lib.fusion_report() if "conv2" in r.name]
     assert conv2 and "add" in conv2[0].ops and "nn.relu" in conv2[0].ops, lib.fusion_report()
+
+
+@pytest.mark.parametrize("bits", WIDTHS)
+def test_padded_input_is_read_by_masked_loads_not_gathers(bits):
+    # A lone depthwise conv keeps NCHW; its padded input is computed a tile of rows at a
+    # time (42 padded columns, in vectors of 8 or 16 that overrun them): the rows are read
+    # by masked vector loads (the padding's condition is the mask), never by gathers of
+    # clamped addresses. (The 40 output columns need no masked tail of their own.)
+    rng = np.random.default_rng(7)
+    c, h, w = 16, 13, 40
+    x = ir.var("x", (1, c, h, w), "float32")
+    wt = rng.standard_normal((c, 1, 3, 3)).astype("float32")
+    f = ir.Function([x], op.nn.relu(op.nn.conv2d(x, ir.const(wt), padding=(1, 1), groups=c)))
+    a = rng.standard_normal((1, c, h, w)).astype("float32")
+    lib, (got,) = build_run(f, [a], bits)
+    want = F.relu(F.conv2d(t(a).double(), t(wt).double(), padding=1, groups=c))
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=1e-5 * 3)
+    ll = lib.get_source("ll")
+    assert "llvm.masked.load" in ll and "llvm.masked.gather" not in ll
+
+
+@pytest.mark.parametrize("bits", WIDTHS)
+def test_stem_and_its_pooling_run_blocked(bits):
+    # An RGB stem (7x7/2) -> ReLU -> 3x3/2 max pooling -> conv: the stem reads its 3
+    # channels as one block, the pooling keeps the blocked layout, and the only
+    # conversions are the input's and the output's.
+    rng = np.random.default_rng(11)
+    x = ir.var("x", (1, 3, 45, 45), "float32")
+    w1 = (rng.standard_normal((32, 3, 7, 7)) / 12).astype("float32")
+    w2 = (rng.standard_normal((32, 32, 3, 3)) / 17).astype("float32")
+    y = op.nn.relu(op.nn.conv2d(x, ir.const(w1), strides=(2, 2), padding=(3, 3)))
+    y = op.nn.max_pool2d(y, pool_size=(3, 3), strides=(2, 2), padding=(1, 1))
+    f = ir.Function([x], op.nn.conv2d(y, ir.const(w2), padding=(1, 1)))
+    a = rng.standard_normal((1, 3, 45, 45)).astype("float32")
+    lib, (blocked,) = build_run(f, [a], bits)
+    _, (plain,) = build_run(f, [a], bits, ["AlterOpLayout"])
+    ref = F.relu(F.conv2d(t(a).double(), t(w1).double(), stride=2, padding=3))
+    ref = F.conv2d(F.max_pool2d(ref, 3, 2, 1), t(w2).double(), padding=1).numpy()
+    np.testing.assert_allclose(blocked, ref, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(plain, ref, rtol=1e-4, atol=1e-4)
+    ops = [o for r in lib.fusion_report() for o in r.ops]
+    assert ops.count("to_blocked") == 1 and ops.count("from_blocked") == 1, lib.fusion_report()
+    assert "nn.conv2d_blocked" in ops and "nn.max_pool2d" in ops

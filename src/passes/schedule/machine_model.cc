@@ -1,7 +1,6 @@
 #include "ember/passes/machine_model.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 namespace ember::passes {
 
@@ -58,8 +57,6 @@ RegisterTile choose_register_tile(const MachineModel& m, int64_t rows, int64_t c
   for (int64_t v = 1; v <= std::min<int64_t>(vecs, 8); ++v) {
     if (vecs % v != 0) continue;
     for (int64_t r = 1; r <= std::min<int64_t>(rows, 16); ++r) {
-      if (const char* f = std::getenv("EMBER_TILE_ROWS"))
-        if (*f && r != std::atoi(f) && std::atoi(f) <= rows) continue;
       // Accumulators, the vectors of one k step and a broadcast must fit in registers, with
       // four left besides the accumulators (LLVM's FMA forms and the loop need them: 14
       // accumulators of 16 spill).
