@@ -101,24 +101,15 @@ def test_forum_network_full_size():
     np.testing.assert_allclose(np.asarray(m.get_output(0)), expected, rtol=RTOL, atol=ATOL)
 
 
-def test_resnet50_import_under_two_seconds():
-    """Importing a full-width ResNet-50 (from_pytorch alone: torch.export plus conversion)
-    takes under 2 s. torch.export's one-time start-up is paid by a warm-up import first."""
-    from_pytorch(models.FAMILIES["forum"][0](), torch.randn(1, 64, 8, 8))
+def test_resnet50_imports_every_weight():
+    """A full-width ResNet-50 imports with every weight as a parameter. Its import time is
+    measured in benchmarks/frontend_times.py, not asserted here (the standards: no timed
+    assertions in tests; on a busy shared machine they fail for the wrong reason)."""
     torch.manual_seed(0)
     model = models.resnet50(width=64, classes=1000).eval()
-    x = torch.randn(1, 3, 224, 224)
-    times = []
-    for _ in range(3):  # the best of three: on a busy shared machine one run can be slow
-        start = time.perf_counter()
-        mod, params = from_pytorch(model, x)
-        times.append(time.perf_counter() - start)
-        if times[-1] < 2.0:
-            break
-    print(f"\nResNet-50 (full width) import: {min(times):.2f} s", end="")
+    mod, params = from_pytorch(model, torch.randn(1, 3, 224, 224))
     used = [k for k in model.state_dict() if not k.endswith("num_batches_tracked")]
     assert sorted(params) == sorted(used)
-    assert min(times) < 2.0, times
 
 
 # ------------------------------------------------------------------- operator coverage
