@@ -22,7 +22,7 @@ def compile_graph(gm, example_inputs, options, mode):
     frozen = _frozen_inputs(gm, len(example_inputs))
     compiled = CompiledGraph(gm, frozen, opts, next(_graph_ids))
     if _needs_grad(example_inputs, frozen, check_weights=True):
-        report = CompileReport(compiled.graph_id, _shapes(example_inputs))
+        report = CompileReport(compiled.graph_id, _shapes(example_inputs, frozen))
         report.reason = ("gradients are enabled and the graph's inputs or weights require "
                          "them; Ember compiles inference only (run the model under "
                          "torch.no_grad() or torch.inference_mode())")
@@ -76,8 +76,9 @@ def _needs_grad(args, frozen, check_weights):
                for a, f in zip(args, frozen) if check_weights or not f)
 
 
-def _shapes(args):
-    return [tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in args]
+def _shapes(args, frozen):
+    return [tuple(a.shape) if isinstance(a, torch.Tensor) else a
+            for a, f in zip(args, frozen) if not f]
 
 
 def _frozen_inputs(gm, count):

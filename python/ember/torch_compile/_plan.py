@@ -46,7 +46,9 @@ def _partitioned_plan(gm, args, frozen, options, report):
     _record_fallbacks(module, kept, support, report)
     if not kept:
         raise _Fallback("Ember supports none of its operators (see the list below)")
-    partitioner.fuse_partitions(kept)
+    module = partitioner.fuse_partitions(kept)  # (may copy the graph: nodes go by name)
+    frozen_nodes = {node.name: t for node, t in frozen_nodes.items()}
+    constants = {node.name: t for node, t in constants.items()}
     for node in list(module.graph.nodes):
         if node.op == "call_module" and node.target.startswith("fused_"):
             _replace_partition(module, node, frozen_nodes, constants, options, report)
@@ -139,11 +141,11 @@ def _import_partition(sub, call, frozen_nodes, constants):
     placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
     tensors, env, user_vars, arg_indices = {}, {}, [], []
     for i, (ph, outer) in enumerate(zip(placeholders, call.args)):
-        if outer in constants:
-            env[ph] = ir.const(constants[outer].detach().contiguous(), outer.name)
-        elif outer in frozen_nodes:
+        if outer.name in constants:
+            env[ph] = ir.const(constants[outer.name].detach().contiguous(), outer.name)
+        elif outer.name in frozen_nodes:
             name = f"weight{i}_{outer.name}"
-            tensors[name] = frozen_nodes[outer]
+            tensors[name] = frozen_nodes[outer.name]
             env[ph] = WeightRef(name)
         else:
             val = outer.meta["val"]

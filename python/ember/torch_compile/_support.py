@@ -59,7 +59,8 @@ class EmberSupport(OperatorSupportBase):
         name = _aten_name(node.target)
         if name is None:
             raise EmberError(f"{node.target} is not an ATen operator")
-        if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
+        random = torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ())
+        if random and name not in _aten.CONVERTERS:  # (dropout's converter checks its mode)
             raise EmberError("a random operator (Ember would freeze one sample)")
         for value in _flat_vals(node.meta.get("val")):
             if isinstance(value, torch.Tensor) and not _ember_dtype(value):
