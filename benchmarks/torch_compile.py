@@ -73,7 +73,7 @@ def run_model(name, threads, rounds, seconds):
     print(f"| {e2e.MODELS[name][0]} | {threads} | " + " | ".join(
         f"{e2e.fmt_ms(times[e.name][0])}" for e in engines) +
         f" | {times['backend'][0] / direct:.3f} | " +
-        " | ".join(f"{e.setup_s:.1f}" for e in engines) + " | " +
+        ", ".join(f"{e.setup_s:.1f}" for e in engines) + " | " +
         " ".join(f"{e.name}:{'ok' if e2e.check(e.outputs(), expected)[2] else 'MISMATCH'}"
                  for e in engines) + " |")
     sys.stdout.flush()
