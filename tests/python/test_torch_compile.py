@@ -236,6 +236,18 @@ def test_weights_are_frozen_until_reset():
         close(compiled(model)(x), model(x))
 
 
+def test_each_instance_gets_its_own_weights():
+    """Dynamo runs one graph for every nn.Linear (its weights are graph inputs): each
+    instance must still compute with its own frozen weights."""
+    torch.manual_seed(0)
+    a, b = nn.Linear(4, 4).eval(), nn.Linear(4, 4).eval()
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        close(compiled(a)(x), a(x))
+        close(compiled(b)(x), b(x))
+        close(compiled(a)(x), a(x))
+
+
 def test_options_reach_the_pass_context():
     model = nn.Sequential(nn.Linear(8, 8), nn.ReLU()).eval()
     x = torch.randn(2, 8)

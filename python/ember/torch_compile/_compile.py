@@ -43,10 +43,16 @@ class CompiledGraph:
         self.options = options
         self.graph_id = graph_id
         self.varying = [i for i, f in enumerate(frozen) if not f]
+        self.weights = [i for i, f in enumerate(frozen) if f]
         self.plans = collections.OrderedDict()
 
     def plan_for(self, args):
-        key = tuple(_key(args[i]) for i in self.varying)
+        # The weights' addresses are part of the key: Dynamo reuses one graph for every
+        # instance of a module class (weights are graph inputs), and each instance needs a
+        # build with its own weights. (Weights changed in place keep their address: that
+        # needs torch._dynamo.reset(), as documented.)
+        key = (tuple(_key(args[i]) for i in self.varying),
+               tuple(args[i].data_ptr() for i in self.weights))
         plan = self.plans.get(key)
         if plan is None:
             plan = build_plan(self.gm, args, self.frozen, self.options, self.graph_id)
