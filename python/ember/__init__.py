@@ -34,11 +34,15 @@ else:
     from .build import Library, build, measure_fma_peak, native_vector_lanes
 from .runtime import (BenchmarkResult, GraphModule, Tensor, cuda_available, get_num_threads,
                       set_num_threads)
+from .torch_compile import last_compile_report
+if not RUNTIME_ONLY:  # torch.compile(model, backend="ember") (imports no torch here)
+    from .torch_compile import _register as _torch_compile_register
+    _torch_compile_register.install()
 
 __all__ = ["EmberError", "InternalError", "frontend", "ir", "op", "transform", "build", "Library", "FusionReport",
            "KernelReport", "GraphModule", "Tensor", "BenchmarkResult", "set_num_threads", "get_num_threads", "native_vector_lanes",
            "measure_fma_peak", "cuda_available",
-           "load", "LoadedLibrary", "RUNTIME_ONLY"]
+           "load", "LoadedLibrary", "RUNTIME_ONLY", "last_compile_report"]
 __version__ = "0.1.0"
 EmberError.__module__ = "ember"  # shown as ember.EmberError in tracebacks
 InternalError.__module__ = "ember"

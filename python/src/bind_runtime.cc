@@ -429,6 +429,15 @@ void bind_runtime(py::module_& m) {
             return outputs;
           },
           "inputs"_a)
+      // Runs on the callers' tensors (ember Tensors, e.g. Tensor.from_dlpack of torch
+      // tensors): no input copy, and fresh outputs that no later run overwrites.
+      .def(
+          "run_bound",
+          [](GraphExecutor& ex, const std::vector<Tensor>& inputs) {
+            py::gil_scoped_release release;
+            return ex.run_bound(inputs);
+          },
+          "inputs"_a)
       // The output aliases the executor's buffer: keep the executor alive with it.
       .def(
           "get_output",

@@ -227,11 +227,19 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const ExecGraph> graph, std::shared
                                base.device());
   }
 
-  // 5. Kernels and their argument pointers, resolved once.
+  // 5. Kernels and their argument pointers, resolved once; run_bound re-points the slots
+  // of input and output roots.
   EMBER_CHECK(module_ != nullptr || g.kernels.empty(), "GraphExecutor needs a module");
+  root_ = root;
+  slots_.resize(n);
+  for (int v = 0; v < n; ++v) root_is_output_.push_back(role[v] == Role::Output);
   for (const auto& kern : g.kernels) {
     std::vector<void*> ptrs;
-    for (int a : kern.args) ptrs.push_back(tensors_[a].data());
+    for (int a : kern.args) {
+      if (role[root[a]] == Role::Input || role[root[a]] == Role::Output)
+        slots_[root[a]].push_back({static_cast<int>(args_.size()), static_cast<int>(ptrs.size())});
+      ptrs.push_back(tensors_[a].data());
+    }
     args_.push_back(std::move(ptrs));
     if (cuda_) {
       if (!cuda_->kernels().count(kern.func))
@@ -270,6 +278,11 @@ void GraphExecutor::set_input(int index, const Tensor& value) {
 }
 
 void GraphExecutor::set_input_locked(int index, const Tensor& value) {
+  check_input(index, value);
+  cuda::copy(tensors_[graph_->inputs[index].value], value);  // host or device, either way
+}
+
+void GraphExecutor::check_input(int index, const Tensor& value) const {
   if (index < 0 || index >= num_inputs())
     fail("input index ", index, " out of range: the model has ", num_inputs(), " inputs ",
          names_str(input_names()));
@@ -282,7 +295,6 @@ void GraphExecutor::set_input_locked(int index, const Tensor& value) {
     fail("input '", in.name, "' expects ", type_str(expected.dtype, expected.shape),
          " but was given ", type_str(value.dtype(), value.shape()),
          ": pass a tensor of that shape and dtype (or rebuild the model for the new shape)");
-  cuda::copy(tensors_[in.value], value);  // host or device, either way
 }
 
 void GraphExecutor::set_input(const std::string& name, const Tensor& value) {
@@ -316,6 +328,57 @@ std::vector<Tensor> GraphExecutor::run(const std::vector<Tensor>& inputs) {
   run_locked();
   std::vector<Tensor> outputs;
   for (int o : graph_->outputs) outputs.push_back(tensors_[o].clone());
+  return outputs;
+}
+
+void GraphExecutor::point_slots(int root, void* data) {
+  for (auto [kernel, arg] : slots_[root]) args_[kernel][arg] = data;
+}
+
+std::vector<Tensor> GraphExecutor::run_bound(const std::vector<Tensor>& inputs) {
+  if (cuda_) fail("run_bound runs CPU models only; use run(inputs) on a CUDA model");
+  if (static_cast<int>(inputs.size()) != num_inputs())
+    fail("run_bound was given ", inputs.size(), " input(s) but the model has ", num_inputs(), ": ",
+         names_str(input_names()), "; pass one tensor per input, in this order");
+  for (int i = 0; i < num_inputs(); ++i) {
+    check_input(i, inputs[i]);
+    if (inputs[i].device().type != DeviceType::CPU)
+      fail("run_bound: input '", graph_->inputs[i].name, "' is not on the CPU");
+  }
+  const ExecGraph& g = *graph_;
+  // Fresh memory for every output root (several outputs may share one through views).
+  std::vector<Tensor> fresh(g.values.size());
+  for (int o : g.outputs) {
+    int r = root_[o];
+    if (root_is_output_[r] && !fresh[r].defined())
+      fresh[r] = Tensor::empty(g.values[r].shape, g.values[r].dtype);
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (int i = 0; i < num_inputs(); ++i) point_slots(g.inputs[i].value, inputs[i].data());
+  for (size_t r = 0; r < fresh.size(); ++r)
+    if (fresh[r].defined()) point_slots(static_cast<int>(r), fresh[r].data());
+  run_locked();
+  std::vector<Tensor> outputs;
+  for (int o : g.outputs) {
+    int r = root_[o];
+    if (fresh[r].defined()) {
+      outputs.push_back(
+          Tensor::view(fresh[r].owner(), fresh[r].data(), g.values[o].shape, g.values[o].dtype));
+      continue;
+    }
+    int input = -1;  // an output that is (a view of) an input: copy the caller's tensor
+    for (int i = 0; i < num_inputs(); ++i)
+      if (g.inputs[i].value == r) input = i;
+    const Tensor& src = input >= 0 ? inputs[input] : tensors_[r];
+    Tensor copy = src.clone();
+    outputs.push_back(
+        Tensor::view(copy.owner(), copy.data(), g.values[o].shape, g.values[o].dtype));
+  }
+  // Back to the executor's own buffers for run() and get_output().
+  for (int i = 0; i < num_inputs(); ++i)
+    point_slots(g.inputs[i].value, tensors_[g.inputs[i].value].data());
+  for (size_t r = 0; r < fresh.size(); ++r)
+    if (fresh[r].defined()) point_slots(static_cast<int>(r), tensors_[r].data());
   return outputs;
 }
 

@@ -23,6 +23,41 @@ PrimExpr ceil(const PrimExpr& x);
 /// Rounds half to even, as torch.round does.
 PrimExpr round(const PrimExpr& x);
 PrimExpr is_nan(const PrimExpr& x);
+/// +-inf (is_inf) and neither inf nor NaN (is_finite): bool results.
+PrimExpr is_inf(const PrimExpr& x);
+PrimExpr is_finite(const PrimExpr& x);
+/// Rounds toward zero, keeping -0 (trunc(-0.5) is -0).
+PrimExpr trunc(const PrimExpr& x);
+/// As torch.sign: (x > 0) - (x < 0), so +-0 and NaN give +0.
+PrimExpr sign(const PrimExpr& x);
+/// 2^x, log2(x), log10(x): float32 arguments are computed in float64 and rounded once;
+/// log2 of an exact power of two is exact.
+PrimExpr exp2(const PrimExpr& x);
+PrimExpr log2(const PrimExpr& x);
+PrimExpr log10(const PrimExpr& x);
+/// 1 - erf(x) with full relative accuracy where it is tiny (x up to 27, where it underflows
+/// in float64); float32 computed in float64; float64 ~3e-13 relative.
+PrimExpr erfc(const PrimExpr& x);
+/// C's fmod (exact; the result has x's sign) and torch.remainder (the result has y's
+/// sign). float32 only: the exact reduction runs in float64.
+PrimExpr fmod(const PrimExpr& x, const PrimExpr& y);
+PrimExpr remainder(const PrimExpr& x, const PrimExpr& y);
+/// Trigonometric functions. sin, cos and tan take float32 only: the argument is reduced
+/// exactly in float64 by 2/pi to 216 bits, so huge arguments (1e30) are right too. The
+/// others take float32 (computed in float64, rounded once) and float64 (a few ulp).
+PrimExpr sin(const PrimExpr& x);
+PrimExpr cos(const PrimExpr& x);
+PrimExpr tan(const PrimExpr& x);
+PrimExpr asin(const PrimExpr& x);
+PrimExpr acos(const PrimExpr& x);
+PrimExpr atan(const PrimExpr& x);
+/// atan2(y, x) with the C library's special cases for zeros and infinities.
+PrimExpr atan2(const PrimExpr& y, const PrimExpr& x);
+PrimExpr sinh(const PrimExpr& x);
+PrimExpr cosh(const PrimExpr& x);
+PrimExpr asinh(const PrimExpr& x);
+PrimExpr acosh(const PrimExpr& x);
+PrimExpr atanh(const PrimExpr& x);
 /// pow(x, y) for float x, y: exp(y * log(x)) with the C-library special cases for x <= 0
 /// when y is an integer.
 PrimExpr pow(const PrimExpr& x, const PrimExpr& y);

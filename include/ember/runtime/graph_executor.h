@@ -93,6 +93,11 @@ class GraphExecutor {
   /// runs, and returns copies of the outputs (on device()), all as one step: the way for
   /// several threads to share one executor, each with its own inputs and outputs.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  /// Runs on the caller's memory (CPU only): the kernels read `inputs` (checked as
+  /// set_input checks them; in input_names() order) where they are, with no copy, and write
+  /// the outputs into new tensors, which are returned and never reused by a later run. An
+  /// output that is an input or a parameter is a copy. Serialized with the other calls.
+  std::vector<Tensor> run_bound(const std::vector<Tensor>& inputs);
   /// Where the executor's tensors live (CUDA for a CUDA module).
   Device device() const;
   /// The executor's output buffer (no copy, on device()): the next run() overwrites it. An
@@ -117,7 +122,14 @@ class GraphExecutor {
   std::vector<std::vector<void*>> args_;    // per kernel, resolved pointers
   std::shared_ptr<cuda::CudaModule> cuda_;  // set when the kernels run on a GPU
   std::vector<bool> output_is_param_;       // per output: get_output copies it
-  void launch_all();                        // GPU: launches every kernel, no wait
+  // run_bound's bookkeeping: each value's root (the value whose memory a view shares), and
+  // the kernel argument slots (kernel, arg) that point into each input or output root.
+  std::vector<int> root_;
+  std::vector<bool> root_is_output_;
+  std::vector<std::vector<std::pair<int, int>>> slots_;
+  void check_input(int index, const Tensor& value) const;
+  void point_slots(int root, void* data);
+  void launch_all();  // GPU: launches every kernel, no wait
   // The unlocked steps of the public calls; callers hold mutex_.
   void set_input_locked(int index, const Tensor& value);
   void run_locked();

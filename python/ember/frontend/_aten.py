@@ -349,9 +349,14 @@ _UNARY = {"relu": "nn.relu", "sigmoid": "sigmoid", "tanh": "tanh", "exp": "exp",
           "sqrt": "sqrt", "rsqrt": "rsqrt", "erf": "erf", "log": "log", "abs": "abs",
           "neg": "negative", "floor": "floor", "ceil": "ceil", "round": "round",
           "silu": "nn.silu", "hardswish": "nn.hardswish", "hardsigmoid": "nn.hardsigmoid",
-          "logical_not": "logical_not"}
+          "logical_not": "logical_not", "sign": "sign"}
+# Math functions of one float argument: integer inputs are computed in float32, as torch's
+# default dtype. (Core ATen's pointwise float ops; sin, cos and tan take float32 only.)
+_MATH = ("log1p", "expm1", "exp2", "log2", "log10", "erfc", "trunc", "sin", "cos", "tan",
+         "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")
+_UNARY.update({name: name for name in _MATH})
 _FLOAT_ONLY = {"sigmoid", "tanh", "exp", "sqrt", "rsqrt", "erf", "log", "silu", "hardswish",
-               "hardsigmoid"}
+               "hardsigmoid"} | set(_MATH) - {"trunc"}
 
 
 def _unary(torch_name, ember_op):
@@ -365,6 +370,43 @@ def _unary(torch_name, ember_op):
 
 for _name, _op in _UNARY.items():
     CONVERTERS[_name] = _unary(_name, _op)
+
+
+@converts("round")
+def _round(cx, a):
+    x, decimals = a[0], a["decimals"] or 0
+    if not isinstance(x, Expr):  # round.int / round.float of a traced Python number
+        return round(x, decimals) if decimals else round(x)
+    if not _is_float(x.dtype):
+        return x  # integers are already round
+    if decimals == 0:
+        return cx.emit("round", [x])
+    scale = 10.0 ** decimals  # torch: round(x * 10^d) / 10^d
+    return binary(cx, "divide", cx.emit("round", [binary(cx, "multiply", x, scale)]), scale)
+
+
+def _float_test(ember_op, integer_answer):
+    """isnan / isinf / isfinite: an Ember op on floats; on integers and bools the answer is
+    the same for every element (x == x is True, x != x False)."""
+    def convert(cx, a):
+        x = a[0]
+        if _is_float(x.dtype):
+            return cx.emit(ember_op, [x])
+        return cx.emit("equal" if integer_answer else "not_equal", [x, x])
+    return convert
+
+
+CONVERTERS["isnan"] = _float_test("isnan", False)
+CONVERTERS["isinf"] = _float_test("isinf", False)
+CONVERTERS["isfinite"] = _float_test("isfinite", True)
+
+
+@converts("atan2", "arctan2")
+def _atan2(cx, a):
+    y, x = _promote(cx, a[0], a[1])
+    if not _is_float(y.dtype):
+        y, x = cast(cx, y, "float32"), cast(cx, x, "float32")
+    return cx.emit("atan2", [y, x])
 
 
 @converts("bitwise_not")
@@ -453,12 +495,16 @@ def _div(cx, a):
     return out
 
 
-@converts("remainder")
+@converts("remainder", "fmod")
 def _remainder(cx, a):
     x, y = a[0], a[1]
     if not isinstance(x, Expr) and not isinstance(y, Expr):
-        return x % y
-    raise EmberError("remainder of tensors is not supported")
+        return x % y if a.op == "remainder" else math.fmod(x, y)
+    x, y = _promote(cx, x, y)
+    if x.dtype != "float32":
+        raise EmberError(f"{a.op} of {x.dtype} tensors is not supported; Ember's {a.op} is "
+                         "float32 only")
+    return cx.emit(a.op, [x, y])
 
 
 @converts("pow")
@@ -505,10 +551,32 @@ for _names, _op, _py in (
         (("lt",), "less", lambda x, y: x < y), (("le",), "less_equal", lambda x, y: x <= y),
         (("gt",), "greater", lambda x, y: x > y),
         (("ge",), "greater_equal", lambda x, y: x >= y),
-        (("logical_and", "bitwise_and", "__and__"), "logical_and", lambda x, y: x and y),
-        (("logical_or", "bitwise_or", "__or__"), "logical_or", lambda x, y: x or y)):
+        (("logical_and",), "logical_and", lambda x, y: x and y),
+        (("logical_or",), "logical_or", lambda x, y: x or y),
+        (("logical_xor",), "logical_xor", lambda x, y: bool(x) != bool(y))):
     for _name in _names:
         CONVERTERS[_name] = _binary_op(_op, _py)
+
+
+def _bitwise(ember_op, python_op):
+    """bitwise and/or/xor: the logical op on bool tensors; Ember has no integer bit ops."""
+    def convert(cx, a):
+        x, y = a[0], a[1]
+        if not isinstance(x, Expr) and not isinstance(y, Expr):
+            return python_op(x, y)
+        dtypes = {v.dtype if isinstance(v, Expr) else type(v).__name__ for v in (x, y)}
+        if dtypes != {"bool"}:
+            raise EmberError(f"{a.op} of {' and '.join(sorted(dtypes))} is not supported; "
+                             "Ember has bitwise ops on bool tensors only")
+        return cx.emit(ember_op, [x, y])
+    return convert
+
+
+for _names, _op, _py in ((("bitwise_and", "__and__"), "logical_and", lambda x, y: x & y),
+                         (("bitwise_or", "__or__"), "logical_or", lambda x, y: x | y),
+                         (("bitwise_xor", "__xor__"), "logical_xor", lambda x, y: x ^ y)):
+    for _name in _names:
+        CONVERTERS[_name] = _bitwise(_op, _py)
 
 
 @converts("where")
@@ -539,14 +607,27 @@ def _identity(cx, a):
     return a[0]
 
 
-for _name in ("contiguous", "clone", "detach", "alias", "lift_fresh_copy", "dropout",
-              "feature_dropout", "alpha_dropout", "feature_alpha_dropout", "lift_fresh",
+for _name in ("contiguous", "clone", "detach", "alias", "lift_fresh_copy", "lift_fresh",
               "resolve_conj", "resolve_neg", "positive"):
     CONVERTERS[_name] = _identity
 
 
+def _check_eval_dropout(a):
+    train = a["train"] if a.has("train") else None
+    if train:
+        raise EmberError(f"{a.op} in training mode (random) is not supported: call "
+                         "model.eval() first")
+
+
+@converts("dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout")
+def _dropout(cx, a):
+    _check_eval_dropout(a)
+    return a[0]
+
+
 @converts("native_dropout")
 def _native_dropout(cx, a):
+    _check_eval_dropout(a)
     return [a[0], None]
 
 

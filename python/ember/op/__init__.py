@@ -15,7 +15,10 @@ __all__ = ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum
            "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
            "logical_and", "logical_or", "logical_not", "where",
            "sigmoid", "tanh", "exp", "log", "erf", "sqrt", "rsqrt", "abs", "negative", "floor",
-           "ceil", "round", "clip", "cast", "sum", "mean", "max", "min",
+           "ceil", "round", "clip", "cast", "logical_xor", "log1p", "expm1", "exp2", "log2",
+           "log10", "erfc", "trunc", "sign", "sin", "cos", "tan", "asin", "acos", "atan",
+           "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "isnan", "isinf", "isfinite",
+           "fmod", "remainder", "sum", "mean", "max", "min",
            "reshape", "flatten", "transpose", "concatenate", "strided_slice", "expand_dims",
            "squeeze", "broadcast_to", "take", "topk", "nn"]
 
@@ -121,6 +124,32 @@ ceil = _unary("ceil")
 round = _unary("round", "of a float tensor, halves to even (torch.round)")
 abs = _unary("abs", "of a float or integer tensor")
 negative = _unary("negative", "of a float or integer tensor")
+logical_xor = _binary("logical_xor", _LOGICAL)
+log1p = _unary("log1p", "of a float tensor, log(1 + x) accurate for small x")
+expm1 = _unary("expm1", "of a float tensor, exp(x) - 1 accurate for small x")
+exp2 = _unary("exp2")
+log2 = _unary("log2")
+log10 = _unary("log10")
+erfc = _unary("erfc", "of a float tensor, 1 - erf(x) accurate where it is tiny")
+trunc = _unary("trunc", "of a float tensor, rounding toward zero")
+sign = _unary("sign", "of a float or integer tensor, as torch.sign (0 for +-0 and NaN)")
+sin = _unary("sin", "of a float32 tensor (exact argument reduction)")
+cos = _unary("cos", "of a float32 tensor (exact argument reduction)")
+tan = _unary("tan", "of a float32 tensor (exact argument reduction)")
+asin = _unary("asin")
+acos = _unary("acos")
+atan = _unary("atan")
+atan2 = _binary("atan2", "(y = a, x = b) of float tensors with NumPy broadcasting")
+sinh = _unary("sinh")
+cosh = _unary("cosh")
+asinh = _unary("asinh")
+acosh = _unary("acosh")
+atanh = _unary("atanh")
+isnan = _unary("isnan", "test of a float tensor; the result is bool")
+isinf = _unary("isinf", "test of a float tensor; the result is bool")
+isfinite = _unary("isfinite", "test of a float tensor (not inf, not NaN); the result is bool")
+fmod = _binary("fmod", "(C's fmod: the sign of a) of float32 tensors, exact")
+remainder = _binary("remainder", "(torch.remainder: the sign of b) of float32 tensors")
 
 
 def where(condition, x, y, name=""):

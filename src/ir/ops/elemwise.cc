@@ -14,11 +14,15 @@ namespace {
 using namespace ops;
 
 // Which input dtypes an op accepts, and what to tell the user otherwise.
-enum class Accept { Any, NotBool, Float };
+// Float32: ops whose exact algorithm is float32's (sin, cos, tan, fmod, remainder).
+enum class Accept { Any, NotBool, Float, Float32 };
 
 void check_accept(Accept accept, const TensorType& t, const std::string& what,
                   const TypeContext& ctx) {
   if (accept == Accept::Float) check_float(t, what, ctx);
+  if (accept == Accept::Float32 && t.dtype != DType::Float32)
+    ctx.fail(what + " is " + to_string(t) + " but the op is implemented for float32 only; " +
+             "cast it to float32");
   if (accept == Accept::NotBool && t.dtype == DType::Bool)
     ctx.fail(what + " is " + to_string(t) + "; the op does not take bool tensors, cast it to " +
              "float32 or int32");
@@ -79,6 +83,16 @@ BinaryFn binary_fn(BinaryOp op) {
     register_binary("maximum", Accept::Any, Result::Same, binary_fn(BinaryOp::Max));
 [[maybe_unused]] const Op* kMinimum =
     register_binary("minimum", Accept::Any, Result::Same, binary_fn(BinaryOp::Min));
+[[maybe_unused]] const Op* kAtan2 =
+    register_binary("atan2", Accept::Float, Result::Same,
+                    [](const PrimExpr& y, const PrimExpr& x) { return atan2(y, x); });
+// C's fmod (the sign of x) and torch.remainder (the sign of y), both exact.
+[[maybe_unused]] const Op* kFmod =
+    register_binary("fmod", Accept::Float32, Result::Same,
+                    [](const PrimExpr& a, const PrimExpr& b) { return fmod(a, b); });
+[[maybe_unused]] const Op* kRemainder =
+    register_binary("remainder", Accept::Float32, Result::Same,
+                    [](const PrimExpr& a, const PrimExpr& b) { return remainder(a, b); });
 
 // Float comparisons with NaN are false, except not_equal, which is true (as in torch).
 [[maybe_unused]] const Op* kEqual =
@@ -112,12 +126,15 @@ Type logical_rel(const std::vector<Type>& args, Attrs&, const TypeContext& ctx) 
   return TensorType{broadcast_shapes(a.shape, b.shape, ctx), DType::Bool};
 }
 
-ComputeRule logical_compute(std::string name, bool is_and) {
-  return [name, is_and](const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {
+enum class Logic { And, Or, Xor };
+
+ComputeRule logical_compute(std::string name, Logic logic) {
+  return [name, logic](const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {
     const Tensor &a = in[0], &b = in[1];
     return compute(name, out.shape, [&](const std::vector<PrimVar>& i) {
       PrimExpr x = truth(a(broadcast_index(a, i))), y = truth(b(broadcast_index(b, i)));
-      return is_and ? logical_and(x, y) : logical_or(x, y);
+      if (logic == Logic::Xor) return x != y;
+      return logic == Logic::And ? logical_and(x, y) : logical_or(x, y);
     });
   };
 }
@@ -128,10 +145,14 @@ Tensor logical_not_compute(const std::vector<Tensor>& in, const Attrs&, const Te
   });
 }
 
-[[maybe_unused]] const Op* kLogicalAnd = register_op(
-    {"logical_and", 2, OpPattern::Broadcast, logical_rel, logical_compute("logical_and", true)});
+[[maybe_unused]] const Op* kLogicalAnd =
+    register_op({"logical_and", 2, OpPattern::Broadcast, logical_rel,
+                 logical_compute("logical_and", Logic::And)});
 [[maybe_unused]] const Op* kLogicalOr = register_op(
-    {"logical_or", 2, OpPattern::Broadcast, logical_rel, logical_compute("logical_or", false)});
+    {"logical_or", 2, OpPattern::Broadcast, logical_rel, logical_compute("logical_or", Logic::Or)});
+[[maybe_unused]] const Op* kLogicalXor =
+    register_op({"logical_xor", 2, OpPattern::Broadcast, logical_rel,
+                 logical_compute("logical_xor", Logic::Xor)});
 [[maybe_unused]] const Op* kLogicalNot =
     register_op({"logical_not", 1, OpPattern::ElemWise, logical_rel, logical_not_compute});
 
@@ -206,6 +227,25 @@ PrimExpr cst(const PrimExpr& like, double v) { return make_const(like.dtype(), v
 [[maybe_unused]] const Op* kCeil = register_math("ceil", ceil);
 [[maybe_unused]] const Op* kRound = register_math("round", round);  // half to even, as torch
 [[maybe_unused]] const Op* kAbs = register_math("abs", abs, Accept::NotBool);
+[[maybe_unused]] const Op* kLog1p = register_math("log1p", log1p);
+[[maybe_unused]] const Op* kExpm1 = register_math("expm1", expm1);
+[[maybe_unused]] const Op* kExp2 = register_math("exp2", exp2);
+[[maybe_unused]] const Op* kLog2 = register_math("log2", log2);
+[[maybe_unused]] const Op* kLog10 = register_math("log10", log10);
+[[maybe_unused]] const Op* kErfc = register_math("erfc", erfc);
+[[maybe_unused]] const Op* kTrunc = register_math("trunc", trunc);
+[[maybe_unused]] const Op* kSign = register_math("sign", sign, Accept::NotBool);
+[[maybe_unused]] const Op* kSin = register_math("sin", sin, Accept::Float32);
+[[maybe_unused]] const Op* kCos = register_math("cos", cos, Accept::Float32);
+[[maybe_unused]] const Op* kTan = register_math("tan", tan, Accept::Float32);
+[[maybe_unused]] const Op* kAsin = register_math("asin", asin);
+[[maybe_unused]] const Op* kAcos = register_math("acos", acos);
+[[maybe_unused]] const Op* kAtan = register_math("atan", atan);
+[[maybe_unused]] const Op* kSinh = register_math("sinh", sinh);
+[[maybe_unused]] const Op* kCosh = register_math("cosh", cosh);
+[[maybe_unused]] const Op* kAsinh = register_math("asinh", asinh);
+[[maybe_unused]] const Op* kAcosh = register_math("acosh", acosh);
+[[maybe_unused]] const Op* kAtanh = register_math("atanh", atanh);
 [[maybe_unused]] const Op* kNegative =
     register_unary("negative", [](const PrimExpr& x, const Attrs&) { return -x; }, Accept::NotBool);
 
@@ -224,6 +264,28 @@ PrimExpr cst(const PrimExpr& like, double v) { return make_const(like.dtype(), v
       attrs = attrs.with("a_min", attrs.get_float("a_min", 0.0))
                   .with("a_max", attrs.get_float("a_max", 0.0));
     });
+
+// Float tests with a bool result: isnan, isinf, isfinite.
+const Op* register_predicate(const std::string& name, PrimExpr (*fn)(const PrimExpr&)) {
+  TypeRelation rel = [](const std::vector<Type>& args, Attrs&, const TypeContext& ctx) {
+    check_arity(args, 1, ctx);
+    const TensorType& x = tensor_arg(args, 0, "the input", ctx);
+    check_float(x, "the input", ctx);
+    return Type(TensorType{x.shape, DType::Bool});
+  };
+  std::string stage = stage_name(name);
+  ComputeRule rule = [fn, stage](const std::vector<Tensor>& in, const Attrs&,
+                                 const TensorType& out) {
+    const Tensor& x = in[0];
+    return compute(stage, out.shape,
+                   [&](const std::vector<PrimVar>& i) { return fn(x(as_exprs(i))); });
+  };
+  return register_op({name, 1, OpPattern::ElemWise, rel, rule});
+}
+
+[[maybe_unused]] const Op* kIsNan = register_predicate("isnan", is_nan);
+[[maybe_unused]] const Op* kIsInf = register_predicate("isinf", is_inf);
+[[maybe_unused]] const Op* kIsFinite = register_predicate("isfinite", is_finite);
 
 // ---------------------------------------------------------------- activations
 

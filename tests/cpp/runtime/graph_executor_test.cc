@@ -192,6 +192,43 @@ TEST(GraphExecutor, ParamsAndViewsOfParams) {
   EXPECT_ERROR_WITH(bad.make(), "conv.weight", "float32(16)", "float32(4, 4)");
 }
 
+TEST(GraphExecutor, RunBoundReadsCallerMemoryAndReturnsFreshOutputs) {
+  GraphBuilder b;
+  int x = b.input("x", {4, 4});
+  int x_flat = b.view(x, {kN});
+  int o1 = b.kernel("add_one", {x_flat});
+  int t = b.kernel("reverse", {o1});
+  int o2 = b.kernel("twice", {t}, {2, 8});
+  int w = b.value({kN});
+  b.g->params.push_back({"w", w, iota({kN}, 5.0f)});
+  b.g->outputs = {o1, b.view(o2, {kN}), x, w};
+  GraphExecutor ex = b.make();
+  Tensor in1 = iota({4, 4}), in2 = iota({4, 4}, 100.0f);
+  std::vector<Tensor> r1 = ex.run_bound({in1});
+  std::vector<Tensor> r2 = ex.run_bound({in2});
+  // Fresh outputs per call: the first results survive the second call.
+  EXPECT_NE(r1[0].data(), r2[0].data());
+  EXPECT_NE(r1[0].data(), ex.get_output(0).data());
+  for (int i = 0; i < kN; ++i) {
+    EXPECT_FLOAT_EQ(r1[0].data_as<float>()[i], i + 1.0f);
+    EXPECT_FLOAT_EQ(r1[1].data_as<float>()[i], 2.0f * (kN - i));
+    EXPECT_FLOAT_EQ(r2[0].data_as<float>()[i], i + 101.0f);
+  }
+  EXPECT_EQ(r1[1].shape(), (Shape{kN}));
+  // An output that is an input or a parameter is a copy, not the caller's or model's memory.
+  EXPECT_NE(r1[2].data(), in1.data());
+  EXPECT_FLOAT_EQ(r1[2].data_as<float>()[3], 3.0f);
+  EXPECT_NE(r1[3].data(), ex.get_output(3).data());
+  EXPECT_FLOAT_EQ(r1[3].data_as<float>()[0], 5.0f);
+  // The executor's own buffers are back in place for run().
+  ex.set_input(0, iota({4, 4}, 1000.0f));
+  ex.run();
+  EXPECT_FLOAT_EQ(ex.get_output(0).data_as<float>()[0], 1001.0f);
+  EXPECT_FLOAT_EQ(r1[0].data_as<float>()[0], 1.0f);
+  EXPECT_ERROR_WITH(ex.run_bound({iota({kN})}), "input 'x'", "float32(4, 4)");
+  EXPECT_ERROR_WITH(ex.run_bound({}), "given 0 input(s)", "(x)");
+}
+
 TEST(GraphExecutor, InputErrors) {
   GraphBuilder b;
   int x = b.input("x", {1, 3, 32, 32});

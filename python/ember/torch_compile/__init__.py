@@ -1,0 +1,31 @@
+"""torch.compile(model, backend="ember"): Ember as a PyTorch 2 (Dynamo) backend.
+
+    with torch.no_grad():
+        fast = torch.compile(model.eval(), backend="ember",
+                             options={"opt_level": 3, "disabled_passes": ["FuseOps"]})
+        y = fast(x)
+    print(ember.last_compile_report())
+
+Each graph Dynamo captures is exported to ATen (torch.export) for its concrete input shapes,
+split into the largest parts Ember supports (PyTorch's capability-based partitioner, fed by
+Ember's own converters and type checks: an op Ember lacks, or one whose attributes Ember
+rejects, stays in PyTorch) and each part is built by ember.build and run by Ember; the rest
+runs in PyTorch. Parameters and buffers are frozen into the build (so BatchNorm folding and
+weight packing happen): after changing weights call torch._dynamo.reset(). Inference only:
+a graph that needs gradients runs in PyTorch (the report says why).
+
+The backend is found by name through the package's entry point (pyproject.toml) once Ember
+is installed, and `import ember` registers it too (for a source checkout on PYTHONPATH).
+torch is imported only when a graph is compiled.
+"""
+from ._report import CompileReport, last_compile_report
+
+__all__ = ["ember_backend", "last_compile_report", "CompileReport"]
+
+
+def ember_backend(gm, example_inputs, options=None, mode=None):
+    """The Dynamo backend: compiles the FX graph `gm` for `example_inputs` and returns the
+    callable Dynamo runs instead. `options` (torch.compile's options=) are "opt_level",
+    "disabled_passes", "num_threads" and "tuning_log" (see _options.py)."""
+    from ._compile import compile_graph
+    return compile_graph(gm, example_inputs, options, mode)

@@ -1,0 +1,194 @@
+"""One plan: a Dynamo graph for concrete inputs, exported to ATen, partitioned, and its
+Ember partitions built. The plan is a callable taking the graph's inputs."""
+import torch
+from torch.export.graph_signature import InputKind, OutputKind
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+
+from .. import build as _build
+from .. import ir
+from .._ember import EmberError
+from ..frontend._aten import Converter, WeightRef, dtype_name
+from ..frontend.pytorch import _aten_name, _convert_node, _decompose, make_function
+from ._report import CompileReport, PartitionReport, publish
+from ._runner import EmberPartition
+from ._support import SHAPE_OPS, EmberSupport
+
+
+class _Fallback(Exception):
+    """The whole graph runs in PyTorch, for this reason."""
+
+
+def build_plan(gm, args, frozen, options, graph_id):
+    report = CompileReport(graph_id, [tuple(a.shape) if isinstance(a, torch.Tensor) else a
+                                      for a, f in zip(args, frozen) if not f])
+    try:
+        plan = _partitioned_plan(gm, args, frozen, options, report)
+    except _Fallback as reason:
+        report.reason = str(reason)
+        plan = gm.forward
+    publish(report)
+    return plan
+
+
+def _partitioned_plan(gm, args, frozen, options, report):
+    program = _export(gm, args)
+    for spec in program.graph_signature.output_specs:
+        if spec.kind != OutputKind.USER_OUTPUT:
+            raise _Fallback(f"the graph writes to its inputs or buffers ({spec.kind.name}); "
+                            "Ember compiles graphs without side effects")
+    module = program.graph_module
+    feeds, frozen_nodes, constants = _feeds(program, args, frozen)
+    support = EmberSupport(constants)
+    partitioner = CapabilityBasedPartitioner(module, support,
+                                             allows_single_node_partition=True)
+    partitions = partitioner.propose_partitions()
+    kept = [p for p in partitions if any(_computes(n) for n in p.nodes)]
+    _record_fallbacks(module, kept, support, report)
+    if not kept:
+        raise _Fallback("Ember supports none of its operators (see the list below)")
+    module = partitioner.fuse_partitions(kept)  # (may copy the graph: nodes go by name)
+    frozen_nodes = {node.name: t for node, t in frozen_nodes.items()}
+    constants = {node.name: t for node, t in constants.items()}
+    for node in list(module.graph.nodes):
+        if node.op == "call_module" and node.target.startswith("fused_"):
+            _replace_partition(module, node, frozen_nodes, constants, options, report)
+    return _Plan(module, feeds, _output_type(gm))
+
+
+def _export(gm, args):
+    try:
+        with torch.no_grad():
+            program = torch.export.export(gm, tuple(args), strict=False)
+    except Exception as error:  # torch raises many kinds; all mean "cannot capture"
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise _Fallback(f"torch.export could not capture it ({type(error).__name__}: "
+                        f"{first})") from None
+    return _decompose(program)
+
+
+def _feeds(program, args, frozen):
+    """How to feed each placeholder of the exported graph ("arg", index) or ("const",
+    tensor); the frozen placeholders (weights) and the constant ones, with their tensors."""
+    placeholders = [n for n in program.graph_module.graph.nodes if n.op == "placeholder"]
+    specs = program.graph_signature.input_specs
+    if len(placeholders) != len(specs):
+        raise _Fallback("its exported inputs do not match the graph's")
+    feeds, frozen_nodes, constants, user = [], {}, {}, 0
+    for node, spec in zip(placeholders, specs):
+        if spec.kind == InputKind.USER_INPUT:
+            feeds.append(("arg", user))
+            if frozen[user] and isinstance(args[user], torch.Tensor):
+                frozen_nodes[node] = args[user]
+            user += 1
+        elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER):
+            tensor = program.state_dict.get(spec.target)
+            tensor = program.constants[spec.target] if tensor is None else tensor
+            feeds.append(("const", tensor))
+            frozen_nodes[node] = tensor
+        elif spec.kind == InputKind.CONSTANT_TENSOR:
+            feeds.append(("const", program.constants[spec.target]))
+            constants[node] = program.constants[spec.target]
+        else:
+            raise _Fallback(f"it has an input of kind {spec.kind.name}")
+    return feeds, frozen_nodes, constants
+
+
+def _computes(node):
+    """Does this node do arithmetic (rather than only view or move data)?"""
+    if node.op != "call_function" or not node.all_input_nodes:
+        return False
+    name = _aten_name(node.target)
+    return name is not None and name not in SHAPE_OPS
+
+
+def _op_name(node):
+    name = _aten_name(node.target)
+    return f"aten.{name}" if name else str(node.target)
+
+
+def _record_fallbacks(module, kept, support, report):
+    inside = {n for p in kept for n in p.nodes}
+    for node in module.graph.nodes:
+        if node.op != "call_function" or node in inside or _aten_name(node.target) is None:
+            continue
+        reason = support.reasons.get(node) or ("only views or moves data between PyTorch "
+                                               "ops, which costs nothing there")
+        report.fallbacks.append((node.name, _op_name(node), reason))
+
+
+def _replace_partition(module, call, frozen_nodes, constants, options, report):
+    sub = getattr(module, call.target)
+    ops = [_op_name(n) for n in sub.graph.nodes if n.op == "call_function"
+           and _aten_name(n.target) is not None]
+    outputs = next(n for n in sub.graph.nodes if n.op == "output").args[0]
+    single = not isinstance(outputs, (tuple, list))
+    part = PartitionReport(call.target, ops, len(call.args), 1 if single else len(outputs))
+    report.partitions.append(part)
+    try:
+        func, params, arg_indices = _import_partition(sub, call, frozen_nodes, constants)
+        with options.pass_context:
+            lib = _build(func, target="llvm", params=params)
+    except EmberError as error:  # build-time limits: this part stays in PyTorch
+        part.error = str(error).splitlines()[0]
+        return
+    part.kernels = [k["name"] for k in lib._kernels()]
+    setattr(module, call.target, EmberPartition(lib, arg_indices, single))
+
+
+def _import_partition(sub, call, frozen_nodes, constants):
+    """The partition as an Ember function: its non-frozen inputs are the function's inputs
+    (arg_indices: their positions among the call's arguments), weights become params."""
+    placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
+    tensors, env, user_vars, arg_indices = {}, {}, [], []
+    for i, (ph, outer) in enumerate(zip(placeholders, call.args)):
+        if outer.name in constants:
+            env[ph] = ir.const(constants[outer.name].detach().contiguous(), outer.name)
+        elif outer.name in frozen_nodes:
+            name = f"weight{i}_{outer.name}"
+            tensors[name] = frozen_nodes[outer.name]
+            env[ph] = WeightRef(name)
+        else:
+            val = outer.meta["val"]
+            env[ph] = ir.var(f"input{i}", list(val.shape), dtype_name(val.dtype))
+            user_vars.append(env[ph])
+            arg_indices.append(i)
+    cx = Converter(tensors)
+
+    def value(arg):
+        if isinstance(arg, torch.fx.Node):
+            return env[arg]
+        if isinstance(arg, (list, tuple)):
+            return type(arg)(value(a) for a in arg)
+        return arg
+
+    outputs = []
+    for node in sub.graph.nodes:
+        if node.op == "call_function":
+            env[node] = _convert_node(cx, node, env, value)
+        elif node.op == "output":
+            outs = node.args[0]
+            outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+            outputs = [cx.resolve(value(o)) for o in outs]
+    func, params = make_function(cx, user_vars, outputs)
+    return func, params, arg_indices
+
+
+def _output_type(gm):
+    out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+    return type(out) if isinstance(out, (tuple, list)) else None
+
+
+class _Plan:
+    """Calls the partitioned ATen graph with the weights and constants in their places."""
+
+    def __init__(self, module, feeds, output_type):
+        self.module = module
+        self.feeds = feeds
+        self.output_type = output_type
+
+    def __call__(self, *args):
+        flat = [args[v] if kind == "arg" else v for kind, v in self.feeds]
+        outputs = self.module(*flat)
+        if self.output_type is None:
+            return outputs[0]
+        return self.output_type(outputs)

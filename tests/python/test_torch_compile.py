@@ -1,0 +1,282 @@
+"""torch.compile(model, backend="ember"): the entry point, partitioning with fallback to
+PyTorch, frozen weights, recompilation per shape, gradients, options. Numbers are checked
+against eager PyTorch (float32; tolerances as in test_frontend: 1e-4 relative to the
+output's scale)."""
+import os
+import subprocess
+import sys
+import tomllib
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import ember
+import models
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+PYTHON_DIR = os.path.abspath(os.path.join(ROOT, "python"))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def close(got, want, rtol=1e-4):
+    scale = want.abs().max().item() or 1.0
+    error = (got - want).abs().max().item()
+    assert error <= rtol * scale, f"max error {error} vs scale {scale}"
+
+
+def compiled(model, **kwargs):
+    return torch.compile(model, backend="ember", **kwargs)
+
+
+class CumsumNet(nn.Module):
+    """conv -> relu -> cumsum (PyTorch) -> linear -> sigmoid, with sort in the middle too."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.fc = nn.Linear(4, 6)
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x)).mean((2, 3))
+        y = torch.cumsum(y, dim=1)
+        y = torch.sort(self.fc(y), dim=-1).values
+        return torch.sigmoid(y) * 2
+
+
+# ------------------------------------------------------------------------- entry point
+
+def test_entry_point_declared_in_pyproject():
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    target = project["entry-points"]["torch_dynamo_backends"]["ember"]
+    assert target == "ember.torch_compile:ember_backend"
+    module, _, name = target.partition(":")
+    assert getattr(__import__(module, fromlist=[name]), name) is ember.torch_compile.ember_backend
+
+
+SCRIPT = """
+import sys
+{imports}
+print("ember imported" if "ember" in sys.modules else "ember not imported")
+from torch._dynamo import lookup_backend
+assert lookup_backend("ember").__module__ == "ember.torch_compile"
+if {compile}:
+    run()
+print("ok")
+"""
+
+COMPILE = """
+def run():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU()).eval()
+    x = torch.randn(4, 8)
+    with torch.no_grad():
+        got = torch.compile(model, backend="ember")(x)
+        error = (got - model(x)).abs().max().item()
+    assert error < 1e-5, error
+    import ember
+    report = ember.last_compile_report()
+    assert report is not None and report.partitions and report.reason is None, report
+"""
+
+
+def run_script(imports, extra_path=(), compile=False):
+    """Looks the backend up by name in a fresh process (and compiles a model with it)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([*extra_path, PYTHON_DIR])
+    script = COMPILE + SCRIPT.format(imports=imports, compile=compile)
+    result = subprocess.run([sys.executable, "-c", script], env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip().endswith("ok")
+    return result.stdout
+
+
+def test_installed_entry_point_needs_no_import(tmp_path):
+    """What `pip install .` gives Dynamo: the package metadata with pyproject's entry point,
+    here written by hand; the script never imports ember before torch.compile."""
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    info = tmp_path / f"ember-{project['version']}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: ember\n"
+                                   f"Version: {project['version']}\n")
+    group = project["entry-points"]["torch_dynamo_backends"]
+    (info / "entry_points.txt").write_text(
+        "[torch_dynamo_backends]\n" + "".join(f"{k} = {v}\n" for k, v in group.items()))
+    out = run_script("import torch", extra_path=[str(tmp_path)], compile=True)
+    assert "ember not imported" in out
+
+
+@pytest.mark.parametrize("imports", ["import ember\nimport torch",
+                                     "import torch._dynamo\nimport ember\nimport torch"])
+def test_import_ember_registers_the_backend(imports):
+    run_script(imports)
+
+
+# ----------------------------------------------------------------------------- numerics
+
+@pytest.mark.parametrize("family", ["resnet18", "mobilenet_v2", "encoder"])
+def test_zoo_matches_eager(family):
+    model, inputs = models.make(family, batch=2)
+    with torch.no_grad():
+        want = model(*inputs)
+        got = compiled(model)(*inputs)
+    close(got, want)
+    report = ember.last_compile_report()
+    assert report.reason is None and not report.fallbacks, report
+    assert all(p.error is None for p in report.partitions), report
+
+
+def test_unsupported_ops_stay_in_pytorch_and_are_reported(caplog):
+    torch.manual_seed(0)
+    model = CumsumNet().eval()
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad(), caplog.at_level("INFO", logger="ember"):
+        got = compiled(model)(x)
+        want = model(x)
+    close(got, want)
+    report = ember.last_compile_report()
+    fallen = {op: reason for _, op, reason in report.fallbacks}
+    assert "does not support aten.cumsum" in fallen["aten.cumsum"]
+    assert "does not support aten.sort" in fallen["aten.sort"]
+    ember_ops = [op for p in report.partitions for op in p.ops]
+    for op in ("aten.conv2d", "aten.relu", "aten.mean", "aten.linear", "aten.sigmoid"):
+        assert op in ember_ops, report
+    assert len(report.partitions) == 3  # conv..mean | linear | sigmoid*2
+    assert "PyTorch runs aten.cumsum" in caplog.text
+
+
+class Rejected(nn.Module):
+    """Ops Ember has, with arguments it rejects: a transposed convolution and sin of a
+    float64 tensor. They run in PyTorch; the rest in Ember."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = nn.ConvTranspose2d(4, 4, 2, stride=2)
+
+    def forward(self, x):
+        y = self.up(torch.relu(x))
+        z = torch.sin(y.double()).float()
+        return torch.tanh(z) + 1
+
+
+def test_rejected_attributes_fall_back():
+    torch.manual_seed(0)
+    model = Rejected().eval()
+    x = torch.randn(1, 4, 5, 5)
+    with torch.no_grad():
+        got = compiled(model)(x)
+        want = model(x)
+    close(got, want)
+    report = ember.last_compile_report()
+    fallen = {op: reason for _, op, reason in report.fallbacks}
+    assert "transposed convolution" in fallen["aten.convolution"], report
+    assert "float32 only" in fallen["aten.sin"], report
+    assert any("aten.tanh" in p.ops for p in report.partitions), report
+
+
+def test_results_are_never_overwritten():
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU()).eval()
+    x1, x2 = torch.randn(3, 8), torch.randn(3, 8)
+    with torch.no_grad():
+        fast = compiled(model)
+        y1 = fast(x1)
+        y2 = fast(x2)
+        close(y1, model(x1))
+        close(y2, model(x2))
+    assert y1.data_ptr() != y2.data_ptr()
+
+
+def test_new_shapes_build_new_modules():
+    torch.manual_seed(0)
+    model = CumsumNet().eval()
+    fast = compiled(model, dynamic=None)
+    shapes = []
+    with torch.no_grad():
+        for size in (8, 9, 11):
+            x = torch.randn(2, 3, size, size)
+            close(fast(x), model(x))
+            report = ember.last_compile_report()
+            assert report.reason is None
+            shapes.append(report.shapes[-1])
+    assert shapes == [(2, 3, 8, 8), (2, 3, 9, 9), (2, 3, 11, 11)]
+
+
+def test_gradients_fall_back_to_pytorch():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
+    reference = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
+    reference.load_state_dict(model.state_dict())
+    x = torch.randn(2, 4)
+    compiled(model)(x).sum().backward()
+    reference(x).sum().backward()
+    report = ember.last_compile_report()
+    assert "inference only" in report.reason and "torch.no_grad" in report.reason
+    close(model[0].weight.grad, reference[0].weight.grad)
+
+
+def test_weights_are_frozen_until_reset():
+    model = nn.Linear(4, 4).eval()
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        before = model(x)
+        fast = compiled(model)
+        close(fast(x), before)
+        model.weight.mul_(2)
+        close(fast(x), before)  # documented: the build holds the old weights
+        torch._dynamo.reset()
+        close(compiled(model)(x), model(x))
+
+
+def test_each_instance_gets_its_own_weights():
+    """Dynamo runs one graph for every nn.Linear (its weights are graph inputs): each
+    instance must still compute with its own frozen weights."""
+    torch.manual_seed(0)
+    a, b = nn.Linear(4, 4).eval(), nn.Linear(4, 4).eval()
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        close(compiled(a)(x), a(x))
+        close(compiled(b)(x), b(x))
+        close(compiled(a)(x), a(x))
+
+
+def test_options_reach_the_pass_context():
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU()).eval()
+    x = torch.randn(2, 8)
+    threads = ember.get_num_threads()
+    kernels = {}
+    try:
+        for disabled in ([], ["FuseOps"]):
+            torch._dynamo.reset()
+            with torch.no_grad():
+                got = compiled(model, options={"opt_level": 3, "disabled_passes": disabled,
+                                               "num_threads": 1})(x)
+            close(got, model(x))
+            kernels[bool(disabled)] = ember.last_compile_report().partitions[0].kernels
+            assert ember.get_num_threads() == 1
+    finally:
+        ember.set_num_threads(threads)
+    assert len(kernels[False]) == 1 and len(kernels[True]) > 1, kernels
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"opt_levle": 3}, "unknown option"),
+    ({"tuning_log": "log.json"}, "tuning_log"),
+    ({"num_threads": 0}, "num_threads"),
+    ({"disabled_passes": ["NoSuchPass"]}, "unknown pass"),
+])
+def test_bad_options_are_clear_errors(options, message):
+    gm = torch.fx.symbolic_trace(nn.ReLU())
+    with pytest.raises(ember.EmberError, match=message):
+        ember.torch_compile.ember_backend(gm, [torch.randn(2)], options=options)
+    with pytest.raises(Exception, match=message):
+        with torch.no_grad():
+            compiled(nn.ReLU(), options=options)(torch.randn(2))
