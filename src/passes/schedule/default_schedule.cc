@@ -12,6 +12,7 @@
 // When it does not (softmax reads its row sum once per row), an-1.o stays serial inside
 // F, so R is computed once per row rather than once per vector.
 #include <algorithm>
+#include <set>
 
 #include "ember/ir/simplify.h"
 #include "ember/passes/machine_model.h"
@@ -108,6 +109,39 @@ bool vector_input_ignores(const Stage& r, int d) {
     ignores |= !uses(p, axes[d]->var.get());
   });
   return ignores;
+}
+
+// Does an input that `r` broadcasts (one not indexed by r's innermost axis) ignore r's
+// axis `d`? (A conv's data ignores the output-channel block.)
+bool input_ignores(const Stage& r, int d) {
+  auto* red = r.body().as<ReduceNode>();
+  if (!red) return false;
+  const auto& axes = r.axes();
+  bool ignores = false;
+  visit_prim(red->source, [&](const PrimExpr& e) {
+    auto* p = e.as<ProducerLoadNode>();
+    if (!p || reads_along(e, p->producer.get(), axes.back()->var.get())) return;
+    ignores |= !reads_along(e, p->producer.get(), axes[d]->var.get());
+  });
+  return ignores;
+}
+
+// Bytes of the inputs that `r` loads as vectors (indexed by its innermost axis).
+int64_t vector_input_bytes(const Stage& r) {
+  auto* red = r.body().as<ReduceNode>();
+  int64_t bytes = 0;
+  if (!red) return bytes;
+  std::set<const TensorNode*> seen;
+  visit_prim(red->source, [&](const PrimExpr& e) {
+    auto* p = e.as<ProducerLoadNode>();
+    if (!p || !reads_along(e, p->producer.get(), r.axes().back()->var.get()) ||
+        !seen.insert(p->producer.get()).second)
+      return;
+    int64_t n = dtype_bytes(p->producer->dtype);
+    for (int64_t d : p->producer->shape) n *= d;
+    bytes += n;
+  });
+  return bytes;
 }
 
 // Register tiling: an axis `d` of the reduction that one of its inputs does not depend on
@@ -409,6 +443,16 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
     // register tile at a time (a blocked conv's row of pixels x a vector of channels).
     pads.clear();
     if (outer_vec) outer.push_back(outer_vec);
+    if (tile_axis >= 0 && !outer_vec && vector_input_bytes(*reds[0]) <= machine.l2_bytes / 2) {
+      // Axes that only the vector input (a conv's weights) depends on loop innermost: the
+      // broadcast input's tile stays in L1 while the weights, which fit in L2, stream past.
+      std::stable_partition(outer.begin(), outer.end(), [&](const IterVar& a) {
+        int k = static_cast<int>(std::find(axes.begin(), axes.end(), a) - axes.begin());
+        return k == tile_axis || a->extent == 1 || vector_input_ignores(*reds[0], k) ||
+               !input_ignores(*reds[0], k);
+      });
+      o.reorder(outer);
+    }
     tile = o.fuse(outer);
   } else if (!outer.empty()) {
     // The reductions do not depend on the innermost axis (a row statistic): the tile is the
