@@ -84,13 +84,17 @@ def test_negative_index_is_an_error_where_torch_refuses_it(vector_bits):
 def test_parallel_kernel_reports_the_error():
     """A take large enough to run on the thread pool: a bad index in another thread's
     chunk is still reported."""
-    ember.set_num_threads(2)
-    data = rng.standard_normal((300, 64)).astype(np.float32)
-    m = _module(lambda x, i: op.take(x, i), data.shape, (4096,), 256)
-    idx = rng.integers(0, 300, 4096).astype(np.int64)
-    idx[4000] = 300
-    msg = _error(lambda: m(x=data, idx=idx))
-    assert "take index 300" in msg
+    threads = ember.get_num_threads()
+    ember.set_num_threads(4)  # more threads than this machine's cores is fine
+    try:
+        data = rng.standard_normal((300, 64)).astype(np.float32)
+        m = _module(lambda x, i: op.take(x, i), data.shape, (4096,), 256)
+        idx = rng.integers(0, 300, 4096).astype(np.int64)
+        idx[4000] = 300  # in the last thread's chunk
+        msg = _error(lambda: m(x=data, idx=idx))
+        assert "take index 300" in msg
+    finally:
+        ember.set_num_threads(threads)
 
 
 def test_constant_indices_out_of_range_fail_when_the_node_is_made():
