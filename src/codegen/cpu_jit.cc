@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "ember/codegen/codegen.h"
+#include "ember/runtime/kernel_error.h"
 #include "ember/runtime/parallel.h"
 #include "ember/support/error.h"
 #include "llvm/AsmParser/Parser.h"
@@ -147,6 +148,7 @@ llvm::orc::SymbolMap runtime_symbols(llvm::orc::LLJIT& jit, const llvm::Module& 
   };
   const std::pair<const char*, llvm::orc::ExecutorSymbolDef> known[] = {
       {"ember_parallel_for", entry(&ember_parallel_for)},
+      {"ember_index_error", entry(&ember_index_error)},
       {"aligned_alloc", entry(&aligned_alloc)},
       {"free", entry(&free)},
       {"memcpy", entry(&memcpy)},

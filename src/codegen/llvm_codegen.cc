@@ -7,6 +7,7 @@
 #include "llvm/IR/DerivedTypes.h"
 #include "llvm/IR/Function.h"
 #include "llvm/IR/Intrinsics.h"
+#include "llvm/IR/MDBuilder.h"
 #include "llvm/IR/Metadata.h"
 
 namespace ember::codegen {
@@ -512,10 +513,54 @@ Value* LLVMCodeGen::emit_call(const PrimCallNode* op) {
       arity(3);
       EMBER_CHECK(fp, "fma of non-float values in ", func_name_);
       return b_.CreateIntrinsic(llvm::Intrinsic::fma, {args[0]->getType()}, args);
+    case Intrinsic::CheckIndex:
+      return emit_check_index(op, args);
     case Intrinsic::Barrier:
       break;  // handled above
   }
   EMBER_CHECK(false, "unknown intrinsic");
+}
+
+Value* LLVMCodeGen::emit_check_index(const PrimCallNode* op, const std::vector<Value*>& args) {
+  int64_t size = 0, axis = 0, allow_negative = 0;
+  EMBER_CHECK(args.size() == 4 && op->args[0].dtype() == DType::Int64 &&
+                  as_int(op->args[1], &size) && as_int(op->args[2], &axis) &&
+                  as_int(op->args[3], &allow_negative),
+              "check_index needs an int64 index and immediate size, axis and flag in ", func_name_);
+  Value* index = args[0];
+  Value* zero = llvm::Constant::getNullValue(index->getType());
+  Value* n = args[1];
+  Value* wrapped = index;
+  if (allow_negative)
+    wrapped = b_.CreateSelect(b_.CreateICmpSLT(index, zero), b_.CreateAdd(index, n), index);
+  // Unsigned: a negative index left after wrapping is out of range too.
+  Value* bad = b_.CreateICmpUGE(wrapped, n);
+  if (mask_ && is_vec(bad)) bad = b_.CreateAnd(bad, mask_);  // lanes past the end hold junk
+  emit_index_error(bad, index, size, axis, allow_negative);
+  return b_.CreateSelect(bad, zero, wrapped);
+}
+
+void LLVMCodeGen::emit_index_error(Value* bad, Value* index, int64_t size, int64_t axis,
+                                   int64_t allow_negative) {
+  Value* any = is_vec(bad) ? b_.CreateOrReduce(bad) : bad;
+  auto* report = llvm::BasicBlock::Create(ctx_, "index.bad", func_);
+  auto* ok = llvm::BasicBlock::Create(ctx_, "index.ok", func_);
+  llvm::MDBuilder md(ctx_);
+  b_.CreateCondBr(any, report, ok, md.createUnlikelyBranchWeights());
+  b_.SetInsertPoint(report);
+  Value* first = index;
+  if (is_vec(bad)) {  // the first bad lane's index
+    unsigned lanes = llvm::cast<llvm::FixedVectorType>(bad->getType())->getNumElements();
+    Value* bits = b_.CreateBitCast(bad, b_.getIntNTy(lanes));
+    Value* lane = b_.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, bits, b_.getTrue());
+    first = b_.CreateExtractElement(index, lane);
+  }
+  llvm::Type* i64 = b_.getInt64Ty();
+  llvm::FunctionCallee fn = module_->getOrInsertFunction(
+      "ember_index_error", llvm::FunctionType::get(b_.getVoidTy(), {i64, i64, i64, i64}, false));
+  b_.CreateCall(fn, {first, b_.getInt64(size), b_.getInt64(axis), b_.getInt64(allow_negative)});
+  b_.CreateBr(ok);
+  b_.SetInsertPoint(ok);
 }
 
 Value* LLVMCodeGen::emit_load(const LoadNode* op) {

@@ -38,6 +38,12 @@ class LLVMCodeGen {
   llvm::Value* emit_call(const ir::PrimCallNode* op);
   /// Intrinsic::Barrier; only a GPU target has one (the CPU target fails an internal check).
   virtual llvm::Value* emit_barrier();
+  /// Intrinsic::CheckIndex: the index wrapped and checked; 0 where it is out of range.
+  llvm::Value* emit_check_index(const ir::PrimCallNode* op, const std::vector<llvm::Value*>& args);
+  /// Reports the first lane of `index` where `bad` holds to the runtime (ember_index_error).
+  /// A GPU target has no runtime to report to (it only reads 0 there).
+  virtual void emit_index_error(llvm::Value* bad, llvm::Value* index, int64_t size, int64_t axis,
+                                int64_t allow_negative);
   llvm::Value* emit_load(const ir::LoadNode* op);
   llvm::Value* emit_guarded_load(const ir::SelectNode* op);
 

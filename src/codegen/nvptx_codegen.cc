@@ -280,6 +280,17 @@ Value* NVPTXCodeGen::emit_barrier() {
   return b_.getInt32(0);
 }
 
+void NVPTXCodeGen::emit_index_error(Value* bad, Value*, int64_t, int64_t, int64_t) {
+  Value* any = bad->getType()->isVectorTy() ? b_.CreateOrReduce(bad) : bad;
+  auto* trap = llvm::BasicBlock::Create(ctx_, "index.bad", func_);
+  auto* ok = llvm::BasicBlock::Create(ctx_, "index.ok", func_);
+  b_.CreateCondBr(any, trap, ok);
+  b_.SetInsertPoint(trap);
+  b_.CreateIntrinsic(llvm::Intrinsic::trap, {}, {});
+  b_.CreateBr(ok);
+  b_.SetInsertPoint(ok);
+}
+
 std::shared_ptr<runtime::Module> compile_cuda(const std::vector<ir::PrimFunc>& funcs,
                                               const CudaOptions& options) {
   std::shared_ptr<runtime::Module> out;

@@ -29,6 +29,10 @@ class NVPTXCodeGen : public LLVMCodeGen {
   /// globals.
   void emit_allocate(const ir::AllocateNode* op) override;
   llvm::Value* emit_barrier() override;
+  /// No runtime to report to from a GPU thread: an out-of-range index traps, which fails the
+  /// launch (a CUDA error naming no index) rather than reading a wrong row.
+  void emit_index_error(llvm::Value* bad, llvm::Value* index, int64_t size, int64_t axis,
+                        int64_t allow_negative) override;
 
  private:
   runtime::cuda::LaunchDims dims_;

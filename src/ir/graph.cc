@@ -149,6 +149,7 @@ Expr call(const Op* op, std::vector<Expr> args, Attrs attrs, const std::string& 
                       &bytes))
       ctx.fail("the result " + to_string(t) + " is larger than 2^63 bytes; check the sizes");
   }
+  if (op->check_constants) op->check_constants(args, attrs, ctx);
   return std::make_shared<CallNode>(op, std::move(args), std::move(attrs), std::move(out), name);
 }
 

@@ -693,6 +693,8 @@ const char* intrinsic_name(Intrinsic op) {
       return "fma";
     case Intrinsic::Barrier:
       return "barrier";
+    case Intrinsic::CheckIndex:
+      return "check_index";
   }
   return "?";
 }

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "ember/runtime/cuda.h"
+#include "ember/runtime/kernel_error.h"
 #include "ember/support/checked_math.h"
 #include "ember/support/error.h"
 
@@ -316,7 +317,16 @@ void GraphExecutor::run_locked() {
     cuda::synchronize();
     return;
   }
-  for (size_t k = 0; k < fns_.size(); ++k) fns_[k](args_[k].data());
+  KernelErrors errors;
+  KernelErrorScope scope(&errors);
+  for (size_t k = 0; k < fns_.size(); ++k) {
+    fns_[k](args_[k].data());
+    check_kernel(errors, k);
+  }
+}
+
+void GraphExecutor::check_kernel(KernelErrors& errors, size_t k) const {
+  if (errors.failed()) fail(errors.take_message(graph_->kernels[k].name));
 }
 
 std::vector<Tensor> GraphExecutor::run(const std::vector<Tensor>& inputs) {
@@ -463,10 +473,13 @@ std::vector<KernelProfile> GraphExecutor::profile(int repeat) {
       }
       continue;
     }
+    KernelErrors errors;
+    KernelErrorScope scope(&errors);
     for (size_t k = 0; k < fns_.size(); ++k) {
       auto t0 = Clock::now();
       fns_[k](args_[k].data());
       total[k] += ms_since(t0);
+      check_kernel(errors, k);
     }
   }
   double all = 0;

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "ember/runtime/kernel_error.h"
 #include "ember/runtime/parallel.h"
 #include "ember/support/error.h"
 
@@ -24,7 +25,8 @@ std::string dl_error() {
 
 const std::map<std::string, void*>& runtime_imports() {
   static const std::map<std::string, void*> table = {
-      {"ember_parallel_for", reinterpret_cast<void*>(&ember_parallel_for)}};
+      {"ember_parallel_for", reinterpret_cast<void*>(&ember_parallel_for)},
+      {"ember_index_error", reinterpret_cast<void*>(&ember_index_error)}};
   return table;
 }
 

@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "ember/runtime/kernel_error.h"
 #include "ember/support/error.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -91,6 +92,7 @@ class Pool {
     n_ = n;
     body_ = body;
     closure_ = closure;
+    kernel_errors_ = current_kernel_errors();  // the team reports to the caller's record
     error_ = nullptr;
     remaining_.store(team - 1);
     // Publishes the job: the next generation with the team size (seq_cst: see wait_for_job).
@@ -125,6 +127,7 @@ class Pool {
     int64_t begin = i * base + std::min<int64_t>(i, rem);
     int64_t end = begin + base + (i < rem ? 1 : 0);
     if (begin >= end) return;
+    KernelErrorScope errors(kernel_errors_);
     try {
       body_(begin, end, closure_);
     } catch (...) {
@@ -177,6 +180,7 @@ class Pool {
   int64_t n_ = 0;
   Body body_ = nullptr;
   void* closure_ = nullptr;
+  KernelErrors* kernel_errors_ = nullptr;
   std::exception_ptr error_;
   std::mutex error_mutex_;
 

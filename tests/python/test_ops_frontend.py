@@ -246,12 +246,12 @@ def test_take():
     w = randn(10, 6)
     ids = rng.integers(0, 10, (2, 5))
     ids32 = np.array([3, 0, 3, 1], dtype=np.int32)
-    bad = np.array([-4, 12, 9], dtype=np.int64)
+    negative = np.array([-4, -10, 9], dtype=np.int64)
     got = run(lambda a, b, c, d: [op.take(a, b), op.take(a, c, axis=1), op.take(a, d),
-                                  op.take(a, c, axis=-1)], w, ids, ids32, bad)
+                                  op.take(a, c, axis=-1)], w, ids, ids32, negative)
     check(got[0], F.embedding(t(ids), t(w)), EXACT)
     check(got[1], torch.index_select(t(w), 1, t(ids32)), EXACT)
-    check(got[2], w[[0, 9, 9]], EXACT)  # out-of-range indices clamp to the first/last row
+    check(got[2], t(w)[t(negative)], EXACT)  # negative indices count from the end, as x[idx]
     check(got[3], got[1], EXACT)
 
 

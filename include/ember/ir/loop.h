@@ -175,7 +175,12 @@ struct LoadNode : PrimExprNode {
 /// (exp, log, tanh, erf, ...) are not here: prim_math.h expands them into these.
 /// Barrier (GPU only, no arguments, Int32 result, used in an Evaluate) waits until every
 /// thread of the block has reached it and their shared-memory writes are visible.
-enum class Intrinsic { Sqrt, Floor, Ceil, Abs, Round, IsNan, Fma, Barrier };
+/// CheckIndex(index, size, axis, allow_negative) (all Int64; size, axis and allow_negative
+/// immediates) is a runtime-checked index into an axis of `size` elements: a negative index
+/// counts from the end when allow_negative is 1; an index still outside [0, size) is reported
+/// to the runtime (ember_index_error, which the executor raises as an error naming the
+/// kernel) and reads as 0, so the load it feeds stays in bounds.
+enum class Intrinsic { Sqrt, Floor, Ceil, Abs, Round, IsNan, Fma, Barrier, CheckIndex };
 struct PrimCallNode : PrimExprNode {
   static constexpr PrimKind kKind = PrimKind::Call;
   Intrinsic op;

@@ -40,6 +40,12 @@ using TypeRelation =
 using ComputeRule = std::function<Tensor(const std::vector<Tensor>& inputs, const Attrs& attrs,
                                          const TensorType& out)>;
 
+/// Checks the values of an op's constant inputs (known when the graph is built), e.g. take's
+/// indices; ctx.fail on a bad value. Runs whenever a call is made (also after passes bind or
+/// fold constants), after the type relation normalised `attrs`.
+using ConstantCheck =
+    std::function<void(const std::vector<Expr>& args, const Attrs& attrs, const TypeContext& ctx)>;
+
 struct Op {
   std::string name;
   int num_inputs = -1;  // -1: variadic
@@ -49,6 +55,7 @@ struct Op {
   /// True for ops whose output is a view of their input (reshape, flatten, squeeze):
   /// the executor aliases memory instead of running a kernel.
   bool is_view = false;
+  ConstantCheck check_constants;  // optional
 };
 
 /// A custom lowering: builds the kernel of a fused group whose only op is the op it belongs

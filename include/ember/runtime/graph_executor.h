@@ -11,6 +11,8 @@
 
 namespace ember::runtime {
 
+class KernelErrors;  // kernel_error.h
+
 namespace cuda {
 class CudaModule;
 }
@@ -133,6 +135,8 @@ class GraphExecutor {
   // The unlocked steps of the public calls; callers hold mutex_.
   void set_input_locked(int index, const Tensor& value);
   void run_locked();
+  // ember::Error naming kernel k when it reported bad data (an index out of range).
+  void check_kernel(KernelErrors& errors, size_t k) const;
   size_t pool_bytes_ = 0;
   // Held while a call reads or writes the executor's buffers (set_input, run, benchmark,
   // profile).

@@ -974,7 +974,8 @@ def _select(cx, a):
 
 @converts("index_select")
 def _index_select(cx, a):
-    return cx.emit("take", [a[0], a[2]], axis=_axis(a[1], len(a[0].shape)))
+    # torch's index_select refuses negative indices (x[idx] wraps them: see _index)
+    return cx.emit("take", [a[0], a[2]], axis=_axis(a[1], len(a[0].shape)), allow_negative=0)
 
 
 @converts("index")
@@ -993,7 +994,7 @@ def _index(cx, a):
 
 @converts("embedding")
 def _embedding(cx, a):
-    return cx.emit("take", [a[0], a[1]], axis=0)
+    return cx.emit("take", [a[0], a[1]], axis=0, allow_negative=0)  # as torch: no wrapping
 
 
 @converts("constant_pad_nd", "pad")

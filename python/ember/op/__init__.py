@@ -256,12 +256,16 @@ def broadcast_to(data, shape, name=""):
     return _call(op, [_expr(data, "data", op)], {"shape": _ints(shape, "shape", op)}, name)
 
 
-def take(data, indices, axis=0, name=""):
+def take(data, indices, axis=0, allow_negative=True, name=""):
     """Rows of `data` along `axis` picked by int32/int64 `indices` (an embedding lookup is
-    take(weight, ids)); out-of-range indices are clamped to the first or last row."""
+    take(weight, ids)). A negative index counts from the end, as x[idx] in PyTorch (with
+    allow_negative=False it is an error, as in torch.index_select). An index out of range
+    is an EmberError: when the graph is built for constant indices, else when the model
+    runs (the kernel checks every index; the error names the kernel, index and size)."""
     op = "take"
     return _call(op, [_expr(data, "data", op), _expr(indices, "indices", op)],
-                 {"axis": _int(axis, "axis", op)}, name)
+                 {"axis": _int(axis, "axis", op), "allow_negative": int(bool(allow_negative))},
+                 name)
 
 
 def topk(data, k, axis=-1, largest=True, sorted=True, name=""):

@@ -363,6 +363,8 @@ Tensor broadcast_to_compute(const std::vector<Tensor>& in, const Attrs&, const T
 
 // ---------------------------------------------------------------- take
 
+// Attributes: axis, and allow_negative (1, the default: -1 is the last row, as x[idx] in
+// PyTorch; 0: negative indices are errors, as torch's index_select and embedding).
 Type take_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
   check_arity(args, 2, ctx);
   const TensorType& data = tensor_arg(args, 0, "data", ctx);
@@ -373,24 +375,48 @@ Type take_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ct
   if (data.shape[axis] == 0)
     ctx.fail("data " + to_string(data) + " is empty along axis " + std::to_string(axis) +
              "; there is nothing to take");
-  attrs = attrs.with("axis", axis);
+  attrs = attrs.with("axis", axis)
+              .with("allow_negative", int64_t{attrs.get_int("allow_negative", 1) != 0});
   std::vector<int64_t> shape(data.shape.begin(), data.shape.begin() + axis);
   shape.insert(shape.end(), indices.shape.begin(), indices.shape.end());
   shape.insert(shape.end(), data.shape.begin() + axis + 1, data.shape.end());
   return TensorType{shape, data.dtype};
 }
 
-// Out-of-range indices are clamped into [0, size - 1] (TVM's mode "clip"): a bad index
-// reads the first or last row instead of memory outside the tensor. Negative indices are
-// not wrapped.
+// Indices known when the graph is built (constants) are checked then: a bad one is an
+// error at the node rather than at the first run.
+void take_check_constants(const std::vector<Expr>& args, const Attrs& attrs,
+                          const TypeContext& ctx) {
+  auto* c = as<ConstantNode>(args[1]);
+  if (!c || c->value.device().type != runtime::DeviceType::CPU) return;
+  int64_t axis = attrs.get_int("axis", 0);
+  int64_t size = args[0]->type.tensor().shape[axis];
+  bool allow_negative = attrs.get_int("allow_negative", 1) != 0;
+  const runtime::Tensor& v = c->value;
+  for (int64_t i = 0; i < v.numel(); ++i) {
+    int64_t at = v.dtype() == DType::Int64 ? v.data_as<int64_t>()[i] : v.data_as<int32_t>()[i];
+    if (at < size && at >= (allow_negative ? -size : 0)) continue;
+    ctx.fail("constant index " + std::to_string(at) + " (element " + std::to_string(i) +
+             " of the indices) is out of range for axis " + std::to_string(axis) + " of size " +
+             std::to_string(size) + " (valid indices are " +
+             (allow_negative ? std::to_string(-size) : std::string("0")) + " to " +
+             std::to_string(size - 1) + "); fix the indices");
+  }
+}
+
+// Each index is checked in the kernel (Intrinsic::CheckIndex): a negative one wraps when
+// allowed, and one still out of range is reported to the runtime, which raises an error
+// naming the kernel; the kernel meanwhile reads row 0, never memory outside the tensor.
 Tensor take_compute(const std::vector<Tensor>& in, const Attrs& attrs, const TensorType& out) {
   const Tensor &data = in[0], &indices = in[1];
   size_t axis = static_cast<size_t>(attrs.get_int("axis", 0));
+  int64_t allow_negative = attrs.get_int("allow_negative", 1) != 0;
   size_t k = indices.shape().size();
   return compute("take", out.shape, [&](const std::vector<PrimVar>& i) {
     std::vector<PrimExpr> ii(i.begin() + axis, i.begin() + axis + k);
-    PrimExpr at = cast(DType::Int64, indices(ii));
-    at = min(max(at, idx(0)), idx(data.shape()[axis] - 1));
+    PrimExpr at =
+        call(Intrinsic::CheckIndex, {cast(DType::Int64, indices(ii)), idx(data.shape()[axis]),
+                                     idx(static_cast<int64_t>(axis)), idx(allow_negative)});
     std::vector<PrimExpr> di(i.begin(), i.begin() + axis);
     di.push_back(at);
     di.insert(di.end(), i.begin() + axis + k, i.end());
@@ -420,8 +446,8 @@ Tensor take_compute(const std::vector<Tensor>& in, const Attrs& attrs, const Ten
     register_op(view_op({"squeeze", 1, OpPattern::Injective, squeeze_rel, squeeze_compute}));
 [[maybe_unused]] const Op* kBroadcastTo =
     register_op({"broadcast_to", 1, OpPattern::Broadcast, broadcast_to_rel, broadcast_to_compute});
-[[maybe_unused]] const Op* kTake =
-    register_op({"take", 2, OpPattern::Injective, take_rel, take_compute});
+[[maybe_unused]] const Op* kTake = register_op(
+    {"take", 2, OpPattern::Injective, take_rel, take_compute, false, take_check_constants});
 
 }  // namespace
 }  // namespace ember::ir

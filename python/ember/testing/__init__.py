@@ -1,0 +1,1 @@
+"""Testing tools: the differential fuzzer (`python -m ember.testing.fuzz --help`)."""
