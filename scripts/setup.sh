@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Installs what Ember needs to build and test. Idempotent: installs only what is missing.
+# `setup.sh --sanitizers` also installs clang-19 and its sanitizer and libFuzzer runtimes
+# (scripts/sanitize.sh, scripts/fuzz_model_file.sh); the normal setup stays without them.
 set -euo pipefail
 
 APT_PACKAGES=(llvm-19-dev libboost-graph-dev libgtest-dev libgmock-dev ccache graphviz
               ninja-build clang-format-19 zlib1g-dev libzstd-dev libedit-dev libxml2-dev
               libffi-dev)
+if [[ ${1:-} == --sanitizers ]]; then
+  APT_PACKAGES+=(clang-19 libclang-rt-19-dev libfuzzer-19-dev)
+fi
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")

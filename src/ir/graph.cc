@@ -342,75 +342,85 @@ bool tensor_equal(const runtime::Tensor& a, const runtime::Tensor& b) {
          (a.data() == b.data() || std::memcmp(a.data(), b.data(), a.nbytes()) == 0);
 }
 
-struct EqualChecker {
-  std::map<const ExprNode*, const ExprNode*> vars;
-  // Pairs already compared, with the answer: a DAG shares nodes (a residual block reads its
-  // input twice), and without this every path through it would be compared again, which
-  // is exponential in the number of such diamonds. Within one function the answer for a
-  // pair never changes (params are mapped before its body is compared).
-  std::map<std::pair<const ExprNode*, const ExprNode*>, bool> memo;
-
-  bool eq(const Expr& a, const Expr& b) {
-    if (a == b) return true;
-    if (!a || !b || a->kind != b->kind || !(a->type == b->type)) return false;
-    auto key = std::make_pair(a.get(), b.get());
-    auto it = memo.find(key);
-    if (it != memo.end()) return it->second;
-    bool result = compare(a, b);
-    memo[key] = result;
-    return result;
+// Compares two graphs node pair by node pair with an explicit stack, not recursion: graphs
+// can be tens of thousands of nodes deep (a recursive walk overflowed the stack). Each pair
+// is compared once: a DAG shares nodes (a residual block reads its input twice), and
+// following every path through it again would be exponential in the number of diamonds.
+// The graphs are equal when every reachable pair matches on its own (same kind, type, op,
+// attributes, constant value; Vars by the parameter position they were mapped from).
+class EqualChecker {
+ public:
+  bool equal(const Expr& a, const Expr& b) {
+    push(a, b);
+    while (!todo_.empty()) {
+      auto [x, y] = todo_.back();
+      todo_.pop_back();
+      if (!match(x, y)) return false;
+    }
+    return true;
   }
 
-  bool compare(const Expr& a, const Expr& b) {
+ private:
+  std::map<const ExprNode*, const ExprNode*> vars_;  // a's params -> b's params
+  std::set<std::pair<const ExprNode*, const ExprNode*>> seen_;
+  std::vector<std::pair<const ExprNode*, const ExprNode*>> todo_;
+
+  void push(const Expr& a, const Expr& b) {
+    if (seen_.insert({a.get(), b.get()}).second) todo_.emplace_back(a.get(), b.get());
+  }
+  bool push_all(const std::vector<Expr>& a, const std::vector<Expr>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) push(a[i], b[i]);
+    return true;
+  }
+
+  // Compares a and b themselves and queues their inputs: a Function's parameters are mapped
+  // before its body is queued, so its Vars compare by position.
+  bool match(const ExprNode* a, const ExprNode* b) {
+    if (a == b) return true;
+    if (!a || !b || a->kind != b->kind || !(a->type == b->type)) return false;
     switch (a->kind) {
       case NodeKind::Var: {
-        auto it = vars.find(a.get());
-        return it != vars.end() && it->second == b.get();
+        auto it = vars_.find(a);
+        return it != vars_.end() && it->second == b;
       }
       case NodeKind::Constant:
-        return tensor_equal(static_cast<const ConstantNode*>(a.get())->value,
-                            static_cast<const ConstantNode*>(b.get())->value);
+        return tensor_equal(static_cast<const ConstantNode*>(a)->value,
+                            static_cast<const ConstantNode*>(b)->value);
       case NodeKind::Call: {
-        auto *x = static_cast<const CallNode*>(a.get()), *y = static_cast<const CallNode*>(b.get());
-        if (x->fn || y->fn) {
-          if (!x->fn || !y->fn || !all(x->args, y->args)) return false;
-          EqualChecker inner;
-          return inner.eq(x->fn, y->fn);
-        }
-        return x->op == y->op && x->attrs == y->attrs && all(x->args, y->args);
+        auto *x = static_cast<const CallNode*>(a), *y = static_cast<const CallNode*>(b);
+        if (!x->fn != !y->fn) return false;
+        if (x->fn) push(x->fn, y->fn);
+        return (x->fn || (x->op == y->op && x->attrs == y->attrs)) && push_all(x->args, y->args);
       }
       case NodeKind::Tuple:
-        return all(static_cast<const TupleNode*>(a.get())->fields,
-                   static_cast<const TupleNode*>(b.get())->fields);
+        return push_all(static_cast<const TupleNode*>(a)->fields,
+                        static_cast<const TupleNode*>(b)->fields);
       case NodeKind::TupleGetItem: {
-        auto* x = static_cast<const TupleGetItemNode*>(a.get());
-        auto* y = static_cast<const TupleGetItemNode*>(b.get());
-        return x->index == y->index && eq(x->tuple, y->tuple);
+        auto *x = static_cast<const TupleGetItemNode*>(a),
+             *y = static_cast<const TupleGetItemNode*>(b);
+        if (x->index != y->index) return false;
+        push(x->tuple, y->tuple);
+        return true;
       }
       case NodeKind::Function: {
-        auto* x = static_cast<const FunctionNode*>(a.get());
-        auto* y = static_cast<const FunctionNode*>(b.get());
+        auto *x = static_cast<const FunctionNode*>(a), *y = static_cast<const FunctionNode*>(b);
         if (x->params.size() != y->params.size()) return false;
         for (size_t i = 0; i < x->params.size(); ++i) {
           if (!(x->params[i]->type == y->params[i]->type)) return false;
-          vars[x->params[i].get()] = y->params[i].get();
+          vars_[x->params[i].get()] = y->params[i].get();
         }
-        return eq(x->body, y->body);
+        push(x->body, y->body);
+        return true;
       }
     }
     return false;
-  }
-  bool all(const std::vector<Expr>& a, const std::vector<Expr>& b) {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i)
-      if (!eq(a[i], b[i])) return false;
-    return true;
   }
 };
 
 }  // namespace
 
-bool structural_equal(const Expr& a, const Expr& b) { return EqualChecker().eq(a, b); }
+bool structural_equal(const Expr& a, const Expr& b) { return EqualChecker().equal(a, b); }
 
 // ---------------------------------------------------------------------------------- printer
 

@@ -37,10 +37,27 @@ PrimExpr flat_index(const Buffer& buffer, const std::vector<PrimExpr>& indices) 
   return index;
 }
 
+namespace {
+// A double as an integer of type t the way generated casts do it (llvm.fptosi.sat): toward
+// zero, NaN to 0, out-of-range values to the type's min or max. A plain static_cast is
+// undefined behaviour for those.
+int64_t saturating_int(DType t, double value) {
+  const bool i32 = t == DType::Int32;
+  const double lo = i32 ? -2147483648.0 : -9223372036854775808.0;
+  const double hi = i32 ? 2147483648.0 : 9223372036854775808.0;  // 2^31, 2^63: one past max
+  if (std::isnan(value)) return 0;
+  if (value <= lo)
+    return i32 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min();
+  if (value >= hi)
+    return i32 ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max();
+  return static_cast<int64_t>(value);
+}
+}  // namespace
+
 PrimExpr make_const(DType t, double value) {
   if (is_float(t)) return PrimExpr(std::make_shared<FloatImmNode>(t, value));
   if (t == DType::Bool) return PrimExpr(std::make_shared<IntImmNode>(t, value != 0));
-  return PrimExpr(std::make_shared<IntImmNode>(t, static_cast<int64_t>(value)));
+  return PrimExpr(std::make_shared<IntImmNode>(t, saturating_int(t, value)));
 }
 
 bool as_int(const PrimExpr& e, int64_t* out) {
@@ -228,6 +245,12 @@ PrimExpr cast(DType t, PrimExpr v) {
   if (v.dtype() == t) return v;
   int64_t i;
   double f;
+  // An integer to a narrower integer wraps, as the generated trunc does (and without a trip
+  // through double, which rounds large int64 values).
+  if (as_int(v, &i) && t == DType::Int32)
+    return PrimExpr(
+        std::make_shared<IntImmNode>(t, static_cast<int32_t>(static_cast<uint32_t>(i))));
+  if (as_int(v, &i) && t == DType::Int64) return PrimExpr(std::make_shared<IntImmNode>(t, i));
   if (as_int(v, &i) && t != DType::Bool) return make_const(t, static_cast<double>(i));
   if (as_float(v, &f) && is_float(t)) return make_const(t, f);
   return PrimExpr(std::make_shared<CastNode>(t, std::move(v)));

@@ -333,10 +333,10 @@ Function recognize_attention(const Function& f) {
     Expr out;
     try {
       out = call("nn.attention", args, attrs, name);
-    } catch (const InternalError&) {
-      throw;
     } catch (const Error&) {
-      return nullptr;  // operands nn.attention does not take (e.g. batch broadcasting)
+      // Operands nn.attention does not take (e.g. batch broadcasting). An InternalError is
+      // not an Error: it propagates.
+      return nullptr;
     }
     const TensorType& want = e->type.tensor();
     if (out->type.tensor() == want) return out;

@@ -183,8 +183,10 @@ class JsonParser {
     uint64_t n = 0;
     const uint64_t limit = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
     while (pos_ < t_.size() && t_[pos_] >= '0' && t_[pos_] <= '9') {
-      n = n * 10 + static_cast<uint64_t>(t_[pos_++] - '0');
-      if (n > limit) error("integer out of range");
+      // Checked before n * 10 + digit, which can pass 2^64 and wrap to a small number.
+      const uint64_t digit = static_cast<uint64_t>(t_[pos_++] - '0');
+      if (n > (limit - digit) / 10) error("integer out of range");
+      n = n * 10 + digit;
     }
     if (pos_ < t_.size() && std::strchr(".eE", t_[pos_])) error("expected an integer");
     return neg ? -static_cast<int64_t>(n) : static_cast<int64_t>(n);
@@ -442,6 +444,49 @@ void read_launch_table(const Json& root, const GraphReader& r, bool gpu_code, Ar
   }
 }
 
+// Each value has at most one owner of its memory: a graph input, a parameter, or a view of
+// another value; views form no cycle; and no kernel writes an input or a parameter (or a
+// view of one): parameters are shared by every executor of the model. The compiler never
+// writes such a graph; a file edited into one is refused here, before the executor plans it.
+void check_value_roles(const ExecGraph& g, const GraphReader& r) {
+  enum Owner : char { kNone, kInput, kParam, kView };
+  const int n = static_cast<int>(g.values.size());
+  std::vector<char> owner(n, kNone);
+  auto claim = [&](int v, Owner o, const std::string& path) {
+    if (owner[v] != kNone)
+      r.error(path, "is value " + std::to_string(v) +
+                        ", which is already an input, a parameter or a view");
+    owner[v] = o;
+  };
+  for (size_t i = 0; i < g.inputs.size(); ++i)
+    claim(g.inputs[i].value, kInput, index_path("inputs", i) + ".value");
+  for (size_t i = 0; i < g.params.size(); ++i)
+    claim(g.params[i].value, kParam, index_path("params", i) + ".value");
+  std::vector<int> src(n, -1);
+  for (size_t i = 0; i < g.views.size(); ++i) {
+    claim(g.views[i].dst, kView, index_path("views", i) + ".dst");
+    src[g.views[i].dst] = g.views[i].src;
+  }
+  // The value whose memory v is; each step follows one view.
+  auto root = [&](int v, const std::string& path) {
+    for (int steps = 0; src[v] >= 0; ++steps) {
+      if (steps > n) r.error(path, "reaches a cycle of views");
+      v = src[v];
+    }
+    return v;
+  };
+  for (size_t i = 0; i < g.views.size(); ++i) root(g.views[i].dst, index_path("views", i));
+  for (size_t i = 0; i < g.kernels.size(); ++i) {
+    const ExecGraph::Kernel& k = g.kernels[i];
+    for (size_t j = static_cast<size_t>(k.num_inputs); j < k.args.size(); ++j) {
+      std::string path = index_path(index_path("kernels", i) + ".args", j);
+      char o = owner[root(k.args[j], path)];
+      if (o == kInput || o == kParam)
+        r.error(path, "is an output of the kernel but an input or a parameter of the graph");
+    }
+  }
+}
+
 // Parses and validates the graph; params view `params` (a span of `buffer`). `gpu_code`:
 // the file holds PTX, so every kernel needs its launch dims.
 void read_graph(const std::string& text, const std::string& where,
@@ -556,6 +601,7 @@ void read_graph(const std::string& text, const std::string& where,
                            r.string(fusion[i], "consumer", path), fused.b,
                            r.string(fusion[i], "reason", path)});
   }
+  check_value_roles(*g, r);
   a.graph = std::move(g);
 }
 

@@ -60,8 +60,11 @@ int64_t window_out_size(int64_t size, int64_t pad_begin, int64_t pad_end, int64_
     ctx.fail(std::string("the window (size ") + std::to_string(kernel) + ", dilation " +
              std::to_string(dilation) + ") is larger than the padded input " + dim + " (" +
              std::to_string(padded) + "); use a smaller window or more padding");
-  int64_t out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
-  if (ceil_mode && (out - 1) * stride >= size + pad_begin) --out;
+  // Ceiling division without span + stride - 1, which can pass 64 bits; a last window
+  // whose start does not fit in 64 bits starts past the input, too.
+  int64_t out = span / stride + (ceil_mode && span % stride != 0) + 1, last_start;
+  if (ceil_mode && (mul_overflows(out - 1, stride, &last_start) || last_start >= size + pad_begin))
+    --out;
   return out;
 }
 
@@ -491,7 +494,11 @@ PoolParams pool_attrs(Attrs& attrs, bool has_dilation, const TypeContext& ctx) {
   // A window that saw only padding would have no defined value (max of nothing, average
   // over no elements); torch is stricter still (pad <= kernel / 2).
   for (int dim = 0; dim < 2; ++dim) {
-    int64_t window = p.dilation[dim] * (p.kernel[dim] - 1) + 1;
+    int64_t window;
+    if (mul_overflows(p.dilation[dim], p.kernel[dim] - 1, &window) ||
+        add_overflows(window, 1, &window))
+      ctx.fail("the pool window (size " + std::to_string(p.kernel[dim]) + ", dilation " +
+               std::to_string(p.dilation[dim]) + ") does not fit in 64 bits; check them");
     if (p.pad[dim] >= window || p.pad[dim + 2] >= window)
       ctx.fail("padding " + ints_str(p.pad) + " must be smaller than the pool window (" +
                std::to_string(window) + " along " + (dim == 0 ? "height" : "width") +

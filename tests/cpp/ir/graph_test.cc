@@ -7,6 +7,7 @@
 #include <chrono>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "ember/ir/op.h"
 
@@ -42,6 +43,28 @@ TEST(StructuralEqual, ResidualDiamondsTakeLinearTime) {
   EXPECT_EQ(equal_within_seconds(residual_chain(blocks, 2), residual_chain(blocks, 3)), 0)
       << "structural_equal did not finish (or said equal)";
   EXPECT_FALSE(structural_equal(residual_chain(3, 2), residual_chain(4, 2)));
+}
+
+// A chain of relus 200,000 deep: a recursive comparison overflowed the stack (a crash). The
+// test holds every node, and releases them last first, so destroying the chain does not
+// recurse either.
+TEST(StructuralEqual, DeepChainsDoNotOverflowTheStack) {
+  const int depth = 200000;
+  auto chain = [&](std::vector<Expr>& nodes, const char* op) {
+    nodes.push_back(var("x", TensorType{{4}, DType::Float32}));
+    for (int i = 0; i < depth; ++i)
+      nodes.push_back(call(i == depth / 2 ? op : "nn.relu", {nodes.back()}));
+    return function({nodes.front()}, nodes.back());
+  };
+  std::vector<Expr> a_nodes, b_nodes, c_nodes;
+  {
+    Function a = chain(a_nodes, "nn.relu"), b = chain(b_nodes, "nn.relu"),
+             c = chain(c_nodes, "sigmoid");
+    EXPECT_TRUE(structural_equal(a, b));
+    EXPECT_FALSE(structural_equal(a, c));
+  }
+  for (auto* nodes : {&a_nodes, &b_nodes, &c_nodes})
+    while (!nodes->empty()) nodes->pop_back();
 }
 
 }  // namespace

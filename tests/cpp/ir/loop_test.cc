@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "ember/ir/simplify.h"
 #include "ember/support/error.h"
 
@@ -92,6 +94,32 @@ TEST(LoopIR, SubstituteReplacesByIdentity) {
   PrimExpr e = x + y;
   PrimExpr r = substitute(e, {{x.get(), PrimExpr(int64_t{3})}});
   EXPECT_EQ(to_string(r), "(3 + x)");
+}
+
+int64_t int_value(const PrimExpr& e) {
+  int64_t v = 0;
+  EXPECT_TRUE(as_int(e, &v)) << to_string(e);
+  return v;
+}
+
+// A float constant made an integer saturates as the generated cast does (NaN -> 0, out of
+// range -> min / max); a plain C++ cast is undefined behaviour there (NaN gave INT64_MIN).
+TEST(LoopIR, IntegerConstantsFromFloatsSaturate) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(int_value(make_const(DType::Int64, nan)), 0);
+  EXPECT_EQ(int_value(make_const(DType::Int32, nan)), 0);
+  EXPECT_EQ(int_value(make_const(DType::Int64, inf)), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(int_value(make_const(DType::Int64, -inf)), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(int_value(make_const(DType::Int64, 1e19)), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(int_value(make_const(DType::Int32, 1e10)), std::numeric_limits<int32_t>::max());
+  EXPECT_EQ(int_value(make_const(DType::Int32, -1e10)), std::numeric_limits<int32_t>::min());
+  EXPECT_EQ(int_value(make_const(DType::Int32, -2.9)), -2);
+  EXPECT_EQ(int_value(make_const(DType::Int64, 2.9)), 2);
+  EXPECT_EQ(int_value(make_const(DType::Bool, nan)), 1);  // x != 0, as casts to bool
+  // Integer to a narrower integer wraps (trunc), exactly, with no trip through double.
+  EXPECT_EQ(int_value(cast(DType::Int32, PrimExpr(int64_t{(int64_t{1} << 32) + 5}))), 5);
+  EXPECT_EQ(int_value(cast(DType::Int64, make_const(DType::Int32, -7))), -7);
 }
 
 }  // namespace

@@ -243,6 +243,27 @@ TEST(OpsTest, PoolShapesMatchTorch) {
       {"smaller than the pool window"});
 }
 
+// Huge strides and windows: checked arithmetic, not a size that wrapped past 64 bits (the
+// ceil-mode count was (span + stride - 1) / stride, which wrapped to 0 outputs here).
+TEST(OpsTest, PoolSizesDoNotOverflow) {
+  using V = std::vector<int64_t>;
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  auto pool = [](Attrs attrs) {
+    return shape_of(call("nn.max_pool2d", {f32("x", {1, 1, 4, 4})}, std::move(attrs)));
+  };
+  // torch.nn.functional.max_pool2d(x, 2, stride=2**63 - 1, ceil_mode=True): 1 x 1.
+  EXPECT_EQ(pool(Attrs({{"pool_size", V{2}}, {"strides", V{big}}, {"ceil_mode", int64_t{1}}})),
+            (V{1, 1, 1, 1}));
+  EXPECT_EQ(pool(Attrs({{"pool_size", V{3}},
+                        {"strides", V{big - 1}},
+                        {"padding", V{1}},
+                        {"ceil_mode", int64_t{1}}})),
+            (V{1, 1, 1, 1}));
+  expect_error(
+      [&] { pool(Attrs({{"pool_size", V{int64_t{1} << 40}}, {"dilation", V{int64_t{1} << 40}}})); },
+      {"does not fit in 64 bits"});
+}
+
 TEST(OpsTest, ReshapeFlattenTransposeConcatenate) {
   using V = std::vector<int64_t>;
   Expr x = f32("x", {2, 3, 4});

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The test suites under sanitizers (not part of scripts/test.sh: they take long).
+#
+#  1. build-asan/: everything built with -DEMBER_SANITIZE=address,undefined (GCC, as the
+#     normal build); runs the C++ tests (ctest) and a slice of the Python tests on that
+#     build's extension (build-asan/python/ember: links to the package sources next to the
+#     instrumented _ember). UBSan aborts at its first report, so any report fails the run.
+#     The Python interpreter is not built with ASan, so ASan's runtime must come first in the
+#     process: LD_PRELOAD=libasan.so. Leak checking is off for Python (ASAN_OPTIONS=
+#     detect_leaks=0): the interpreter and the libraries it imports (torch, NumPy) keep
+#     memory until exit on purpose, which LeakSanitizer would report as leaks that are not
+#     Ember's; the C++ tests run with leak checking on.
+#  2. build-tsan/: the runtime alone (EMBER_RUNTIME_ONLY: the thread pool, the executor, the
+#     model-file reader) built with clang-19 and -fsanitize=thread; runs its tests
+#     (ember_runtime_tests: executor_threads_test.cc, parallel_test.cc and the reader tests).
+#     Nothing in Ember links OpenMP (parallel loops run on the runtime's own thread pool,
+#     src/runtime/parallel.cc), so no OpenMP runtime needs TSan instrumentation.
+#
+#   usage: scripts/sanitize.sh [asan|tsan]   (both by default)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+what=${1:-all}
+root=$PWD
+bash scripts/setup.sh --sanitizers
+
+# The Python tests of the ASan run: the model-file reader, threads, sizes, errors, the API.
+PY_SLICE=(tests/python/test_model_files.py tests/python/test_threads.py
+          tests/python/test_sizes.py tests/python/test_errors.py tests/python/test_scalars.py
+          tests/python/test_internal_errors.py tests/python/test_api.py
+          tests/python/test_frontend_errors.py)
+
+asan() {
+  local out=$root/build-asan
+  cmake -S . -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DEMBER_SANITIZE=address,undefined -DEMBER_PYTHON_OUTPUT_DIR="$out/python/ember" >/dev/null
+  cmake --build "$out" -j2
+  # The package next to this build's extension: links to its sources.
+  for f in python/ember/*; do
+    case $f in *.so | */__pycache__) continue ;; esac
+    ln -sfn "$root/$f" "$out/python/ember/"
+  done
+  UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir "$out" --output-on-failure -j2
+  local libasan
+  libasan=$(c++ -print-file-name=libasan.so)
+  PYTHONPATH=$out/python LD_PRELOAD=$libasan ASAN_OPTIONS=detect_leaks=0 \
+    UBSAN_OPTIONS=print_stacktrace=1 python3 -m pytest -q -p no:cacheprovider "${PY_SLICE[@]}"
+}
+
+tsan() {
+  local out=$root/build-tsan
+  cmake -S . -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 -DEMBER_RUNTIME_ONLY=ON \
+    -DEMBER_BUILD_PYTHON=OFF -DEMBER_BUILD_TESTS=OFF -DEMBER_RUNTIME_TESTS=ON \
+    -DEMBER_SANITIZE=thread >/dev/null
+  cmake --build "$out" -j2
+  TSAN_OPTIONS=halt_on_error=1 ctest --test-dir "$out" --output-on-failure -j2
+}
+
+case $what in
+  asan) asan ;;
+  tsan) tsan ;;
+  all) asan && tsan ;;
+  *) echo "usage: scripts/sanitize.sh [asan|tsan]" >&2 && exit 2 ;;
+esac
+echo "sanitize: clean ($what)"
