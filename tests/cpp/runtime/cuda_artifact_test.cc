@@ -3,6 +3,7 @@
 // clear no-driver error (or, with a GPU, matches the CPU build); a damaged launch table is a
 // clear "corrupted" error naming the file and the field.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -26,8 +27,10 @@ using runtime::Tensor;
 using runtime::cuda::CudaModule;
 using runtime::cuda::LaunchDims;
 
+// Per process: ctest runs each test in a process of its own, in parallel, and every one of
+// them sets up (and removes) the suite's files.
 std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "ember_cuda_artifact_test_" + name;
+  return ::testing::TempDir() + "ember_cuda_artifact_test_" + std::to_string(getpid()) + "_" + name;
 }
 
 std::string read_bytes(const std::string& path) {
