@@ -226,12 +226,7 @@ def _import_exported(program, inputs, input_names):
         env[node] = input_var(names[i], val)
         user_vars.append(env[node])
 
-    def value(arg):
-        if isinstance(arg, torch.fx.Node):
-            return env[arg]
-        if isinstance(arg, (list, tuple)):
-            return type(arg)(value(a) for a in arg)
-        return arg
+    value = fx_values(env)
 
     outputs = []
     for node in program.graph.nodes:
@@ -258,6 +253,18 @@ def _import_exported(program, inputs, input_names):
         else:  # get_attr of submodules: control-flow operators (torch.cond, while_loop)
             env[node] = MISSING
     return cx, user_vars, outputs
+
+
+def fx_values(env):
+    """The resolver of FX node arguments: nodes become their values in `env` (Ember
+    expressions), lists and tuples are resolved element by element, constants pass."""
+    def value(arg):
+        if isinstance(arg, torch.fx.Node):
+            return env[arg]
+        if isinstance(arg, (list, tuple)):
+            return type(arg)(value(a) for a in arg)
+        return arg
+    return value
 
 
 def _convert_node(cx, node, env, value):

@@ -8,7 +8,7 @@ from .. import build as _build
 from .. import ir
 from .._ember import EmberError
 from ..frontend._aten import Converter, WeightRef, dtype_name
-from ..frontend.pytorch import _aten_name, _convert_node, _decompose, make_function
+from ..frontend.pytorch import _aten_name, _convert_node, _decompose, fx_values, make_function
 from ._report import CompileReport, PartitionReport, publish
 from ._runner import EmberPartition
 from ._support import SHAPE_OPS, EmberSupport
@@ -154,12 +154,7 @@ def _import_partition(sub, call, frozen_nodes, constants):
             arg_indices.append(i)
     cx = Converter(tensors)
 
-    def value(arg):
-        if isinstance(arg, torch.fx.Node):
-            return env[arg]
-        if isinstance(arg, (list, tuple)):
-            return type(arg)(value(a) for a in arg)
-        return arg
+    value = fx_values(env)
 
     outputs = []
     for node in sub.graph.nodes:

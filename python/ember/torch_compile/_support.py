@@ -14,7 +14,7 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 from .. import ir
 from .._ember import EmberError, Expr
 from ..frontend import _aten
-from ..frontend.pytorch import _aten_name, _convert_node
+from ..frontend.pytorch import _aten_name, _convert_node, fx_values
 
 # Ops that only move or view data: a partition of these alone is left to PyTorch, where
 # they cost nothing.
@@ -69,7 +69,7 @@ class EmberSupport(OperatorSupportBase):
         for arg in node.all_input_nodes:
             env[arg] = self._stand_in(arg)
         cx = _aten.Converter({})
-        result = _convert_node(cx, node, env, _value_fn(env))
+        result = _convert_node(cx, node, env, fx_values(env))
         if cx.problems:
             op, _, detail = cx.problems[0]
             raise EmberError(detail or f"Ember does not support {op}")
@@ -101,16 +101,6 @@ class EmberSupport(OperatorSupportBase):
         if val is None or isinstance(val, (int, float, bool)):
             return val
         raise EmberError(f"input '{arg.name}' is a {type(val).__name__}")
-
-
-def _value_fn(env):
-    def value(arg):
-        if isinstance(arg, torch.fx.Node):
-            return env[arg]
-        if isinstance(arg, (list, tuple)):
-            return type(arg)(value(a) for a in arg)
-        return arg
-    return value
 
 
 def _flat_vals(val):
