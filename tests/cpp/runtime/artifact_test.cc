@@ -3,6 +3,7 @@
 #include "ember/runtime/artifact.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -32,7 +33,9 @@ Tensor random_tensor(const runtime::Shape& shape, unsigned seed) {
 }
 
 std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "ember_artifact_test_" + name;
+  // With the process id: ctest runs each test as its own process, in parallel, and two
+  // processes writing one file raced (ASan saw a test read a half-written file).
+  return ::testing::TempDir() + "ember_artifact_test_" + std::to_string(::getpid()) + "_" + name;
 }
 
 std::string read_bytes(const std::string& path) {

@@ -3,6 +3,7 @@
 // clear no-driver error (or, with a GPU, matches the CPU build); a damaged launch table is a
 // clear "corrupted" error naming the file and the field.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -27,7 +28,10 @@ using runtime::cuda::CudaModule;
 using runtime::cuda::LaunchDims;
 
 std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "ember_cuda_artifact_test_" + name;
+  // With the process id: ctest runs each test as its own process, in parallel, and two
+  // processes writing one file raced (ASan saw a test read a half-written file).
+  return ::testing::TempDir() + "ember_cuda_artifact_test_" + std::to_string(::getpid()) + "_" +
+         name;
 }
 
 std::string read_bytes(const std::string& path) {
