@@ -6,10 +6,12 @@
 #     build's extension (build-asan/python/ember: links to the package sources next to the
 #     instrumented _ember). UBSan aborts at its first report, so any report fails the run.
 #     The Python interpreter is not built with ASan, so ASan's runtime must come first in the
-#     process: LD_PRELOAD=libasan.so. Leak checking is off for Python (ASAN_OPTIONS=
+#     process: LD_PRELOAD=libasan.so (and libstdc++.so, see below). Leak checking is off for Python (ASAN_OPTIONS=
 #     detect_leaks=0): the interpreter and the libraries it imports (torch, NumPy) keep
 #     memory until exit on purpose, which LeakSanitizer would report as leaks that are not
-#     Ember's; the C++ tests run with leak checking on.
+#     Ember's; the C++ tests run with leak checking on. allocator_may_return_null=1: tests
+#     check that an allocation too large for memory is an ember::Error (malloc returns
+#     null), where ASan would otherwise abort the process at the request.
 #  2. build-tsan/: the runtime alone (EMBER_RUNTIME_ONLY: the thread pool, the executor, the
 #     model-file reader) built with clang-19 and -fsanitize=thread; runs its tests
 #     (ember_runtime_tests: executor_threads_test.cc, parallel_test.cc and the reader tests).
@@ -39,11 +41,27 @@ asan() {
     case $f in *.so | */__pycache__) continue ;; esac
     ln -sfn "$root/$f" "$out/python/ember/"
   done
-  UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir "$out" --output-on-failure -j2
-  local libasan
-  libasan=$(c++ -print-file-name=libasan.so)
-  PYTHONPATH=$out/python LD_PRELOAD=$libasan ASAN_OPTIONS=detect_leaks=0 \
-    UBSAN_OPTIONS=print_stacktrace=1 python3 -m pytest -q -p no:cacheprovider "${PY_SLICE[@]}"
+  ASAN_OPTIONS=allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir "$out" --output-on-failure -j2
+  # libstdc++ is preloaded too: the interpreter does not link it, and ASan must find the
+  # real __cxa_throw when it starts (else its throw interceptor fails a CHECK).
+  local preload reports=$out/sanitizer-report
+  preload="$(c++ -print-file-name=libasan.so) $(c++ -print-file-name=libstdc++.so)"
+  rm -f "$reports".*
+  # Reports go to files: pytest captures stderr, and a report ends the process.
+  PYTHONPATH=$out/python LD_PRELOAD=$preload \
+    ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:log_path=$reports \
+    UBSAN_OPTIONS=print_stacktrace=1:log_path=$reports \
+    python3 -m pytest -q -p no:cacheprovider "${PY_SLICE[@]}" || {
+    cat "$reports".* 2>/dev/null
+    return 1
+  }
+  # (ASan also writes a warning there for each allocation too large for memory, which the
+  # size tests make on purpose and which returns null: not a report.)
+  if compgen -G "$reports.*" >/dev/null && grep -q -E "ERROR|runtime error|SUMMARY" "$reports".*; then
+    cat "$reports".*
+    return 1
+  fi
 }
 
 tsan() {

@@ -67,17 +67,18 @@ TEST(Activations, ElemWiseAndShapeKept) {
 
 TEST(Activations, AttributesGetTorchDefaults) {
   Expr x = f32("x", {4});
-  const Attrs& elu = attrs_of(call("nn.elu", {x}));
+  // Copies: a reference to the attributes of a temporary call dangles (ASan found it).
+  const Attrs elu = attrs_of(call("nn.elu", {x}));
   EXPECT_EQ(elu.get_float("alpha", 0), 1.0);
-  const Attrs& sp = attrs_of(call("nn.softplus", {x}, Attrs({{"beta", int64_t{2}}})));
+  const Attrs sp = attrs_of(call("nn.softplus", {x}, Attrs({{"beta", int64_t{2}}})));
   EXPECT_EQ(sp.values().at("beta"), AttrValue(2.0));  // ints become floats
   EXPECT_EQ(sp.get_float("threshold", 0), 20.0);
   EXPECT_EQ(attrs_of(call("nn.hardshrink", {x})).get_float("lambd", 0), 0.5);
   EXPECT_EQ(attrs_of(call("nn.softshrink", {x})).get_float("lambd", 0), 0.5);
-  const Attrs& thr = attrs_of(call("nn.thresholded_relu", {x}));
+  const Attrs thr = attrs_of(call("nn.thresholded_relu", {x}));
   EXPECT_EQ(thr.get_float("alpha", 0), 1.0);  // DirectML's default
   EXPECT_EQ(thr.get_float("value", 1), 0.0);
-  const Attrs& lin = attrs_of(call("nn.linear_act", {x}));
+  const Attrs lin = attrs_of(call("nn.linear_act", {x}));
   EXPECT_EQ(lin.get_float("alpha", 0), 1.0);
   EXPECT_EQ(lin.get_float("beta", 1), 0.0);
   // Unknown attributes (a catalog rewrite's "fusion_pattern") are kept, not refused.

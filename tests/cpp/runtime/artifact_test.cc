@@ -32,10 +32,10 @@ Tensor random_tensor(const runtime::Shape& shape, unsigned seed) {
   return t;
 }
 
-// Per process: ctest runs each test in a process of its own, in parallel, and every one of
-// them sets up (and removes) the suite's files.
 std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "ember_artifact_test_" + std::to_string(getpid()) + "_" + name;
+  // With the process id: ctest runs each test as its own process, in parallel, and two
+  // processes writing one file raced (ASan saw a test read a half-written file).
+  return ::testing::TempDir() + "ember_artifact_test_" + std::to_string(::getpid()) + "_" + name;
 }
 
 std::string read_bytes(const std::string& path) {

@@ -6,6 +6,7 @@
 // before the fixes these loaded (and the executor then failed with an internal error, or
 // read a wrapped-around integer).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -21,7 +22,10 @@ namespace ember::runtime {
 namespace {
 
 std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "ember_model_file_reader_test_" + name;
+  // With the process id: ctest runs each test as its own process, in parallel, and two
+  // processes writing one file raced (ASan saw a test read a half-written file).
+  return ::testing::TempDir() + "ember_model_file_reader_test_" + std::to_string(::getpid()) + "_" +
+         name;
 }
 
 // x + w -> y, all float32[4]: value 0 is the input x, 1 the parameter w, 2 the output y;
@@ -118,10 +122,12 @@ TEST(ModelFileReader, AValueHasOneOwner) {
   g.params[0].value = 0;  // the input is a parameter too
   std::string path = write_model(g, "input_param.ember");
   EXPECT_ERROR_WITH(inspect(path), "params[0].value", "already an input, a parameter or a view");
+  std::remove(path.c_str());
   g = small_graph();
   g.params.push_back({"w2", 1, Tensor::zeros({4}, DType::Float32)});  // two params, one value
   path = write_model(g, "param_twice.ember");
   EXPECT_ERROR_WITH(inspect(path), "params[1].value", "already");
+  std::remove(path.c_str());
   g = small_graph();
   g.views = {{1, 3}};  // the parameter is a view as well
   path = write_model(g, "param_view.ember");
@@ -143,10 +149,12 @@ TEST(ModelFileReader, NoKernelWritesAnInputOrAParameter) {
   g.kernels[0].args = {0, 2, 1};  // writes w, which every executor of the model shares
   std::string path = write_model(g, "writes_param.ember");
   EXPECT_ERROR_WITH(inspect(path), "kernels[0].args[2]", "input or a parameter");
+  std::remove(path.c_str());
   g = small_graph();
   g.kernels[0].args = {1, 2, 0};  // writes the input
   path = write_model(g, "writes_input.ember");
   EXPECT_ERROR_WITH(inspect(path), "kernels[0].args[2]");
+  std::remove(path.c_str());
   g = small_graph();
   g.views = {{3, 1}};  // writes the parameter through a view of it
   g.kernels[0].args = {0, 2, 3};

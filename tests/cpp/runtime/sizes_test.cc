@@ -2,6 +2,7 @@
 // shape too large for 64 bits is an ember::Error naming what has it, and memory that cannot
 // be had is a clear error, not a crash.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -79,7 +80,8 @@ void write_npy_header(const std::string& path, const std::string& shape) {
 }
 
 TEST(Sizes, NpyShapeProductIsChecked) {
-  const std::string path = ::testing::TempDir() + "ember_sizes_test.npy";
+  const std::string path =
+      ::testing::TempDir() + "ember_sizes_test_" + std::to_string(::getpid()) + ".npy";
   // Each dimension is allowed (<= 2^40), their product overflows 64 bits.
   write_npy_header(path, "(1099511627776, 1099511627776)");
   EXPECT_ERROR_WITH(runtime::load_npy(path), "64 bits");
