@@ -29,12 +29,19 @@ std::string Library::get_source(const std::string& format) const {
 
 namespace {
 
+std::shared_ptr<Library> build_library(const ir::Function& f, const std::string& target,
+                                       const std::map<std::string, runtime::Tensor>& params,
+                                       const passes::PassContext& ctx, int llvm_opt_level);
+
 // FoldConstant's evaluator: compile the constant subgraph for the host CPU with Ember's own
-// pipeline (without FoldConstant itself) and run it.
+// pipeline (without FoldConstant itself) and run it. Its kernels run once, over the weights:
+// LLVM at O0 compiles them 7x faster than at O3 (ResNet-50: 0.14 s against 0.93 s for its
+// 107 folding kernels) and runs them 40% slower (37 ms against 25 ms).
+constexpr int kConstantOptLevel = 0;
 std::vector<runtime::Tensor> evaluate_constant(const ir::Function& f) {
   passes::PassContext ctx;
   ctx.disabled_passes = {"FoldConstant"};
-  auto lib = build(f, "llvm", {}, ctx);
+  auto lib = build_library(f, "llvm", {}, ctx, kConstantOptLevel);
   runtime::GraphExecutor exec(lib->graph, lib->module);
   exec.run();
   std::vector<runtime::Tensor> out;
@@ -42,11 +49,9 @@ std::vector<runtime::Tensor> evaluate_constant(const ir::Function& f) {
   return out;
 }
 
-}  // namespace
-
-std::shared_ptr<Library> build(const ir::Function& f, const std::string& target,
-                               const std::map<std::string, runtime::Tensor>& params,
-                               const passes::PassContext& ctx) {
+std::shared_ptr<Library> build_library(const ir::Function& f, const std::string& target,
+                                       const std::map<std::string, runtime::Tensor>& params,
+                                       const passes::PassContext& ctx, int llvm_opt_level) {
   if (!f) fail("ember.build needs a function (ir.Function), got None");
   const codegen::Target tgt = codegen::parse_target(target);
   const bool cuda = tgt.is_cuda();
@@ -69,6 +74,7 @@ std::shared_ptr<Library> build(const ir::Function& f, const std::string& target,
     codegen::CpuOptions cpu_opts;
     cpu_opts.cpu = tgt.cpu;
     cpu_opts.vector_bits = tgt.vector_bits;
+    cpu_opts.opt_level = llvm_opt_level;
     lib->module = codegen::compile_cpu(lowered.funcs, cpu_opts);
   }
   lib->graph = std::make_shared<const runtime::ExecGraph>(std::move(lowered.graph));
@@ -93,6 +99,14 @@ std::shared_ptr<Library> build(const ir::Function& f, const std::string& target,
   lib->function = func;
   lib->target = tgt.str();
   return lib;
+}
+
+}  // namespace
+
+std::shared_ptr<Library> build(const ir::Function& f, const std::string& target,
+                               const std::map<std::string, runtime::Tensor>& params,
+                               const passes::PassContext& ctx) {
+  return build_library(f, target, params, ctx, 3);
 }
 
 }  // namespace ember

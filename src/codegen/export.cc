@@ -28,7 +28,6 @@
 #include "ember/support/error.h"
 #include "llvm/AsmParser/Parser.h"
 #include "llvm/IR/IRBuilder.h"
-#include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/IR/Verifier.h"
 #include "llvm/MC/TargetRegistry.h"
@@ -37,6 +36,7 @@
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
 #include "llvm/TargetParser/Host.h"
+#include "llvm_emit.h"
 #include "llvm_errors.h"
 
 extern char** environ;
@@ -185,13 +185,7 @@ CpuObject compile_cpu_object_from_ir(const std::string& ll, int opt_level,
     if (llvm::verifyModule(*m, &os))
       throw InternalError("internal error: exported LLVM IR is invalid:\n" + os.str());
 
-    llvm::SmallString<0> object;
-    llvm::raw_svector_ostream obj(object);
-    llvm::legacy::PassManager pm;
-    if (tm->addPassesToEmitFile(pm, obj, nullptr, llvm::CodeGenFileType::ObjectFile))
-      throw InternalError("internal error: the target cannot emit object files");
-    pm.run(*m);
-    out.bytes = object.str().str();
+    out.bytes = emit_file(*m, *tm, llvm::CodeGenFileType::ObjectFile);
   });
   return out;
 }
