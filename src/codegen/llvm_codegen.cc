@@ -823,10 +823,37 @@ void LLVMCodeGen::emit_parallel_for(const ForNode* op) {
   b_.CreateCall(parallel_for, {int_cast(extent, i64), body, closure});
 }
 
+Value* LLVMCodeGen::emit_accumulation(const StoreNode* op) {
+  if (!is_float(op->buffer->dtype) || lanes_ != 0 || mask_) return nullptr;
+  auto is_acc = [&](const PrimExpr& e) {
+    auto* l = e.as<LoadNode>();
+    return l && l->buffer.get() == op->buffer.get() && structural_equal(l->index, op->index);
+  };
+  llvm::FastMathFlags flags;
+  flags.setAllowReassoc();
+  if (auto* add = op->value.as<BinaryNode>(); add && add->op == BinaryOp::Add) {
+    if (!is_acc(add->a) && !is_acc(add->b)) return nullptr;
+    Value *a = emit(add->a), *b = emit(add->b);
+    auto* sum = llvm::cast<llvm::Instruction>(b_.CreateFAdd(a, b));
+    sum->setFastMathFlags(flags);
+    return sum;
+  }
+  auto* fma = op->value.as<PrimCallNode>();
+  if (!fma || fma->op != Intrinsic::Fma || !is_acc(fma->args[2])) return nullptr;
+  // fmuladd, not fma: LLVM vectorizes reductions of the former (it is still one FMA
+  // instruction on a CPU that has them).
+  flags.setAllowContract();
+  std::vector<Value*> args{emit(fma->args[0]), emit(fma->args[1]), emit(fma->args[2])};
+  auto* call = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {args[0]->getType()}, args);
+  call->setFastMathFlags(flags);
+  return call;
+}
+
 void LLVMCodeGen::emit_store(const StoreNode* op) {
   DType t = op->buffer->dtype;
   llvm::Align align(dtype_bytes(t));
-  Value* value = emit(op->value);
+  Value* value = emit_accumulation(op);
+  if (!value) value = emit(op->value);
   Value* index = emit(op->index);
   if (!is_vec(index) && !mask_) {
     EMBER_CHECK(!is_vec(value), "lane-varying store to one element of ", op->buffer->name, " in ",

@@ -57,6 +57,10 @@ class LLVMCodeGen {
   void emit_vectorized_for(const ir::ForNode* op);
   void emit_serial_loop(const ir::ForNode* op, llvm::Value* begin, llvm::Value* end, bool unroll);
   void emit_store(const ir::StoreNode* op);
+  /// The value of a scalar accumulation `b[i] = b[i] + x` or `fma(p, q, b[i])` (a reduction's
+  /// update) with its order left to LLVM, so that the loop vectorizer may split the sum; null
+  /// when `op` is not one.
+  llvm::Value* emit_accumulation(const ir::StoreNode* op);
   virtual void emit_allocate(const ir::AllocateNode* op);
   void emit_if(const ir::IfThenElseNode* op);
 
