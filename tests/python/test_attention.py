@@ -152,3 +152,17 @@ def test_probabilities_output_keeps_the_ops():
         want = Both()(*inputs)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w.numpy(), **TOL)
+
+
+@pytest.mark.parametrize("lq,s,d,causal", [
+    (5, 7, 16, False),      # fewer rows than a register tile
+    (100, 77, 64, True),    # query blocks of whole tiles past L; a partial key block
+    (130, 130, 24, False),  # three vectors of keys per tile row on AVX2
+    (200, 64, 64, False),   # four query blocks, one key block
+])
+def test_tile_shapes_match_torch(lq, s, d, causal):
+    q, k, v = qkv(1, 2, lq, s, d, seed=lq)
+    model = SDPA(causal=causal).eval()
+    got = run_lib(compile_model(model, (q, k, v)), (q, k, v))[0]
+    with torch.no_grad():
+        np.testing.assert_allclose(got, model(q, k, v).numpy(), **TOL)

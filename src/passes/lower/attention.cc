@@ -26,7 +26,8 @@ using namespace ir;
 
 namespace {
 
-constexpr int64_t kQueryBlock = 64;     // query rows per task
+constexpr int64_t kQueryBlock = 64;     // query rows per task, about
+constexpr int64_t kTileRows = 6;        // rows of a register tile of two vectors
 constexpr int64_t kKeyBlock = 64;       // keys per tile (rounded to whole vectors)
 constexpr int64_t kMaxKeyTile = 8192;   // elements of the K^T tile (stays on the stack)
 constexpr int64_t kRowsPerBlock = 128;  // GPU threads per block, one query row each
@@ -68,17 +69,25 @@ int64_t lanes_or_one(int64_t extent, int64_t lanes) {
 // Rows of a register tile with `vectors` vectors per row: as many as keep 12 accumulators
 // or fewer (AVX2's 16 registers, less the operands), dividing `rows`.
 int64_t tile_rows(int64_t rows, int64_t vectors) {
-  for (int64_t r = 12 / vectors; r > 1; --r)
+  for (int64_t r = 2 * kTileRows / vectors; r > 1; --r)
     if (rows % r == 0) return r;
   return 1;
+}
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// Query rows per task: the rows in blocks of about kQueryBlock, each rounded up to whole
+// register tiles of kTileRows (the rows past L repeat the last row and are not stored).
+int64_t query_block(int64_t L) {
+  int64_t blocks = (L + kQueryBlock - 1) / kQueryBlock;
+  int64_t rows = (L + blocks - 1) / blocks;
+  return rows <= kTileRows ? rows : round_up(rows, kTileRows);
 }
 
 // a * b + c rounded once (an FMA instruction; the code generator never contracts itself).
 PrimExpr fma(PrimExpr a, PrimExpr b, PrimExpr c) {
   return call(Intrinsic::Fma, {std::move(a), std::move(b), std::move(c)});
 }
-
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // What both kernel forms share: the buffers, the sizes and the score of one (row, key).
 struct Operands {
@@ -173,7 +182,7 @@ PrimFunc lower_attention(const Function& group, const std::string& func_name, in
   const PrimExpr &scale = o.scale, &neg_inf = o.neg_inf, &zero = o.zero;
   const bool causal = o.causal;
   const int64_t lanes = std::max(1, vector_bits / (8 * dtype_bytes(t)));
-  const int64_t BL = std::min(L, kQueryBlock);
+  const int64_t BL = query_block(L);
   int64_t BS = std::min(S, kKeyBlock);
   if (lanes > 1) BS = round_up(BS, lanes);
   while (BS > lanes && E * BS > kMaxKeyTile) BS -= lanes;
@@ -200,38 +209,40 @@ PrimFunc lower_attention(const Function& group, const std::string& func_name, in
   });
   // Scores as a register tile of R rows x VB vectors of keys: per e, R broadcasts of q and
   // VB vector loads of K^T feed R * VB FMAs (one row alone would load one vector per FMA).
+  // The tile is zeroed, accumulated, then scaled and masked while it is in registers.
   const int64_t nvec = BS / lanes_or_one(BS, lanes);
   const int64_t vlen = BS / nvec;  // lanes of one vector of keys
   const int64_t VB = nvec % 2 == 0 ? 2 : 1, R = tile_rows(BL, VB);
   auto row_of = [&](PrimExpr r) { return min(row0 + r, PrimExpr(L - 1)); };
   Stmt dot = serial("r.o", BL / R, [&](PrimExpr ro) {
     return serial("c.o", nvec / VB, [&](PrimExpr cg) {
-      return serial("e", E, [&](PrimExpr e) {
+      auto each = [&](const std::function<Stmt(PrimExpr, PrimExpr, PrimExpr)>& body) {
         return unrolled("r.i", R, [&](PrimExpr ri) {
-          PrimExpr r = ro * R + ri, qv = at(q, (b * L + row_of(r)) * E + e);
           return unrolled("c.i", VB, [&](PrimExpr vb) {
             return vectorized("c", vlen, [&](PrimExpr lane) {
-              PrimExpr c = (cg * VB + vb) * vlen + lane, t = r * BS + c;
-              return store(s, t, fma(qv, at(kt, e * BS + c), at(s, t)));
+              PrimExpr r = ro * R + ri, c = (cg * VB + vb) * vlen + lane;
+              return body(r, c, r * BS + c);
             });
           });
         });
+      };
+      Stmt zero_tile = each([&](PrimExpr, PrimExpr, PrimExpr t) { return store(s, t, zero); });
+      Stmt accumulate = serial("e", E, [&](PrimExpr e) {
+        return each([&](PrimExpr r, PrimExpr c, PrimExpr t) {
+          PrimExpr qv = at(q, (b * L + row_of(r)) * E + e);
+          return store(s, t, fma(qv, at(kt, e * BS + c), at(s, t)));
+        });
       });
+      Stmt scale_and_mask = each([&](PrimExpr r, PrimExpr c, PrimExpr t) {
+        PrimExpr j = col0 + c;
+        PrimExpr x = o.masked(at(s, t) * scale, b, row0 + r, j, row_of(r),
+                              S % BS == 0 ? j : min(j, PrimExpr(S - 1)));
+        if (S % BS != 0) x = select(j < PrimExpr(S), x, neg_inf);
+        return store(s, t, x);
+      });
+      return seq({zero_tile, accumulate, scale_and_mask});
     });
   });
-  Stmt init_scores = serial("r", BL, [&](PrimExpr r) {
-    return vector_loop("c", BS, lanes, [&](PrimExpr c) { return store(s, r * BS + c, zero); });
-  });
-  Stmt scale_and_mask = serial("r", BL, [&](PrimExpr r) {
-    return vector_loop("c", BS, lanes, [&](PrimExpr c) {
-      PrimExpr j = col0 + c, t = r * BS + c;
-      PrimExpr x = o.masked(at(s, t) * scale, b, row0 + r, j, row_of(r),
-                            S % BS == 0 ? j : min(j, PrimExpr(S - 1)));
-      if (S % BS != 0) x = select(j < PrimExpr(S), x, neg_inf);
-      return store(s, t, x);
-    });
-  });
-  Stmt scores = seq({init_scores, dot, scale_and_mask});
   PrimVar m_new("m_new", t), m_safe("m_safe", t), alpha("alpha", t);
   Stmt update = serial("r", BL, [&](PrimExpr r) {
     auto tile = [&](PrimExpr c) { return r * BS + c; };
@@ -267,24 +278,36 @@ PrimFunc lower_attention(const Function& group, const std::string& func_name, in
     return seq({row_max, let_stmt(m_new, at(red, 0), body)});
   });
   // acc += P V as a register tile of R rows x VB vectors of the output: per key, R
-  // broadcasts of p and VB vector loads of v. Only real keys: a clamped tail key's value
-  // times its zero probability could be NaN.
+  // broadcasts of p and VB vector loads of v, summed in a small tile of its own (constant
+  // indices once unrolled, so LLVM keeps it in registers) and added to acc at the end.
+  // Only real keys: a clamped tail key's value times its zero probability could be NaN.
   PrimExpr keys = S % BS == 0 ? PrimExpr(BS) : min(PrimExpr(BS), S - col0);
   const int64_t nvd = Ev / lanes_or_one(Ev, lanes), dlen = Ev / nvd;
   const int64_t VBd = nvd % 2 == 0 ? 2 : 1, Rp = tile_rows(BL, VBd);
+  Buffer pt = make_buffer("pv_tile", t, {Rp * VBd * dlen}, BufferScope::Local);
   Stmt pv = serial("r.o", BL / Rp, [&](PrimExpr ro) {
     return serial("d.o", nvd / VBd, [&](PrimExpr dg) {
-      return serial("c", keys, [&](PrimExpr c) {
+      auto each = [&](const std::function<Stmt(PrimExpr, PrimExpr, PrimExpr)>& body) {
         return unrolled("r.i", Rp, [&](PrimExpr ri) {
-          PrimExpr r = ro * Rp + ri, p = at(s, r * BS + c), j = col0 + c;
           return unrolled("d.i", VBd, [&](PrimExpr vb) {
             return vectorized("d", dlen, [&](PrimExpr lane) {
-              PrimExpr d = (dg * VBd + vb) * dlen + lane, t = r * Ev + d;
-              return store(acc, t, fma(p, at(v, (b * S + j) * Ev + d), at(acc, t)));
+              return body(ro * Rp + ri, (dg * VBd + vb) * dlen + lane,
+                          (ri * VBd + vb) * dlen + lane);
             });
           });
         });
+      };
+      Stmt zero_tile = each([&](PrimExpr, PrimExpr, PrimExpr i) { return store(pt, i, zero); });
+      Stmt accumulate = serial("c", keys, [&](PrimExpr c) {
+        return each([&](PrimExpr r, PrimExpr d, PrimExpr i) {
+          PrimExpr p = at(s, r * BS + c), j = col0 + c;
+          return store(pt, i, fma(p, at(v, (b * S + j) * Ev + d), at(pt, i)));
+        });
       });
+      Stmt add = each([&](PrimExpr r, PrimExpr d, PrimExpr i) {
+        return store(acc, r * Ev + d, at(acc, r * Ev + d) + at(pt, i));
+      });
+      return seq({zero_tile, accumulate, add});
     });
   });
   update = seq({update, pv});
@@ -292,7 +315,7 @@ PrimFunc lower_attention(const Function& group, const std::string& func_name, in
   if (causal) key_blocks = min(PrimExpr(num_kb), (row0 + (BL - 1)) / BS + 1);
   PrimVar kb("kb");
   Stmt key_loop = for_loop(kb, 0, key_blocks, ForKind::Serial,
-                           let_stmt(col0, kb * BS, seq({load_keys, scores, update})));
+                           let_stmt(col0, kb * BS, seq({load_keys, dot, update})));
 
   // --- per task: init, key blocks, normalise and store.
   Stmt init = serial("r", BL, [&](PrimExpr r) {
@@ -307,7 +330,7 @@ PrimFunc lower_attention(const Function& group, const std::string& func_name, in
     return L % BL == 0 ? st : if_then_else(row0 + r < PrimExpr(L), st);
   });
   Stmt body = seq({init, key_loop, finish});
-  for (const Buffer& buf : {red, l, m, acc, kt, s}) body = allocate(buf, body);
+  for (const Buffer& buf : {pt, red, l, m, acc, kt, s}) body = allocate(buf, body);
   body = let_stmt(row0, PrimExpr(task) % num_qb * BL, body);
   body = let_stmt(b, PrimExpr(task) / num_qb, body);
   o.f.body = for_loop(task, 0, B * num_qb, ForKind::Parallel, body);
