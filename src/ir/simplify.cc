@@ -1,5 +1,7 @@
 #include "ember/ir/simplify.h"
 
+#include <algorithm>
+
 #include "ember/support/error.h"
 
 namespace ember::ir {
@@ -163,13 +165,75 @@ PrimExpr simplify_int(const PrimExpr& e) {
   return e;
 }
 
+// The constant range of an integer expression over the ranged variables: interval
+// arithmetic through +, -, * and floor / and % by positive constants, min and max.
+std::optional<Interval> value_range(const PrimExpr& e, const VarRanges& ranges) {
+  int64_t c;
+  if (as_int(e, &c)) return Interval{c, c};
+  if (auto* v = e.as<PrimVarNode>()) {
+    auto it = ranges.find(v);
+    return it == ranges.end() ? std::nullopt : std::optional<Interval>(it->second);
+  }
+  auto* b = e.as<BinaryNode>();
+  if (!b) return std::nullopt;
+  auto x = value_range(b->a, ranges), y = value_range(b->b, ranges);
+  const bool positive_const = as_int(b->b, &c) && c > 0;
+  if (b->op == BinaryOp::Mod && positive_const) {  // floor modulo: always in [0, c)
+    if (x && floor_div(x->min, c) == floor_div(x->max, c))
+      return Interval{x->min - floor_div(x->min, c) * c, x->max - floor_div(x->min, c) * c};
+    return Interval{0, c - 1};
+  }
+  if (!x || !y) return std::nullopt;
+  switch (b->op) {
+    case BinaryOp::Add:
+      return Interval{x->min + y->min, x->max + y->max};
+    case BinaryOp::Sub:
+      return Interval{x->min - y->max, x->max - y->min};
+    case BinaryOp::Mul: {
+      int64_t p[] = {x->min * y->min, x->min * y->max, x->max * y->min, x->max * y->max};
+      return Interval{*std::min_element(p, p + 4), *std::max_element(p, p + 4)};
+    }
+    case BinaryOp::Div:
+      if (!positive_const) return std::nullopt;
+      return Interval{floor_div(x->min, c), floor_div(x->max, c)};
+    case BinaryOp::Min:
+      return Interval{std::min(x->min, y->min), std::min(x->max, y->max)};
+    case BinaryOp::Max:
+      return Interval{std::max(x->min, y->min), std::max(x->max, y->max)};
+    default:
+      return std::nullopt;
+  }
+}
+
 class Simplifier : public PrimMutator {
  public:
   PrimExpr mutate(const PrimExpr& e) override {
     if (e && is_int(e.dtype()) && e.as<BinaryNode>()) return simplify_int(e);
     return PrimMutator::mutate(e);
   }
-  using PrimMutator::mutate;
+
+  // A let of a loop variable's index arithmetic (the axes of a fused loop: i = f / 384,
+  // j = f % 384) gives its variable a range too, so indices built from it simplify.
+  Stmt mutate(const Stmt& s) override {
+    auto* let = s.as<LetStmtNode>();
+    if (!let || !is_int(let->value.dtype())) return PrimMutator::mutate(s);
+    PrimExpr value = mutate(let->value);
+    std::optional<Interval> r = value_range(value, ranges_);
+    if (r) ranges_[let->var.get()] = *r;
+    const VarRanges* outer = loop_ranges;
+    loop_ranges = &ranges_;
+    Stmt body;
+    try {
+      body = mutate(let->body);
+    } catch (...) {
+      loop_ranges = outer;
+      throw;
+    }
+    loop_ranges = outer;
+    ranges_.erase(let->var.get());
+    if (value.same_as(let->value) && body.same_as(let->body)) return s;
+    return let_stmt(let->var, value, body);
+  }
 
  protected:
   Stmt visit_for(const Stmt& s, const ForNode* op) override {

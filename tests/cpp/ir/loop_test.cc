@@ -51,6 +51,27 @@ TEST(LoopIR, LoopRangesSimplifyDivisionAndModulo) {
   EXPECT_EQ(to_string(simplify((no * 8 + l) / 8)), "(((no*8) + l)/8)");
 }
 
+TEST(LoopIR, LetsOfFusedLoopsHaveRangesToo) {
+  // A fused loop f over (j, k) = (f / 384, f % 384), as a transpose's schedule has it: with
+  // the lets' ranges (j in [0, 12), k in [0, 384)) the flat index of the source folds away.
+  PrimVar f("f"), j("j"), k("k"), l("l");
+  Buffer out = make_buffer("out", DType::Int64, {64});
+  PrimExpr flat = k * 768 + j * 64 + l;
+  Stmt body = store(out, l, flat / 768 % 384 * 1000 + flat % 768);
+  Stmt s = for_loop(
+      f, 0, 12 * 384, ForKind::Serial,
+      let_stmt(j, PrimExpr(f) / 384,
+               let_stmt(k, PrimExpr(f) % 384, for_loop(l, 0, 64, ForKind::Serial, body))));
+  std::string text = to_string(simplify(s));
+  EXPECT_EQ(text.find("/768"), std::string::npos) << text;
+  EXPECT_NE(text.find("(k*1000)"), std::string::npos) << text;
+  // A let whose value has no range (a load) leaves its uses alone.
+  Buffer src = make_buffer("src", DType::Int64, {4});
+  Stmt unknown = let_stmt(k, load(src, 0), for_loop(l, 0, 8, ForKind::Serial,
+                                                     store(out, l, (k + l) / 8)));
+  EXPECT_NE(to_string(simplify(unknown)).find("/8"), std::string::npos);
+}
+
 TEST(LoopIR, BoundOfAffineIndex) {
   PrimVar wo("wo"), wi("wi"), kw("kw");
   VarRanges inner{{wi.get(), {0, 15}}, {kw.get(), {0, 2}}};
