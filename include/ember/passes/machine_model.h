@@ -47,8 +47,11 @@ int64_t channel_block_for(const MachineModel& m, int64_t channels, DType t);
 /// rows in tiles whose last one is shifted back where they do not divide (SplitTail::Shift:
 /// a few values computed twice, no guards), chosen for the best estimated FMA throughput:
 /// accumulators to cover the FMA latency, within the registers, loads per FMA within the
-/// load ports, and few recomputed rows.
-RegisterTile choose_register_tile(const MachineModel& m, int64_t rows, int64_t cols, DType t);
+/// load ports, and few recomputed rows. `rows_share_vectors` is false where every row loads
+/// vectors of its own and only the broadcast is shared (a depthwise conv in NCHW: each output
+/// row reads its own input rows under one weight).
+RegisterTile choose_register_tile(const MachineModel& m, int64_t rows, int64_t cols, DType t,
+                                  bool rows_share_vectors = true);
 
 /// Rows of a GEMM output to compute at once when a row statistic reads it (layer norm on a
 /// dense): a divisor of `rows`, at most half of them (two blocks to run in parallel),

@@ -379,10 +379,16 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
   std::vector<Stage*> row_gemms;
   int64_t row_block = 1;
   int tile_axis = tiled ? register_tile_axis(body, o, *reds[0], 2) : -1;
+  // No axis shares the vector loads (a depthwise conv in NCHW reads its own input rows for
+  // every output row): rows of the axis outside the vectors still give independent
+  // accumulators, each row loading its own vectors under a shared broadcast.
+  const bool rows_share = tile_axis >= 0;
+  if (tiled && tile_axis < 0 && axes.size() >= 2 && axes[axes.size() - 2]->extent >= 2)
+    tile_axis = static_cast<int>(axes.size()) - 2;
   RegisterTile rt{1, 1, vector_lanes(o, vector_bits)};
   if (tiled)
     rt = choose_register_tile(machine, tile_axis >= 0 ? axes[tile_axis]->extent : 1, last->extent,
-                              o.tensor().dtype());
+                              o.tensor().dtype(), rows_share);
   if (rt.rows == 1) tile_axis = -1;
   IterVar tile_inner;
   if (tile_axis >= 0)

@@ -30,13 +30,16 @@ int64_t channel_block_for(const MachineModel& m, int64_t channels, DType t) {
 namespace {
 
 // Estimated share of the FMA peak of an r x v register tile over `rows` rows (v vectors of
-// `regs` registers each): per reduction step it issues r*v*regs FMAs, r broadcasts and
-// v*regs vector loads, and needs fma_ports * fma_latency independent accumulators.
-double tile_efficiency(const MachineModel& m, int64_t rows, int64_t r, int64_t v, int64_t regs) {
+// `regs` registers each): per reduction step it issues r*v*regs FMAs and needs fma_ports *
+// fma_latency independent accumulators. Its loads are r broadcasts and v*regs vector loads
+// when the rows share the vectors (a GEMM's weights), else r*v*regs vector loads and one
+// broadcast (a depthwise conv's rows of input under one weight).
+double tile_efficiency(const MachineModel& m, int64_t rows, int64_t r, int64_t v, int64_t regs,
+                       bool rows_share_vectors) {
   double acc = static_cast<double>(r * v * regs);
   double fma_cycles = acc / m.fma_ports;
-  double load_cycles = static_cast<double>(r + v * regs) / m.load_ports;
-  double cycles = std::max({fma_cycles, load_cycles, static_cast<double>(m.fma_latency)});
+  double loads = static_cast<double>(rows_share_vectors ? r + v * regs : r * v * regs + 1);
+  double cycles = std::max({fma_cycles, loads / m.load_ports, static_cast<double>(m.fma_latency)});
   int64_t tiles = (rows + r - 1) / r;
   double useful = static_cast<double>(rows) / static_cast<double>(tiles * r);
   return useful * fma_cycles / cycles;
@@ -44,7 +47,8 @@ double tile_efficiency(const MachineModel& m, int64_t rows, int64_t r, int64_t v
 
 }  // namespace
 
-RegisterTile choose_register_tile(const MachineModel& m, int64_t rows, int64_t cols, DType t) {
+RegisterTile choose_register_tile(const MachineModel& m, int64_t rows, int64_t cols, DType t,
+                                  bool rows_share_vectors) {
   RegisterTile best;
   const int64_t full = m.lanes(t);
   best.lanes = std::min(vector_lanes_for(m, cols, t), std::max<int64_t>(cols, 1));
@@ -60,10 +64,11 @@ RegisterTile choose_register_tile(const MachineModel& m, int64_t rows, int64_t c
       // Accumulators, the vectors of one k step and a broadcast must fit in registers, with
       // four left besides the accumulators (LLVM's FMA forms and the loop need them: 14
       // accumulators of 16 spill).
-      if ((r * v + v) * regs + 1 > m.vector_registers || r * v * regs + 4 > m.vector_registers)
+      int64_t operands = rows_share_vectors ? v * regs + 1 : regs + 1;
+      if (r * v * regs + operands > m.vector_registers || r * v * regs + 4 > m.vector_registers)
         continue;
       // Ties go to fewer loads per FMA.
-      double score = tile_efficiency(m, rows, r, v, regs) -
+      double score = tile_efficiency(m, rows, r, v, regs, rows_share_vectors) -
                      1e-3 * static_cast<double>(r + v * regs) / static_cast<double>(r * v * regs);
       if (score > best_score) {
         best_score = score;
