@@ -1,12 +1,12 @@
 """Fusion on and off, against PyTorch eager, in one run.
 
-    PYTHONPATH=python python3 benchmarks/fusion.py [--repeat 200]
+    PYTHONPATH=python python3 benchmarks/fusion.py [--threads 1,2] [--rounds 7] [--repeat 30]
 
 Builds the TVM forum example network (depthwise 64-channel 3x3 conv + BatchNorm + ReLU on
 1x64x128x128) and a ResNet-18 style network three ways — all passes, FuseOps disabled,
-FuseOps and FoldConstant disabled — prints each build's benchmark table, and a summary of
-ratios: each build against the build with FuseOps and FoldConstant disabled, and against
-PyTorch eager timed in the same run. Never part of the test pass/fail.
+FuseOps and FoldConstant disabled — and times them and PyTorch eager at each thread count in
+interleaved rounds (medians), printing each build against the build with FuseOps disabled,
+the build with FuseOps and FoldConstant disabled, and PyTorch eager. Never part of the test pass/fail.
 """
 import argparse
 import os
@@ -30,9 +30,7 @@ CONFIGS = [
 
 
 def torch_median_ms(model, inputs, repeat):
-    with torch.no_grad():
-        for _ in range(5):
-            model(*inputs)
+    with torch.inference_mode():  # as benchmarks/e2e.py times PyTorch eager
         times = []
         for _ in range(repeat):
             t0 = time.perf_counter()
@@ -41,12 +39,13 @@ def torch_median_ms(model, inputs, repeat):
     return float(np.median(times))
 
 
-def bench(name, model, inputs, repeat):
+def bench(name, model, inputs, threads, rounds, repeat):
+    """Every build and PyTorch eager at each thread count, interleaved round by round."""
     print(f"\n=== {name}: input {tuple(inputs[0].shape)} ===")
     mod, params = ember.frontend.from_pytorch(model, inputs)
     with torch.no_grad():
         expected = model(*inputs).numpy()
-    rows = []
+    builds = []
     for label, cfg in CONFIGS:
         with PassContext(**cfg):
             lib = ember.build(mod, target="llvm", params=params)
@@ -55,27 +54,43 @@ def bench(name, model, inputs, repeat):
             m.set_input(i, x.numpy())
         m.run()
         err = float(np.abs(np.asarray(m.get_output(0)) - expected).max())
-        result = m.benchmark(number=1, repeat=repeat)
         print(f"--- {label}: {len(lib.fusion_report())} kernels, max abs error {err:.1e}")
-        print(result)
-        rows.append((label, result.median, len(lib.fusion_report())))
-    t_torch = torch_median_ms(model, inputs, repeat)
-    base = rows[-1][1]
-    print(f"\n{name} summary (median ms; PyTorch eager {t_torch:.4f} ms in the same run)")
-    print(f"{'build':32s} {'kernels':>7s} {'ms':>9s} {'vs no-fuse':>10s} {'vs torch':>9s}")
-    for label, ms, kernels in rows:
-        print(f"{label:32s} {kernels:7d} {ms:9.4f} {ms / base:10.2f} {ms / t_torch:9.2f}")
+        builds.append((label, m, len(lib.fusion_report())))
+    for n in threads:
+        ember.set_num_threads(n)
+        torch.set_num_threads(n)
+        times = {label: [] for label, _, _ in builds}
+        times["torch"] = []
+        for _ in range(rounds):
+            for label, m, _ in builds:
+                times[label].append(m.benchmark(number=1, repeat=repeat).median)
+            times["torch"].append(torch_median_ms(model, inputs, repeat))
+        med = {k: float(np.median(v)) for k, v in times.items()}
+        no_fuse, no_fold = med[CONFIGS[1][0]], med[CONFIGS[2][0]]
+        print(f"\n{name}, {n} thread(s): medians of {rounds} interleaved rounds of {repeat} runs; "
+              f"PyTorch eager {med['torch']:.4f} ms")
+        print(f"{'build':32s} {'kernels':>7s} {'ms':>9s} {'vs FuseOps off':>14s} "
+              f"{'vs FuseOps+FoldConstant off':>27s} {'vs torch':>9s}")
+        for label, _, kernels in builds:
+            ms = med[label]
+            print(f"{label:32s} {kernels:7d} {ms:9.4f} {ms / no_fuse:14.2f} {ms / no_fold:27.2f} "
+                  f"{ms / med['torch']:9.2f}")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=200)
+    parser.add_argument("--threads", default="1,2", help="comma-separated thread counts")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--repeat", type=int, default=30, help="runs per build per round")
     args = parser.parse_args()
+    threads = [int(t) for t in args.threads.split(",")]
     torch.manual_seed(0)
     forum = models.make("forum")[0]
-    bench("forum example", forum, (torch.randn(1, 64, 128, 128),), args.repeat)
+    bench("forum example", forum, (torch.randn(1, 64, 128, 128),), threads, args.rounds,
+          args.repeat)
     resnet = models.make("resnet18")[0]
-    bench("resnet18 style", resnet, (torch.randn(1, 3, 32, 32),), args.repeat)
+    bench("resnet18 style", resnet, (torch.randn(1, 3, 32, 32),), threads, args.rounds,
+          args.repeat)
 
 
 if __name__ == "__main__":
