@@ -43,15 +43,55 @@ PrimExpr simplify_int(const PrimExpr& e);
 // them); with them (q*c + r) / c is q and (q*c + r) % c is r when r is known in [0, c).
 thread_local const VarRanges* loop_ranges = nullptr;
 
-// The constant bounds of the terms `t`, when every atom is a ranged loop variable.
+// The constant range of an integer expression over the ranged variables: interval
+// arithmetic through +, -, * and floor / and % by positive constants, min and max.
+std::optional<Interval> value_range(const PrimExpr& e, const VarRanges& ranges) {
+  int64_t c;
+  if (as_int(e, &c)) return Interval{c, c};
+  if (auto* v = e.as<PrimVarNode>()) {
+    auto it = ranges.find(v);
+    return it == ranges.end() ? std::nullopt : std::optional<Interval>(it->second);
+  }
+  auto* b = e.as<BinaryNode>();
+  if (!b) return std::nullopt;
+  auto x = value_range(b->a, ranges), y = value_range(b->b, ranges);
+  const bool positive_const = as_int(b->b, &c) && c > 0;
+  if (b->op == BinaryOp::Mod && positive_const) {  // floor modulo: always in [0, c)
+    if (x && floor_div(x->min, c) == floor_div(x->max, c))
+      return Interval{x->min - floor_div(x->min, c) * c, x->max - floor_div(x->min, c) * c};
+    return Interval{0, c - 1};
+  }
+  if (!x || !y) return std::nullopt;
+  switch (b->op) {
+    case BinaryOp::Add:
+      return Interval{x->min + y->min, x->max + y->max};
+    case BinaryOp::Sub:
+      return Interval{x->min - y->max, x->max - y->min};
+    case BinaryOp::Mul: {
+      int64_t p[] = {x->min * y->min, x->min * y->max, x->max * y->min, x->max * y->max};
+      return Interval{*std::min_element(p, p + 4), *std::max_element(p, p + 4)};
+    }
+    case BinaryOp::Div:
+      if (!positive_const) return std::nullopt;
+      return Interval{floor_div(x->min, c), floor_div(x->max, c)};
+    case BinaryOp::Min:
+      return Interval{std::min(x->min, y->min), std::min(x->max, y->max)};
+    case BinaryOp::Max:
+      return Interval{std::max(x->min, y->min), std::max(x->max, y->max)};
+    default:
+      return std::nullopt;
+  }
+}
+
+// The constant bounds of the terms `t`, when every atom has a range over the ranged
+// variables.
 std::optional<Interval> terms_bound(const Terms& t) {
   if (!loop_ranges) return std::nullopt;
   int64_t lo = t.constant, hi = t.constant;
   for (auto& [a, c] : t.atoms) {
-    auto* v = a.as<PrimVarNode>();
-    auto it = v ? loop_ranges->find(v) : loop_ranges->end();
-    if (it == loop_ranges->end()) return std::nullopt;
-    int64_t x = c * it->second.min, y = c * it->second.max;
+    std::optional<Interval> r = value_range(a, *loop_ranges);
+    if (!r) return std::nullopt;
+    int64_t x = c * r->min, y = c * r->max;
     lo += std::min(x, y);
     hi += std::max(x, y);
   }
@@ -76,6 +116,36 @@ PrimExpr rebuild(const Terms& t, DType dtype) {
   PrimExpr k = make_const(dtype, double(t.constant));
   if (!r) return k;
   return t.constant == 0 ? r : r + k;
+}
+
+Terms collect(const PrimExpr& e);
+
+// x = c*q + r with r = d*h + l, d dividing c and l in [0, d) (a vector's lane under a loop of
+// whole vectors): x / c = q + h / (c/d) and x % c = d * (h % (c/d)) + l. Tries the largest
+// such d among r's coefficients; false when none fits.
+bool split_low_part(BinaryOp op, const Terms& q, const Terms& r, int64_t c, DType dtype,
+                    Terms* out) {
+  std::vector<int64_t> divisors;
+  for (auto& [a, k] : r.atoms)
+    if (k > 1 && c % k == 0) divisors.push_back(k);
+  std::sort(divisors.rbegin(), divisors.rend());
+  for (int64_t d : divisors) {
+    Terms h, l;
+    l.constant = r.constant;
+    for (auto& [a, k] : r.atoms) (k % d == 0 ? h : l).add(a, k % d == 0 ? k / d : k);
+    auto lb = terms_bound(l);
+    if (!lb || lb->min < 0 || lb->max >= d) continue;
+    PrimExpr high = binary(op, rebuild(h, dtype), make_const(dtype, double(c / d)));
+    if (op == BinaryOp::Div) {
+      *out = q;
+      out->add(collect(high), 1);
+    } else {
+      *out = l;
+      out->add(collect(high), d);
+    }
+    return true;
+  }
+  return false;
 }
 
 // Collects the affine structure of `e`; non-affine nodes become simplified atoms.
@@ -139,6 +209,13 @@ Terms collect(const PrimExpr& e) {
             }
             return t;
           }
+          if (split_low_part(b->op, q, r, c, b->a.dtype(), &t)) return t;
+          if (!q.atoms.empty()) {  // floor division: (c*q + r) / c = q + r / c, % gives r % c
+            PrimExpr rest = binary(b->op, rebuild(r, b->a.dtype()), b->b);
+            if (b->op == BinaryOp::Div) t = q;
+            t.add(rest, 1);
+            return t;
+          }
         }
         break;
       }
@@ -163,46 +240,6 @@ PrimExpr simplify_int(const PrimExpr& e) {
     return simplify_operands(e);
   }
   return e;
-}
-
-// The constant range of an integer expression over the ranged variables: interval
-// arithmetic through +, -, * and floor / and % by positive constants, min and max.
-std::optional<Interval> value_range(const PrimExpr& e, const VarRanges& ranges) {
-  int64_t c;
-  if (as_int(e, &c)) return Interval{c, c};
-  if (auto* v = e.as<PrimVarNode>()) {
-    auto it = ranges.find(v);
-    return it == ranges.end() ? std::nullopt : std::optional<Interval>(it->second);
-  }
-  auto* b = e.as<BinaryNode>();
-  if (!b) return std::nullopt;
-  auto x = value_range(b->a, ranges), y = value_range(b->b, ranges);
-  const bool positive_const = as_int(b->b, &c) && c > 0;
-  if (b->op == BinaryOp::Mod && positive_const) {  // floor modulo: always in [0, c)
-    if (x && floor_div(x->min, c) == floor_div(x->max, c))
-      return Interval{x->min - floor_div(x->min, c) * c, x->max - floor_div(x->min, c) * c};
-    return Interval{0, c - 1};
-  }
-  if (!x || !y) return std::nullopt;
-  switch (b->op) {
-    case BinaryOp::Add:
-      return Interval{x->min + y->min, x->max + y->max};
-    case BinaryOp::Sub:
-      return Interval{x->min - y->max, x->max - y->min};
-    case BinaryOp::Mul: {
-      int64_t p[] = {x->min * y->min, x->min * y->max, x->max * y->min, x->max * y->max};
-      return Interval{*std::min_element(p, p + 4), *std::max_element(p, p + 4)};
-    }
-    case BinaryOp::Div:
-      if (!positive_const) return std::nullopt;
-      return Interval{floor_div(x->min, c), floor_div(x->max, c)};
-    case BinaryOp::Min:
-      return Interval{std::min(x->min, y->min), std::min(x->max, y->max)};
-    case BinaryOp::Max:
-      return Interval{std::max(x->min, y->min), std::max(x->max, y->max)};
-    default:
-      return std::nullopt;
-  }
 }
 
 class Simplifier : public PrimMutator {

@@ -48,7 +48,8 @@ TEST(LoopIR, LoopRangesSimplifyDivisionAndModulo) {
   // l in [0, 9) may reach the next multiple of 8: nothing to simplify.
   Stmt wide = for_loop(l, 0, 9, ForKind::Serial, store(out, l, (no * 8 + l) / 8));
   EXPECT_NE(to_string(simplify(wide)).find("/8"), std::string::npos) << simplify(wide);
-  EXPECT_EQ(to_string(simplify((no * 8 + l) / 8)), "(((no*8) + l)/8)");
+  // Outside them: floor division still splits off the whole multiples.
+  EXPECT_EQ(to_string(simplify((no * 8 + l) / 8)), "(no + (l/8))");
 }
 
 TEST(LoopIR, LetsOfFusedLoopsHaveRangesToo) {
@@ -58,18 +59,44 @@ TEST(LoopIR, LetsOfFusedLoopsHaveRangesToo) {
   Buffer out = make_buffer("out", DType::Int64, {64});
   PrimExpr flat = k * 768 + j * 64 + l;
   Stmt body = store(out, l, flat / 768 % 384 * 1000 + flat % 768);
-  Stmt s = for_loop(
-      f, 0, 12 * 384, ForKind::Serial,
-      let_stmt(j, PrimExpr(f) / 384,
-               let_stmt(k, PrimExpr(f) % 384, for_loop(l, 0, 64, ForKind::Serial, body))));
+  Stmt s =
+      for_loop(f, 0, 12 * 384, ForKind::Serial,
+               let_stmt(j, PrimExpr(f) / 384,
+                        let_stmt(k, PrimExpr(f) % 384, for_loop(l, 0, 64, ForKind::Serial, body))));
   std::string text = to_string(simplify(s));
   EXPECT_EQ(text.find("/768"), std::string::npos) << text;
   EXPECT_NE(text.find("(k*1000)"), std::string::npos) << text;
   // A let whose value has no range (a load) leaves its uses alone.
   Buffer src = make_buffer("src", DType::Int64, {4});
-  Stmt unknown = let_stmt(k, load(src, 0), for_loop(l, 0, 8, ForKind::Serial,
-                                                     store(out, l, (k + l) / 8)));
+  Stmt unknown =
+      let_stmt(k, load(src, 0), for_loop(l, 0, 8, ForKind::Serial, store(out, l, (k + l) / 8)));
   EXPECT_NE(to_string(simplify(unknown)).find("/8"), std::string::npos);
+}
+
+TEST(LoopIR, AVectorsLaneStaysOutOfDivisionsByWholeVectors) {
+  // Merging heads: flat = j*768 + ko*8 + ki with ki in [0, 8) one vector's lanes; head =
+  // flat / 64 % 12 and d = flat % 64 read the source at (head, j, d). 8 divides 64, so
+  // head = ko / 8 and d = (ko % 8)*8 + ki: the lane is affine, the load contiguous.
+  PrimVar j("j"), ko("ko"), ki("ki");
+  Buffer out = make_buffer("out", DType::Int64, {8});
+  PrimExpr flat = j * 768 + ko * 8 + ki;
+  Stmt body = store(out, ki, flat / 64 % 12 * 24576 + j * 64 + flat % 64);
+  Stmt s =
+      for_loop(j, 0, 384, ForKind::Serial,
+               for_loop(ko, 0, 96, ForKind::Serial, for_loop(ki, 0, 8, ForKind::Serial, body)));
+  auto* st =
+      simplify(s).as<ForNode>()->body.as<ForNode>()->body.as<ForNode>()->body.as<StoreNode>();
+  ASSERT_NE(st, nullptr);
+  auto form = linear_form(st->value);
+  EXPECT_FALSE(form.has_value()) << st->value;  // ko / 8 and ko % 8 stay
+  std::string text = to_string(st->value);
+  EXPECT_EQ(text.find("/64"), std::string::npos) << text;
+  EXPECT_EQ(text.find("% 64"), std::string::npos) << text;
+  EXPECT_NE(text.find("(ko/8)"), std::string::npos) << text;
+  // The same form with a lane that may reach the next vector (ki in [0, 9)) keeps flat % 64.
+  Stmt wide = for_loop(ko, 0, 96, ForKind::Serial,
+                       for_loop(ki, 0, 9, ForKind::Serial, store(out, ki, flat % 64)));
+  EXPECT_NE(to_string(simplify(wide)).find("% 64"), std::string::npos) << simplify(wide);
 }
 
 TEST(LoopIR, BoundOfAffineIndex) {
