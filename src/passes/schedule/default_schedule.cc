@@ -359,6 +359,26 @@ IterVar schedule_two_anchors(Schedule& sch, Stage& o, const PrimExpr& body, Stag
   return tile;
 }
 
+int64_t tensor_bytes(const Stage& s) {
+  int64_t n = dtype_bytes(s.tensor().dtype());
+  for (auto& a : s.axes()) n *= a->extent;
+  return n;
+}
+
+// Does `o` read, besides the reduction `r`, a tensor with as many elements as its output?
+bool reads_output_sized(const PrimExpr& body, const Stage& o, const Stage& r) {
+  int64_t elements = tensor_bytes(o) / dtype_bytes(o.tensor().dtype());
+  bool found = false;
+  visit_prim(body, [&](const PrimExpr& e) {
+    auto* p = e.as<ProducerLoadNode>();
+    if (!p || p->producer == r.tensor().ref()) return;
+    int64_t n = 1;
+    for (int64_t d : p->producer->shape) n *= d;
+    found |= n == elements;
+  });
+  return found;
+}
+
 // Tiles `o` (parallel outer, vector inner); returns the loop its reductions attach at.
 IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
   std::vector<IterVar> axes = o.axes();
@@ -449,9 +469,14 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
     // register tile at a time (a blocked conv's row of pixels x a vector of channels).
     pads.clear();
     if (outer_vec) outer.push_back(outer_vec);
-    if (tile_axis >= 0 && !outer_vec && vector_input_bytes(*reds[0]) <= machine.l2_bytes / 2) {
+    if (tile_axis >= 0 && !outer_vec && vector_input_bytes(*reds[0]) <= machine.l2_bytes / 2 &&
+        !(reads_output_sized(body, o, *reds[0]) && tensor_bytes(o) > machine.l2_bytes)) {
       // Axes that only the vector input (a conv's weights) depends on loop innermost: the
       // broadcast input's tile stays in L1 while the weights, which fit in L2, stream past.
+      // Not when the epilogue also reads a tensor as large as the output (a residual) and
+      // the output is larger than the L2: each tile would then touch two memory streams per
+      // output-channel block, which defeats the prefetchers (ResNet-50's expanding 1x1
+      // convs with their residual add: 30% slower that way).
       std::stable_partition(outer.begin(), outer.end(), [&](const IterVar& a) {
         int k = static_cast<int>(std::find(axes.begin(), axes.end(), a) - axes.begin());
         return k == tile_axis || a->extent == 1 || vector_input_ignores(*reds[0], k) ||
