@@ -4,6 +4,7 @@ imported, not copied).
 
     PYTHONPATH=python python3 benchmarks/torch_compile.py [--models resnet50,bert_s128]
         [--threads 1] [--rounds 5] [--seconds 1.0]
+    PYTHONPATH=python python3 benchmarks/torch_compile.py --zoo [--threads 1]
 
 Engines, at the same thread count: "ember" is GraphModule.run() of the direct import
 (from_pytorch + ember.build) with the inputs already set; "backend" is the compiled
@@ -11,6 +12,10 @@ model called under torch.inference_mode (so it includes Dynamo's guards, the DLP
 and output crossings and the per-call output allocation); "inductor" is torch.compile's
 default backend. Interleaved rounds, medians of all timed calls, outputs checked against
 eager. The backend's target is to be within 10% of "ember". Nothing is asserted.
+
+--zoo runs every family of the test zoo (tests/python/models.py, batch 1) through
+torch.compile(backend="ember") instead: outputs against eager, the partitions Ember built and
+the ops left to PyTorch, and eager and backend medians.
 """
 import argparse
 import os
@@ -79,13 +84,49 @@ def run_model(name, threads, rounds, seconds):
     sys.stdout.flush()
 
 
+def run_zoo(rounds, seconds):
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "python"))
+    import models  # noqa: E402  (the test zoo)
+    print("| family | partitions | ops left to PyTorch | eager ms | backend ms | "
+          "backend / eager | max error (abs/rel) | outputs |")
+    print("|---|---:|---:|---:|---:|---:|---|---|")
+    for family in models.FAMILIES:
+        model, inputs = models.make(family, 1)
+        model.eval()
+        with torch.inference_mode():
+            expected = e2e._as_list(model(*inputs))
+        torch._dynamo.reset()
+        backend = backend_engine(model, inputs)
+        report = ember.last_compile_report()
+        eager = e2e.Engine("eager", lambda: model(*inputs), lambda: expected, 0.0)
+
+        def eager_call(model=model, inputs=inputs):
+            with torch.inference_mode():
+                model(*inputs)
+        eager.call = eager_call
+        times = e2e.measure([eager, backend], rounds, None, seconds, warmup_s=0.5)
+        err, rel, ok = e2e.check(backend.outputs(), expected)
+        print(f"| {family} | {len(report.partitions)} | {len(report.fallbacks)} | "
+              f"{e2e.fmt_ms(times['eager'][0])} | {e2e.fmt_ms(times['backend'][0])} | "
+              f"{times['backend'][0] / times['eager'][0]:.2f} | {err:.1e}/{rel:.1e} | "
+              f"{'ok' if ok else 'MISMATCH'} |")
+        sys.stdout.flush()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--zoo", action="store_true", help="every family of the test zoo")
     parser.add_argument("--models", default="resnet50,bert_s128")
     parser.add_argument("--threads", default="1")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=1.0)
     args = parser.parse_args()
+    if args.zoo:
+        for threads in [int(t) for t in args.threads.split(",")]:
+            ember.set_num_threads(threads)
+            torch.set_num_threads(threads)
+            run_zoo(args.rounds, args.seconds)
+        return
     print("| model | threads | inductor ms | ember ms | backend ms | backend / ember | "
           "setup s (inductor, ember, backend) | outputs |")
     print("|---|---|---|---|---|---|---|---|")
