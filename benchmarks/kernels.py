@@ -16,8 +16,9 @@ convolutions (a kernel with two anchors, e.g. depthwise -> pointwise, counts bot
 is measured in the same run, before and after the models (the higher counts), by
 ember.measure_fma_peak: independent float32 FMA chains that Ember compiles at the target's
 vector width, one thread. Prints one Markdown row per kernel, sorted by model
-then time, the totals per model and, per model, how many workloads are distinct. Never part
-of the test pass/fail.
+then time, the totals per model and, per model, how many workloads are distinct; batch-1
+dense kernels also against the read bandwidth of an Ember-compiled streaming sum over a
+buffer the size of their weights. Never part of the test pass/fail.
 """
 import argparse
 import contextlib
@@ -163,6 +164,38 @@ def match_kernels(report, graph_kernels):
     return out
 
 
+def stream_gbps(nbytes, target, repeat=20):
+    """Read bandwidth (GB/s) of an Ember-compiled float32 sum over a buffer of `nbytes`: the
+    bound a batch-1 dense (a GEMV, which reads each weight once) can reach."""
+    n = nbytes // 4
+    x = ember.ir.var("w", shape=(n,))
+    lib = ember.build(ember.ir.Function([x], ember.op.sum(x)), target=target)
+    m = ember.GraphModule(lib)
+    m.set_input(0, np.random.default_rng(0).standard_normal(n, dtype=np.float32))
+    m.run()
+    return nbytes / (m.benchmark(number=3, repeat=repeat).median * 1e6)
+
+
+def print_gemv_bandwidth(rows, target):
+    """Batch-1 dense kernels (M1): weight bytes read per second against the streaming sum's
+    bandwidth over a buffer of the same size, measured now."""
+    gemv = [r for r in rows if "dense" in r["anchor"] and r["shape"].startswith("M1 ")]
+    if not gemv:
+        return
+    print("\nBatch-1 dense against an Ember-compiled streaming sum over its weights' bytes "
+          "(1 thread):\n")
+    print("| model | kernel | shape | weight MB | ms | GB/s | streaming sum GB/s | % |")
+    print("|---|---|---|---:|---:|---:|---:|---:|")
+    for r in gemv:
+        n, k = (int(v) for v in re.findall(r"[NK](\d+)", r["shape"]))
+        nbytes = 4 * n * k
+        gbps = nbytes / (r["ms"] * 1e6) if r["ms"] else None
+        bound = stream_gbps(nbytes, target)
+        print(f"| {r['model']} | {r['kernel']} | {r['shape']} | {nbytes / 1e6:.1f} "
+              f"| {fmt(r['ms'], 3)} | {fmt(gbps)} | {bound:.1f} "
+              f"| {fmt(100 * gbps / bound if gbps else None)} |")
+
+
 def fmt(v, digits=1):
     return "n/a" if v is None else f"{v:.{digits}f}"
 
@@ -274,6 +307,7 @@ def main():
         pct = 100 * s["gflops"] / peak if s["gflops"] and peak else None
         print(f"| {s['model']} | {s['total_ms']:.2f} | {s['product_ms']:.2f} | {s['gflop']:.3f} "
               f"| {fmt(s['gflops'])} | {fmt(pct)} | {s['other_ms']:.2f} |")
+    print_gemv_bandwidth(rows, args.target)
     print()
     for s in summaries:
         print(f"{s['model']}: {s['product_kernels']} conv/dense/matmul kernels of "
