@@ -2,7 +2,9 @@
 NCHW[c]c convs, the plain NCHW schedule, strided loads, rows no vector width divides)
 against PyTorch in float64, at awkward sizes, for both vector widths, with the layout pass
 on and off. A residual block checks that the blocked layout is kept through the epilogue
-(bias, activation, residual add) and converted back only where the plain layout is needed.
+(bias, activation, residual add) and converted back only where the plain layout is needed;
+PaddedChannels, that channel counts no block divides (padded to whole blocks) are right
+whatever reads them.
 
 Tolerance: float32 sums of Cin*KH*KW products in any order against float64: rtol 1e-4,
 atol 1e-5 * sqrt(terms).
