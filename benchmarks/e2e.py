@@ -7,7 +7,8 @@ in one run.
 
 Models (plain torch.nn, no torchvision; weights random but fixed): ResNet-18 and ResNet-50
 (tests/python/models.py at width 64, 1000 classes: torchvision's layout), MobileNetV2 (full
-torchvision widths, defined here), the TVM forum net (1x64x128x128), a BERT-base encoder layer
+torchvision widths, defined here), the TVM forum net (1x64x128x128), a net of channel counts
+no vector block divides (33 and 100 at 56x56, defined here), a BERT-base encoder layer
 (dim 768, 12 heads, FFN 3072) at sequence 128 and 384, an MLP 1024-2048-2048-10 and an LSTM
 cell (input and hidden 128) unrolled for 16 steps. CNN inputs are Bx3x224x224, fp32.
 
@@ -93,6 +94,27 @@ class UnrolledLSTM(nn.Module):
         return h, c
 
 
+class AwkwardChannels(nn.Module):
+    """Channel counts that no vector block divides (33 and 100, which the blocked layout pads
+    to whole vectors) at 56x56: two residual stages of conv-BN-ReLU (3x3 at 33 channels; 1x1
+    up to 100, 3x3, 1x1 back), global average pooling, a 10-class linear."""
+
+    def __init__(self, c=33, wide=100, classes=10):
+        super().__init__()
+
+        def cbr(i, o, k):
+            return [nn.Conv2d(i, o, k, padding=k // 2, bias=False), nn.BatchNorm2d(o),
+                    nn.ReLU(True)]
+        self.a = nn.Sequential(*cbr(c, c, 3), *cbr(c, c, 3))
+        self.b = nn.Sequential(*cbr(c, wide, 1), *cbr(wide, wide, 3), *cbr(wide, c, 1))
+        self.fc = nn.Linear(c, classes)
+
+    def forward(self, x):
+        x = x + self.a(x)
+        x = x + self.b(x)
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, (1, 1)), 1))
+
+
 def _image(batch):
     return (torch.randn(batch, 3, 224, 224),)
 
@@ -105,6 +127,8 @@ MODELS = {
                      _image),
     "forum": ("forum net, 64x128x128", lambda: models._seeded(models.ForumNet)(64),
               lambda b: (torch.randn(b, 64, 128, 128),)),
+    "awkward": ("33/100 channels, 56x56", lambda: models._seeded(AwkwardChannels)(),
+                lambda b: (torch.randn(b, 33, 56, 56),)),
     "bert_s128": ("BERT-base layer, seq 128",
                   lambda: models._seeded(models.EncoderLayer)(768, 12, 3072),
                   lambda b: (torch.randn(b, 128, 768),)),

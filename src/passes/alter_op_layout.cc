@@ -34,9 +34,20 @@ Expr blocked_source(const Expr& e) {
 
 int64_t block_of(const Expr& blocked) { return blocked->type.tensor().shape[4]; }
 
-Expr from_blocked(Expr blocked, const std::string& name) {
-  return call("from_blocked", {std::move(blocked)}, {}, name);
+// Whether the blocked value of a plain tensor with `channels` has pad channels.
+bool is_padded(const Expr& blocked, int64_t channels) {
+  const auto& s = blocked->type.tensor().shape;
+  return s[1] * s[4] != channels;
 }
+
+// `blocked` back in NCHW with its first `channels` channels (the rest are padding).
+Expr from_blocked(Expr blocked, int64_t channels, const std::string& name) {
+  Attrs attrs;
+  if (is_padded(blocked, channels)) attrs = attrs.with("channels", channels);
+  return call("from_blocked", {std::move(blocked)}, attrs, name);
+}
+
+int64_t channels_of(const CallNode* c) { return c->type.tensor().shape[1]; }
 
 // `x` [N, C, H, W] in blocks of `block` channels: the value a from_blocked came from when
 // it has that block, else a to_blocked of x, one per (x, block) however many readers ask.
@@ -55,8 +66,8 @@ class Blocker {
 };
 
 // The channel blocks (in, out) of a conv that can run blocked, or {0, 0}: groups 1 or
-// depthwise, a constant weight, channels the vector lanes divide (the 3 of an RGB stem do
-// not: it keeps NCHW).
+// depthwise, a constant weight, and channels that channel_block_for gives a block (padded
+// where it does not divide them).
 std::pair<int64_t, int64_t> conv_blocks(const CallNode* c, const MachineModel& machine) {
   if (!c->op || c->op->name != "nn.conv2d" || c->args.size() != 2) return {0, 0};
   const Expr &data = c->args[0], &weight = c->args[1];
@@ -72,7 +83,7 @@ std::pair<int64_t, int64_t> conv_blocks(const CallNode* c, const MachineModel& m
   // Fewer channels than a vector (the RGB stem): one block of all of them, so the input
   // is read pixel by pixel (NHWC) and broadcast into the output-channel vectors.
   if (!depthwise && x.shape[1] < machine.lanes(x.dtype)) ci = x.shape[1];
-  if (x.shape[1] % ci != 0 || w.shape[0] % co != 0) return {0, 0};
+  if (!ci || !co) return {0, 0};
   return {ci, co};
 }
 
@@ -86,7 +97,7 @@ Expr block_conv(const CallNode* c, const std::vector<Expr>& in, const MachineMod
                      Attrs().with("in_block", depthwise ? int64_t{1} : ci).with("out_block", co),
                      in[1]->name);
   Expr y = call("nn.conv2d_blocked", {to_blocked(in[0], ci), packed}, c->attrs, c->name);
-  return from_blocked(y, c->name);
+  return from_blocked(y, channels_of(c), c->name);
 }
 
 // The other operand of an elementwise op on a blocked value, blocked too: a tensor of the
@@ -119,25 +130,42 @@ bool is_pooling(const CallNode* c) {
 
 Expr through_pooling(const CallNode* c, const std::vector<Expr>& in) {
   Expr a = is_pooling(c) ? blocked_source(in[0]) : nullptr;
-  return a ? from_blocked(call(c->op, {a}, c->attrs, c->name), c->name) : nullptr;
+  return a ? from_blocked(call(c->op, {a}, c->attrs, c->name), channels_of(c), c->name) : nullptr;
+}
+
+// Ops that keep the values of pad channels finite (they grow at most linearly) and so may
+// run on them: a blocked conv multiplies pad input channels by zero weights, and 0 * inf is
+// NaN. Others (divide by a zero-padded constant, log, rsqrt, exp, ...) read the plain
+// layout when the blocked value is padded.
+bool keeps_pad_finite(const CallNode* c) {
+  static const std::set<std::string> ops = {
+      "add",      "subtract",     "multiply",       "maximum",    "minimum",       "nn.bias_add",
+      "negative", "abs",          "clip",           "nn.relu",    "nn.leaky_relu", "nn.gelu",
+      "nn.silu",  "nn.hardswish", "nn.hardsigmoid", "sigmoid",    "tanh",          "nn.elu",
+      "nn.selu",  "nn.celu",      "nn.mish",        "nn.softplus"};
+  return ops.count(c->op->name) > 0;
 }
 
 // Elementwise ops keep the blocked layout: op(from_blocked(a), ...) = from_blocked(op(a, ...)).
 Expr through_elementwise(const CallNode* c, const std::vector<Expr>& in, Blocker& to_blocked) {
   static const std::set<std::string> binary = {"add",    "subtract", "multiply",
                                                "divide", "maximum",  "minimum"};
+  if (c->type.is_tuple || c->type.tensor().ndim() != 4) return nullptr;
+  const int64_t channels = channels_of(c);
+  auto allowed = [&](const Expr& blocked) {
+    return !is_padded(blocked, channels) || keeps_pad_finite(c);
+  };
   if (c->op->pattern == OpPattern::ElemWise && in.size() == 1) {
     Expr a = blocked_source(in[0]);
-    return a ? from_blocked(call(c->op, {a}, c->attrs, c->name), c->name) : nullptr;
+    if (!a || !allowed(a)) return nullptr;
+    return from_blocked(call(c->op, {a}, c->attrs, c->name), channels, c->name);
   }
   // nn.bias_add along the channels is an add of a per-channel [C] operand.
-  const bool bias = c->op->name == "nn.bias_add" && in.size() == 2 && !c->type.is_tuple &&
-                    c->type.tensor().ndim() == 4 &&
+  const bool bias = c->op->name == "nn.bias_add" && in.size() == 2 &&
                     (c->attrs.get_int("axis", 1) == 1 || c->attrs.get_int("axis", 1) == -3);
-  if (!bias && (!binary.count(c->op->name) || in.size() != 2 || c->type.is_tuple)) return nullptr;
+  if (!bias && (!binary.count(c->op->name) || in.size() != 2)) return nullptr;
   const TensorType& out = c->type.tensor();
   Expr a = blocked_source(in[0]), b = blocked_source(in[1]);
-  if (out.ndim() != 4) return nullptr;
   if (a && b) {
     if (a->type != b->type || in[0]->type.tensor() != out) return nullptr;
   } else if (a && in[0]->type.tensor() == out) {
@@ -147,9 +175,9 @@ Expr through_elementwise(const CallNode* c, const std::vector<Expr>& in, Blocker
   } else {
     return nullptr;
   }
-  if (!a || !b) return nullptr;
-  if (bias) return from_blocked(call("add", {a, b}, {}, c->name), c->name);
-  return from_blocked(call(c->op, {a, b}, c->attrs, c->name), c->name);
+  if (!a || !b || !allowed(a)) return nullptr;
+  Expr y = bias ? call("add", {a, b}, {}, c->name) : call(c->op, {a, b}, c->attrs, c->name);
+  return from_blocked(y, channels, c->name);
 }
 
 // The convs to run blocked: those that can (conv_blocks) and that reach another such conv

@@ -285,6 +285,13 @@ CASES = [
          4, None, True, absent="depthwise conv -> pointwise conv"),
     case("negative_depthwise_then_3x3_conv", lambda: _dw_pw(pw_kernel=3), _pool_input_16, 4,
          None, True, absent="depthwise conv -> pointwise conv"),
+    # 33 channels no vector block divides: AlterOpLayout pads them to whole blocks (40 or
+    # 48); the sigmoid makes the pad channels 0.5, which the second conv's zero weights for
+    # them drop. Blocked at either vector width: to_blocked, two convs, from_blocked.
+    case("conv_sigmoid_conv_padded_channels",
+         lambda: _module(lambda m, x: m.l1(torch.sigmoid(m.l0(x))),
+                         torch.nn.Conv2d(33, 33, 3, padding=1), torch.nn.Conv2d(33, 33, 1)),
+         lambda: (_rand(1, 33, 7, 13),), 4, "conv2d+bias/residual+activation epilogue"),
     case("negative_softmax_topk_other_axis",
          lambda: _module(lambda m, x: tuple(torch.topk(torch.softmax(x, dim=1), 2, dim=0))),
          lambda: (_distinct(6, 10),), 2, None, True, absent="softmax->topk"),

@@ -15,7 +15,9 @@ A case is a dict:
 Each case is built twice: "fused" (the default PassContext, every pass on) and "unfused"
 (FuseOps and every catalog pass disabled: all known passes except the base ones below, so
 a new catalog pass is covered without editing this file). Both must match PyTorch within the
-case's tolerance (NaN where PyTorch has NaN, inf where it has inf), and each other.
+case's tolerance (NaN where PyTorch has NaN, inf where it has inf), and each other. Where
+AlterOpLayout applies (the fused build has a blocked conv, or the case disables the pass),
+the fused build is made a third time with AlterOpLayout flipped, and must match PyTorch too.
 """
 import glob
 import importlib.util
@@ -72,13 +74,15 @@ def unfused_context():
     return PassContext(disabled_passes=catalog)
 
 
-def compile_case(case, fused):
-    """(library, outputs as a list of NumPy arrays) of one build of the case."""
+def compile_case(case, fused, disabled=None):
+    """(library, outputs as a list of NumPy arrays) of one build of the case; a fused build
+    disables the case's `disabled_passes`, or `disabled` when given."""
     model, inputs = case["model"](), case["inputs"]()
     mod, params = ember.frontend.from_pytorch(model, inputs)
     if fused:
         # A case may name passes its pattern needs off (a plain-layout kernel: AlterOpLayout).
-        with PassContext(disabled_passes=case.get("disabled_passes", [])):
+        disabled = case.get("disabled_passes", []) if disabled is None else disabled
+        with PassContext(disabled_passes=disabled):
             lib = ember.build(mod, target="llvm", params=params)
     else:
         with unfused_context():
@@ -100,6 +104,17 @@ def torch_outputs(case):
 
 def patterns_of(lib):
     return [p for k in lib.fusion_report() for p in k.patterns]
+
+
+def layout_flipped(case, report):
+    """The fused build's disabled passes with AlterOpLayout flipped, or None where the pass
+    does not apply (no blocked conv, and the case does not disable it)."""
+    disabled = list(case.get("disabled_passes", []))
+    if "AlterOpLayout" in disabled:
+        return [p for p in disabled if p != "AlterOpLayout"]
+    if any(k.anchor == "nn.conv2d_blocked" for k in report):
+        return disabled + ["AlterOpLayout"]
+    return None
 
 
 CASES = all_cases()
@@ -128,6 +143,13 @@ def test_catalog_case(case_id, case):
                                    err_msg=f"{case_id} output {i}: fused vs PyTorch\n{report}")
         np.testing.assert_allclose(f, u, rtol=rtol, atol=atol, equal_nan=True,
                                    err_msg=f"{case_id} output {i}: fused vs unfused")
+    flipped = layout_flipped(case, report)
+    if flipped is not None:
+        _, other = compile_case(case, fused=True, disabled=flipped)
+        for i, (o, e) in enumerate(zip(other, expected)):
+            np.testing.assert_allclose(o, e, rtol=rtol, atol=atol, equal_nan=True,
+                                       err_msg=f"{case_id} output {i}: AlterOpLayout flipped "
+                                               f"(disabled {flipped}) vs PyTorch")
     assert len(report) == case["kernels"], f"{case_id}: expected {case['kernels']} kernels\n{report}"
     if case["pattern"] is not None:
         assert any(case["pattern"] in p for p in patterns), \

@@ -2,7 +2,9 @@
 NCHW[c]c convs, the plain NCHW schedule, strided loads, rows no vector width divides)
 against PyTorch in float64, at awkward sizes, for both vector widths, with the layout pass
 on and off. A residual block checks that the blocked layout is kept through the epilogue
-(bias, activation, residual add) and converted back only where the plain layout is needed.
+(bias, activation, residual add) and converted back only where the plain layout is needed;
+PaddedChannels, that channel counts no block divides (padded to whole blocks) are right
+whatever reads them.
 
 Tolerance: float32 sums of Cin*KH*KW products in any order against float64: rtol 1e-4,
 atol 1e-5 * sqrt(terms).
@@ -125,3 +127,66 @@ def test_stem_and_its_pooling_run_blocked(bits):
     ops = [o for r in lib.fusion_report() for o in r.ops]
     assert ops.count("to_blocked") == 1 and ops.count("from_blocked") == 1, lib.fusion_report()
     assert "nn.conv2d_blocked" in ops and "nn.max_pool2d" in ops
+
+
+class PaddedChannels(torch.nn.Module):
+    """Channel counts no vector block divides (33, 5, 38, 100), which the blocked layout pads
+    to whole blocks, reaching every kind of reader: a conv after an epilogue that makes the
+    pad channels nonzero (sigmoid(0) = 0.5), a residual add, max and avg pooling, a
+    depthwise conv with dilation, a concat along the channels, flatten + dense and a softmax
+    over the channels; and a 5-channel input with stride 2, a grouped conv and widths 1, 7,
+    28 and 57."""
+
+    def __init__(self):
+        super().__init__()
+        conv = torch.nn.Conv2d
+        self.a, self.b = conv(33, 33, 3, padding=1), conv(33, 33, 3, padding=1)
+        self.dw = conv(33, 33, 3, padding=2, dilation=2, groups=33)
+        self.c, self.d = conv(33, 5, 1), conv(38, 24, 3, padding=1)
+        self.e, self.f = conv(33, 100, 1), conv(33, 5, 3, stride=2)
+        self.fc = torch.nn.Linear(5 * 3 * 3, 10)
+        self.g, self.h = conv(5, 24, 3, stride=2), conv(24, 96, 3, padding=2, dilation=2)
+        self.grouped, self.dw96 = conv(96, 96, 3, groups=3), conv(96, 96, 3, groups=96)
+        self.i, self.j = conv(96, 33, 1), conv(33, 96, 1)
+        self.stem, self.k = conv(3, 33, 3, padding=1), conv(33, 33, 3, stride=2, padding=1)
+        self.m, self.n = conv(24, 33, 3, stride=2, padding=1), conv(33, 57, 1)
+
+    def forward(self, x14, x57, x1, x7, x28):
+        y = torch.sigmoid(self.a(x14))
+        r = torch.relu(self.b(y) + y)
+        p = F.max_pool2d(r, 3, 2, 1)
+        q = F.avg_pool2d(r, 2, 2)
+        c = torch.cat([self.dw(p), self.c(p)], dim=1)
+        outs = [self.d(c), torch.softmax(self.e(q), dim=1), self.fc(self.f(p).flatten(1))]
+        z = self.h(torch.relu(self.g(x57)))
+        outs.append(self.dw96(self.grouped(z)))
+        outs.append(self.j(torch.relu(self.i(x1))))
+        outs.append(self.k(F.hardswish(self.stem(x7))))
+        outs.append(self.n(torch.tanh(self.m(x28))))
+        return tuple(outs)
+
+
+@pytest.mark.parametrize("bits", WIDTHS)
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_padded_channels_through_every_reader(bits, layout):
+    torch.manual_seed(3)
+    model = PaddedChannels().eval()
+    shapes = [(1, 33, 14, 14), (1, 5, 57, 57), (1, 96, 1, 1), (1, 3, 7, 7), (1, 24, 28, 28)]
+    inputs = tuple(torch.randn(s) for s in shapes)
+    mod, params = ember.frontend.from_pytorch(model, inputs)
+    with ember.transform.PassContext(disabled_passes=LAYOUTS[layout]):
+        lib = ember.build(mod, target=f"llvm -vector-bits={bits}", params=params)
+    m = ember.GraphModule(lib)
+    for i, a in enumerate(inputs):
+        m.set_input(i, a.numpy())
+    m.run()
+    with torch.no_grad():
+        want = model.double()(*(a.double() for a in inputs))
+    for i, w in enumerate(want):
+        # float32 sums of up to 38 * 9 products against float64.
+        np.testing.assert_allclose(np.asarray(m.get_output(i)), w.numpy(), rtol=1e-4,
+                                   atol=2e-5, err_msg=f"output {i}")
+    # The padded layout shows in the graph: 33 channels leave their blocks with
+    # from_blocked(..., channels=33) (40 at 256 bits, 48 at 512).
+    graph = lib.get_source("graph")
+    assert ("from_blocked" in graph and "channels=33" in graph) == (layout == "blocked"), graph

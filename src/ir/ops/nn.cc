@@ -174,28 +174,37 @@ Tensor conv2d_compute(const std::vector<Tensor>& in, const Attrs& attrs, const T
 // ---------------------------------------------------------------- blocked conv2d
 
 // nn.conv2d on activations in a blocked layout NCHW[c]c (AlterOpLayout): data
-// [N, C/ci, H, W, ci], weight packed [CO/co, C/ci, KH, KW, ci, co] by nn.pack_conv_weight,
-// output [N, CO/co, OH, OW, co]. A vector of co output channels then loads co contiguous
-// weights and broadcasts one input value, at any image width. Attributes as nn.conv2d, with
-// groups 1 or one group per channel (depthwise: weight [C/c, 1, KH, KW, 1, c], a vector of
-// c channels multiplies c contiguous inputs by c contiguous weights).
+// [N, ceil(C/ci), H, W, ci], weight packed [ceil(CO/co), ceil(C/ci), KH, KW, ci, co] by
+// nn.pack_conv_weight, output [N, ceil(CO/co), OH, OW, co]. A vector of co output channels
+// then loads co contiguous weights and broadcasts one input value, at any image width.
+// Attributes as nn.conv2d, with groups 1 or one group per channel (depthwise: weight
+// [ceil(C/c), 1, KH, KW, 1, c], a vector of c channels multiplies c contiguous inputs by c
+// contiguous weights). Channels that a block does not divide are padded: the packed weight
+// is zero for pad input and output channels, so pad input channels (whatever an epilogue
+// left there, as long as it is finite) add nothing and pad output channels are zero.
 Type pack_conv_weight_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
   check_arity(args, 1, ctx);
   const TensorType& w = tensor_arg(args, 0, "the weight", ctx);
   check_rank(w, 4, "the weight (OIHW)", ctx);
   int64_t ci = attrs.get_int("in_block", 0), co = attrs.get_int("out_block", 0);
-  if (ci < 1 || co < 1 || w.shape[0] % co != 0 || w.shape[1] % ci != 0)
+  if (ci < 1 || co < 1)
     ctx.fail("in_block " + std::to_string(ci) + " and out_block " + std::to_string(co) +
-             " must divide the weight's channels " + ints_str(w.shape));
-  return TensorType{{w.shape[0] / co, w.shape[1] / ci, w.shape[2], w.shape[3], ci, co}, w.dtype};
+             " must be >= 1");
+  return TensorType{
+      {(w.shape[0] + co - 1) / co, (w.shape[1] + ci - 1) / ci, w.shape[2], w.shape[3], ci, co},
+      w.dtype};
 }
 
 Tensor pack_conv_weight_compute(const std::vector<Tensor>& in, const Attrs&,
                                 const TensorType& out) {
   const Tensor& w = in[0];
-  int64_t ci = out.shape[4], co = out.shape[5];
+  int64_t ci = out.shape[4], co = out.shape[5], wo = w.shape()[0], wi = w.shape()[1];
   return compute("packed_weight", out.shape, [&](const std::vector<PrimVar>& i) {
-    return w({i[0] * idx(co) + i[5], i[1] * idx(ci) + i[4], i[2], i[3]});
+    PrimExpr o = i[0] * idx(co) + i[5], c = i[1] * idx(ci) + i[4];
+    if (wo % co == 0 && wi % ci == 0) return w({o, c, i[2], i[3]});
+    return select(logical_and(o < idx(wo), c < idx(wi)),
+                  w({min(o, idx(wo - 1)), min(c, idx(wi - 1)), i[2], i[3]}),
+                  make_const(w.dtype(), 0.0));
   });
 }
 
@@ -209,9 +218,11 @@ Type conv2d_blocked_rel(const std::vector<Type>& args, Attrs& attrs, const TypeC
   check_same_dtype(data, "data", weight, "the weight", ctx);
   int64_t groups = attrs.get_int("groups", 1);
   bool depthwise = groups > 1;
+  // Depthwise: groups is the real channel count, padded up to the data's blocks.
   if (depthwise
-          ? groups != data.shape[1] * data.shape[4] || weight.shape[0] != data.shape[1] ||
-                weight.shape[1] != 1 || weight.shape[4] != 1 || weight.shape[5] != data.shape[4]
+          ? (groups + data.shape[4] - 1) / data.shape[4] != data.shape[1] ||
+                weight.shape[0] != data.shape[1] || weight.shape[1] != 1 || weight.shape[4] != 1 ||
+                weight.shape[5] != data.shape[4]
           : groups != 1 || data.shape[1] != weight.shape[1] || data.shape[4] != weight.shape[4])
     ctx.fail("data " + to_string(data) + " does not match the packed weight " +
              ints_str(weight.shape) + " with groups=" + std::to_string(groups) +

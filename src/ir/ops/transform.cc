@@ -131,32 +131,42 @@ Tensor transpose_compute(const std::vector<Tensor>& in, const Attrs& attrs, cons
 
 // ---------------------------------------------------------------- blocked layouts
 
-// to_blocked: NCHW [N, C, H, W] -> NCHW[c]c [N, C/c, H, W, c] (attr block = c, dividing C);
-// from_blocked is its inverse. AlterOpLayout puts them where a blocked conv meets an op
-// that needs the plain layout.
+// to_blocked: NCHW [N, C, H, W] -> NCHW[c]c [N, ceil(C/c), H, W, c] (attr block = c); a
+// block that does not divide C pads the last block with zero channels. from_blocked is its
+// inverse, and drops the pad channels (attr channels = C, default all of them).
+// AlterOpLayout puts them where a blocked conv meets an op that needs the plain layout.
 Type to_blocked_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
   check_arity(args, 1, ctx);
   const TensorType& x = tensor_arg(args, 0, "data", ctx);
   check_rank(x, 4, "data (NCHW)", ctx);
   int64_t c = attrs.get_int("block", 0);
-  if (c < 1 || x.shape[1] % c != 0)
-    ctx.fail("block " + std::to_string(c) + " must divide the channels of " + to_string(x));
-  return TensorType{{x.shape[0], x.shape[1] / c, x.shape[2], x.shape[3], c}, x.dtype};
+  if (c < 1) ctx.fail("block = " + std::to_string(c) + " must be >= 1");
+  return TensorType{{x.shape[0], (x.shape[1] + c - 1) / c, x.shape[2], x.shape[3], c}, x.dtype};
 }
 
 Tensor to_blocked_compute(const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {
   const Tensor& x = in[0];
-  int64_t c = out.shape[4];
+  int64_t c = out.shape[4], channels = x.shape()[1];
   return compute("to_blocked", out.shape, [&](const std::vector<PrimVar>& i) {
-    return x({i[0], i[1] * idx(c) + i[4], i[2], i[3]});
+    PrimExpr ch = i[1] * idx(c) + i[4];
+    if (channels % c == 0) return x({i[0], ch, i[2], i[3]});
+    // The clamp keeps the load in bounds; the condition implies it (a masked vector load).
+    return select(ch < idx(channels), x({i[0], min(ch, idx(channels - 1)), i[2], i[3]}),
+                  make_const(x.dtype(), 0.0));
   });
 }
 
-Type from_blocked_rel(const std::vector<Type>& args, Attrs&, const TypeContext& ctx) {
+Type from_blocked_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
   check_arity(args, 1, ctx);
   const TensorType& x = tensor_arg(args, 0, "data", ctx);
   check_rank(x, 5, "data (NCHW[c]c)", ctx);
-  return TensorType{{x.shape[0], x.shape[1] * x.shape[4], x.shape[2], x.shape[3]}, x.dtype};
+  const int64_t padded = x.shape[1] * x.shape[4];
+  const int64_t channels = attrs.get_int("channels", padded);
+  if (channels > padded || channels <= padded - x.shape[4])
+    ctx.fail("channels = " + std::to_string(channels) + " must be in the last block of " +
+             to_string(x) + " (" + std::to_string(padded - x.shape[4] + 1) + " to " +
+             std::to_string(padded) + ")");
+  return TensorType{{x.shape[0], channels, x.shape[2], x.shape[3]}, x.dtype};
 }
 
 Tensor from_blocked_compute(const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {

@@ -141,6 +141,32 @@ TEST(OpsTest, Conv2dErrors) {
   expect_error([&] { call("nn.conv2d", {xi, f32("w", {4, 3, 3, 3})}); }, {"float"});
 }
 
+TEST(OpsTest, BlockedLayoutsPadChannelsNoBlockDivides) {
+  // 33 channels in blocks of 8: five blocks, the last with 7 pad channels; from_blocked
+  // drops them again. The packed weight pads input and output channels alike.
+  Expr x = f32("x", {1, 33, 5, 7});
+  Expr b = call("to_blocked", {x}, Attrs({{"block", int64_t{8}}}));
+  EXPECT_EQ(shape_of(b), (std::vector<int64_t>{1, 5, 5, 7, 8}));
+  EXPECT_EQ(shape_of(call("from_blocked", {b}, Attrs({{"channels", int64_t{33}}}))),
+            (std::vector<int64_t>{1, 33, 5, 7}));
+  EXPECT_EQ(shape_of(call("from_blocked", {b})), (std::vector<int64_t>{1, 40, 5, 7}));
+  Expr w = call("nn.pack_conv_weight", {f32("w", {5, 33, 3, 3})},
+                Attrs({{"in_block", int64_t{8}}, {"out_block", int64_t{16}}}));
+  EXPECT_EQ(shape_of(w), (std::vector<int64_t>{1, 5, 3, 3, 8, 16}));
+  EXPECT_EQ(shape_of(call("nn.conv2d_blocked", {b, w})), (std::vector<int64_t>{1, 1, 3, 5, 16}));
+  // Depthwise: groups is the real channel count, padded to the data's blocks.
+  Expr dw = call("nn.pack_conv_weight", {f32("dw", {33, 1, 3, 3})},
+                 Attrs({{"in_block", int64_t{1}}, {"out_block", int64_t{8}}}));
+  EXPECT_EQ(shape_of(call("nn.conv2d_blocked", {b, dw}, Attrs({{"groups", int64_t{33}}}))),
+            (std::vector<int64_t>{1, 5, 3, 5, 8}));
+  expect_error([&] { call("nn.conv2d_blocked", {b, dw}, Attrs({{"groups", int64_t{41}}})); },
+               {"does not match the packed weight", "groups=41"});
+  expect_error([&] { call("from_blocked", {b}, Attrs({{"channels", int64_t{32}}}), "conv2"); },
+               {"from_blocked 'conv2'", "channels = 32", "33 to 40"});
+  expect_error([&] { call("to_blocked", {x}, Attrs({{"block", int64_t{0}}})); },
+               {"block = 0", ">= 1"});
+}
+
 TEST(OpsTest, DenseMatmulBatchMatmul) {
   Expr d = call("nn.dense", {f32("x", {2, 7, 30}), f32("w", {10, 30})});
   EXPECT_EQ(shape_of(d), (std::vector<int64_t>{2, 7, 10}));

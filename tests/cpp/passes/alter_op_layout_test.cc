@@ -85,6 +85,35 @@ TEST(AlterOpLayout, ConvChainRunsBlockedWithOneConversionInAndOut) {
   EXPECT_EQ(got->body->type.tensor().shape, (std::vector<int64_t>{1, 8, 9, 9}));
 }
 
+TEST(AlterOpLayout, PaddedChannelsStayBlockedOnlyThroughOpsThatKeepThemFinite) {
+  // 33 channels on AVX2: blocks of 8, padded to 40. The bias is padded with zeros and the
+  // sigmoid runs on the pad channels (0.5 there: the next conv's weights are zero for
+  // them). A divide by a per-channel constant would put 0/0 there, so it reads the plain
+  // layout and the second conv converts again.
+  Expr x = var("x", TensorType{{1, 33, 9, 9}, DType::Float32});
+  Attrs pad({{"padding", std::vector<int64_t>{1, 1, 1, 1}}, {"groups", int64_t{1}}});
+  Expr w1 = conv_weight(33, 33), w2 = conv_weight(33, 33), w3 = conv_weight(16, 33);
+  Expr bias = constant(runtime::Tensor::empty({33, 1, 1}, DType::Float32), "b");
+  Expr y = call("sigmoid", {call("add", {call("nn.conv2d", {x, w1}, pad, "c1"), bias})});
+  y = call("divide", {call("nn.conv2d", {y, w2}, pad, "c2"), bias});
+  Function f = function({x}, call("nn.conv2d", {y, w3}, pad, "c3"));
+  Function got = alter_op_layout(f, MachineModel::for_vector_bits(256));
+
+  auto blocked = [](Expr e) { return call("to_blocked", {e}, Attrs({{"block", int64_t{8}}})); };
+  auto pack = [](Expr w, int64_t out) {
+    return call("nn.pack_conv_weight", {w}, Attrs({{"in_block", int64_t{8}}, {"out_block", out}}));
+  };
+  Expr b =
+      blocked(call("reshape", {bias}, Attrs({{"newshape", std::vector<int64_t>{1, 33, 1, 1}}})));
+  Expr c1 = call("nn.conv2d_blocked", {blocked(x), pack(w1, 8)}, pad);
+  Expr c2 = call("nn.conv2d_blocked", {call("sigmoid", {call("add", {c1, b})}), pack(w2, 8)}, pad);
+  Expr plain = call("from_blocked", {c2}, Attrs({{"channels", int64_t{33}}}));
+  Expr c3 = call("nn.conv2d_blocked", {blocked(call("divide", {plain, bias})), pack(w3, 16)}, pad);
+  Function want = function({x}, call("from_blocked", {c3}));
+  EXPECT_TRUE(structural_equal(got, want)) << to_string(Expr(got));
+  EXPECT_EQ(got->body->type.tensor().shape, (std::vector<int64_t>{1, 16, 9, 9}));
+}
+
 TEST(AlterOpLayout, LoneConvsKeepNchw) {
   Expr x = var("x", TensorType{{1, 16, 9, 9}, DType::Float32});
   Function lone = function({x}, call("nn.relu", {call("nn.conv2d", {x, conv_weight(16, 16)})}));
@@ -114,7 +143,23 @@ TEST(MachineModel, ChannelBlocksAreTwoVectorsWhereTheyDivide) {
   EXPECT_EQ(channel_block_for(avx2, 24, DType::Float32), 8);
   EXPECT_EQ(channel_block_for(avx512, 96, DType::Float32), 32);
   EXPECT_EQ(channel_block_for(avx512, 144, DType::Float32), 16);
-  EXPECT_EQ(channel_block_for(avx512, 24, DType::Float32), 8);
+  EXPECT_EQ(channel_block_for(avx512, 24, DType::Float32), 8);  // not 32 padded (a quarter)
+  EXPECT_EQ(channel_block_for(avx2, 12, DType::Float32), 4);
+}
+
+TEST(MachineModel, ChannelsNoBlockDividesArePaddedWhereThatPays) {
+  MachineModel avx2 = MachineModel::for_vector_bits(256),
+               avx512 = MachineModel::for_vector_bits(512);
+  EXPECT_EQ(channel_block_for(avx2, 33, DType::Float32), 8);     // 40, not 48
+  EXPECT_EQ(channel_block_for(avx512, 33, DType::Float32), 16);  // 48
+  EXPECT_EQ(channel_block_for(avx2, 100, DType::Float32), 8);    // 104, not SSE's 4
+  EXPECT_EQ(channel_block_for(avx512, 100, DType::Float32), 16);
+  EXPECT_EQ(channel_block_for(avx512, 1000, DType::Float32), 16);  // 1008, not 8 lanes
+  EXPECT_EQ(channel_block_for(avx2, 5, DType::Float32), 8);
+  EXPECT_EQ(channel_block_for(avx2, 31, DType::Float32), 16);  // 32: two vectors pad no more
+  // Vectors more pad than channels: plain layout.
+  EXPECT_EQ(channel_block_for(avx512, 5, DType::Float32), 0);
+  EXPECT_EQ(channel_block_for(avx2, 3, DType::Float32), 0);
 }
 
 TEST(MachineModel, RegisterTilesFitTheRegistersAndWasteLittle) {
