@@ -10,7 +10,10 @@ A case is a dict:
   optional:
     absent    a substring that must appear in no kernel's patterns (for negative cases)
     rtol/atol tolerances against the unfused build and PyTorch (default 1e-4 / 1e-5)
+    disabled_passes, config  for the fused build's PassContext (a pattern that needs a pass
+              off, or the FuseOps cost rule off to test a schedule the rule declines here)
     bench_inputs  callable -> larger inputs for benchmarks/catalog.py
+    real      the case at real size, for benchmarks/catalog.py --size real (catalog_real.py)
 
 Each case is built twice: "fused" (the default PassContext, every pass on) and "unfused"
 (FuseOps and every catalog pass disabled: all known passes except the base ones below, so
@@ -78,7 +81,10 @@ def compile_case(case, fused):
     mod, params = ember.frontend.from_pytorch(model, inputs)
     if fused:
         # A case may name passes its pattern needs off (a plain-layout kernel: AlterOpLayout).
-        with PassContext(disabled_passes=case.get("disabled_passes", [])):
+        # The cost rule prices kernels on AVX2 whatever the host (EMBER_VECTOR_BITS included),
+        # so the kernel counts below hold everywhere.
+        config = {"FuseOps.cost_model": "avx2", **case.get("config", {})}
+        with PassContext(disabled_passes=case.get("disabled_passes", []), config=config):
             lib = ember.build(mod, target="llvm", params=params)
     else:
         with unfused_context():
