@@ -1,13 +1,17 @@
 """The fusion catalog, fused against unfused, in one run.
 
-    PYTHONPATH=python python3 benchmarks/catalog.py [--repeat 100] [--filter gelu]
+    PYTHONPATH=python python3 benchmarks/catalog.py [--size small|real|both] [--repeat 100]
+                                                    [--filter gelu]
 
 For every case of every tests/python/catalog_cases_*.py module (see tests/python/
 test_catalog.py), builds the model with every pass on ("fused") and with FuseOps and the
-catalog passes disabled ("unfused"), times both with GraphModule.benchmark (median ms) and
-PyTorch eager in the same run, and prints one table: kernels and median time of each build,
-the speedup of fused over unfused, and the max abs difference between the two builds.
-A case's optional "bench_inputs" (larger inputs) is used instead of its test inputs.
+catalog passes disabled ("unfused"), times both with GraphModule.benchmark (median ms,
+best of interleaved rounds) and PyTorch eager in the same run, and prints one table: kernels and
+median time of each build, the ratio fused / unfused (a "SLOWER" flag above 1.05), and the
+max abs difference between the two builds.
+--size small (the default) uses each case's test inputs, or its optional "bench_inputs";
+--size real uses its "real" entry: the same model grown to BERT-base or ResNet-50 sizes,
+weights included (tests/python/catalog_real.py); both prints the two.
 Never part of the test pass/fail.
 """
 import argparse
@@ -21,7 +25,10 @@ import torch
 import ember
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "python"))
+from catalog_real import real_case  # noqa: E402
 from test_catalog import all_cases, unfused_context  # noqa: E402
+
+ROUNDS = 5  # fused and unfused are timed in alternating rounds; the median round counts
 
 
 def torch_median_ms(model, inputs, repeat):
@@ -36,7 +43,7 @@ def torch_median_ms(model, inputs, repeat):
     return float(np.median(times))
 
 
-def build_and_time(mod, params, inputs, fused, repeat):
+def build(mod, params, inputs, fused):
     if fused:
         lib = ember.build(mod, target="llvm", params=params)
     else:
@@ -46,45 +53,80 @@ def build_and_time(mod, params, inputs, fused, repeat):
     for i, x in enumerate(inputs):
         m.set_input(i, x.numpy())
     m.run()
-    out = np.asarray(m.get_output(0)).copy()
-    return len(lib.fusion_report()), m.benchmark(number=1, repeat=repeat).median, out
+    return lib, m, np.asarray(m.get_output(0)).copy()
+
+
+def interleaved_ms(modules, repeat):
+    """ms of each module: the best of ROUNDS alternating rounds (each round's median), so
+    that other work on a shared machine weighs on neither side more than on the other."""
+    per_round = max(1, repeat // ROUNDS)
+    times = [[] for _ in modules]
+    for _ in range(ROUNDS):
+        for t, m in zip(times, modules):
+            t.append(m.benchmark(number=1, repeat=per_round).median)
+    return [float(np.min(t)) for t in times]
+
+
+def model_and_inputs(case, size):
+    if size == "real":
+        return real_case(case)
+    return case["model"](), case.get("bench_inputs", case["inputs"])()
+
+
+def run_case(case, size, repeat):
+    model, inputs = model_and_inputs(case, size)
+    mod, params = ember.frontend.from_pytorch(model, inputs)
+    lib_f, mf, of = build(mod, params, inputs, True)
+    lib_u, mu, ou = build(mod, params, inputs, False)
+    tf, tu = interleaved_ms([mf, mu], repeat)
+    tt = torch_median_ms(model, inputs, max(3, repeat // ROUNDS))
+    diff = float(np.nanmax(np.abs(of - ou))) if of.size else 0.0
+    ratio = tf / tu
+    return (str(len(lib_f.fusion_report())), str(len(lib_u.fusion_report())), f"{tf:.4f}",
+            f"{tu:.4f}", f"{ratio:.2f}" + (" SLOWER" if ratio > 1.05 else ""), f"{tt:.4f}",
+            f"{diff:.1e}")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=100)
-    parser.add_argument("--filter", default="", help="only cases whose id contains this")
+    parser.add_argument("--size", choices=("small", "real", "both"), default="small")
+    parser.add_argument("--repeat", type=int, default=None,
+                        help="timed runs per build (default 100 small, 20 real)")
+    parser.add_argument("--filter", default="",
+                        help="only cases whose id contains this (or one of these, comma-separated)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="threads for Ember and PyTorch (default: Ember's default)")
     args = parser.parse_args()
+    if args.threads:
+        ember.set_num_threads(args.threads)
+        torch.set_num_threads(args.threads)
+    sizes = ("small", "real") if args.size == "both" else (args.size,)
 
     rows = []
     for case_id, case in all_cases():
-        if args.filter not in case_id:
+        if not any(f in case_id for f in args.filter.split(",")):
             continue
-        if isinstance(case, str):
-            rows.append((case_id, "-", "-", "-", "-", "-", "-", case.splitlines()[0]))
-            continue
-        try:
-            model = case["model"]()
-            inputs = case.get("bench_inputs", case["inputs"])()
-            mod, params = ember.frontend.from_pytorch(model, inputs)
-            kf, tf, of = build_and_time(mod, params, inputs, True, args.repeat)
-            ku, tu, ou = build_and_time(mod, params, inputs, False, args.repeat)
-            tt = torch_median_ms(model, inputs, args.repeat)
-            diff = float(np.nanmax(np.abs(of - ou))) if of.size else 0.0
-            rows.append((case_id, str(kf), str(ku), f"{tf:.4f}", f"{tu:.4f}", f"{tu / tf:.2f}x",
-                         f"{tt:.4f}", f"{diff:.1e}"))
-        except Exception as e:  # one broken case must not hide the others' numbers
-            rows.append((case_id, "-", "-", "-", "-", "-", "-", f"error: {e}"[:60]))
-        print(f"done {case_id}", file=sys.stderr)
+        for size in sizes:
+            if isinstance(case, str):
+                rows.append((case_id, size) + ("-",) * 6 + (case.splitlines()[0],))
+                continue
+            repeat = args.repeat or (100 if size == "small" else 20)
+            try:
+                rows.append((case_id, size) + run_case(case, size, repeat))
+            except Exception as e:  # one broken case must not hide the others' numbers
+                rows.append((case_id, size) + ("-",) * 6 + (f"error: {e}"[:60],))
+            print(f"done {case_id} {size}: {rows[-1][2:]}", file=sys.stderr, flush=True)
 
-    head = ("case", "k fused", "k unfused", "fused ms", "unfused ms", "speedup", "torch ms",
-            "max |f-u|")
+    head = ("case", "size", "k fused", "k unfused", "fused ms", "unfused ms", "fused/unfused",
+            "torch ms", "max |f-u|")
     widths = [max(len(r[c]) for r in rows + [head]) for c in range(len(head))]
     fmt = "  ".join("{:<%d}" % w for w in widths)
     print(fmt.format(*head))
     print(fmt.format(*("-" * w for w in widths)))
     for r in rows:
         print(fmt.format(*r))
+    slower = [r for r in rows if r[6].endswith("SLOWER")]
+    print(f"\n{len(slower)} of {len(rows)} rows fused more than 1.05x slower than unfused")
 
 
 if __name__ == "__main__":

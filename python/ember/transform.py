@@ -6,8 +6,11 @@
 A pass runs when it is not disabled and opt_level reaches its level (SimplifyInference 0,
 FuseOps 1, FoldConstant 2, FoldScaleAxis 3), or when it is required. Outside any context
 everything runs (opt_level 3). "OpFusion" is accepted as another name for "FuseOps".
-config keys: "FuseOps.max_depth" (int), "dump_ir" (True: print the IR after each pass to
-stderr; the environment variable EMBER_DUMP_IR=1 does the same).
+config keys: "FuseOps.max_depth" (int), "FuseOps.cost_model" ("target", the default: the
+cost rule prices kernels on the target's machine model; "avx2" or "avx512": on that one, so
+that the kernels are the same on every host; "none": pattern rules only), "dump_ir" (True:
+print the IR after each pass to stderr; the environment variable EMBER_DUMP_IR=1 does the
+same).
 """
 import threading
 

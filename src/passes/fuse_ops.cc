@@ -29,6 +29,13 @@
 // (two_anchor_pattern): a conv then a pooling of its output, a depthwise conv then a
 // pointwise conv; a matmul/conv may also end in a reduction of its output. An elementwise op
 // never fuses into a conv's input (the conv would recompute it per tap).
+// The cost rule (CPU builds, fusion_cost.h) then checks each candidate group that the rules
+// above allow: the group is lowered with the default schedule, and when its estimated cycles
+// exceed those of its parts as separate kernels the fusion is declined, with the estimate as
+// the reason. That is what catches a fusion that repeats its anchor's work at some sizes
+// only (a reduction whose schedule would recompute the GEMM it reads per element, an
+// expensive producer recomputed by a broadcasting consumer); the pattern rules above stay,
+// because they say what the schedules can build at all, not what pays.
 // `max_depth` bounds a group's size. Post-dominators come from Boost.Graph's Lengauer-Tarjan
 // dominator tree on the reversed dataflow graph, rooted at the virtual exit.
 //
@@ -38,14 +45,18 @@
 // are executor views, not kernels.
 #include "ember/passes/fuse_ops.h"
 
+#include <algorithm>
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/dominator_tree.hpp>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <numeric>
 #include <set>
 
 #include "ember/ir/op.h"
+#include "ember/passes/fusion_cost.h"
+#include "ember/passes/lower.h"
 #include "ember/support/error.h"
 
 namespace ember::passes {
@@ -140,6 +151,67 @@ struct OpGraph {
   }
 };
 
+std::string join_names(const std::vector<const CallNode*>& members) {
+  std::vector<std::string> parts;
+  for (auto* m : members) {
+    size_t start = 0;
+    const std::string& n = m->name;
+    while (start <= n.size() && !n.empty()) {
+      size_t end = n.find(" + ", start);
+      std::string part =
+          n.substr(start, end == std::string::npos ? std::string::npos : end - start);
+      if (!part.empty() && std::find(parts.begin(), parts.end(), part) == parts.end())
+        parts.push_back(part);
+      if (end == std::string::npos) break;
+      start = end + 3;
+    }
+  }
+  std::string out;
+  for (auto& p : parts) out += (out.empty() ? "" : " + ") + p;
+  return out;
+}
+
+// The primitive function of a group: `members` in topological order, `out` the member whose
+// value it returns. The group's external inputs (nodes of the input graph) become parameters
+// in order of first use; `inputs` lists them.
+Function group_function(const OpGraph& g, const std::vector<int>& members, int out,
+                        std::vector<Expr>* inputs) {
+  std::set<int> in_group(members.begin(), members.end());
+  std::vector<Expr> params;
+  std::map<const ExprNode*, Expr> param_of;
+  std::map<int, Expr> rebuilt;
+  std::vector<const CallNode*> member_calls;
+  for (int m : members) {
+    const CallNode* mc = g.calls[m];
+    member_calls.push_back(mc);
+    std::vector<Expr> margs;
+    for (auto& a : mc->args) {
+      auto ai = g.index.find(a.get());
+      if (ai != g.index.end() && in_group.count(ai->second)) {
+        margs.push_back(rebuilt.at(ai->second));
+        continue;
+      }
+      auto pi = param_of.find(a.get());
+      if (pi == param_of.end()) {
+        Expr p = var("p" + std::to_string(params.size()), a->type.tensor());
+        params.push_back(p);
+        inputs->push_back(a);
+        pi = param_of.emplace(a.get(), p).first;
+      }
+      margs.push_back(pi->second);
+    }
+    rebuilt[m] =
+        mc->fn ? call_function(mc->fn, margs, mc->name) : call(mc->op, margs, mc->attrs, mc->name);
+  }
+  std::string name = join_names(member_calls);
+  if (name.empty()) {
+    // No source names (a graph built by hand): name the kernel after its ops.
+    for (auto* mc : member_calls)
+      name += (name.empty() ? "" : " + ") + (mc->op ? mc->op->name : mc->fn->name);
+  }
+  return function(params, rebuilt.at(out), name);
+}
+
 bool is_anchor(OpPattern p) {
   return p == OpPattern::OutEWiseFusable || p == OpPattern::CommReduce;
 }
@@ -149,7 +221,8 @@ bool is_anchor(OpPattern p) {
 // pointwise (1x1) conv after it. The name of that pattern, or "" for any other pair.
 class Fuser {
  public:
-  Fuser(const OpGraph& g, int max_depth) : g_(g), max_depth_(max_depth) {
+  Fuser(const OpGraph& g, int max_depth, const MachineModel* machine)
+      : g_(g), max_depth_(max_depth), machine_(machine) {
     int n = static_cast<int>(g.calls.size());
     parent_.resize(n);
     std::iota(parent_.begin(), parent_.end(), 0);
@@ -172,7 +245,8 @@ class Fuser {
     return i;
   }
   const std::vector<int>& ipdom() const { return ipdom_; }
-  std::map<std::pair<int, int>, std::string> rule;  // fused edge -> rule name
+  std::map<std::pair<int, int>, std::string> rule;      // fused edge -> rule name
+  std::map<std::pair<int, int>, std::string> declined;  // edge -> why the cost rule said no
 
  private:
   void try_fuse(int i, int phase) {
@@ -238,9 +312,72 @@ class Fuser {
       depth_limited_.insert(i);
       return;
     }
+    std::string slower = costlier_fused(groups, gd);
+    if (!slower.empty()) {
+      declined[{i, first_consumer_on_path(i, path)}] = slower;
+      return;
+    }
     // Merge everything into the post-dominator's group: it is the group's output.
     for (int r : groups) merge(r, gd);
     rule[{i, first_consumer_on_path(i, path)}] = name;
+  }
+
+  struct Cost {
+    double cycles = 0, flops = 0;
+  };
+
+  // The estimated cost of `members` (topological order) as one kernel returning `out`.
+  Cost group_cost(const std::vector<int>& members, int out) {
+    auto it = cost_cache_.find(members);
+    if (it != cost_cache_.end()) return it->second;
+    Cost c;
+    if (!(members.size() == 1 && g_.calls[out]->op->is_view)) {  // a view is not a kernel
+      std::vector<Expr> inputs;
+      Function fn = group_function(g_, members, out, &inputs);
+      PrimFunc k = lower_group(fn, "cost", LowerOptions{machine_->vector_bits, false});
+      KernelWork w = kernel_work(k, *machine_);
+      c = {estimated_cycles(w, *machine_), w.flops};
+    }
+    return cost_cache_[members] = c;
+  }
+
+  std::vector<int> members_of(int r) {
+    std::vector<int> out;
+    for (int n = 0; n < static_cast<int>(g_.calls.size()); ++n)
+      if (root(n) == r) out.push_back(n);
+    return out;
+  }
+
+  // The cost rule: why the union of `groups` (output `out`) would be slower than the groups
+  // as separate kernels, or "" when it would not (or there is no machine model to ask).
+  std::string costlier_fused(const std::set<int>& groups, int out) {
+    if (!machine_) return "";
+    Cost apart, together;
+    std::vector<int> all;
+    for (int r : groups) {
+      std::vector<int> m = members_of(r);
+      for (int n : m)
+        if (g_.calls[n]->fn) return "";  // already fused by someone else: nothing to lower
+      Cost c = group_cost(m, r);
+      apart.cycles += c.cycles;
+      apart.flops += c.flops;
+      all.insert(all.end(), m.begin(), m.end());
+    }
+    std::sort(all.begin(), all.end());
+    together = group_cost(all, out);
+    if (together.cycles <= apart.cycles) return "";
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "the fused kernel would be slower: est. %.0f kcycles vs %.0f as separate "
+                  "kernels",
+                  together.cycles / 1e3, apart.cycles / 1e3);
+    std::string why = buf;
+    if (together.flops > 1.05 * apart.flops) {
+      std::snprintf(buf, sizeof buf, " (it would repeat work: %.1fx the flops)",
+                    together.flops / std::max(apart.flops, 1.0));
+      why += buf;
+    }
+    return why;
   }
 
   // Every node on every path from `src` to `sink` (sink included, src excluded) satisfies ok.
@@ -297,6 +434,8 @@ class Fuser {
  private:
   const OpGraph& g_;
   int max_depth_;
+  const MachineModel* machine_;
+  std::map<std::vector<int>, Cost> cost_cache_;
   std::vector<int> parent_, size_, anchor_, reduction_, ipdom_;
   std::vector<OpPattern> pattern_;
 };
@@ -305,6 +444,7 @@ class Fuser {
 std::string unfused_reason(const OpGraph& g, Fuser& fz, int p, int c) {
   OpPattern pp = g.pattern(p), pc = g.pattern(c);
   auto op = [&](int i) { return g.calls[i]->op ? g.calls[i]->op->name : "function"; };
+  if (auto it = fz.declined.find({p, c}); it != fz.declined.end()) return it->second;
   if (g.calls[p]->op && g.calls[p]->op->is_view && fz.root(p) == p)
     return op(p) + " only renames memory (a view, not a kernel)";
   if (pp == OpPattern::Opaque) return op(p) + " is opaque and is never fused";
@@ -323,32 +463,13 @@ std::string unfused_reason(const OpGraph& g, Fuser& fz, int p, int c) {
          op_pattern_name(pc) + ")";
 }
 
-std::string join_names(const std::vector<const CallNode*>& members) {
-  std::vector<std::string> parts;
-  for (auto* m : members) {
-    size_t start = 0;
-    const std::string& n = m->name;
-    while (start <= n.size() && !n.empty()) {
-      size_t end = n.find(" + ", start);
-      std::string part =
-          n.substr(start, end == std::string::npos ? std::string::npos : end - start);
-      if (!part.empty() && std::find(parts.begin(), parts.end(), part) == parts.end())
-        parts.push_back(part);
-      if (end == std::string::npos) break;
-      start = end + 3;
-    }
-  }
-  std::string out;
-  for (auto& p : parts) out += (out.empty() ? "" : " + ") + p;
-  return out;
-}
-
 }  // namespace
 
-Function fuse_ops(const Function& f, int max_depth, std::vector<FusionDecision>* decisions) {
+Function fuse_ops(const Function& f, int max_depth, std::vector<FusionDecision>* decisions,
+                  const MachineModel* machine) {
   if (max_depth < 1) fail("FuseOps.max_depth must be at least 1, got ", max_depth);
   OpGraph g(f);
-  Fuser fz(g, max_depth);
+  Fuser fz(g, max_depth, machine);
   fz.run();
   int n = static_cast<int>(g.calls.size());
 
@@ -396,42 +517,10 @@ Function fuse_ops(const Function& f, int max_depth, std::vector<FusionDecision>*
                                     : call(call_node->op, args, call_node->attrs, e->name);
       continue;
     }
-    // The group's function: its external inputs become parameters.
-    std::set<int> in_group(group.begin(), group.end());
-    std::vector<Expr> params, args;
-    std::map<const ExprNode*, Expr> param_of;
-    std::map<int, Expr> rebuilt;
-    std::vector<const CallNode*> member_calls;
-    for (int m : group) {
-      const CallNode* mc = g.calls[m];
-      member_calls.push_back(mc);
-      std::vector<Expr> margs;
-      for (auto& a : mc->args) {
-        auto ai = g.index.find(a.get());
-        if (ai != g.index.end() && in_group.count(ai->second)) {
-          margs.push_back(rebuilt.at(ai->second));
-          continue;
-        }
-        auto pi = param_of.find(a.get());
-        if (pi == param_of.end()) {
-          Expr p = var("p" + std::to_string(params.size()), a->type.tensor());
-          params.push_back(p);
-          args.push_back(mapped(a));
-          pi = param_of.emplace(a.get(), p).first;
-        }
-        margs.push_back(pi->second);
-      }
-      rebuilt[m] = mc->fn ? call_function(mc->fn, margs, mc->name)
-                          : call(mc->op, margs, mc->attrs, mc->name);
-    }
-    std::string name = join_names(member_calls);
-    if (name.empty()) {
-      // No source names (a graph built by hand): name the kernel after its ops.
-      for (auto* mc : member_calls)
-        name += (name.empty() ? "" : " + ") + (mc->op ? mc->op->name : mc->fn->name);
-    }
-    Function fn = function(params, rebuilt.at(i), name);
-    done[e.get()] = call_function(fn, args, name);
+    std::vector<Expr> inputs, args;
+    Function fn = group_function(g, group, i, &inputs);
+    for (auto& a : inputs) args.push_back(mapped(a));
+    done[e.get()] = call_function(fn, args, fn->name);
   }
   return function(f->params, mapped(f->body), f->name);
 }

@@ -29,6 +29,16 @@ ir::Function run_pipeline(const ir::Function& input, const PassContext& raw_ctx,
   long max_depth = std::strtol(depth_text.c_str(), &end, 10);
   if (depth_text.empty() || *end != '\0')
     fail("config FuseOps.max_depth must be an integer, got '", depth_text, "'");
+  // The machine the FuseOps cost rule prices kernels on: the target's, or a fixed one so that
+  // tests get the same kernels on every host (the code is still generated for the target).
+  std::string cost_model = ctx.config_value("FuseOps.cost_model", "target");
+  MachineModel cost_machine = target.machine;
+  if (cost_model == "avx2" || cost_model == "avx512")
+    cost_machine = MachineModel::for_vector_bits(cost_model == "avx2" ? 256 : 512);
+  else if (cost_model != "target" && cost_model != "none")
+    fail("config FuseOps.cost_model must be \"target\", \"avx2\", \"avx512\" or \"none\", got '",
+         cost_model, "'");
+  const MachineModel* fuse_machine = target.gpu || cost_model == "none" ? nullptr : &cost_machine;
   int level = 0;
   auto& levels = known_passes();
   auto level_of = [&](const std::string& name) {
@@ -66,7 +76,7 @@ ir::Function run_pipeline(const ir::Function& input, const PassContext& raw_ctx,
     step("FoldConstant", [&](const ir::Function& g) { return fold_constant(g, evaluate); });
   }
   step("FuseOps", [&](const ir::Function& g) {
-    return fuse_ops(g, static_cast<int>(max_depth), fusion_decisions);
+    return fuse_ops(g, static_cast<int>(max_depth), fusion_decisions, fuse_machine);
   });
   return f;
 }

@@ -13,6 +13,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from catalog_real import BERT_FFN, BERT_TOKENS, RESNET_56, RESNET_56_WIDE, real
+
 
 def _module(fn, *layers):
     """An eval-mode module whose forward is fn(self, *inputs); `layers` become m.l0, m.l1..."""
@@ -145,20 +147,22 @@ def _seq(*layers):
 # Anchors: (model builder taking an activation factory, inputs, pattern of the fused kernel).
 ANCHORS = {
     "conv2d": (lambda act: _seq(_conv, act), lambda: (_rand(1, 3, 6, 6, scale=10),),
-               "conv2d+bias/residual+activation epilogue"),
+               "conv2d+bias/residual+activation epilogue", real(RESNET_56, dims={3: 64, 4: 64})),
     "dense": (lambda act: _seq(_linear, act), lambda: (_rand(2, 8, scale=10),),
-              "dense+bias/residual+activation epilogue"),
+              "dense+bias/residual+activation epilogue",
+              real(BERT_TOKENS, dims={8: 768, 6: 3072})),
     "matmul": (lambda act: _seq(_MatmulWeight, act), lambda: (_rand(3, 8, scale=5),),
-               "activation epilogue"),
+               "activation epilogue", real(BERT_TOKENS, dims={8: 768, 6: 3072})),
     "batch_norm_after_add": (
         lambda act: lambda: _module(lambda m, x, y: m.l1(m.l0(x + y)), _bn(), act()),
-        lambda: (_rand(1, 4, 5, 5, scale=5), _rand(1, 4, 5, 5, seed=2)), "elementwise chain"),
+        lambda: (_rand(1, 4, 5, 5, scale=5), _rand(1, 4, 5, 5, seed=2)), "elementwise chain",
+        real(RESNET_56_WIDE, RESNET_56_WIDE, dims={4: 256})),
     "batch_norm_on_input": (lambda act: _seq(_bn, act), lambda: (_rand(1, 4, 5, 5, scale=5),),
-                            "elementwise chain"),
+                            "elementwise chain", real(RESNET_56_WIDE, dims={4: 256})),
     "layer_norm": (lambda act: _seq(_layer_norm, act), lambda: (_rand(2, 3, 16),),
-                   "layer_norm+"),
+                   "layer_norm+", real((1,) + BERT_TOKENS, dims={16: 768})),
     "instance_norm": (lambda act: _seq(_instance_norm, act), lambda: (_rand(2, 4, 5, 6),),
-                      "instance_norm+"),
+                      "instance_norm+", real(RESNET_56, dims={4: 64})),
 }
 
 # Which activations meet each anchor: every DirectML activation meets at least two anchors.
@@ -176,34 +180,38 @@ CASES = []
 for _name, (_factory, _thresholds) in ACTIVATIONS.items():
     CASES.append(case(
         f"add_{_name}", (lambda f: lambda: _module(lambda m, x, y: m.l0(x + y), f()))(_factory),
-        _add_inputs(_thresholds), 1, "elementwise chain" if _name != "identity" else None))
+        _add_inputs(_thresholds), 1, "elementwise chain" if _name != "identity" else None,
+        real=real(BERT_FFN, BERT_FFN)))
 for _anchor, _acts in PAIRS.items():
-    _make, _inputs, _pattern = ANCHORS[_anchor]
+    _make, _inputs, _pattern, _real = ANCHORS[_anchor]
     for _name in _acts:
         CASES.append(case(f"{_anchor}_{_name}", _make(ACTIVATIONS[_name][0]), _inputs, 1,
-                          _pattern, rtol=2e-4, atol=2e-4))
+                          _pattern, rtol=2e-4, atol=2e-4, real=_real))
 
 CASES += [
     # Softmax is opaque: the activation after it is its own kernel.
     case("negative_softmax_then_elu",
          lambda: _module(lambda m, x: m.l0(torch.softmax(x, -1)), nn.ELU()),
-         lambda: (_rand(3, 16, scale=5),), 2, None, True, absent="softmax+"),
+         lambda: (_rand(3, 16, scale=5),), 2, None, True, absent="softmax+",
+         real=real((12 * 128, 128))),
     # An activation never fuses into a conv's input (the conv would recompute it per tap).
     case("negative_mish_before_conv",
          lambda: _module(lambda m, x: m.l0(m.l1(x)), _conv(), nn.Mish()),
-         lambda: (_rand(1, 3, 6, 6, scale=5),), 2, None, True, absent="activation"),
+         lambda: (_rand(1, 3, 6, 6, scale=5),), 2, None, True, absent="activation",
+         real=real(RESNET_56, dims={3: 64, 4: 64})),
     # Two anchors stay two kernels: layer norm, then dense with its activation.
     case("negative_layer_norm_then_linear_selu",
          lambda: _module(lambda m, x: m.l2(m.l1(m.l0(x))), nn.LayerNorm(8), _linear(), nn.SELU()),
-         lambda: (_rand(2, 8),), 2, None, True, absent="layer_norm+"),
+         lambda: (_rand(2, 8),), 2, None, True, absent="layer_norm+",
+         real=real(BERT_TOKENS, dims={8: 768, 6: 3072})),
     case("negative_instance_norm_then_conv",
          lambda: _module(lambda m, x: m.l1(m.l0(x)), nn.InstanceNorm2d(3), _conv()),
          lambda: (_rand(1, 3, 6, 6, scale=3),), 2, None, True,
-         absent="instance_norm+bias"),
+         absent="instance_norm+bias", real=real(RESNET_56, dims={3: 64, 4: 64})),
     # The conv's result is also returned, so it is stored and the softplus runs alone.
     case("negative_conv_output_also_returned",
          lambda: _module(lambda m, x: (lambda y: (y, m.l1(y)))(m.l0(x)), _conv(),
                          nn.Softplus()),
          lambda: (_rand(1, 3, 6, 6, scale=5),), 2, None, True,
-         absent="conv2d+bias/residual+activation"),
+         absent="conv2d+bias/residual+activation", real=real(RESNET_56, dims={3: 64, 4: 64})),
 ]

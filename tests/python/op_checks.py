@@ -24,10 +24,11 @@ def run(make, *inputs):
     return outs if many else outs[0]
 
 
-def build_run(func, inputs, vector_bits, disabled_passes=()):
-    """Builds `func` for `llvm -vector-bits=N` with the passes disabled, runs it on the
-    inputs (in order); returns the Library and the outputs as NumPy arrays."""
-    with ember.transform.PassContext(disabled_passes=list(disabled_passes)):
+def build_run(func, inputs, vector_bits, disabled_passes=(), config=None):
+    """Builds `func` for `llvm -vector-bits=N` with the passes disabled (and the PassContext
+    config given), runs it on the inputs (in order); returns the Library and the outputs as
+    NumPy arrays."""
+    with ember.transform.PassContext(disabled_passes=list(disabled_passes), config=config):
         lib = ember.build(func, target=f"llvm -vector-bits={vector_bits}")
     m = ember.GraphModule(lib)
     for i, a in enumerate(inputs):

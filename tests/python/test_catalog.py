@@ -10,7 +10,10 @@ A case is a dict:
   optional:
     absent    a substring that must appear in no kernel's patterns (for negative cases)
     rtol/atol tolerances against the unfused build and PyTorch (default 1e-4 / 1e-5)
+    disabled_passes, config  for the fused build's PassContext (a pattern that needs a pass
+              off, or the FuseOps cost rule off to test a schedule the rule declines here)
     bench_inputs  callable -> larger inputs for benchmarks/catalog.py
+    real      the case at real size, for benchmarks/catalog.py --size real (catalog_real.py)
 
 Each case is built twice: "fused" (the default PassContext, every pass on) and "unfused"
 (FuseOps and every catalog pass disabled: all known passes except the base ones below, so
@@ -82,7 +85,10 @@ def compile_case(case, fused, disabled=None):
     if fused:
         # A case may name passes its pattern needs off (a plain-layout kernel: AlterOpLayout).
         disabled = case.get("disabled_passes", []) if disabled is None else disabled
-        with PassContext(disabled_passes=disabled):
+        # The cost rule prices kernels on AVX2 whatever the host (EMBER_VECTOR_BITS included),
+        # so the kernel counts below hold everywhere.
+        config = {"FuseOps.cost_model": "avx2", **case.get("config", {})}
+        with PassContext(disabled_passes=disabled, config=config):
             lib = ember.build(mod, target="llvm", params=params)
     else:
         with unfused_context():

@@ -119,7 +119,9 @@ def test_stem_and_its_pooling_run_blocked(bits):
     f = ir.Function([x], op.nn.conv2d(y, ir.const(w2), padding=(1, 1)))
     a = rng.standard_normal((1, 3, 45, 45)).astype("float32")
     lib, (blocked,) = build_run(f, [a], bits)
-    _, (plain,) = build_run(f, [a], bits, ["AlterOpLayout"])
+    # The plain reference keeps the stem and its pooling in one kernel (FuseOps' cost rule
+    # off): as separate plain kernels they are wrong at 512 bits (the xfail test below).
+    _, (plain,) = build_run(f, [a], bits, ["AlterOpLayout"], {"FuseOps.cost_model": "none"})
     ref = F.relu(F.conv2d(t(a).double(), t(w1).double(), stride=2, padding=3))
     ref = F.conv2d(F.max_pool2d(ref, 3, 2, 1), t(w2).double(), padding=1).numpy()
     np.testing.assert_allclose(blocked, ref, rtol=1e-4, atol=1e-4)
@@ -190,3 +192,18 @@ def test_padded_channels_through_every_reader(bits, layout):
     # from_blocked(..., channels=33) (40 at 256 bits, 48 at 512).
     graph = lib.get_source("graph")
     assert ("from_blocked" in graph and "channels=33" in graph) == (layout == "blocked"), graph
+
+
+@pytest.mark.xfail(strict=True, reason="known bug: the plain 7x7/2 stem conv, ReLU and 3x3/2 "
+                   "max pooling as separate kernels give wrong numbers at 512 bits (found by "
+                   "the FuseOps cost rule, which stopped fusing them)")
+def test_plain_stem_and_pooling_as_separate_kernels_at_512_bits():
+    rng = np.random.default_rng(11)
+    x = ir.var("x", (1, 3, 45, 45), "float32")
+    w1 = (rng.standard_normal((32, 3, 7, 7)) / 12).astype("float32")
+    y = op.nn.relu(op.nn.conv2d(x, ir.const(w1), strides=(2, 2), padding=(3, 3)))
+    f = ir.Function([x], op.nn.max_pool2d(y, pool_size=(3, 3), strides=(2, 2), padding=(1, 1)))
+    a = rng.standard_normal((1, 3, 45, 45)).astype("float32")
+    _, (got,) = build_run(f, [a], 512, ["AlterOpLayout", "FuseOps"])
+    ref = F.relu(F.conv2d(t(a).double(), t(w1).double(), stride=2, padding=3))
+    np.testing.assert_allclose(got, F.max_pool2d(ref, 3, 2, 1).numpy(), rtol=1e-4, atol=1e-4)

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "ember/ir/graph.h"
+#include "ember/passes/machine_model.h"
 
 namespace ember::passes {
 
@@ -11,6 +12,13 @@ namespace ember::passes {
 /// function (ir::call_function). Every call of an op that computes something ends up in
 /// exactly one group; views (reshape) and constants stay outside. `max_depth` bounds the
 /// number of ops in a group.
+///
+/// With a `machine` (CPU builds), every candidate group also passes the cost rule
+/// (fusion_cost.h): the group is lowered with the default schedule and its estimated cycles
+/// must not exceed those of its parts as separate kernels; else the fusion is declined and
+/// the decision says why ("the fused kernel would be slower: ..."). Without one (GPU builds,
+/// whose schedules the CPU model does not describe) only the pattern rules apply.
+
 /// One edge between two ops of the input graph, and what FuseOps decided about it.
 struct FusionDecision {
   std::string producer, consumer;  // "op 'source name'"
@@ -19,7 +27,8 @@ struct FusionDecision {
 };
 
 ir::Function fuse_ops(const ir::Function& f, int max_depth = 256,
-                      std::vector<FusionDecision>* decisions = nullptr);
+                      std::vector<FusionDecision>* decisions = nullptr,
+                      const MachineModel* machine = nullptr);
 
 /// The catalog names of the fusion rules a primitive function (a fused group) embodies,
 /// e.g. "conv2d+epilogue"; empty for a single op.

@@ -1,0 +1,34 @@
+#pragma once
+/// The cost rule of FuseOps: what a kernel costs, counted from its lowered loop nest and
+/// priced with the machine model. A fusion that makes a kernel repeat work (a reduction
+/// fused after a GEMM that would recompute the GEMM per reduction element, a producer
+/// recomputed per tap of a window or per element of a broadcast) shows up as more
+/// arithmetic than the separate kernels do, and FuseOps declines it.
+#include <string>
+
+#include "ember/ir/loop.h"
+#include "ember/passes/machine_model.h"
+
+namespace ember::passes {
+
+/// The work of one lowered kernel. Every expression counts once per run of its statement:
+/// the product of the extents of the loops around it.
+struct KernelWork {
+  double fmas = 0;               // multiply-adds (Fma), per element: a vector FMA of 8 lanes is 8
+  double flops = 0;              // floating-point operations per element; an FMA counts 2
+  double instructions = 0;       // arithmetic instructions issued: a vector instruction counts once
+  double loads = 0, stores = 0;  // vector or scalar memory instructions
+  double io_bytes = 0;           // size of the kernel's parameters (its inputs and outputs)
+  double chain_cycles = 0;       // latency of accumulations that wait on the previous one
+                                 // (acc = fma(a, b, acc)), divided among unrolled copies
+};
+
+/// Counts the work of `f`; vector loops count one instruction per `m.lanes(dtype)` lanes.
+KernelWork kernel_work(const ir::PrimFunc& f, const MachineModel& m);
+
+/// Estimated cycles of a kernel on one core: the busiest of the FMA ports, the load ports and
+/// the store port, or the accumulations' latency where that is longer, plus the kernel's inputs and
+/// outputs streamed through memory once, plus a fixed cost of running a kernel at all.
+double estimated_cycles(const KernelWork& w, const MachineModel& m);
+
+}  // namespace ember::passes

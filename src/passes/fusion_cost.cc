@@ -1,0 +1,274 @@
+// Kernel work from the loop nest, and the cycles it is estimated to take.
+//
+// The count walks the lowered loop IR, so it sees exactly what the schedule made of a group:
+// a GEMM recomputed per element of a reduction is a reduction loop around the GEMM's loops,
+// a producer recomputed per tap of a window is its arithmetic inside the window's loops.
+// Every expression counts the product of the extents of the loops around it; a loop whose
+// extent is not a constant (a causal mask's triangle) counts its largest extent. Index
+// arithmetic (Int64) is not counted: it is a few scalar instructions per loop, not per
+// element; a vector load or store counts by its access pattern (contiguous, strided, gather).
+// A subexpression repeated within one statement counts once (LLVM's CSE keeps one
+// copy). The cycle estimate is deliberately simple: the busiest execution port (FMA, load,
+// store) plus the kernel's inputs and outputs streamed once from memory and a fixed cost
+// per kernel, which is what fusion saves. It ranks alternatives; it does not predict milliseconds.
+#include "ember/passes/fusion_cost.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "ember/ir/simplify.h"
+
+namespace ember::passes {
+
+using namespace ir;
+
+namespace {
+
+// One core streaming from L3 or memory: about 25 GB/s at 3 GHz. The machine model has no
+// bandwidth yet; this is the one number the rule needs from outside it.
+constexpr double kMemoryBytesPerCycle = 8;
+// What running one more kernel costs besides its work: the executor's call and the thread
+// pool's dispatch and join, about a microsecond.
+constexpr double kKernelCycles = 2000;
+// A scalar 64-bit integer division (its reciprocal throughput on current x86 cores).
+constexpr double kDivisionCycles = 20;
+
+class Counter {
+ public:
+  explicit Counter(const MachineModel& m) : m_(m) {}
+  KernelWork work;
+
+  // `runs`: how often `s` runs; `width`: the lanes of the vector loop around it (1 outside).
+  void stmt(const Stmt& s, double runs, int64_t width) {
+    if (!s) return;
+    switch (s.kind()) {
+      case StmtKind::For: {
+        auto* f = s.as<ForNode>();
+        int64_t extent = extent_of(f->extent);
+        if (int64_t lo; as_int(f->min, &lo)) ranges_[f->var.get()] = {lo, lo + extent - 1};
+        double unroll = unroll_;
+        if (f->for_kind == ForKind::Vectorized) {
+          const PrimVarNode* outer = lane_;
+          lane_ = f->var.get();
+          stmt(f->body, runs, width * extent);
+          lane_ = outer;
+        } else {
+          // Unrolled copies of an accumulation are independent chains; a loop that is not
+          // unrolled runs its iterations' chains one after another.
+          unroll_ = f->for_kind == ForKind::Unrolled ? unroll_ * static_cast<double>(extent) : 1;
+          stmt(f->body, runs * static_cast<double>(extent), width);
+        }
+        unroll_ = unroll;
+        break;
+      }
+      case StmtKind::Store: {
+        auto* st = s.as<StoreNode>();
+        expr(st->value, runs, width);
+        expr(st->index, runs, width);
+        if (accumulates(*st)) work.chain_cycles += runs / unroll_ * m_.fma_latency;
+        if (st->buffer->scope == BufferScope::Global)
+          work.stores += memory_instructions(st->index, runs, width, st->buffer->dtype);
+        break;
+      }
+      case StmtKind::Allocate:
+        stmt(s.as<AllocateNode>()->body, runs, width);
+        break;
+      case StmtKind::LetStmt: {
+        auto* l = s.as<LetStmtNode>();
+        expr(l->value, runs, width);
+        if (auto b = const_bound(l->value, ranges_)) ranges_[l->var.get()] = *b;
+        stmt(l->body, runs, width);
+        break;
+      }
+      case StmtKind::IfThenElse: {
+        auto* i = s.as<IfThenElseNode>();
+        expr(i->cond, runs, width);
+        if (uses_lane(i->cond)) {
+          // A guard that differs between lanes: the vector body runs one lane at a time.
+          const PrimVarNode* lane = lane_;
+          lane_ = nullptr;
+          stmt(i->then_case, runs * static_cast<double>(width), 1);
+          stmt(i->else_case, runs * static_cast<double>(width), 1);
+          lane_ = lane;
+        } else {
+          stmt(i->then_case, runs, width);
+          stmt(i->else_case, runs, width);
+        }
+        break;
+      }
+      case StmtKind::Seq:
+        for (auto& x : s.as<SeqNode>()->seq) stmt(x, runs, width);
+        break;
+      case StmtKind::Evaluate:
+        expr(s.as<EvaluateNode>()->value, runs, width);
+        break;
+    }
+  }
+
+ private:
+  int64_t extent_of(const PrimExpr& e) {
+    int64_t v = 1;
+    if (as_int(e, &v)) return v;
+    auto b = const_bound(e, ranges_);
+    return b ? std::max<int64_t>(b->max, 0) : 1;
+  }
+
+  // Instructions for `width` lanes of `t`: LLVM splits a vector wider than a register.
+  double instructions(double runs, int64_t width, DType t) const {
+    return runs * std::ceil(static_cast<double>(width) / static_cast<double>(m_.lanes(t)));
+  }
+
+  // acc[i] = f(acc[i], ...): each run waits for the previous one's result.
+  static bool accumulates(const StoreNode& st) {
+    bool found = false;
+    visit_prim(st.value, [&](const PrimExpr& e) {
+      auto* l = e.as<LoadNode>();
+      found |= l && l->buffer == st.buffer && structural_equal(l->index, st.index);
+    });
+    return found;
+  }
+
+  bool uses_lane(const PrimExpr& e) const {
+    bool found = false;
+    if (lane_) visit_prim(e, [&](const PrimExpr& x) { found |= x.get() == lane_; });
+    return found;
+  }
+
+  // Vector memory instructions for `width` lanes at `index`: contiguous (or the same
+  // element in every lane) one per register; strides 2 to 4 one per register per stride (a
+  // wider load and a shuffle); otherwise a gather, which costs about two instructions per
+  // lane (its address and its load), as does an index that is not affine in the lane
+  // (a reshape's division and remainder inside a vector loop).
+  double memory_instructions(const PrimExpr& index, double runs, int64_t width, DType t) const {
+    double vectors = instructions(runs, width, t);
+    if (width == 1 || !lane_) return vectors;
+    auto form = linear_form(index);
+    if (!form) {
+      // Each integer division or remainder of the lane is a scalar 64-bit division per lane
+      // (AVX2 and AVX-512 have no vector one): tens of cycles each.
+      int divisions = 0;
+      visit_prim(index, [&](const PrimExpr& e) {
+        auto* b = e.as<BinaryNode>();
+        divisions += b && (b->op == BinaryOp::Div || b->op == BinaryOp::Mod) && uses_lane(e);
+      });
+      return (2 + kDivisionCycles * divisions) * runs * static_cast<double>(width);
+    }
+    auto it = form->coeff.find(lane_);
+    int64_t stride = it == form->coeff.end() ? 0 : std::abs(it->second);
+    if (stride <= 1) return vectors;
+    if (stride <= 4) return static_cast<double>(stride) * vectors;
+    return 2 * runs * static_cast<double>(width);
+  }
+
+  // Counts each distinct subexpression of `e` once, as LLVM's common-subexpression
+  // elimination will: an inlined producer that a consumer reads four times (x - mean in a
+  // layer norm's epilogue) is computed once.
+  void expr(const PrimExpr& e, double runs, int64_t width) {
+    std::map<const PrimExprNode*, size_t> hashes;
+    std::set<size_t> seen;
+    count(e, runs, width, hashes, seen);
+  }
+
+  void count(const PrimExpr& x, double runs, int64_t width,
+             std::map<const PrimExprNode*, size_t>& hashes, std::set<size_t>& seen) {
+    if (!x || !seen.insert(structural_hash(x, hashes)).second) return;
+    for (const PrimExpr& c : children(x)) count(c, runs, width, hashes, seen);
+    DType t = x.dtype();
+    switch (x.kind()) {
+      case PrimKind::Load:
+        if (auto* l = x.as<LoadNode>(); l->buffer->scope == BufferScope::Global)
+          work.loads += memory_instructions(l->index, runs, width, t);
+        return;
+      case PrimKind::Compare:
+        t = x.as<CompareNode>()->a.dtype();
+        break;
+      case PrimKind::Binary:
+      case PrimKind::Select:
+      case PrimKind::Cast:
+      case PrimKind::Reinterpret:
+      case PrimKind::Not:
+        break;
+      case PrimKind::Call:
+        if (x.as<PrimCallNode>()->op == Intrinsic::Fma) {
+          work.fmas += runs * static_cast<double>(width);
+          work.flops += runs * static_cast<double>(width);  // and one more below
+        }
+        break;
+      default:
+        return;
+    }
+    if (t == DType::Int64) return;  // index arithmetic
+    work.instructions += instructions(runs, width, t);
+    if (is_float(t)) work.flops += runs * static_cast<double>(width);
+  }
+
+  static std::vector<PrimExpr> children(const PrimExpr& x) {
+    switch (x.kind()) {
+      case PrimKind::Binary:
+        return {x.as<BinaryNode>()->a, x.as<BinaryNode>()->b};
+      case PrimKind::Compare:
+        return {x.as<CompareNode>()->a, x.as<CompareNode>()->b};
+      case PrimKind::Not:
+        return {x.as<NotNode>()->a};
+      case PrimKind::Select:
+        return {x.as<SelectNode>()->cond, x.as<SelectNode>()->t, x.as<SelectNode>()->f};
+      case PrimKind::Cast:
+        return {x.as<CastNode>()->value};
+      case PrimKind::Reinterpret:
+        return {x.as<ReinterpretNode>()->value};
+      case PrimKind::Load:
+        return {x.as<LoadNode>()->index};
+      case PrimKind::Call:
+        return x.as<PrimCallNode>()->args;
+      case PrimKind::Let:
+        return {x.as<LetNode>()->value, x.as<LetNode>()->body};
+      default:
+        return {};
+    }
+  }
+
+  // Equal for structurally equal expressions (variables and buffers by identity).
+  static size_t structural_hash(const PrimExpr& x, std::map<const PrimExprNode*, size_t>& memo) {
+    auto it = memo.find(x.get());
+    if (it != memo.end()) return it->second;
+    auto mix = [](size_t h, size_t v) {
+      return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
+    };
+    size_t h = mix(static_cast<size_t>(x.kind()), static_cast<size_t>(x.dtype()));
+    if (auto* i = x.as<IntImmNode>()) h = mix(h, std::hash<int64_t>()(i->value));
+    if (auto* f = x.as<FloatImmNode>()) h = mix(h, std::hash<double>()(f->value));
+    if (x.kind() == PrimKind::Var) h = mix(h, std::hash<const void*>()(x.get()));
+    if (auto* b = x.as<BinaryNode>()) h = mix(h, static_cast<size_t>(b->op));
+    if (auto* c = x.as<CompareNode>()) h = mix(h, static_cast<size_t>(c->op));
+    if (auto* c = x.as<PrimCallNode>()) h = mix(h, static_cast<size_t>(c->op));
+    if (auto* l = x.as<LoadNode>()) h = mix(h, std::hash<const void*>()(l->buffer.get()));
+    if (auto* l = x.as<LetNode>()) h = mix(h, std::hash<const void*>()(l->var.get()));
+    for (const PrimExpr& c : children(x)) h = mix(h, structural_hash(c, memo));
+    return memo[x.get()] = h;
+  }
+
+  const MachineModel& m_;
+  VarRanges ranges_;
+  const PrimVarNode* lane_ = nullptr;  // the variable of the vector loop around, if any
+  double unroll_ = 1;                  // copies of the body that unrolled loops make
+};
+
+}  // namespace
+
+KernelWork kernel_work(const PrimFunc& f, const MachineModel& m) {
+  Counter c(m);
+  c.stmt(f.body, 1, 1);
+  for (auto& p : f.params)
+    c.work.io_bytes += static_cast<double>(p->numel() * dtype_bytes(p->dtype));
+  return c.work;
+}
+
+double estimated_cycles(const KernelWork& w, const MachineModel& m) {
+  double ports =
+      std::max({w.instructions / m.fma_ports, w.loads / m.load_ports, w.stores, w.chain_cycles});
+  return kKernelCycles + ports + w.io_bytes / kMemoryBytesPerCycle;
+}
+
+}  // namespace ember::passes

@@ -1,0 +1,156 @@
+// The cost rule of FuseOps (fusion_cost.h): kernel work counted from the loop IR, and
+// fusions declined when they would repeat work. The machine model is pinned in every test
+// (AVX2's, and AVX-512's where both are checked), so the results do not depend on the host.
+#include "ember/passes/fusion_cost.h"
+
+#include <gtest/gtest.h>
+
+#include "ember/codegen/build.h"
+#include "ember/passes/fuse_ops.h"
+#include "pass_test_util.h"
+
+namespace ember::passes {
+namespace {
+
+using namespace ir;
+using testing::f32;
+using testing::random_tensor;
+
+const MachineModel kAvx2 = MachineModel::for_vector_bits(256);
+
+std::vector<const CallNode*> groups(const Function& f) {
+  std::vector<const CallNode*> out;
+  for (auto& e : post_order(f->body))
+    if (auto* c = as<CallNode>(e); c && c->fn) out.push_back(c);
+  return out;
+}
+
+// x [m, k] -> dense (constant weight [n, k]) -> add r -> layer_norm, or -> softmax.
+Function bert_tail(int64_t m, int64_t n, int64_t k, bool layer_norm) {
+  Expr x = f32("x", {m, k});
+  Expr y = call("nn.dense", {x, constant(random_tensor({n, k}, -0.05f, 0.05f, 1), "w")}, {}, "fc");
+  if (!layer_norm) return function({x}, call("nn.softmax", {y}, {}, "softmax"));
+  Expr r = f32("r", {m, n});
+  Expr g = constant(random_tensor({n}, 0.5f, 1.5f, 2), "gamma");
+  Expr b = constant(random_tensor({n}, -1, 1, 3), "beta");
+  Expr s = call("add", {y, r}, {}, "residual");
+  return function({x, r}, call("nn.layer_norm", {s, g, b}, {}, "norm"));
+}
+
+// The multiply-adds of the kernel that computes the GEMM, in a build with or without FuseOps.
+double gemm_kernel_fmas(const Function& f, bool fused, std::vector<std::string>* ops) {
+  PassContext ctx;
+  if (!fused) ctx.disabled_passes = {"FuseOps"};
+  auto lib = ember::build(f, "llvm -vector-bits=256", {}, ctx);
+  for (size_t i = 0; i < lib->kernels.size(); ++i) {
+    const auto& k = lib->kernels[i].ops;
+    if (std::find(k.begin(), k.end(), "nn.dense_packed") == k.end()) continue;
+    *ops = k;
+    return kernel_work(lib->prim_funcs[i], kAvx2).fmas;
+  }
+  ADD_FAILURE() << "no kernel computes the dense";
+  return 0;
+}
+
+// Issue 12: at BERT sizes, dense -> add -> layer_norm is one kernel that runs the GEMM's
+// M*N*K multiply-adds once, as the plain dense kernel does. The tolerance (2%) is the work
+// that shifted register tiles recompute (SplitTail::Shift) plus the layer norm's own few
+// multiply-adds per element (a few per row of N, not per K). dense -> softmax: softmax is
+// opaque (its own kernel), and the dense kernel runs the GEMM once too.
+TEST(FusionCost, BertGemmWithRowStatisticRunsTheGemmOnce) {
+  const int64_t m = 128, n = 768;
+  for (int64_t k : {768, 3072}) {
+    for (bool ln : {true, false}) {
+      SCOPED_TRACE("K = " + std::to_string(k) + (ln ? ", add + layer_norm" : ", softmax"));
+      Function f = bert_tail(m, n, k, ln);
+      std::vector<std::string> fused_ops, plain_ops;
+      double fused = gemm_kernel_fmas(f, true, &fused_ops);
+      double plain = gemm_kernel_fmas(f, false, &plain_ops);
+      double gemm = static_cast<double>(m * n * k);
+      if (ln) {
+        EXPECT_EQ(fused_ops.back(), "nn.layer_norm") << "the layer norm is fused onto the GEMM";
+      }
+      EXPECT_EQ(plain_ops, std::vector<std::string>{"nn.dense_packed"});
+      EXPECT_GE(plain, gemm);
+      EXPECT_LE(plain, 1.02 * gemm);
+      EXPECT_GE(fused, gemm);
+      EXPECT_LE(fused, 1.02 * gemm)
+          << "the fused kernel repeats the GEMM: " << fused / gemm << "x its multiply-adds";
+    }
+  }
+}
+
+TEST(FusionCost, CountsLoopExtentsTimesTheBody) {
+  // 4 x 16 outputs of a 4 x 32 by 32 x 16 matmul: every output takes 32 multiply-adds
+  // however the schedule tiles and vectorizes it.
+  Expr a = f32("a", {4, 32}), b = f32("b", {32, 16});
+  Function f = function({a, b}, call("nn.matmul", {a, b}, {}, "mm"));
+  PassContext ctx;
+  ctx.disabled_passes = {"AlterOpLayout"};
+  auto lib = ember::build(f, "llvm -vector-bits=256", {}, ctx);
+  ASSERT_EQ(lib->prim_funcs.size(), 1u);
+  KernelWork w = kernel_work(lib->prim_funcs[0], kAvx2);
+  EXPECT_EQ(w.fmas, 4.0 * 16 * 32);
+  EXPECT_EQ(w.flops, 2.0 * 4 * 16 * 32);
+  EXPECT_EQ(w.io_bytes, 4.0 * (4 * 32 + 32 * 16 + 4 * 16));
+  // 8 lanes per AVX2 vector: at most one vector FMA instruction per 8 multiply-adds.
+  EXPECT_GE(w.instructions, w.fmas / 8);
+  EXPECT_GT(estimated_cycles(w, kAvx2), 0);
+}
+
+// exp of a column, added to a wide matrix: fused, exp would run once per element of the
+// sum instead of once per row.
+Function exp_broadcast(int64_t cols) {
+  Expr x = f32("x", {64, 1}), y = f32("y", {64, cols});
+  return function({x, y}, call("add", {call("exp", {x}, {}, "e"), y}, {}, "sum"));
+}
+
+TEST(FuseOps, CostRuleDeclinesAProducerRecomputedPerElementOfABroadcast) {
+  for (int bits : {256, 512}) {
+    MachineModel m = MachineModel::for_vector_bits(bits);
+    std::vector<FusionDecision> why;
+    Function wide = fuse_ops(exp_broadcast(4096), 256, &why, &m);
+    EXPECT_EQ(groups(wide).size(), 2u) << bits << " bits\n" << to_string(wide);
+    ASSERT_EQ(why.size(), 1u);
+    EXPECT_FALSE(why[0].fused);
+    EXPECT_NE(why[0].reason.find("the fused kernel would be slower"), std::string::npos)
+        << why[0].reason;
+    EXPECT_NE(why[0].reason.find("repeat work"), std::string::npos) << why[0].reason;
+    // A narrow broadcast recomputes little and saves the intermediate: kept.
+    EXPECT_EQ(groups(fuse_ops(exp_broadcast(4), 256, nullptr, &m)).size(), 1u) << bits;
+  }
+  // Without a machine model (GPU builds) the pattern rules alone fuse it.
+  EXPECT_EQ(groups(fuse_ops(exp_broadcast(4096))).size(), 1u);
+}
+
+// dense -> sum over rows (axis 0) or over columns (axis 1).
+Function dense_sum(int64_t axis) {
+  Expr x = f32("x", {128, 256});
+  Expr y = call("nn.dense", {x, constant(random_tensor({256, 256}, -1, 1, 4), "w")}, {}, "fc");
+  return function({x}, call("sum", {y}, Attrs({{"axis", std::vector<int64_t>{axis}}}), "s"));
+}
+
+TEST(FuseOps, CostRuleDeclinesAGemmThatItsReductionWouldSlowDown) {
+  for (int bits : {256, 512}) {
+    MachineModel m = MachineModel::for_vector_bits(bits);
+    // A row sum reads the GEMM's output along its vector axis, one tile at a time: kept.
+    EXPECT_EQ(groups(fuse_ops(dense_sum(1), 256, nullptr, &m)).size(), 1u) << bits;
+    // A column sum would run the GEMM without its register tiles: declined.
+    std::vector<FusionDecision> why;
+    Function f = fuse_ops(dense_sum(0), 256, &why, &m);
+    EXPECT_EQ(groups(f).size(), 2u) << bits << " bits\n" << to_string(f);
+    ASSERT_EQ(why.size(), 1u);
+    EXPECT_NE(why[0].reason.find("the fused kernel would be slower"), std::string::npos)
+        << why[0].reason;
+  }
+}
+
+TEST(FuseOps, DeclinedFusionGivesTheSameNumbers) {
+  Function f = exp_broadcast(4096);
+  Function split = fuse_ops(f, 256, nullptr, &kAvx2);
+  ASSERT_EQ(groups(split).size(), 2u);
+  testing::expect_same_outputs(f, split);
+}
+
+}  // namespace
+}  // namespace ember::passes
