@@ -14,7 +14,12 @@
 #     null), where ASan would otherwise abort the process at the request.
 #  2. build-tsan/: the runtime alone (EMBER_RUNTIME_ONLY: the thread pool, the executor, the
 #     model-file reader) built with clang-19 and -fsanitize=thread; runs its tests
-#     (ember_runtime_tests: executor_threads_test.cc, parallel_test.cc and the reader tests).
+#     (ember_runtime_tests: executor_threads_test.cc, parallel_test.cc and the reader tests),
+#     then Python threads on its runtime-only module (tests/sanitize/python_threads.py: a
+#     model exported by the normal build, run from threads sharing a GraphModule, threads
+#     with their own, and set_num_threads meanwhile), with TSan's runtime preloaded into
+#     Python. Only the runtime is instrumented there (the model's kernels, NumPy and the
+#     interpreter are not), so races inside a kernel's own memory are out of its sight.
 #     Nothing in Ember links OpenMP (parallel loops run on the runtime's own thread pool,
 #     src/runtime/parallel.cc), so no OpenMP runtime needs TSan instrumentation.
 #
@@ -31,16 +36,20 @@ PY_SLICE=(tests/python/test_model_files.py tests/python/test_threads.py
           tests/python/test_internal_errors.py tests/python/test_api.py
           tests/python/test_frontend_errors.py)
 
+# The package next to build $1's extension: links to its sources.
+link_package() {
+  for f in python/ember/*; do
+    case $f in *.so | */__pycache__) continue ;; esac
+    ln -sfn "$root/$f" "$1/python/ember/"
+  done
+}
+
 asan() {
   local out=$root/build-asan
   cmake -S . -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DEMBER_SANITIZE=address,undefined -DEMBER_PYTHON_OUTPUT_DIR="$out/python/ember" >/dev/null
   cmake --build "$out" -j2
-  # The package next to this build's extension: links to its sources.
-  for f in python/ember/*; do
-    case $f in *.so | */__pycache__) continue ;; esac
-    ln -sfn "$root/$f" "$out/python/ember/"
-  done
+  link_package "$out"
   ASAN_OPTIONS=allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir "$out" --output-on-failure -j2
   # libstdc++ is preloaded too: the interpreter does not link it, and ASan must find the
@@ -68,10 +77,18 @@ tsan() {
   local out=$root/build-tsan
   cmake -S . -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 -DEMBER_RUNTIME_ONLY=ON \
-    -DEMBER_BUILD_PYTHON=OFF -DEMBER_BUILD_TESTS=OFF -DEMBER_RUNTIME_TESTS=ON \
-    -DEMBER_SANITIZE=thread >/dev/null
+    -DEMBER_BUILD_PYTHON=ON -DEMBER_PYTHON_OUTPUT_DIR="$out/python/ember" \
+    -DEMBER_BUILD_TESTS=OFF -DEMBER_RUNTIME_TESTS=ON -DEMBER_SANITIZE=thread >/dev/null
   cmake --build "$out" -j2
   TSAN_OPTIONS=halt_on_error=1 ctest --test-dir "$out" --output-on-failure -j2
+  # The Python threads: the model comes from the normal build, the runtime from this one.
+  bash scripts/build.sh
+  link_package "$out"
+  local models=$out/python-threads
+  rm -rf "$models" && mkdir -p "$models"
+  PYTHONPATH=$root/python python3 tests/sanitize/python_threads.py export "$models"
+  PYTHONPATH=$out/python LD_PRELOAD=$(clang++-19 -print-file-name=libclang_rt.tsan-x86_64.so) \
+    TSAN_OPTIONS=halt_on_error=1 python3 tests/sanitize/python_threads.py run "$models"
 }
 
 case $what in

@@ -153,7 +153,7 @@ llvm::orc::SymbolMap runtime_symbols(llvm::orc::LLJIT& jit, const std::set<std::
   const std::pair<const char*, llvm::orc::ExecutorSymbolDef> known[] = {
       {"ember_parallel_for", entry(&ember_parallel_for)},
       {"ember_index_error", entry(&ember_index_error)},
-      {"aligned_alloc", entry(&aligned_alloc)},
+      {"ember_alloc", entry(&ember_alloc)},
       {"free", entry(&free)},
       {"memcpy", entry(&memcpy)},
       {"memmove", entry(&memmove)},

@@ -886,21 +886,30 @@ void LLVMCodeGen::emit_allocate(const AllocateNode* op) {
   EMBER_CHECK(bytes >= 0, "buffer ", buf->name, " has a negative size");
   Value* ptr = nullptr;
   llvm::FunctionCallee free_fn;
+  llvm::BasicBlock* done = nullptr;
   if (bytes <= kMaxStackBytes) {
     ptr = entry_alloca(llvm::ArrayType::get(memory_type(buf->dtype), buf->numel()), buf->name);
   } else {
     llvm::Type* i64 = b_.getInt64Ty();
     llvm::FunctionCallee alloc = module_->getOrInsertFunction(
-        "aligned_alloc", llvm::FunctionType::get(b_.getPtrTy(), {i64, i64}, false));
+        "ember_alloc", llvm::FunctionType::get(b_.getPtrTy(), {i64, i64}, false));
     free_fn = module_->getOrInsertFunction(
         "free", llvm::FunctionType::get(b_.getVoidTy(), {b_.getPtrTy()}, false));
-    int64_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;  // as C11 requires
-    ptr = b_.CreateCall(alloc, {b_.getInt64(kAlignment), b_.getInt64(rounded)}, buf->name);
+    ptr = b_.CreateCall(alloc, {b_.getInt64(bytes), b_.getInt64(kAlignment)}, buf->name);
+    // Null: the runtime has recorded the failure (kernel_error.h); skip what needs the buffer.
+    auto* ok = llvm::BasicBlock::Create(ctx_, "alloc.ok", func_);
+    done = llvm::BasicBlock::Create(ctx_, "alloc.done", func_);
+    llvm::MDBuilder md(ctx_);
+    b_.CreateCondBr(b_.CreateIsNull(ptr), done, ok, md.createUnlikelyBranchWeights());
+    b_.SetInsertPoint(ok);
   }
   buffers_[buf.get()] = ptr;
   emit(op->body);
   buffers_.erase(buf.get());
-  if (free_fn) b_.CreateCall(free_fn, {ptr});
+  if (!done) return;
+  b_.CreateCall(free_fn, {ptr});
+  b_.CreateBr(done);
+  b_.SetInsertPoint(done);
 }
 
 void LLVMCodeGen::emit_if(const IfThenElseNode* op) {

@@ -26,7 +26,8 @@ std::string dl_error() {
 const std::map<std::string, void*>& runtime_imports() {
   static const std::map<std::string, void*> table = {
       {"ember_parallel_for", reinterpret_cast<void*>(&ember_parallel_for)},
-      {"ember_index_error", reinterpret_cast<void*>(&ember_index_error)}};
+      {"ember_index_error", reinterpret_cast<void*>(&ember_index_error)},
+      {"ember_alloc", reinterpret_cast<void*>(&ember_alloc)}};
   return table;
 }
 

@@ -329,9 +329,10 @@ def test_fuses_into_one_kernel(name, model, inputs, pattern):
 
 
 def test_layer_norm_epilogue_loop_nest():
-    """layer_norm -> gelu lowers to one parallel loop over rows: the row's sum and variance
-    are computed into per-row locals inside it, then the normalised, activated row is
-    stored with a vectorized loop. Nothing else is allocated and the row is stored once."""
+    """layer_norm -> gelu lowers to one parallel loop over rows: the row's shift (its first
+    element), sum and variance are computed into per-row locals inside it, then the
+    normalised, activated row is stored with a vectorized loop. Nothing else is allocated
+    and the row is stored once."""
     x = ir.var("x", (6, 32), "float32")
     y = op.nn.gelu(op.nn.layer_norm(x, name="ln"), name="act")
     lib = ember.build(ir.Function([x], y))
@@ -341,7 +342,8 @@ def test_layer_norm_epilogue_loop_nest():
     par = [i for i, l in enumerate(lines) if "parallel" in l]
     assert len(par) == 1, loops
     allocs = [l.strip() for l in lines if "allocate" in l]
-    assert allocs == ["allocate layer_norm_sum: float32[1]",
+    assert allocs == ["allocate layer_norm_shift: float32[1]",
+                      "allocate layer_norm_sum: float32[1]",
                       "allocate layer_norm_var: float32[1]"], loops
     assert all(i > par[0] for i, l in enumerate(lines) if "allocate" in l), loops
     stores = [l for l in lines if re.match(r"\s*gelu\[", l)]

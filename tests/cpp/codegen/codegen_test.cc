@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ember/ir/loop.h"
+#include "ember/runtime/kernel_error.h"
 #include "ember/support/error.h"
 
 namespace ember::codegen {
@@ -278,8 +279,37 @@ TEST(CodegenCpu, LocalAccumulatorAndHeapBuffer) {
   auto xv = iota_floats(n, 0.0f, 1.0f);
   std::vector<float> yv(n, 0.0f);
   auto m = run(g, {xv.data(), yv.data()});
-  EXPECT_NE(m->get_source("ll").find("aligned_alloc"), std::string::npos);
+  EXPECT_NE(m->get_source("ll").find("ember_alloc"), std::string::npos);
   for (int64_t q = 0; q < n; ++q) EXPECT_FLOAT_EQ(yv[q], xv[n - 1 - q] * 2.0f + 1.0f) << q;
+}
+
+// A scratch buffer that cannot be allocated (2^60 bytes) is reported through the kernel
+// error channel, from the calling thread and from the pool's, and the kernel skips the
+// work that needed it instead of writing through a null pointer.
+TEST(CodegenCpu, FailedHeapAllocationIsReported) {
+  const int64_t huge = int64_t{1} << 58, rows = 4;  // float32 elements
+  auto y = make_buffer("y", DType::Float32, {rows});
+  auto tmp = make_buffer("tmp", DType::Float32, {huge}, BufferScope::Local);
+  for (ForKind kind : {ForKind::Serial, ForKind::Parallel}) {
+    PrimVar r("r");
+    Stmt body = for_loop(r, 0, rows, kind,
+                         allocate(tmp, seq({store(tmp, huge - 1, make_const(DType::Float32, 1.0)),
+                                            store(y, r, load(tmp, huge - 1))})));
+    auto m = compile_cpu({make_func("huge_tmp", {y}, 0, body)});
+    std::vector<float> yv(rows, -1.0f);
+    void* args[] = {yv.data()};
+    runtime::KernelErrors errors;
+    {
+      runtime::KernelErrorScope scope(&errors);
+      m->get_function("huge_tmp")(args);
+    }
+    ASSERT_TRUE(errors.failed());
+    std::string msg = errors.take_message("huge_tmp");
+    EXPECT_NE(msg.find("kernel 'huge_tmp'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(std::to_string(huge * 4) + " bytes"), std::string::npos) << msg;
+    EXPECT_FALSE(errors.failed());           // taken
+    for (float v : yv) EXPECT_EQ(v, -1.0f);  // the work that needed the buffer was skipped
+  }
 }
 
 TEST(CodegenCpu, SumReductionOverInnerLoop) {

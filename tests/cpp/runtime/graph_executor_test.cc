@@ -9,10 +9,12 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <sstream>
 
 #include "../expect_error.h"
+#include "ember/runtime/kernel_error.h"
 #include "ember/support/error.h"
 
 namespace ember::runtime {
@@ -47,12 +49,23 @@ void spin_2ms(void** a) {
   add_one(a);
 }
 
+// A kernel whose scratch buffer cannot be had, as generated code meets it (ember_alloc
+// returns null after recording the failure; the kernel skips its work).
+constexpr int64_t kImpossibleBytes = int64_t{1} << 62;
+void no_memory(void** a) {
+  if (void* scratch = ember_alloc(kImpossibleBytes, 64)) {
+    free(scratch);
+    add_one(a);
+  }
+}
+
 class TestModule : public Module {
  public:
   KernelFn get_function(const std::string& name) const override {
     static const std::map<std::string, KernelFn> fns = {
-        {"add_one", add_one}, {"twice", twice}, {"add", add},
-        {"reverse", reverse}, {"count", count}, {"spin_2ms", spin_2ms}};
+        {"add_one", add_one},    {"twice", twice}, {"add", add},
+        {"reverse", reverse},    {"count", count}, {"spin_2ms", spin_2ms},
+        {"no_memory", no_memory}};
     auto it = fns.find(name);
     if (it == fns.end()) fail("test module has no kernel '", name, "'");
     return it->second;
@@ -261,6 +274,18 @@ TEST(GraphExecutor, MissingKernelNamesIt) {
   int x = b.input("x");
   b.g->outputs = {b.kernel("softmax", {x})};
   EXPECT_ERROR_WITH(b.make(), "softmax");
+}
+
+TEST(GraphExecutor, FailedScratchAllocationNamesKernelAndBytes) {
+  GraphBuilder b;
+  int x = b.input("x");
+  b.g->outputs = {b.kernel("no_memory", {b.kernel("add_one", {x})})};
+  GraphExecutor ex = b.make();
+  ex.set_input(0, iota());
+  const char* bytes = "4611686018427387904 bytes";  // kImpossibleBytes
+  EXPECT_ERROR_WITH(ex.run(), "kernel 'no_memory1'", bytes, "out of memory", "fewer threads");
+  EXPECT_ERROR_WITH(ex.run_bound({iota()}), "kernel 'no_memory1'", bytes);
+  EXPECT_ERROR_WITH(ex.profile(1), "kernel 'no_memory1'", bytes);
 }
 
 TEST(GraphExecutor, BenchmarkRunsAndStatistics) {

@@ -1,0 +1,108 @@
+"""Layer and instance norm of constant and near-constant rows against PyTorch in float64.
+
+mean_variance_norm (src/ir/ops/nn.cc) shifts each row by its first element before summing:
+without it, the float32 mean of a constant row c is a few ulps off c, and x - mean times
+rsqrt(eps) gave errors of gamma * ulp(c) / sqrt(eps) (0.02 for c = 1000) where torch gives
+exactly beta; rows of large offset and small spread (1000 + 1e-3 * noise) lost their spread's
+digits. Each case runs unfused and fused after a dense (the row-block GEMM kernel, whose
+scratch buffer is on the heap), at both vector widths.
+
+Tolerance: rtol 1e-4, atol 1e-4 against float64 on the same float32 inputs (the outputs have
+unit scale); a constant row must give beta to 1e-6.
+"""
+import numpy as np
+import pytest
+import torch
+
+import ember
+from ember import ir, op
+from op_checks import build_run
+
+WIDTHS = [256, 512]
+TOL = dict(rtol=1e-4, atol=1e-4)
+CONSTANTS = [0.0, 1.6129835844039917, -7.3, 1000.0, -3.0e4, 1e-3, 65504.0]
+
+
+def _rows(kind, m, n, rng):
+    if kind == "constant":
+        c = np.resize(np.array(CONSTANTS, "float32"), m)
+        return np.repeat(c[:, None], n, axis=1)
+    return (1000 + 1e-3 * rng.standard_normal((m, n))).astype("float32")
+
+
+def _affine(n, rng):
+    return rng.standard_normal(n).astype("float32"), rng.standard_normal(n).astype("float32")
+
+
+def _reference(x, gamma, beta):
+    t = torch.from_numpy(x).double()
+    return torch.nn.functional.layer_norm(t, (x.shape[-1],), torch.from_numpy(gamma).double(),
+                                          torch.from_numpy(beta).double(), 1e-5).numpy()
+
+
+def _check(got, x, gamma, beta, kind):
+    want = _reference(x, gamma, beta)
+    np.testing.assert_allclose(got, want, **TOL)
+    if kind == "constant":
+        np.testing.assert_allclose(got, np.broadcast_to(beta, got.shape), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("bits", WIDTHS)
+@pytest.mark.parametrize("kind", ["constant", "near_constant"])
+@pytest.mark.parametrize("n", [29, 768])
+def test_layer_norm_rows(bits, kind, n):
+    rng = np.random.default_rng(n)
+    x_np = _rows(kind, 7, n, rng)
+    gamma, beta = _affine(n, rng)
+    x = ir.var("x", x_np.shape, "float32")
+    f = ir.Function([x], op.nn.layer_norm(x, ir.const(gamma), ir.const(beta)))
+    _, (got,) = build_run(f, [x_np], bits)
+    _check(got, x_np, gamma, beta, kind)
+
+
+@pytest.mark.parametrize("bits", WIDTHS)
+@pytest.mark.parametrize("kind", ["constant", "near_constant"])
+def test_layer_norm_fused_after_dense(bits, kind, tmp_path):
+    """dense -> bias_add -> add -> layer_norm is one kernel (the dense is its anchor). A zero
+    weight and bias make the norm's input exactly the residual rows, so the reference needs
+    no GEMM. The exported model (its scratch buffer comes from the runtime's ember_alloc
+    through the file's import slots) gives the same numbers."""
+    rng = np.random.default_rng(bits)
+    m, n, k = 256, 768, 32
+    x = ir.var("x", (m, k), "float32")
+    r = ir.var("r", (m, n), "float32")
+    w = ir.const(np.zeros((n, k), "float32"))
+    y = op.add(op.nn.bias_add(op.nn.dense(x, w), ir.const(np.zeros(n, "float32")), axis=1), r)
+    gamma, beta = _affine(n, rng)
+    f = ir.Function([x, r], op.nn.layer_norm(y, ir.const(gamma), ir.const(beta)))
+    data = [rng.standard_normal((m, k)).astype("float32"), _rows(kind, m, n, rng)]
+    lib, (got,) = build_run(f, data, bits)
+    kernels = lib.fusion_report()
+    assert len(kernels) == 1 and kernels[0].anchor.startswith("nn.dense"), kernels
+    _check(got, data[1], gamma, beta, kind)
+    assert "ember_alloc" in lib.get_source("ll")  # the GEMM's block of rows is on the heap
+
+    lib.export(tmp_path / "m.ember")
+    mod = ember.GraphModule(ember.load(tmp_path / "m.ember"))
+    for i, a in enumerate(data):
+        mod.set_input(i, a)
+    mod.run()
+    np.testing.assert_array_equal(mod.get_output(0).numpy(), got)
+
+
+@pytest.mark.parametrize("kind", ["constant", "near_constant"])
+def test_instance_norm_planes(kind):
+    """instance_norm shares the computation: each (n, c) plane is a row."""
+    rng = np.random.default_rng(3)
+    x_np = _rows(kind, 6, 35, rng).reshape(2, 3, 5, 7)
+    gamma, beta = _affine(3, rng)
+    x = ir.var("x", x_np.shape, "float32")
+    f = ir.Function([x], op.nn.instance_norm(x, ir.const(gamma), ir.const(beta)))
+    _, (got,) = build_run(f, [x_np], 256)
+    want = torch.nn.functional.instance_norm(
+        torch.from_numpy(x_np).double(), weight=torch.from_numpy(gamma).double(),
+        bias=torch.from_numpy(beta).double(), eps=1e-5).numpy()
+    np.testing.assert_allclose(got, want, **TOL)
+    if kind == "constant":
+        np.testing.assert_allclose(got, np.broadcast_to(beta[:, None, None], got.shape), rtol=0,
+                                   atol=1e-6)
