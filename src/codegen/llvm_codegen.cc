@@ -613,6 +613,11 @@ Value* LLVMCodeGen::emit_guarded_load(const SelectNode* op) {
   if (index.same_as(load->index) || lane_stride(index) != std::optional<int64_t>(1)) return nullptr;
   DType t = load->buffer->dtype;
   if (memory_type(t) != value_type(t)) return nullptr;
+  // Only vectors that fit one register: LLVM 19 miscompiles a masked load that x86 splits
+  // into halves when a half's mask is all false (it loads that half unmasked instead of
+  // taking the fill: 512-bit code on an AVX2 host read past a padded row).
+  const int register_bits = features_.find("+avx512f") != std::string::npos ? 512 : 256;
+  if (lanes_ * dtype_bytes(t) * 8 > register_bits) return nullptr;
   Value* mask = widen(emit(op->cond));
   if (mask_) mask = b_.CreateAnd(mask_, mask);
   Value* fill = widen(emit(op->f));

@@ -19,6 +19,9 @@ from ember import ir, op
 from op_checks import build_run, t
 
 WIDTHS = [256, 512]
+# The host's vector register width (ember.native_vector_lanes follows EMBER_VECTOR_BITS).
+with open("/proc/cpuinfo") as _f:
+    HOST_REGISTER_BITS = 512 if " avx512f" in _f.read() else 256
 LAYOUTS = {"blocked": [], "plain": ["AlterOpLayout"]}
 # (cin, cout, width, kernel, stride, padding, dilation, groups)
 CASES = [
@@ -101,8 +104,12 @@ def test_padded_input_is_read_by_masked_loads_not_gathers(bits):
     lib, (got,) = build_run(f, [a], bits)
     want = F.relu(F.conv2d(t(a).double(), t(wt).double(), padding=1, groups=c))
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=1e-5 * 3)
-    ll = lib.get_source("ll")
-    assert "llvm.masked.load" in ll and "llvm.masked.gather" not in ll
+    # Only where the vector fits one of the host's registers: a masked load that LLVM splits
+    # in halves is miscompiled when a half's mask is all false (codegen avoids it), so
+    # 512-bit code on an AVX2 host reads the padding the generic way.
+    if bits <= HOST_REGISTER_BITS:
+        ll = lib.get_source("ll")
+        assert "llvm.masked.load" in ll and "llvm.masked.gather" not in ll
 
 
 @pytest.mark.parametrize("bits", WIDTHS)
@@ -119,9 +126,7 @@ def test_stem_and_its_pooling_run_blocked(bits):
     f = ir.Function([x], op.nn.conv2d(y, ir.const(w2), padding=(1, 1)))
     a = rng.standard_normal((1, 3, 45, 45)).astype("float32")
     lib, (blocked,) = build_run(f, [a], bits)
-    # The plain reference keeps the stem and its pooling in one kernel (FuseOps' cost rule
-    # off): as separate plain kernels they are wrong at 512 bits (the xfail test below).
-    _, (plain,) = build_run(f, [a], bits, ["AlterOpLayout"], {"FuseOps.cost_model": "none"})
+    _, (plain,) = build_run(f, [a], bits, ["AlterOpLayout"])
     ref = F.relu(F.conv2d(t(a).double(), t(w1).double(), stride=2, padding=3))
     ref = F.conv2d(F.max_pool2d(ref, 3, 2, 1), t(w2).double(), padding=1).numpy()
     np.testing.assert_allclose(blocked, ref, rtol=1e-4, atol=1e-4)
@@ -194,16 +199,14 @@ def test_padded_channels_through_every_reader(bits, layout):
     assert ("from_blocked" in graph and "channels=33" in graph) == (layout == "blocked"), graph
 
 
-@pytest.mark.xfail(strict=True, reason="known bug: the plain 7x7/2 stem conv, ReLU and 3x3/2 "
-                   "max pooling as separate kernels give wrong numbers at 512 bits (found by "
-                   "the FuseOps cost rule, which stopped fusing them)")
-def test_plain_stem_and_pooling_as_separate_kernels_at_512_bits():
-    rng = np.random.default_rng(11)
-    x = ir.var("x", (1, 3, 45, 45), "float32")
-    w1 = (rng.standard_normal((32, 3, 7, 7)) / 12).astype("float32")
-    y = op.nn.relu(op.nn.conv2d(x, ir.const(w1), strides=(2, 2), padding=(3, 3)))
-    f = ir.Function([x], op.nn.max_pool2d(y, pool_size=(3, 3), strides=(2, 2), padding=(1, 1)))
-    a = rng.standard_normal((1, 3, 45, 45)).astype("float32")
-    _, (got,) = build_run(f, [a], 512, ["AlterOpLayout", "FuseOps"])
-    ref = F.relu(F.conv2d(t(a).double(), t(w1).double(), stride=2, padding=3))
-    np.testing.assert_allclose(got, F.max_pool2d(ref, 3, 2, 1).numpy(), rtol=1e-4, atol=1e-4)
+@pytest.mark.parametrize("bits", WIDTHS)
+def test_plain_pooling_of_a_padded_row_at_every_width(bits):
+    # A 3x3/2 max pooling of 23-wide rows computes its padded input (25 columns) in vectors of
+    # 8 or 16 lanes: the last one covers columns 16-31, of which 24 is padding (-inf). A
+    # 16-lane masked load split on an AVX2 host once loaded that column from the next row.
+    rng = np.random.default_rng(5)
+    x = ir.var("x", (1, 2, 23, 23), "float32")
+    f = ir.Function([x], op.nn.max_pool2d(x, pool_size=(3, 3), strides=(2, 2), padding=(1, 1)))
+    a = rng.standard_normal((1, 2, 23, 23)).astype("float32")
+    _, (got,) = build_run(f, [a], bits, ["AlterOpLayout", "FuseOps"])
+    np.testing.assert_array_equal(got, F.max_pool2d(t(a), 3, 2, 1).numpy())
