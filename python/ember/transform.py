@@ -7,11 +7,14 @@ A pass runs when it is not disabled and opt_level reaches its level (SimplifyInf
 FuseOps 1, FoldConstant 2, FoldScaleAxis 3), or when it is required. Outside any context
 everything runs (opt_level 3). "OpFusion" is accepted as another name for "FuseOps".
 config keys: "FuseOps.max_depth" (int), "dump_ir" (True: print the IR after each pass to
-stderr; the environment variable EMBER_DUMP_IR=1 does the same).
+stderr; the environment variable EMBER_DUMP_IR=1 does the same), "tuning_log" (a log written
+by ember.tune: each kernel whose workload it has, measured on this CPU, gets the fastest
+schedule in it). Any other key is an error.
 """
+import os
 import threading
 
-from ._ember import EmberError, _known_passes
+from ._ember import EmberError, _known_config_keys, _known_passes
 
 __all__ = ["PassContext", "current", "known_passes"]
 
@@ -44,6 +47,11 @@ class PassContext:
             raise EmberError(f"PassContext: config must be a dict, got {config!r}")
         self.config = {}
         for key, value in (config or {}).items():
+            if key not in _known_config_keys():
+                raise EmberError(f"PassContext: unknown config key {key!r}; the known keys are: "
+                                 f"{', '.join(_known_config_keys())}")
+            if key == "tuning_log":
+                value = os.fspath(value)
             if isinstance(value, bool):
                 value = int(value)
             self.config[str(key)] = str(value)

@@ -46,8 +46,13 @@ std::vector<runtime::Tensor> evaluate_constant(const ir::Function& f) {
 
 std::shared_ptr<Library> build(const ir::Function& f, const std::string& target,
                                const std::map<std::string, runtime::Tensor>& params,
-                               const passes::PassContext& ctx) {
+                               const passes::PassContext& ctx,
+                               const std::map<std::string, passes::ScheduleKnobs>* tuned) {
   if (!f) fail("ember.build needs a function (ir.Function), got None");
+  if (ctx.config.count("tuning_log") && !tuned)
+    fail(
+        "PassContext config 'tuning_log' is read by the Python ember.build; C++ callers pass "
+        "the chosen schedule knobs as build's `tuned` argument");
   const codegen::Target tgt = codegen::parse_target(target);
   const bool cuda = tgt.is_cuda();
   std::vector<passes::FusionDecision> fusion;
@@ -58,6 +63,7 @@ std::shared_ptr<Library> build(const ir::Function& f, const std::string& target,
   passes::LowerOptions lower_opts;
   lower_opts.gpu = cuda;
   lower_opts.vector_bits = pipeline_target.machine.vector_bits;
+  lower_opts.tuned = tuned;
   passes::LoweredGraph lowered = passes::lower_graph(func, lower_opts);
 
   auto lib = std::make_shared<Library>();
