@@ -114,8 +114,10 @@ def tune(mod, params=None, target="llvm", trials=64, log="model.tune.json", runn
                 if not cands:
                     break
                 results = runner.measure(index, cands, min_repeat_ms, repeat)
-                for knobs, (status, ms, error) in zip(cands, results):
-                    entry = {"workload": w["key"], "name": w["name"], "cpu": cpu,
+                for knobs, (status, ms, error, *where) in zip(cands, results):
+                    # A remote runner says which CPU measured it.
+                    entry = {"workload": w["key"], "name": w["name"],
+                             "cpu": where[0] if where else cpu,
                              "vector_bits": vector_bits, "threads": threads,
                              "template": _ember._schedule_template_version, "knobs": knobs,
                              "default": knobs is space[0], "status": status, "ms": ms,

@@ -19,25 +19,31 @@ from .. import _ember
 from ..runtime import GraphModule, set_num_threads
 
 
-def _inputs(group, seed=0):
+def input_specs(group):
+    """[(shape, dtype)] of a workload's inputs (what a remote worker needs to know)."""
+    return [(tuple(p.shape), p.dtype) for p in group.params]
+
+
+def _inputs(specs, seed=0):
     rng = np.random.default_rng(seed)
     out = []
-    for p in group.params:
-        dtype = np.dtype(p.dtype)
+    for shape, dtype in specs:
+        dtype = np.dtype(dtype)
         if dtype.kind == "f":
-            out.append(rng.standard_normal(p.shape).astype(dtype))
+            out.append(rng.standard_normal(shape).astype(dtype))
         else:
-            out.append(rng.integers(0, 2, p.shape).astype(dtype))
+            out.append(rng.integers(0, 2, shape).astype(dtype))
     return out
 
 
-class _Kernel:
-    """One workload in the worker: its inputs and the default schedule's output."""
+class Kernel:
+    """One workload where it is measured: its inputs and the default schedule's output
+    (`default_lib`: a Library or LoadedLibrary of the kernel alone)."""
 
-    def __init__(self, group, target):
-        self.inputs = _inputs(group)
+    def __init__(self, specs, default_lib):
+        self.inputs = _inputs(specs)
         # Also warms the thread pool and caches up, so the first candidate is timed fairly.
-        self.reference = self.run(_ember._build_kernel(group, target, {}), 20.0, 1)[0]
+        self.reference = self.run(default_lib, 20.0, 1)[0]
 
     def run(self, lib, min_repeat_ms=0.0, repeat=0):
         """(output, median ms of `repeat` timings, each the mean of enough runs to last
@@ -54,7 +60,7 @@ class _Kernel:
         return out, m.benchmark(number=number, repeat=repeat, warmup=0).median
 
 
-def _check(out, ref):
+def check(out, ref):
     if out.shape != ref.shape:
         return f"output shape {out.shape} differs from the default schedule's {ref.shape}"
     if out.dtype.kind != "f":
@@ -75,7 +81,8 @@ def _worker(conn, workloads, target, threads, compile_threads, before_measure):
         group = workloads[index]["group"]
         kernel = kernels.get(index)
         if kernel is None:
-            kernel = kernels[index] = _Kernel(group, target)
+            kernel = kernels[index] = Kernel(input_specs(group),
+                                             _ember._build_kernel(group, target, {}))
 
         def compile_one(knobs):
             try:
@@ -97,7 +104,7 @@ def _worker(conn, workloads, target, threads, compile_threads, before_measure):
                     if before_measure is not None:
                         before_measure(workloads[index], candidates[i])
                     out, ms = kernel.run(lib, min_repeat_ms, repeat)
-                    error = _check(out, kernel.reference)
+                    error = check(out, kernel.reference)
                     status = "ok" if error is None else "wrong"
                 except Exception as e:  # noqa: BLE001
                     error = f"run: {type(e).__name__}: {e}"

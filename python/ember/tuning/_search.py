@@ -58,10 +58,9 @@ class Search:
             return None
         worst = max(ok) + 1.0
         y = [worst if v is None else v for v in self.y]
-        model = xgboost.XGBRegressor(n_estimators=40, max_depth=3, learning_rate=0.3,
-                                     n_jobs=1, verbosity=0)
-        model.fit(self.x, y)
-        pred = model.predict([_features(k) for k in self.todo])
+        params = {"max_depth": 3, "eta": 0.3, "nthread": 1, "verbosity": 0}
+        model = xgboost.train(params, xgboost.DMatrix(self.x, label=y), num_boost_round=40)
+        pred = model.predict(xgboost.DMatrix([_features(k) for k in self.todo]))
         return sorted(range(len(self.todo)), key=lambda i: pred[i])
 
 
