@@ -44,9 +44,11 @@ def run(f, params, x, log=None):
     return lib, m.get_output(0).numpy()
 
 
-def lines(path):
+def lines(path, final=False):
+    """The log's search entries (or, with final=True, those of the final round)."""
     with open(path) as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+        entries = [json.loads(line) for line in fh if line.strip()]
+    return [e for e in entries if bool(e.get("final")) == final]
 
 
 @pytest.mark.parametrize("model", [dense_model, conv_model])
@@ -62,10 +64,15 @@ def test_tune_log_round_trip_and_tuned_build_matches_default(tmp_path, model):
     assert all(e["status"] == "ok" and e["ms"] > 0 for e in entries), entries
     assert len({tuple(sorted(e["knobs"].items())) for e in entries}) == 6
     # The best entry is never slower than the default as measured.
-    assert records[0].best_ms <= records[0].default_ms
+    assert records[0].best_ms <= records[0].default_ms and records[0].confirmed
+    # The final round: the default and the three fastest others, timed again.
+    finals = lines(log, final=True)
+    assert len(finals) == 4 and sum(e["default"] for e in finals) == 1, finals
+    assert records[0].best_ms == min(e["ms"] for e in finals)
     # Resuming measures nothing again.
     again = ember.tune(f, params, trials=6, log=log, progress=False)
-    assert len(lines(log)) == 6 and again[0].trials == 6
+    assert len(lines(log)) == 6 and len(lines(log, final=True)) == 4 and again[0].trials == 6
+    assert again[0].knobs == records[0].knobs
     lib, tuned = run(f, params, x, log)
     report = lib.fusion_report()
     assert [k.tuned for k in report] == [True] and "tuned" in str(report)
@@ -98,6 +105,7 @@ def test_damaged_and_foreign_lines_are_skipped_with_a_warning(tmp_path, caplog):
     log = str(tmp_path / "t.json")
     ember.tune(f, params, trials=2, log=log, progress=False, min_repeat_ms=0.2, repeat=2)
     good = lines(log)[-1]
+    before = len(lines(log)) + len(lines(log, final=True))
     with open(log, "a") as fh:
         fh.write('{"workload": "nn.dense float32[4, 48] #0", "knobs": \n')  # cut short
         fh.write("not json at all\n")
@@ -107,7 +115,7 @@ def test_damaged_and_foreign_lines_are_skipped_with_a_warning(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         lib, got = run(f, params, x, log)
     text = caplog.text
-    assert "skipped 2 damaged line(s) (line 3, 4)" in text, text
+    assert f"skipped 2 damaged line(s) (line {before + 1}, {before + 2})" in text, text
     assert "ignored 2 line(s) measured on another CPU" in text, text
     assert lib.fusion_report()[0].tuned
     np.testing.assert_allclose(got, run(f, params, x)[1], rtol=1e-4, atol=1e-4)

@@ -34,10 +34,15 @@ class TuneRecord:
         self.key, self.name, self.count = workload["key"], workload["name"], workload["count"]
         self.space_size, self.trials = space_size, 0
         self.default_ms = self.best_ms = self.knobs = None
+        self.confirmed = False  # best_ms and default_ms come from the final round
 
     def add(self, entry):
-        self.trials += 1
-        if entry["status"] != "ok":
+        if entry.get("final"):
+            if not self.confirmed:  # final entries replace the search's timings
+                self.confirmed, self.best_ms = True, None
+        else:
+            self.trials += 1
+        if entry["status"] != "ok" or (self.confirmed and not entry.get("final")):
             return
         if entry.get("default"):
             self.default_ms = entry["ms"]
@@ -109,28 +114,28 @@ def tune(mod, params=None, target="llvm", trials=64, log="model.tune.json", runn
                 search.observe(e["knobs"], e["status"], e.get("ms"))
             if bar is not None:
                 bar.update(min(rec.trials, min(trials, len(space))))
+            measured = False
             while rec.trials < trials:
                 cands = search.next_batch(min(batch, trials - rec.trials))
                 if not cands:
                     break
                 results = runner.measure(index, cands, min_repeat_ms, repeat)
-                for knobs, (status, ms, error, *where) in zip(cands, results):
-                    # A remote runner says which CPU measured it.
-                    entry = {"workload": w["key"], "name": w["name"],
-                             "cpu": where[0] if where else cpu,
-                             "vector_bits": vector_bits, "threads": threads,
-                             "template": _ember._schedule_template_version, "knobs": knobs,
-                             "default": knobs is space[0], "status": status, "ms": ms,
-                             "error": error, "time": time.time()}
+                for knobs, result in zip(cands, results):
+                    entry = _entry(w, cpu, vector_bits, threads, knobs, space, result)
                     _log.append(log, entry)
                     rec.add(entry)
-                    search.observe(knobs, status, ms)
-                    if status != "ok":
-                        logger.info("tuning %s %s: %s: %s", w["name"], knobs, status, error)
+                    search.observe(knobs, entry["status"], entry["ms"])
+                    if entry["status"] != "ok":
+                        logger.info("tuning %s %s: %s: %s", w["name"], knobs, entry["status"],
+                                    entry["error"])
+                measured = True
                 if bar is not None:
                     bar.update(len(cands))
                     bar.set_postfix_str(f"{index + 1}/{len(workloads)} {w['name'][:30]} "
                                         f"best {rec.best_ms or float('nan'):.4f} ms")
+            if measured or not rec.confirmed:
+                _confirm(runner, index, w, space, rec, log, (cpu, vector_bits, threads),
+                         min_repeat_ms, repeat)
     except KeyboardInterrupt:
         logger.warning("ember.tune interrupted: the log %s keeps the %d trial(s) measured", log,
                        sum(r.trials for r in records))
@@ -139,6 +144,46 @@ def tune(mod, params=None, target="llvm", trials=64, log="model.tune.json", runn
         if bar is not None:
             bar.close()
     return records
+
+
+def _entry(w, cpu, vector_bits, threads, knobs, space, result, final=False):
+    status, ms, error, *where = result  # a remote runner says which CPU measured it
+    entry = {"workload": w["key"], "name": w["name"], "cpu": where[0] if where else cpu,
+             "vector_bits": vector_bits, "threads": threads,
+             "template": _ember._schedule_template_version, "knobs": knobs,
+             "default": _log.knob_tuple(knobs) == _log.knob_tuple(space[0]), "status": status,
+             "ms": ms, "error": error, "time": time.time()}
+    if final:
+        entry["final"] = True
+    return entry
+
+
+def _confirm(runner, index, w, space, rec, log, where, min_repeat_ms, repeat, top=3, rounds=2):
+    """The final round: the default and the `top` fastest candidates measured again, in
+    `rounds` alternating rounds (a single noisy timing in the search does not pick a
+    slower schedule); their medians are logged as "final" entries, which builds prefer."""
+    ok = {}  # this workload's measured candidates, from the log itself
+    for e in _log.read(log, where[0], where[1], warn=False):
+        if e["workload"] == w["key"] and e["status"] == "ok" and not e.get("final") \
+                and e.get("threads") == where[2]:
+            t = _log.knob_tuple(e["knobs"])
+            ok[t] = min(ok.get(t, (float("inf"), None)), (e["ms"], e["knobs"]),
+                        key=lambda x: x[0])
+    default = _log.knob_tuple(space[0])
+    ranked = [k for t, (_, k) in sorted(ok.items(), key=lambda x: x[1][0]) if t != default]
+    cands = [space[0]] + ranked[:top]
+    if len(cands) < 2:
+        return
+    results = runner.measure(index, cands * rounds, min_repeat_ms, repeat)
+    for i, knobs in enumerate(cands):
+        mine = [results[r * len(cands) + i] for r in range(rounds)]
+        times = [m[1] for m in mine if m[0] == "ok"]
+        if len(times) < rounds:
+            continue
+        result = ("ok", sorted(times)[len(times) // 2], None) + tuple(mine[0][3:])
+        entry = _entry(w, where[0], where[1], where[2], knobs, space, result, final=True)
+        _log.append(log, entry)
+        rec.add(entry)
 
 
 def _progress(enabled, total):

@@ -6,6 +6,8 @@
 
 status is "ok" (ms is the median of the runs), "wrong" (numbers differ from the default
 schedule's), or "failed" (the compile or the run raised, crashed or hung: error says which).
+After a workload's search, the default and the fastest candidates are timed again side by
+side; those entries have "final": true, and builds choose among them.
 A line that does not parse is skipped with a warning on the `ember` logger; so are lines
 written on another CPU or for another schedule-template version.
 """
@@ -88,13 +90,15 @@ def read(path, cpu=None, vector_bits=None, warn=True):
 
 
 def best(entries, threads=None):
-    """{workload: knobs} of the fastest "ok" entry per workload; entries measured at
-    `threads` threads are preferred where a workload has any."""
+    """{workload: knobs} of the fastest "ok" entry per workload: entries measured at
+    `threads` threads are preferred where a workload has any, then those of the final round
+    (the default and the fastest candidates timed again side by side), then the fastest."""
     chosen = {}
     for e in entries:
         if e["status"] != "ok":
             continue
-        rank = (threads is not None and e.get("threads") != threads, e["ms"])
+        rank = (threads is not None and e.get("threads") != threads, not e.get("final"),
+                e["ms"])
         cur = chosen.get(e["workload"])
         if cur is None or rank < cur[0]:
             chosen[e["workload"]] = (rank, e["knobs"])
