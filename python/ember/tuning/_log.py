@@ -74,7 +74,8 @@ def read(path, cpu=None, vector_bits=None, warn=True):
             if not _valid(entry):
                 damaged.append(number)
                 continue
-            if (entry.get("cpu") != cpu or entry.get("template") != _ember._schedule_template_version
+            version = _ember._schedule_template_version
+            if (entry.get("cpu") != cpu or entry.get("template") != version
                     or (vector_bits is not None and entry.get("vector_bits") != vector_bits)):
                 foreign += 1
                 continue
