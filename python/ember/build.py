@@ -49,7 +49,7 @@ def build(func, target="llvm", params=None):
     lib = _ember._build(func, target, arrays, ctx.opt_level, ctx.disabled_passes,
                         ctx.required_passes, config, tuned)
     for k in lib._kernels():
-        if k["tuning_note"]:
+        if k.get("tuning_note"):
             logger.warning("kernel %s: %s", k["name"], k["tuning_note"])
     if logger.isEnabledFor(logging.INFO):
         for producer, consumer, fused, reason in lib._fusion_decisions():

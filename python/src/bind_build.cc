@@ -125,11 +125,16 @@ void bind_build(py::module_& m) {
       .def("_kernels",
            [](const Library& lib) {
              py::list out;
-             for (auto& k : lib.kernels)
-               out.append(py::dict("func"_a = k.func, "name"_a = k.name, "ops"_a = k.ops,
-                                   "anchor"_a = k.anchor, "patterns"_a = k.patterns,
-                                   "workload"_a = k.workload, "tuned"_a = k.tuned,
-                                   "tuning_note"_a = k.tuning_note));
+             for (auto& k : lib.kernels) {
+               py::dict d("func"_a = k.func, "name"_a = k.name, "ops"_a = k.ops,
+                          "anchor"_a = k.anchor, "patterns"_a = k.patterns);
+               if (!k.workload.empty()) {  // built with a tuning table (not kept in files)
+                 d["workload"] = k.workload;
+                 d["tuned"] = k.tuned;
+                 d["tuning_note"] = k.tuning_note;
+               }
+               out.append(d);
+             }
              return out;
            })
       .def("_fusion_decisions",
