@@ -2,12 +2,14 @@
 # Installs what Ember needs to build and test. Idempotent: installs only what is missing.
 # `setup.sh --sanitizers` also installs clang-19 and its sanitizer and libFuzzer runtimes
 # (scripts/sanitize.sh, scripts/fuzz_model_file.sh); the normal setup stays without them.
+# `setup.sh --ray` also installs Ray (ember.tune(runner="ray"); about 80 MB plus its
+# dependencies, so only when asked).
 set -euo pipefail
 
 APT_PACKAGES=(llvm-19-dev libboost-graph-dev libgtest-dev libgmock-dev ccache graphviz
               ninja-build clang-format-19 zlib1g-dev libzstd-dev libedit-dev libxml2-dev
               libffi-dev)
-if [[ ${1:-} == --sanitizers ]]; then
+if [[ " $* " == *" --sanitizers "* ]]; then
   APT_PACKAGES+=(clang-19 libclang-rt-19-dev libfuzzer-19-dev)
 fi
 missing=()
@@ -24,7 +26,11 @@ fi
 
 # torch is pinned: any other spec may pull gigabytes of CUDA libraries.
 PY_PACKAGES=("torch==2.13.0" numpy pytest pybind11 scikit-build-core ninja cmake
-             onnxruntime onnx onnxscript)  # the last three: benchmark peers (benchmarks/e2e.py)
+             onnxruntime onnx onnxscript  # these three: benchmark peers (benchmarks/e2e.py)
+             tqdm xgboost-cpu)  # ember.tune's progress bar and cost model (CPU-only xgboost)
+if [[ " $* " == *" --ray "* ]]; then
+  PY_PACKAGES+=("ray==2.60.0")
+fi
 py_missing=$(python3 - "${PY_PACKAGES[@]}" <<'PY'
 import sys
 from importlib.metadata import PackageNotFoundError, version

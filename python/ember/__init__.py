@@ -32,6 +32,7 @@ if RUNTIME_ONLY:
 else:
     from . import frontend, ir, op, transform
     from .build import Library, build, measure_fma_peak, native_vector_lanes
+    from .tuning import tune
 from .runtime import (BenchmarkResult, GraphModule, Tensor, cuda_available, get_num_threads,
                       set_num_threads)
 from .torch_compile import last_compile_report
@@ -41,7 +42,7 @@ if not RUNTIME_ONLY:  # torch.compile(model, backend="ember") (imports no torch 
 
 __all__ = ["EmberError", "InternalError", "frontend", "ir", "op", "transform", "build", "Library", "FusionReport",
            "KernelReport", "GraphModule", "Tensor", "BenchmarkResult", "set_num_threads", "get_num_threads", "native_vector_lanes",
-           "measure_fma_peak", "cuda_available",
+           "measure_fma_peak", "cuda_available", "tune",
            "load", "LoadedLibrary", "RUNTIME_ONLY", "last_compile_report"]
 __version__ = "0.1.0"
 EmberError.__module__ = "ember"  # shown as ember.EmberError in tracebacks

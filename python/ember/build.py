@@ -43,8 +43,14 @@ def build(func, target="llvm", params=None):
                              f"{expected.type}; pass an array of that shape and dtype")
         arrays[name] = array
     ctx = transform.current()
+    config, tuned = dict(ctx.config), None
+    if "tuning_log" in config:
+        tuned = _tuned_table(config.pop("tuning_log"), target)
     lib = _ember._build(func, target, arrays, ctx.opt_level, ctx.disabled_passes,
-                        ctx.required_passes, ctx.config)
+                        ctx.required_passes, config, tuned)
+    for k in lib._kernels():
+        if k.get("tuning_note"):
+            logger.warning("kernel %s: %s", k["name"], k["tuning_note"])
     if logger.isEnabledFor(logging.INFO):
         for producer, consumer, fused, reason in lib._fusion_decisions():
             if fused:
@@ -57,6 +63,24 @@ def build(func, target="llvm", params=None):
 
 
 attach_reports(Library)
+
+
+def _tuned_table(path, target):
+    """{workload: knobs} from the tuning log at `path` for this CPU and `target`'s vector
+    width; {} (with a warning) for a log that does not exist or a GPU target."""
+    from .tuning import _log
+    from .runtime import get_num_threads
+    if not target.startswith("llvm"):
+        logger.warning("tuning log %s ignored: tuning applies to CPU targets, not %r", path,
+                       target)
+        return {}
+    import os
+    if not os.path.exists(path):
+        logger.warning("tuning log %s does not exist: building with the default schedules",
+                       path)
+        return {}
+    vector_bits = _ember._target_vector_bits(target)
+    return _log.best(_log.read(path, vector_bits=vector_bits), threads=get_num_threads())
 
 
 def native_vector_lanes(dtype="float32"):

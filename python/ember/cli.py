@@ -4,6 +4,7 @@
     ember inspect model.ember                  # inputs, outputs, kernels, fusion, sizes
     ember run model.ember --input x.npy --output y.npy
     ember bench model.ember --repeat 100
+    ember tune model.pt2 --trials 64 --log model.tune.json   # then: compile --tuning-log
 
 Also `python -m ember ...`. Exit status: 0 ok, 1 a user error (the message on stderr, no
 traceback), 2 a usage error, 3 an internal error (a bug in Ember: please report it).
@@ -45,13 +46,32 @@ def _load(path, load_code=True):
 
 
 # ------------------------------------------------------------------------------ compile
-def _compile(args):
+def _need_compiler():
     if ember.RUNTIME_ONLY:
         from .deploy import RUNTIME_ONLY_MESSAGE
         raise EmberError(RUNTIME_ONLY_MESSAGE)
+
+
+def _compile(args):
+    _need_compiler()
     from ember.transform import PassContext
     # Check what needs no PyTorch first: importing it takes seconds.
-    passes = PassContext(opt_level=args.opt_level, disabled_passes=args.disable_pass)
+    config = {"tuning_log": args.tuning_log} if args.tuning_log else None
+    passes = PassContext(opt_level=args.opt_level, disabled_passes=args.disable_pass,
+                         config=config)
+    mod, params = _load_program(args)
+    with passes:
+        lib = ember.build(mod, target=args.target, params=params)
+    out = args.output or os.path.splitext(args.model)[0] + ".ember"
+    lib.export(out)
+    tuned = sum(bool(k.tuned) for k in lib.fusion_report())
+    print(f"compiled {args.model} for {args.target}: {len(lib.kernel_names)} kernels"
+          + (f" ({tuned} tuned)" if args.tuning_log else "")
+          + f", inputs {', '.join(lib.input_names)} -> {out} ({_size(os.path.getsize(out))})")
+
+
+def _load_program(args):
+    """(ir.Function, params) of the saved torch.export program args.model."""
     if not os.path.isfile(args.model):
         raise EmberError(f"no such file: '{args.model}'")
     with open(args.model, "rb") as fh:
@@ -87,13 +107,27 @@ def _compile(args):
     if names is not None and len(names) != len(inputs):
         raise EmberError(f"--input-name was given {len(names)} time(s) but the model has "
                          f"{len(inputs)} input(s)")
-    mod, params = from_pytorch(program, inputs, input_names=names)
-    with passes:
-        lib = ember.build(mod, target=args.target, params=params)
-    out = args.output or os.path.splitext(args.model)[0] + ".ember"
-    lib.export(out)
-    print(f"compiled {args.model} for {args.target}: {len(lib.kernel_names)} kernels, "
-          f"inputs {', '.join(lib.input_names)} -> {out} ({_size(os.path.getsize(out))})")
+    return from_pytorch(program, inputs, input_names=names)
+
+
+# ------------------------------------------------------------------------------ tune
+def _tune(args):
+    _need_compiler()
+    if args.trials < 1:
+        raise EmberError(f"--trials must be >= 1, got {args.trials}")
+    if args.threads is not None:
+        ember.set_num_threads(args.threads)
+    mod, params = _load_program(args)
+    log = args.log or os.path.splitext(args.model)[0] + ".tune.json"
+    records = ember.tune(mod, params, target=args.target, trials=args.trials, log=log,
+                         runner=args.runner, batch=args.batch, timeout_s=args.timeout)
+    print(f"{'workload':<48} {'kernels':>7} {'trials':>9} {'default ms':>10} {'best ms':>9}")
+    for r in records:
+        d = "-" if r.default_ms is None else f"{r.default_ms:.4f}"
+        b = "-" if r.best_ms is None else f"{r.best_ms:.4f}"
+        print(f"{r.name[:48]:<48} {r.count:>7} {f'{r.trials}/{r.space_size}':>9} {d:>10} {b:>9}")
+    print(f"log: {log} (apply it with `ember compile {args.model} --tuning-log {log}` or "
+          "PassContext(config={'tuning_log': ...}))")
 
 
 # ------------------------------------------------------------------------------ inspect
@@ -218,7 +252,28 @@ def _parser():
                    help="skip a graph pass, e.g. FuseOps (repeatable)")
     c.add_argument("--input-name", action="append", metavar="NAME",
                    help="name the model's inputs, in order (repeat once per input)")
+    c.add_argument("--tuning-log", metavar="FILE",
+                   help="apply the fastest schedules of a log written by `ember tune`")
     c.set_defaults(func=_compile)
+
+    t = sub.add_parser("tune", help="tune the kernels' schedules of a saved program (.pt2)",
+                       description="Measure schedule candidates of each distinct kernel of a "
+                       "program saved with torch.export.save on this machine and append them "
+                       "to a JSON-lines log (resumable; Ctrl-C keeps what was measured).")
+    t.add_argument("model", help="the .pt2 file")
+    t.add_argument("--trials", type=int, default=64, help="candidates per kernel (default 64)")
+    t.add_argument("--log", metavar="FILE", help="the log (default: MODEL.tune.json)")
+    t.add_argument("--target", default="llvm", help='a CPU target (default "llvm")')
+    t.add_argument("--batch", type=int, default=8,
+                   help="candidates compiled in parallel between measurements (default 8)")
+    t.add_argument("--runner", default="local",
+                   help='"local" (default), "ray" or "ray://HOST:PORT"')
+    t.add_argument("--timeout", type=float, default=20.0,
+                   help="seconds a measurement may take before it counts as hung (default 20)")
+    t.add_argument("--threads", type=int, help="threads for parallel loops")
+    t.add_argument("--input-name", action="append", metavar="NAME",
+                   help="name the model's inputs, in order (repeat once per input)")
+    t.set_defaults(func=_tune)
 
     i = sub.add_parser("inspect", help="show an artifact's inputs, outputs, kernels and sizes",
                        description="Show what an artifact holds: inputs, outputs, kernels "

@@ -14,11 +14,14 @@ __all__ = ["FusionReport", "KernelReport", "attach_reports"]
 class KernelReport:
     """One kernel: `name` (source names joined by " + "), `ops` (op names in order),
     `anchor` (the op that sets the loop nest), `patterns` (fusion rules that fired),
-    `func` (the symbol)."""
+    `func` (the symbol); for a build with a tuning log, `workload` (its key) and `tuned`
+    (whether the log's schedule was applied; None when no log was given)."""
 
     def __init__(self, d):
         self.name, self.ops, self.anchor = d["name"], list(d["ops"]), d["anchor"]
         self.patterns, self.func = list(d["patterns"]), d["func"]
+        self.workload = d.get("workload") or None
+        self.tuned = d.get("tuned") if self.workload else None
 
     def __repr__(self):
         return f"KernelReport(name={self.name!r}, ops={self.ops}, patterns={self.patterns})"
@@ -36,7 +39,10 @@ class FusionReport(list):
         rows = [(str(i), k.name, " -> ".join(k.ops), ", ".join(k.patterns) or "-")
                 for i, k in enumerate(self)]
         head = ("#", "kernel", "ops", "patterns")
-        widths = [max(len(r[c]) for r in rows + [head]) for c in range(4)]
+        if any(k.tuned is not None for k in self):  # built with a tuning log
+            rows = [r + ("yes" if k.tuned else "no",) for r, k in zip(rows, self)]
+            head += ("tuned",)
+        widths = [max(len(r[c]) for r in rows + [head]) for c in range(len(head))]
         fmt = "  ".join("{:<%d}" % w for w in widths)
         lines = [f"Fusion report: {len(self)} kernels", fmt.format(*head),
                  fmt.format(*("-" * w for w in widths))]

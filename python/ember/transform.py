@@ -10,11 +10,13 @@ config keys: "FuseOps.max_depth" (int), "FuseOps.cost_model" ("target", the defa
 cost rule prices kernels on the target's machine model; "avx2" or "avx512": on that one, so
 that the kernels are the same on every host; "none": pattern rules only), "dump_ir" (True:
 print the IR after each pass to stderr; the environment variable EMBER_DUMP_IR=1 does the
-same).
+same), "tuning_log" (a log written by ember.tune: each kernel whose workload it has, measured
+on this CPU, gets the fastest schedule in it). Any other key is an error.
 """
+import os
 import threading
 
-from ._ember import EmberError, _known_passes
+from ._ember import EmberError, _known_config_keys, _known_passes
 
 __all__ = ["PassContext", "current", "known_passes"]
 
@@ -47,6 +49,11 @@ class PassContext:
             raise EmberError(f"PassContext: config must be a dict, got {config!r}")
         self.config = {}
         for key, value in (config or {}).items():
+            if key not in _known_config_keys():
+                raise EmberError(f"PassContext: unknown config key {key!r}; the known keys are: "
+                                 f"{', '.join(_known_config_keys())}")
+            if key == "tuning_log":
+                value = os.fspath(value)
             if isinstance(value, bool):
                 value = int(value)
             self.config[str(key)] = str(value)

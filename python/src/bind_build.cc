@@ -7,12 +7,91 @@
 #include "bindings.h"
 #include "ember/codegen/build.h"
 #include "ember/codegen/codegen.h"
+#include "ember/codegen/target.h"
+#include "ember/codegen/tuning.h"
+#include "ember/passes/tuning.h"
 #include "ember/support/error.h"
 
 namespace py = pybind11;
 using namespace py::literals;
 
 namespace ember::python {
+
+namespace {
+
+// Schedule knobs from a dict {"tile_rows": 4, ...} (missing keys: the schedule's choice).
+passes::ScheduleKnobs knobs_arg(py::handle h) {
+  if (!py::isinstance<py::dict>(h)) fail("schedule knobs must be a dict, got ", describe(h));
+  passes::ScheduleKnobs k;
+  for (auto item : h.cast<py::dict>()) {
+    std::string key = str_arg(item.first, "schedule knobs: a key");
+    int64_t v = item.second.cast<int64_t>();
+    if (key == "tile_rows")
+      k.tile_rows = v;
+    else if (key == "tile_vectors")
+      k.tile_vectors = v;
+    else if (key == "loop_order")
+      k.loop_order = static_cast<int>(v);
+    else if (key == "pad_rows")
+      k.pad_rows = v;
+    else
+      fail("unknown schedule knob '", key,
+           "'; the knobs are tile_rows, tile_vectors, "
+           "loop_order, pad_rows");
+  }
+  return k;
+}
+
+py::dict knobs_dict(const passes::ScheduleKnobs& k) {
+  return py::dict("tile_rows"_a = k.tile_rows, "tile_vectors"_a = k.tile_vectors,
+                  "loop_order"_a = k.loop_order, "pad_rows"_a = k.pad_rows);
+}
+
+ir::Function function_arg(py::handle h, const char* what) {
+  if (!py::isinstance<ir::FunctionNode>(h))
+    fail(what, " must be an ir.Function, got ", describe(h));
+  return h.cast<std::shared_ptr<ir::FunctionNode>>();
+}
+
+// Schedule tuning (python/ember/tuning/): workloads, knob spaces, one kernel alone.
+void bind_tuning(py::module_& m) {
+  m.attr("_schedule_template_version") = passes::kScheduleTemplateVersion;
+  m.def("_extract_workloads", [](const Library& lib) {
+    py::list out;
+    for (auto& w : extract_workloads(lib))
+      out.append(py::dict("key"_a = w.key,
+                          "group"_a = std::const_pointer_cast<ir::FunctionNode>(w.group),
+                          "name"_a = w.info.name, "anchor"_a = w.info.anchor, "ops"_a = w.info.ops,
+                          "count"_a = w.count));
+    return out;
+  });
+  m.def("_workload_key", [](py::handle group) {
+    return passes::workload_key(function_arg(group, "workload_key: group"));
+  });
+  m.def("_knob_space", [](py::handle group, int vector_bits) {
+    ir::Function g = function_arg(group, "knob_space: group");
+    std::vector<passes::ScheduleKnobs> space;
+    {
+      py::gil_scoped_release release;
+      space = passes::knob_space(g, vector_bits);
+    }
+    py::list out;
+    for (auto& k : space) out.append(knobs_dict(k));
+    return out;
+  });
+  m.def("_build_kernel", [](py::handle group, py::handle target, py::handle knobs) {
+    ir::Function g = function_arg(group, "build_kernel: group");
+    std::string t = str_arg(target, "build_kernel: target");
+    passes::ScheduleKnobs k = knobs_arg(knobs);
+    py::gil_scoped_release release;
+    return build_kernel(g, t, k);
+  });
+  m.def("_target_vector_bits", [](py::handle target) {
+    return codegen::parse_target(str_arg(target, "target")).resolved_vector_bits();
+  });
+}
+
+}  // namespace
 
 void bind_build(py::module_& m) {
   py::class_<Library, std::shared_ptr<Library>>(m, "Library", "A compiled model.")
@@ -46,9 +125,16 @@ void bind_build(py::module_& m) {
       .def("_kernels",
            [](const Library& lib) {
              py::list out;
-             for (auto& k : lib.kernels)
-               out.append(py::dict("func"_a = k.func, "name"_a = k.name, "ops"_a = k.ops,
-                                   "anchor"_a = k.anchor, "patterns"_a = k.patterns));
+             for (auto& k : lib.kernels) {
+               py::dict d("func"_a = k.func, "name"_a = k.name, "ops"_a = k.ops,
+                          "anchor"_a = k.anchor, "patterns"_a = k.patterns);
+               if (!k.workload.empty()) {  // built with a tuning table (not kept in files)
+                 d["workload"] = k.workload;
+                 d["tuned"] = k.tuned;
+                 d["tuning_note"] = k.tuning_note;
+               }
+               out.append(d);
+             }
              return out;
            })
       .def("_fusion_decisions",
@@ -83,7 +169,7 @@ void bind_build(py::module_& m) {
       "_build",
       [](py::handle function, py::handle target, py::handle params, int opt_level,
          std::vector<std::string> disabled, std::vector<std::string> required,
-         std::map<std::string, std::string> config) {
+         std::map<std::string, std::string> config, py::handle tuned) {
         if (!py::isinstance<ir::FunctionNode>(function))
           fail("ember.build: the model must be an ir.Function, got ", describe(function));
         ir::Function f = function.cast<std::shared_ptr<ir::FunctionNode>>();
@@ -102,14 +188,20 @@ void bind_build(py::module_& m) {
         ctx.disabled_passes = {disabled.begin(), disabled.end()};
         ctx.required_passes = {required.begin(), required.end()};
         ctx.config = config;
+        std::map<std::string, passes::ScheduleKnobs> table;
+        if (!tuned.is_none())
+          for (auto item : tuned.cast<py::dict>())
+            table[item.first.cast<std::string>()] = knobs_arg(item.second);
         // Compiling touches no Python object: let other Python threads run meanwhile.
         py::gil_scoped_release release;
-        return build(f, t, tensors, ctx);
+        return build(f, t, tensors, ctx, tuned.is_none() ? nullptr : &table);
       },
       "function"_a, "target"_a = "llvm", "params"_a = py::none(), "opt_level"_a = 3,
       "disabled_passes"_a = std::vector<std::string>{},
       "required_passes"_a = std::vector<std::string>{},
-      "config"_a = std::map<std::string, std::string>{});
+      "config"_a = std::map<std::string, std::string>{}, "tuned"_a = py::none());
+  m.def("_known_config_keys", &passes::known_config_keys);
+  bind_tuning(m);
   m.def("_known_passes", [] {
     std::vector<std::pair<std::string, int>> out;
     for (auto& p : passes::known_passes()) out.emplace_back(p.name, p.opt_level);

@@ -31,7 +31,8 @@ namespace {
 
 std::shared_ptr<Library> build_library(const ir::Function& f, const std::string& target,
                                        const std::map<std::string, runtime::Tensor>& params,
-                                       const passes::PassContext& ctx, int llvm_opt_level);
+                                       const passes::PassContext& ctx, int llvm_opt_level,
+                                       const std::map<std::string, passes::ScheduleKnobs>* tuned);
 
 // FoldConstant's evaluator: compile the constant subgraph for the host CPU with Ember's own
 // pipeline (without FoldConstant itself) and run it. Its kernels run once, over the weights:
@@ -41,7 +42,7 @@ constexpr int kConstantOptLevel = 0;
 std::vector<runtime::Tensor> evaluate_constant(const ir::Function& f) {
   passes::PassContext ctx;
   ctx.disabled_passes = {"FoldConstant"};
-  auto lib = build_library(f, "llvm", {}, ctx, kConstantOptLevel);
+  auto lib = build_library(f, "llvm", {}, ctx, kConstantOptLevel, nullptr);
   runtime::GraphExecutor exec(lib->graph, lib->module);
   exec.run();
   std::vector<runtime::Tensor> out;
@@ -51,8 +52,13 @@ std::vector<runtime::Tensor> evaluate_constant(const ir::Function& f) {
 
 std::shared_ptr<Library> build_library(const ir::Function& f, const std::string& target,
                                        const std::map<std::string, runtime::Tensor>& params,
-                                       const passes::PassContext& ctx, int llvm_opt_level) {
+                                       const passes::PassContext& ctx, int llvm_opt_level,
+                                       const std::map<std::string, passes::ScheduleKnobs>* tuned) {
   if (!f) fail("ember.build needs a function (ir.Function), got None");
+  if (ctx.config.count("tuning_log") && !tuned)
+    fail(
+        "PassContext config 'tuning_log' is read by the Python ember.build; C++ callers pass "
+        "the chosen schedule knobs as build's `tuned` argument");
   const codegen::Target tgt = codegen::parse_target(target);
   const bool cuda = tgt.is_cuda();
   std::vector<passes::FusionDecision> fusion;
@@ -63,6 +69,7 @@ std::shared_ptr<Library> build_library(const ir::Function& f, const std::string&
   passes::LowerOptions lower_opts;
   lower_opts.gpu = cuda;
   lower_opts.vector_bits = pipeline_target.machine.vector_bits;
+  lower_opts.tuned = tuned;
   passes::LoweredGraph lowered = passes::lower_graph(func, lower_opts);
 
   auto lib = std::make_shared<Library>();
@@ -105,8 +112,9 @@ std::shared_ptr<Library> build_library(const ir::Function& f, const std::string&
 
 std::shared_ptr<Library> build(const ir::Function& f, const std::string& target,
                                const std::map<std::string, runtime::Tensor>& params,
-                               const passes::PassContext& ctx) {
-  return build_library(f, target, params, ctx, 3);
+                               const passes::PassContext& ctx,
+                               const std::map<std::string, passes::ScheduleKnobs>* tuned) {
+  return build_library(f, target, params, ctx, 3, tuned);
 }
 
 }  // namespace ember

@@ -1,5 +1,7 @@
 #include "ember/passes/pass_context.h"
 
+#include <algorithm>
+
 #include "ember/support/error.h"
 
 namespace ember::passes {
@@ -26,8 +28,21 @@ std::string canonical(const std::string& name) {
 }
 }  // namespace
 
+const std::vector<std::string>& known_config_keys() {
+  static const std::vector<std::string> keys = {"FuseOps.max_depth", "FuseOps.cost_model",
+                                                "dump_ir", "tuning_log"};
+  return keys;
+}
+
 PassContext PassContext::validated() const {
   if (opt_level < 0) fail("opt_level must be >= 0, got ", opt_level);
+  const auto& keys = known_config_keys();
+  for (auto& [key, value] : config)
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+      std::string known;
+      for (auto& k : keys) known += (known.empty() ? "" : ", ") + k;
+      fail("unknown PassContext config key '", key, "'; the known keys are: ", known);
+    }
   PassContext ctx = *this;
   ctx.disabled_passes.clear();
   ctx.required_passes.clear();

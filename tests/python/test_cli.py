@@ -148,3 +148,21 @@ def test_compile_a_saved_torch_program(tmp_path):
                       "unknown pass 'NoSuch'")
     (tmp_path / "bad.pt2").write_text("not a program")
     assert_user_error(ember_cli("compile", tmp_path / "bad.pt2"), "cannot read")
+
+
+def test_tune_then_compile_with_the_log(tmp_path):
+    torch = pytest.importorskip("torch")
+    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU()).eval()
+    x = torch.randn(4, 16)
+    torch.export.save(torch.export.export(net, (x,)), tmp_path / "mlp.pt2")
+    log = tmp_path / "mlp.tune.json"
+    result = ember_cli("tune", tmp_path / "mlp.pt2", "--trials", "3", "--log", log,
+                       "--threads", "1")
+    assert result.returncode == 0, result.stderr
+    assert "default ms" in result.stdout and "3/" in result.stdout, result.stdout
+    assert sum('"final"' not in line for line in log.read_text().splitlines()) == 3
+    result = ember_cli("compile", tmp_path / "mlp.pt2", "--tuning-log", log, "-o",
+                       tmp_path / "mlp.ember")
+    assert result.returncode == 0, result.stderr
+    assert "(1 tuned)" in result.stdout, result.stdout
+    assert_user_error(ember_cli("tune", tmp_path / "mlp.pt2", "--trials", "0"), "--trials")

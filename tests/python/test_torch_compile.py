@@ -269,7 +269,7 @@ def test_options_reach_the_pass_context():
 
 @pytest.mark.parametrize("options, message", [
     ({"opt_levle": 3}, "unknown option"),
-    ({"tuning_log": "log.json"}, "tuning_log"),
+    ({"tuning_log": 42}, "tuning_log"),
     ({"num_threads": 0}, "num_threads"),
     ({"disabled_passes": ["NoSuchPass"]}, "unknown pass"),
 ])

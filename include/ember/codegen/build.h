@@ -33,9 +33,12 @@ struct Library {
 
 /// Compiles `f` for `target` ("llvm" is the host CPU). Function parameters whose names are
 /// keys of `params` become constants; the rest are the model's inputs, in order. The graph
-/// passes that run are chosen by `ctx` (all of them by default).
+/// passes that run are chosen by `ctx` (all of them by default). `tuned` maps workload keys
+/// (passes/tuning.h) to the schedule knobs of those kernels (CPU targets; python's
+/// ember.build fills it from PassContext config "tuning_log").
 std::shared_ptr<Library> build(const ir::Function& f, const std::string& target = "llvm",
                                const std::map<std::string, runtime::Tensor>& params = {},
-                               const passes::PassContext& ctx = {});
+                               const passes::PassContext& ctx = {},
+                               const std::map<std::string, passes::ScheduleKnobs>* tuned = nullptr);
 
 }  // namespace ember

@@ -1,11 +1,14 @@
 #pragma once
 /// Lowering the graph IR: every kernel (one op, or later one fused group) becomes one
 /// loop-IR function, and the graph becomes the executor's list of kernel calls.
+#include <map>
 #include <string>
 #include <vector>
 
 #include "ember/ir/graph.h"
 #include "ember/ir/loop.h"
+#include "ember/ir/tensor_expr.h"
+#include "ember/passes/schedule_knobs.h"
 #include "ember/runtime/graph_executor.h"
 
 namespace ember::passes {
@@ -13,6 +16,9 @@ namespace ember::passes {
 struct LowerOptions {
   int vector_bits = 512;  // the target's vector register width
   bool gpu = false;       // schedule for a GPU (apply_gpu_schedule) instead of the CPU
+  /// Tuned schedule knobs by workload key (tuning.h); kernels not in it, and all kernels
+  /// when it is null, get the default schedule. CPU only.
+  const std::map<std::string, ScheduleKnobs>* tuned = nullptr;
 };
 
 /// What one kernel computes, for reports.
@@ -22,6 +28,9 @@ struct KernelInfo {
   std::vector<std::string> ops;       // op names, in order
   std::string anchor;                 // the op that sets the loop nest
   std::vector<std::string> patterns;  // fusion rules that fired (empty for a single op)
+  std::string workload;               // workload key (set when a tuning table was given)
+  bool tuned = false;                 // built with knobs from the tuning table
+  std::string tuning_note;            // why a tuned schedule was not applied
 };
 
 struct LoweredGraph {
@@ -31,9 +40,15 @@ struct LoweredGraph {
 };
 
 /// Lowers a primitive function (a fused group) with the default schedule into one PrimFunc
-/// named `func_name`: the anchor's tile and the epilogue share one loop nest.
+/// named `func_name`: the anchor's tile and the epilogue share one loop nest. `knobs`
+/// override the CPU schedule's choices (schedule_knobs.h).
 ir::PrimFunc lower_group(const ir::Function& group, const std::string& func_name,
-                         const LowerOptions& options);
+                         const LowerOptions& options, const ScheduleKnobs& knobs = {});
+
+/// Whether `group` is one op with its own lowering (custom_lowerings: no schedule knobs).
+bool has_custom_lowering(const ir::Function& group);
+/// The group's result as a tensor expression over placeholders for its params (`inputs`).
+ir::Tensor group_compute(const ir::Function& group, std::vector<ir::Tensor>& inputs);
 
 /// Lowers every call of `f` (op calls one kernel each, fused groups one kernel per group); view ops
 /// (reshape, flatten) become executor views, constants become parameters, and the function's inputs

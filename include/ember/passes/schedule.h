@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ember/ir/tensor_expr.h"
+#include "ember/passes/schedule_knobs.h"
 
 namespace ember::passes {
 
@@ -141,7 +142,10 @@ class Schedule {
 /// innermost axis runs as vectors of `vector_bits` and its outer loops run in parallel; a
 /// reduction (the anchor: conv, dense, pooling, ...) read by an output is computed as a
 /// local tile at the output's tile loop, so the epilogue is applied while the tile is hot.
-void apply_default_schedule(Schedule& sch, int vector_bits);
+/// `knobs` override the schedule's choices where set (tuning, schedule_knobs.h); `space`,
+/// when given, receives the kernel's knob ranges and the values used.
+void apply_default_schedule(Schedule& sch, int vector_bits, const ScheduleKnobs& knobs = {},
+                            KnobSpace* space = nullptr);
 
 /// The default GPU schedule (src/passes/schedule/gpu_schedule.cc), one of three templates:
 /// conv/dense/matmul tiled per block through shared memory with a register tile per thread;

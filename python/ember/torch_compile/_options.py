@@ -1,5 +1,7 @@
 """torch.compile(..., options={...}) for the ember backend, checked and mapped to a
 PassContext and the thread count."""
+import os
+
 from .. import transform
 from .._ember import EmberError
 
@@ -22,13 +24,14 @@ class Options:
         if unknown:
             raise EmberError(f"torch.compile(backend='ember'): unknown option(s) {unknown}; "
                              f"the options are {', '.join(KNOWN)}")
-        if options.get("tuning_log") is not None:
-            raise EmberError("torch.compile(backend='ember'): the 'tuning_log' option is not "
-                             "supported yet: Ember has no schedule tuning log (issue #13); "
-                             "remove the option")
+        log = options.get("tuning_log")
+        if log is not None and not isinstance(log, (str, os.PathLike)):
+            raise EmberError("torch.compile(backend='ember'): tuning_log must be the path of a "
+                             f"log written by ember.tune, got {log!r}")
         self.pass_context = transform.PassContext(
             opt_level=options.get("opt_level", 3),
-            disabled_passes=options.get("disabled_passes"))
+            disabled_passes=options.get("disabled_passes"),
+            config=None if log is None else {"tuning_log": log})
         threads = options.get("num_threads")
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
                                     or threads < 1):

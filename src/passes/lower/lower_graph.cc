@@ -4,6 +4,7 @@
 #include "ember/passes/fuse_ops.h"
 #include "ember/passes/lower.h"
 #include "ember/passes/schedule.h"
+#include "ember/passes/tuning.h"
 #include "ember/support/error.h"
 
 namespace ember::passes {
@@ -51,19 +52,35 @@ KernelInfo describe(const Function& group, const std::string& func) {
   return k;
 }
 
+// Lowers `group` with its tuned knobs when options.tuned has its workload. Knobs that do
+// not fit the kernel (a damaged log) fall back to the default schedule, noted in `info`.
+PrimFunc lower_tuned(const Function& group, const std::string& func, const LowerOptions& options,
+                     KernelInfo& info) {
+  if (!options.tuned || options.gpu) return lower_group(group, func, options);
+  info.workload = workload_key(group);
+  auto it = options.tuned->find(info.workload);
+  if (it == options.tuned->end()) return lower_group(group, func, options);
+  try {
+    PrimFunc f = lower_group(group, func, options, it->second);
+    info.tuned = true;
+    return f;
+  } catch (const Error& e) {
+    info.tuning_note =
+        "tuned schedule " + it->second.str() + " not applied: " + std::string(e.what());
+    return lower_group(group, func, options);
+  }
+}
+
 }  // namespace
 
-PrimFunc lower_group(const Function& group, const std::string& func_name,
-                     const LowerOptions& options) {
-  // An op with a custom lowering (nn.attention) builds its own loop nest when it is alone
-  // in its group; elsewhere its compute rule lowers like any other.
-  if (auto calls = op_calls(group); calls.size() == 1) {
-    auto it = custom_lowerings().find(calls[0]->op->name);
-    if (it != custom_lowerings().end())
-      return it->second(group, func_name, options.vector_bits, options.gpu);
-  }
+bool has_custom_lowering(const Function& group) {
+  auto calls = op_calls(group);
+  return calls.size() == 1 && custom_lowerings().count(calls[0]->op->name);
+}
+
+ir::Tensor group_compute(const Function& group, std::vector<ir::Tensor>& inputs) {
   std::map<const ExprNode*, ir::Tensor> te;
-  std::vector<ir::Tensor> inputs;
+  inputs.clear();
   for (size_t i = 0; i < group->params.size(); ++i) {
     const TensorType& t = group->params[i]->type.tensor();
     inputs.push_back(placeholder("p" + std::to_string(i), t.shape, t.dtype));
@@ -91,11 +108,23 @@ PrimFunc lower_group(const Function& group, const std::string& func_name,
     out = compute("copy", out.shape(), [&](const std::vector<PrimVar>& i) {
       return out(std::vector<PrimExpr>(i.begin(), i.end()));
     });
-  Schedule sch({out});
+  return out;
+}
+
+PrimFunc lower_group(const Function& group, const std::string& func_name,
+                     const LowerOptions& options, const ScheduleKnobs& knobs) {
+  // An op with a custom lowering (nn.attention) builds its own loop nest when it is alone
+  // in its group; elsewhere its compute rule lowers like any other.
+  if (has_custom_lowering(group)) {
+    auto& rule = custom_lowerings().at(op_calls(group)[0]->op->name);
+    return rule(group, func_name, options.vector_bits, options.gpu);
+  }
+  std::vector<ir::Tensor> inputs;
+  Schedule sch({group_compute(group, inputs)});
   if (options.gpu)
     apply_gpu_schedule(sch);
   else
-    apply_default_schedule(sch, options.vector_bits);
+    apply_default_schedule(sch, options.vector_bits, knobs);
   return lower_schedule(sch, func_name, inputs);
 }
 
@@ -153,7 +182,8 @@ LoweredGraph lower_graph(const Function& f, const LowerOptions& options) {
         }
         Function group = c->fn ? c->fn : as_group(c);
         std::string func = symbol_name(group->name, out.funcs.size());
-        out.funcs.push_back(lower_group(group, func, options));
+        KernelInfo info = describe(group, func);
+        out.funcs.push_back(lower_tuned(group, func, options, info));
         runtime::ExecGraph::Kernel k;
         k.func = func;
         k.name = group->name;
@@ -161,7 +191,7 @@ LoweredGraph lower_graph(const Function& f, const LowerOptions& options) {
         k.num_inputs = static_cast<int>(c->args.size());
         k.args.insert(k.args.end(), outs.begin(), outs.end());
         g.kernels.push_back(k);
-        out.kernels.push_back(describe(group, func));
+        out.kernels.push_back(info);
         break;
       }
       case NodeKind::Function:

@@ -17,6 +17,7 @@
 #include "ember/ir/simplify.h"
 #include "ember/passes/machine_model.h"
 #include "ember/passes/schedule.h"
+#include "ember/passes/schedule_knobs.h"
 
 namespace ember::passes {
 
@@ -380,7 +381,9 @@ bool reads_output_sized(const PrimExpr& body, const Stage& o, const Stage& r) {
 }
 
 // Tiles `o` (parallel outer, vector inner); returns the loop its reductions attach at.
-IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
+// `knobs` override its choices where set (tuning); `space` records them.
+IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits, const ScheduleKnobs& knobs,
+                        KnobSpace& space) {
   std::vector<IterVar> axes = o.axes();
   if (axes.empty()) return nullptr;
   PrimExpr body = sch.expanded_body(o);
@@ -406,9 +409,12 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
   if (tiled && tile_axis < 0 && axes.size() >= 2 && axes[axes.size() - 2]->extent >= 2)
     tile_axis = static_cast<int>(axes.size()) - 2;
   RegisterTile rt{1, 1, vector_lanes(o, vector_bits)};
-  if (tiled)
-    rt = choose_register_tile(machine, tile_axis >= 0 ? axes[tile_axis]->extent : 1, last->extent,
-                              o.tensor().dtype(), rows_share);
+  if (tiled) {
+    int64_t tile_rows = tile_axis >= 0 ? axes[tile_axis]->extent : 1;
+    rt = choose_register_tile(machine, tile_rows, last->extent, o.tensor().dtype(), rows_share);
+    rt =
+        tuned_register_tile(rt, tile_rows, last->extent, o.tensor().dtype(), machine, knobs, space);
+  }
   if (rt.rows == 1) tile_axis = -1;
   IterVar tile_inner;
   if (tile_axis >= 0)
@@ -461,7 +467,8 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
     // tile (kPadRows + window - 1 of them: 1.1x the rows for a 3x3 window; 4 rows gave 1.5x
     // and a 22% slower forum net), then the register tiles walk the rows.
     IterVar& rows = outer.back();
-    if (rows->extent >= 2 * kPadRows) rows = o.split(rows, kPadRows).first;
+    int64_t pad_rows = tuned_pad_rows(kPadRows, rows->extent, knobs, space);
+    if (rows->extent >= 2 * pad_rows) rows = o.split(rows, pad_rows).first;
     tile = o.fuse(outer);
     reduction_at = outer_vec;
   } else if (along && (outer_vec || tile_inner) && !row_tile) {
@@ -469,8 +476,10 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
     // register tile at a time (a blocked conv's row of pixels x a vector of channels).
     pads.clear();
     if (outer_vec) outer.push_back(outer_vec);
-    if (tile_axis >= 0 && !outer_vec && vector_input_bytes(*reds[0]) <= machine.l2_bytes / 2 &&
-        !(reads_output_sized(body, o, *reds[0]) && tensor_bytes(o) > machine.l2_bytes)) {
+    const bool weights_in_l2 =
+        vector_input_bytes(*reds[0]) <= machine.l2_bytes / 2 &&
+        !(reads_output_sized(body, o, *reds[0]) && tensor_bytes(o) > machine.l2_bytes);
+    if (tile_axis >= 0 && !outer_vec && tuned_loop_order(weights_in_l2, knobs, space)) {
       // Axes that only the vector input (a conv's weights) depends on loop innermost: the
       // broadcast input's tile stays in L1 while the weights, which fit in L2, stream past.
       // Not when the epilogue also reads a tensor as large as the output (a residual) and
@@ -525,9 +534,10 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits) {
   for (Stage* r : reds) {
     r->compute_at(o, reduction_at ? reduction_at : tile);
     if (std::find(row_gemms.begin(), row_gemms.end(), r) != row_gemms.end()) {
-      schedule_gemm_block(
-          *r, static_cast<int>(r->axes().size()) - 2,
-          choose_register_tile(machine, row_block, last->extent, o.tensor().dtype()));
+      DType t = o.tensor().dtype();
+      RegisterTile gt = choose_register_tile(machine, row_block, last->extent, t);
+      gt = tuned_register_tile(gt, row_block, last->extent, t, machine, knobs, space);
+      schedule_gemm_block(*r, static_cast<int>(r->axes().size()) - 2, gt);
     } else if (tiled) {
       schedule_register_tile(*r, tile_axis, rt);
     } else {
@@ -635,7 +645,9 @@ void schedule_root(Stage& s, int vector_bits) {
 
 }  // namespace
 
-void apply_default_schedule(Schedule& sch, int vector_bits) {
+void apply_default_schedule(Schedule& sch, int vector_bits, const ScheduleKnobs& knobs,
+                            KnobSpace* space) {
+  KnobSpace unused;
   // Inline every elementwise/injective intermediate into its readers, except a padded input
   // of a reduction, which is computed once into its own buffer instead.
   for (auto& s : sch.stages()) {
@@ -654,7 +666,8 @@ void apply_default_schedule(Schedule& sch, int vector_bits) {
   // stage becomes the tile loop like any epilogue.
   for (auto& o : sch.outputs())
     if (is_reduction(sch[o])) sch.cache_write(o);
-  for (auto& o : sch.outputs()) schedule_output(sch, sch[o], vector_bits);
+  for (auto& o : sch.outputs())
+    schedule_output(sch, sch[o], vector_bits, knobs, space ? *space : unused);
   // Windowed pads that no output tile took stay root nests of their own.
   for (auto& s : sch.stages())
     if (s->attach_kind() == AttachKind::Root && !is_reduction(*s) &&

@@ -1,0 +1,53 @@
+#pragma once
+/// The knobs of the default CPU schedule that a tuner may set per kernel (issue #13), and
+/// what the schedule reports about them. A knob left at 0 is the schedule's own choice, so
+/// an untuned build and a build with default knobs are the same code.
+#include <cstdint>
+#include <string>
+
+#include "ember/passes/machine_model.h"
+
+namespace ember::passes {
+
+/// Per-kernel overrides of the default schedule's choices (0: the schedule's own choice).
+struct ScheduleKnobs {
+  int64_t tile_rows = 0;     // rows of the register tile (choose_register_tile's `rows`)
+  int64_t tile_vectors = 0;  // vectors of the register tile along the innermost axis
+  int loop_order = 0;        // 1: the vector input's axes loop inside the tile, 2: outside
+  int64_t pad_rows = 0;      // rows per tile of a kernel that computes its padded input
+  bool operator==(const ScheduleKnobs& o) const {
+    return tile_rows == o.tile_rows && tile_vectors == o.tile_vectors &&
+           loop_order == o.loop_order && pad_rows == o.pad_rows;
+  }
+  bool operator<(const ScheduleKnobs& o) const;
+  /// "tile_rows=4,tile_vectors=2,loop_order=0,pad_rows=0"
+  std::string str() const;
+};
+
+/// What the default schedule saw in one kernel: the extents that bound its knobs, and the
+/// values it used (`used`: 0 for a knob that did not apply to the kernel).
+struct KnobSpace {
+  int64_t tile_rows_max = 0;  // extent of the register tile's row axis (0: no register tile)
+  int64_t vectors = 0;        // vectors along the innermost axis (tile_vectors divides it)
+  int64_t registers_per_vector = 1;
+  int vector_registers = 16;
+  bool loop_order = false;   // the loop-order choice arose
+  int64_t pad_rows_max = 0;  // rows of the padded-input tile's axis (0: none)
+  ScheduleKnobs used;
+};
+
+// Used by the default schedule: each returns its choice with the knob applied where set,
+// and records the knob's range and value in `space`. A knob out of range (a damaged log) is
+// an ember::Error naming it.
+
+/// The register tile `tile` (chosen for `rows` x `cols` outputs of type `t`) with the
+/// knobs' rows and vectors.
+RegisterTile tuned_register_tile(RegisterTile tile, int64_t rows, int64_t cols, DType t,
+                                 const MachineModel& m, const ScheduleKnobs& knobs,
+                                 KnobSpace& space);
+/// Whether the vector input's axes loop inside the tile (`dflt`: the schedule's choice).
+bool tuned_loop_order(bool dflt, const ScheduleKnobs& knobs, KnobSpace& space);
+/// Rows per tile of a padded-input kernel whose row axis has `extent` rows.
+int64_t tuned_pad_rows(int64_t dflt, int64_t extent, const ScheduleKnobs& knobs, KnobSpace& space);
+
+}  // namespace ember::passes

@@ -1,0 +1,118 @@
+#include "ember/passes/tuning.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "ember/ir/op.h"
+#include "ember/passes/lower.h"
+#include "ember/passes/schedule.h"
+#include "ember/support/error.h"
+
+namespace ember::passes {
+
+namespace {
+
+uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ull) {
+  auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+// The group as text with nodes numbered in post order and no source names.
+std::string canonical_form(const ir::Function& group, std::string* anchor) {
+  std::map<const ir::ExprNode*, size_t> id;
+  for (size_t i = 0; i < group->params.size(); ++i) id[group->params[i].get()] = i;
+  std::ostringstream os;
+  for (auto& p : group->params) os << "param " << ir::to_string(p->type) << "\n";
+  const ir::Op* best = nullptr;
+  for (auto& e : ir::post_order(group->body)) {
+    if (id.count(e.get())) continue;
+    size_t n = id.size();
+    id[e.get()] = n;
+    os << "%" << n << " = ";
+    if (auto* c = ir::as<ir::ConstantNode>(e)) {
+      char hash[17];
+      std::snprintf(hash, sizeof hash, "%016llx",
+                    static_cast<unsigned long long>(fnv1a(c->value.data(), c->value.nbytes())));
+      os << "const " << hash;
+    } else if (auto* c = ir::as<ir::CallNode>(e)) {
+      EMBER_CHECK(c->op, "workload_key: nested function in group ", group->name);
+      if (!best || c->op->pattern > best->pattern) best = c->op;
+      os << c->op->name << "(";
+      for (auto& a : c->args) os << "%" << id.at(a.get()) << " ";
+      os << ") " << ir::to_string(c->attrs);
+    } else if (auto* t = ir::as<ir::TupleNode>(e)) {
+      os << "tuple(";
+      for (auto& f : t->fields) os << "%" << id.at(f.get()) << " ";
+      os << ")";
+    } else if (auto* g = ir::as<ir::TupleGetItemNode>(e)) {
+      os << "%" << id.at(g->tuple.get()) << "." << g->index;
+    }
+    os << " : " << ir::to_string(e->type) << "\n";
+  }
+  *anchor = best ? best->name : "copy";
+  return os.str();
+}
+
+// The knobs the default schedule uses for `group` with `knobs` set, and its knob ranges.
+KnobSpace schedule_space(const ir::Function& group, int vector_bits, const ScheduleKnobs& knobs) {
+  std::vector<ir::Tensor> inputs;
+  Schedule sch({group_compute(group, inputs)});
+  KnobSpace space;
+  apply_default_schedule(sch, vector_bits, knobs, &space);
+  return space;
+}
+
+std::vector<int64_t> values_up_to(int64_t max, std::vector<int64_t> candidates) {
+  std::vector<int64_t> out;
+  for (int64_t v : candidates)
+    if (v <= max) out.push_back(v);
+  if (std::find(out.begin(), out.end(), max) == out.end()) out.push_back(max);
+  return out;
+}
+
+}  // namespace
+
+std::string workload_key(const ir::Function& group) {
+  std::string anchor;
+  std::string text = canonical_form(group, &anchor);
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx",
+                static_cast<unsigned long long>(fnv1a(text.data(), text.size())));
+  return anchor + " " + ir::to_string(group->body->type) + " #" + hash;
+}
+
+std::vector<ScheduleKnobs> knob_space(const ir::Function& group, int vector_bits) {
+  if (has_custom_lowering(group)) return {ScheduleKnobs{}};
+  const KnobSpace base = schedule_space(group, vector_bits, {});
+  std::vector<ScheduleKnobs> out = {base.used};
+  std::set<ScheduleKnobs> seen = {base.used};
+  std::vector<int64_t> rows = {0}, vectors = {0}, pad_rows = {0};
+  std::vector<int> orders = {0};
+  if (base.tile_rows_max > 0) {
+    rows.clear();
+    for (int64_t r = 1; r <= std::min<int64_t>(base.tile_rows_max, 16); ++r) rows.push_back(r);
+    vectors.clear();
+    for (int64_t v = 1; v <= std::min<int64_t>(base.vectors, 8); ++v)
+      if (base.vectors % v == 0) vectors.push_back(v);
+    if (base.tile_rows_max > 1) orders = {1, 2};
+  }
+  if (base.pad_rows_max > 0) pad_rows = values_up_to(base.pad_rows_max, {2, 4, 8, 16, 32, 64});
+  for (int64_t r : rows)
+    for (int64_t v : vectors) {
+      // Accumulators beyond the vector registers spill on every step: not worth a trial.
+      if (r * v * base.registers_per_vector > base.vector_registers) continue;
+      for (int order : orders)
+        for (int64_t p : pad_rows) {
+          ScheduleKnobs k{r, v, order, p};
+          ScheduleKnobs used = schedule_space(group, vector_bits, k).used;
+          if (seen.insert(used).second) out.push_back(used);
+        }
+    }
+  return out;
+}
+
+}  // namespace ember::passes

@@ -1,0 +1,108 @@
+// Schedule tuning support: workload keys, knob spaces, knob overrides (issue #13).
+#include "ember/codegen/tuning.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "../expect_error.h"
+#include "ember/ir/op.h"
+#include "ember/passes/tuning.h"
+#include "ember/runtime/graph_executor.h"
+
+namespace ember {
+namespace {
+
+using namespace ir;
+using runtime::Tensor;
+
+Tensor random_tensor(std::vector<int64_t> shape, unsigned seed) {
+  Tensor t = Tensor::empty(shape, DType::Float32);
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist;
+  for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = dist(gen);
+  return t;
+}
+
+// conv2d (3x3, padding 1) + relu as one fused group, named `name`.
+Function conv_relu_group(int64_t c, int64_t k, int64_t hw, const std::string& name) {
+  Expr x = var("x", TensorType{{1, c, hw, hw}, DType::Float32});
+  Expr w = var("w", TensorType{{k, c, 3, 3}, DType::Float32});
+  Expr y = call("nn.conv2d", {x, w}, Attrs({{"padding", std::vector<int64_t>{1, 1}}}), name);
+  return function({x, w}, call("nn.relu", {y}, {}, name + ".relu"), name);
+}
+
+Function dense_group(int64_t m, int64_t n, int64_t k) {
+  Expr a = var("a", TensorType{{m, k}, DType::Float32});
+  Expr b = var("b", TensorType{{n, k}, DType::Float32});
+  return function({a, b}, call("nn.dense", {a, b}, {}, "fc"), "fc");
+}
+
+std::vector<float> run(const Function& group, const passes::ScheduleKnobs& knobs) {
+  auto lib = build_kernel(group, "llvm -vector-bits=256", knobs);
+  runtime::GraphExecutor exec(lib->graph, lib->module);
+  for (size_t i = 0; i < group->params.size(); ++i)
+    exec.set_input(static_cast<int>(i),
+                   random_tensor(group->params[i]->type.tensor().shape, 7 + unsigned(i)));
+  exec.run();
+  Tensor out = exec.get_output(0);
+  return std::vector<float>(out.data_as<float>(), out.data_as<float>() + out.numel());
+}
+
+TEST(Tuning, WorkloadKeyIgnoresNamesNotShapes) {
+  std::string a = passes::workload_key(conv_relu_group(8, 16, 14, "layer1.conv"));
+  EXPECT_EQ(a, passes::workload_key(conv_relu_group(8, 16, 14, "layer2.conv")));
+  EXPECT_NE(a, passes::workload_key(conv_relu_group(8, 16, 12, "layer1.conv")));
+  EXPECT_NE(a, passes::workload_key(conv_relu_group(8, 32, 14, "layer1.conv")));
+  EXPECT_EQ(a.rfind("nn.conv2d float32[1, 16, 14, 14] #", 0), 0u) << a;
+}
+
+TEST(Tuning, KnobSpaceStartsWithDefaultAndIsDistinct) {
+  for (const Function& g : {conv_relu_group(8, 16, 14, "c"), dense_group(4, 64, 32)}) {
+    auto space = passes::knob_space(g, 256);
+    ASSERT_GT(space.size(), 4u) << g->name;
+    std::set<passes::ScheduleKnobs> seen(space.begin(), space.end());
+    EXPECT_EQ(seen.size(), space.size());
+    for (auto& k : space) {
+      EXPECT_GE(k.tile_rows, 1);
+      // Accumulators within the 16 ymm registers of a 256-bit machine.
+      EXPECT_LE(k.tile_rows * k.tile_vectors, 16) << k.str();
+    }
+  }
+}
+
+TEST(Tuning, DefaultKnobsGiveTheDefaultCodeAndOthersTheSameNumbers) {
+  for (const Function& g : {conv_relu_group(8, 16, 14, "c"), dense_group(5, 64, 32)}) {
+    auto space = passes::knob_space(g, 256);
+    std::vector<float> ref = run(g, {});
+    EXPECT_EQ(run(g, space[0]), ref);  // the default, spelt out: bit-identical
+    for (size_t i = 1; i < space.size(); i += 3) {
+      std::vector<float> got = run(g, space[i]);
+      ASSERT_EQ(got.size(), ref.size());
+      for (size_t j = 0; j < ref.size(); ++j)
+        ASSERT_NEAR(got[j], ref[j], 1e-4 * (1 + std::fabs(ref[j]))) << space[i].str();
+    }
+  }
+}
+
+TEST(Tuning, KnobsOutOfRangeAreUserErrors) {
+  Function g = dense_group(4, 64, 32);
+  passes::ScheduleKnobs k;
+  k.tile_rows = 99;
+  EXPECT_ERROR_WITH(build_kernel(g, "llvm -vector-bits=256", k), "tile_rows=99", "1..4");
+  k = {};
+  k.tile_vectors = 3;
+  EXPECT_ERROR_WITH(build_kernel(g, "llvm -vector-bits=256", k), "tile_vectors=3");
+}
+
+TEST(Tuning, PassContextRejectsUnknownConfigKeys) {
+  passes::PassContext ctx;
+  ctx.config["tunning_log"] = "x.json";
+  EXPECT_ERROR_WITH(ctx.validated(), "unknown PassContext config key 'tunning_log'", "tuning_log",
+                    "FuseOps.max_depth");
+}
+
+}  // namespace
+}  // namespace ember

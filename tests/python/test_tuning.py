@@ -1,0 +1,191 @@
+"""Schedule tuning (issue #13): ember.tune, its log, and builds that apply it. Tiny kernels
+and few trials; timings are recorded, never asserted."""
+import json
+import logging
+import os
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import ember
+from ember import ir, op
+from ember.tuning import LocalRunner, cpu_model
+
+LOGGER = "ember"
+
+
+def dense_model(m=4, k=32, n=48):
+    a = ir.var("a", shape=(m, k))
+    w = ir.var("w", shape=(n, k))
+    f = ir.Function([a, w], op.nn.relu(op.nn.dense(a, w)))
+    rng = np.random.default_rng(0)
+    return f, {"w": rng.standard_normal((n, k)).astype("float32")}, \
+        rng.standard_normal((m, k)).astype("float32")
+
+
+def conv_model():
+    x = ir.var("x", shape=(1, 8, 12, 12))
+    w = ir.var("w", shape=(16, 8, 3, 3))
+    f = ir.Function([x, w], op.nn.relu(op.nn.conv2d(x, w, padding=1)))
+    rng = np.random.default_rng(1)
+    return f, {"w": rng.standard_normal((16, 8, 3, 3)).astype("float32")}, \
+        rng.standard_normal((1, 8, 12, 12)).astype("float32")
+
+
+def run(f, params, x, log=None):
+    config = {} if log is None else {"tuning_log": log}
+    with ember.transform.PassContext(config=config):
+        lib = ember.build(f, params=params)
+    m = ember.GraphModule(lib)
+    m.set_input(0, x)
+    m.run()
+    return lib, m.get_output(0).numpy()
+
+
+def lines(path, final=False):
+    """The log's search entries (or, with final=True, those of the final round)."""
+    with open(path) as fh:
+        entries = [json.loads(line) for line in fh if line.strip()]
+    return [e for e in entries if bool(e.get("final")) == final]
+
+
+@pytest.mark.parametrize("model", [dense_model, conv_model])
+def test_tune_log_round_trip_and_tuned_build_matches_default(tmp_path, model):
+    f, params, x = model()
+    log = str(tmp_path / "t.json")
+    records = ember.tune(f, params, trials=6, batch=3, log=log, progress=False,
+                         min_repeat_ms=0.5, repeat=3)
+    assert len(records) == 1 and records[0].trials == 6
+    entries = lines(log)
+    assert len(entries) == 6 and entries[0]["default"]
+    assert {e["cpu"] for e in entries} == {cpu_model()}
+    assert all(e["status"] == "ok" and e["ms"] > 0 for e in entries), entries
+    assert len({tuple(sorted(e["knobs"].items())) for e in entries}) == 6
+    # The best entry is never slower than the default as measured.
+    assert records[0].best_ms <= records[0].default_ms and records[0].confirmed
+    # The final round: the default and the three fastest others, timed again.
+    finals = lines(log, final=True)
+    assert len(finals) == 4 and sum(e["default"] for e in finals) == 1, finals
+    assert records[0].best_ms == min(e["ms"] for e in finals)
+    # Resuming measures nothing again.
+    again = ember.tune(f, params, trials=6, log=log, progress=False)
+    assert len(lines(log)) == 6 and len(lines(log, final=True)) == 4 and again[0].trials == 6
+    assert again[0].knobs == records[0].knobs
+    lib, tuned = run(f, params, x, log)
+    report = lib.fusion_report()
+    assert [k.tuned for k in report] == [True] and "tuned" in str(report)
+    _, default = run(f, params, x)
+    np.testing.assert_allclose(tuned, default, rtol=1e-4, atol=1e-4)
+
+
+def test_the_best_entry_is_applied_and_other_knobs_give_the_same_numbers(tmp_path):
+    f, params, x = dense_model(m=6)
+    _, default = run(f, params, x)
+    lib = ember.build(f, params=params)
+    group = ember._ember._extract_workloads(lib)[0]
+    space = ember._ember._knob_space(group["group"], ember._ember._target_vector_bits("llvm"))
+    assert len(space) > 4
+    base = {"workload": group["key"], "name": "fc", "cpu": cpu_model(),
+            "vector_bits": ember._ember._target_vector_bits("llvm"),
+            "threads": ember.get_num_threads(), "template": 1, "status": "ok", "error": None}
+    for i, knobs in enumerate(space[1:]):
+        log = str(tmp_path / f"{i}.json")
+        with open(log, "w") as fh:  # the chosen knobs are the fastest entry's
+            fh.write(json.dumps({**base, "knobs": knobs, "ms": 1.0}) + "\n")
+            fh.write(json.dumps({**base, "knobs": space[0], "ms": 2.0}) + "\n")
+        lib, got = run(f, params, x, log)
+        assert "k0" in lib.get_source("loop") and lib.fusion_report()[0].tuned
+        np.testing.assert_allclose(got, default, rtol=1e-4, atol=1e-4, err_msg=str(knobs))
+
+
+def test_damaged_and_foreign_lines_are_skipped_with_a_warning(tmp_path, caplog):
+    f, params, x = dense_model()
+    log = str(tmp_path / "t.json")
+    ember.tune(f, params, trials=2, log=log, progress=False, min_repeat_ms=0.2, repeat=2)
+    good = lines(log)[-1]
+    before = len(lines(log)) + len(lines(log, final=True))
+    with open(log, "a") as fh:
+        fh.write('{"workload": "nn.dense float32[4, 48] #0", "knobs": \n')  # cut short
+        fh.write("not json at all\n")
+        fh.write(json.dumps({**good, "cpu": "Some Other CPU", "ms": 1e-9,
+                             "knobs": {"tile_rows": 99}}) + "\n")
+        fh.write(json.dumps({**good, "template": 999, "ms": 1e-9}) + "\n")
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        lib, got = run(f, params, x, log)
+    text = caplog.text
+    assert f"skipped 2 damaged line(s) (line {before + 1}, {before + 2})" in text, text
+    assert "ignored 2 line(s) measured on another CPU" in text, text
+    assert lib.fusion_report()[0].tuned
+    np.testing.assert_allclose(got, run(f, params, x)[1], rtol=1e-4, atol=1e-4)
+
+
+def test_knobs_that_do_not_fit_fall_back_to_the_default_with_a_warning(tmp_path, caplog):
+    f, params, x = dense_model()
+    lib = ember.build(f, params=params)
+    key = ember._ember._extract_workloads(lib)[0]["key"]
+    log = str(tmp_path / "t.json")
+    with open(log, "w") as fh:
+        fh.write(json.dumps({"workload": key, "cpu": cpu_model(), "template": 1,
+                             "vector_bits": ember._ember._target_vector_bits("llvm"),
+                             "threads": 1, "status": "ok", "ms": 1.0,
+                             "knobs": {"tile_rows": 99, "tile_vectors": 1}}) + "\n")
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        lib, got = run(f, params, x, log)
+    assert "tile_rows=99" in caplog.text and "not applied" in caplog.text
+    assert lib.fusion_report()[0].tuned is False
+    np.testing.assert_allclose(got, run(f, params, x)[1], rtol=1e-5)
+
+
+def test_missing_log_warns_and_unknown_config_key_is_an_error(tmp_path, caplog):
+    f, params, x = dense_model()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        run(f, params, x, str(tmp_path / "none.json"))
+    assert "does not exist" in caplog.text
+    with pytest.raises(ember.EmberError, match="unknown config key 'tunning_log'.*tuning_log"):
+        ember.transform.PassContext(config={"tunning_log": "x"})
+
+
+def _faulty(workload, knobs):
+    # Injected faults, run in the worker just before a measurement.
+    if knobs["tile_rows"] == 1 and knobs["tile_vectors"] == 1:
+        os._exit(3)  # a crash
+    if knobs["tile_rows"] == 2 and knobs["tile_vectors"] == 1:
+        time.sleep(60)  # a hang
+
+
+def test_crashing_and_hanging_trials_are_recorded_as_failed(tmp_path):
+    f, params, _ = dense_model(m=4)
+    lib = ember.build(f, params=params)
+    group = ember._ember._extract_workloads(lib)[0]["group"]
+    space = ember._ember._knob_space(group, ember._ember._target_vector_bits("llvm"))
+    faulty = [k for k in space if k["tile_rows"] in (1, 2)
+              and k["tile_vectors"] == 1]
+    assert len(faulty) == 2
+    log = str(tmp_path / "t.json")
+    runner = LocalRunner(timeout_s=3, before_measure=_faulty)
+    records = ember.tune(f, params, trials=len(space), batch=len(space), log=log, runner=runner,
+                         progress=False, min_repeat_ms=0.2, repeat=2)
+    by_knobs = {tuple(sorted(e["knobs"].items())): e for e in lines(log)}
+    assert len(by_knobs) == len(space)
+    crashed = by_knobs[tuple(sorted(faulty[0].items()))]
+    hung = by_knobs[tuple(sorted(faulty[1].items()))]
+    assert crashed["status"] == "failed" and "exit code 3" in crashed["error"], crashed
+    assert hung["status"] == "failed" and "timed out" in hung["error"], hung
+    ok = [e for e in by_knobs.values() if e["status"] == "ok"]
+    assert len(ok) == len(space) - 2 and records[0].best_ms is not None
+
+
+def test_torch_compile_passes_the_log_through(tmp_path):
+    f, params, _ = dense_model(m=4, k=32, n=48)
+    log = str(tmp_path / "t.json")
+    ember.tune(f, params, trials=2, log=log, progress=False, min_repeat_ms=0.2, repeat=2)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 48, bias=False), torch.nn.ReLU()).eval()
+    model[0].weight.data = torch.from_numpy(params["w"])
+    torch._dynamo.reset()
+    x = torch.randn(4, 32)
+    with torch.no_grad():
+        got = torch.compile(model, backend="ember", options={"tuning_log": log})(x)
+        torch.testing.assert_close(got, model(x), rtol=1e-4, atol=1e-4)
+    torch._dynamo.reset()
