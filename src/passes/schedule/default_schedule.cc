@@ -476,10 +476,12 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits, const Schedule
     // register tile at a time (a blocked conv's row of pixels x a vector of channels).
     pads.clear();
     if (outer_vec) outer.push_back(outer_vec);
-    const bool weights_in_l2 =
-        vector_input_bytes(*reds[0]) <= machine.l2_bytes / 2 &&
-        !(reads_output_sized(body, o, *reds[0]) && tensor_bytes(o) > machine.l2_bytes);
-    if (tile_axis >= 0 && !outer_vec && tuned_loop_order(weights_in_l2, knobs, space)) {
+    // (reds[0] exists when tile_axis >= 0: the register tile is on a single reduction.)
+    if (tile_axis >= 0 && !outer_vec &&
+        tuned_loop_order(
+            vector_input_bytes(*reds[0]) <= machine.l2_bytes / 2 &&
+                !(reads_output_sized(body, o, *reds[0]) && tensor_bytes(o) > machine.l2_bytes),
+            knobs, space)) {
       // Axes that only the vector input (a conv's weights) depends on loop innermost: the
       // broadcast input's tile stays in L1 while the weights, which fit in L2, stream past.
       // Not when the epilogue also reads a tensor as large as the output (a residual) and
