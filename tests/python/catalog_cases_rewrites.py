@@ -325,6 +325,7 @@ _HEADS = (12, 128, 64)
 _LOGITS = (128, 30522)
 REAL = {
     "relu_relu": _CONV_56, "identity_scale_erased": _CONV_56,
+    "conv_sigmoid_conv_padded_channels": real((1, 33, 56, 56)),  # awkward channels kept
     "negative_broadcast_is_not_identity": real((128 * 768, 1)),
     "negative_plus_zero_keeps_sign_of_zero": real(BERT_FFN),
     "shuffle_inverse_pair_erased": real(RESNET_56_WIDE), "shuffle_pair_merged": real(RESNET_56_WIDE),
