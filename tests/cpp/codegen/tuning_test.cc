@@ -8,6 +8,7 @@
 #include <set>
 
 #include "../expect_error.h"
+#include "../passes/pass_test_util.h"
 #include "ember/ir/op.h"
 #include "ember/passes/tuning.h"
 #include "ember/runtime/graph_executor.h"
@@ -19,11 +20,7 @@ using namespace ir;
 using runtime::Tensor;
 
 Tensor random_tensor(std::vector<int64_t> shape, unsigned seed) {
-  Tensor t = Tensor::empty(shape, DType::Float32);
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist;
-  for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = dist(gen);
-  return t;
+  return passes::testing::normal_tensor(shape, seed);
 }
 
 // conv2d (3x3, padding 1) + relu as one fused group, named `name`.

@@ -9,6 +9,7 @@
 #include "ember/ir/op.h"
 #include "ember/passes/lower.h"
 #include "ember/support/error.h"
+#include "pass_test_util.h"
 
 namespace ember::passes {
 namespace {
@@ -17,11 +18,7 @@ using namespace ir;
 using runtime::Tensor;
 
 Tensor random_tensor(std::vector<int64_t> shape, unsigned seed) {
-  Tensor t = Tensor::empty(shape, DType::Float32);
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist;
-  for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = dist(gen);
-  return t;
+  return testing::normal_tensor(shape, seed);
 }
 
 Expr conv(const Expr& x, int64_t out_c, unsigned seed, const std::string& name) {

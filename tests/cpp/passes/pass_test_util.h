@@ -21,6 +21,15 @@ inline runtime::Tensor random_tensor(const std::vector<int64_t>& shape, float lo
   return t;
 }
 
+/// Standard-normal float32 values, reproducible from `seed`.
+inline runtime::Tensor normal_tensor(const std::vector<int64_t>& shape, unsigned seed) {
+  runtime::Tensor t = runtime::Tensor::empty(shape, DType::Float32);
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist;
+  for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = dist(gen);
+  return t;
+}
+
 inline ir::Expr f32(const std::string& name, std::vector<int64_t> shape) {
   return ir::var(name, ir::TensorType{std::move(shape), DType::Float32});
 }
