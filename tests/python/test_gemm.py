@@ -49,6 +49,36 @@ def test_dense_at_awkward_sizes(bits, layout):
 
 
 @pytest.mark.parametrize("bits", WIDTHS)
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_matmul_by_a_constant_is_packed(bits, layout):
+    # x @ W with a constant W [K, N] takes dense's packed panels (transposed at build time);
+    # a 1-D W and a variable W stay matmuls.
+    rng = np.random.default_rng(11)
+    shapes = [((17, 64), (64, 127)), ((3, 768), (768, 3)), ((2, 5, 13), (13, 33))]
+    xs, outs, data, ref = [], [], [], []
+    for i, (sa, sb) in enumerate(shapes):
+        a, w = rng.standard_normal(sa).astype("float32"), rng.standard_normal(sb).astype("float32")
+        x = ir.var(f"x{i}", sa, "float32")
+        xs.append(x)
+        outs.append(op.nn.relu(op.nn.matmul(x, ir.const(w))))
+        data.append(a)
+        ref.append(np.maximum(np.matmul(a.astype(np.float64), w.astype(np.float64)), 0))
+    v = rng.standard_normal(13).astype("float32")
+    x = ir.var("xv", (4, 13), "float32")
+    xs.append(x)
+    outs.append(op.nn.matmul(x, ir.const(v)))
+    a = rng.standard_normal((4, 13)).astype("float32")
+    data.append(a)
+    ref.append(a.astype(np.float64) @ v.astype(np.float64))
+    lib, got = build_run(ir.Function(xs, ir.Tuple(outs)), data, bits, LAYOUTS[layout])
+    anchors = sorted(r.anchor for r in lib.fusion_report())
+    packed = ["nn.dense_packed"] * 3 if layout == "packed" else ["nn.matmul"] * 3
+    assert anchors == sorted(packed + ["nn.matmul"])
+    for (sa, sb), g, r in zip(shapes + [((4, 13), (13,))], got, ref):
+        assert_gemm_close(g, r, sa[-1], f"matmul {sa} @ constant {sb}")
+
+
+@pytest.mark.parametrize("bits", WIDTHS)
 def test_matmul_and_batch_matmul(bits):
     rng = np.random.default_rng(7)
     shapes = [((17, 64), (64, 127)), ((3, 768), (768, 3)), ((1, 127), (127, 64)),
