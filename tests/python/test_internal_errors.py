@@ -36,14 +36,18 @@ def test_cli_exits_with_3_on_an_internal_error(monkeypatch, capsys, tmp_path):
     assert "internal error" in err and "please report" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("src", ["float32", "float64"])
 @pytest.mark.parametrize("dtype", ["int32", "int64"])
-@pytest.mark.parametrize("n", [7, 64])  # 64: the vectorized loop
-def test_float_to_int_casts_saturate(dtype, n):
+@pytest.mark.parametrize("n", [7, 64])  # 64: the vectorized loop (clamp, convert, select)
+def test_float_to_int_casts_saturate(src, dtype, n):
     info = np.iinfo(dtype)
-    special = np.array([np.nan, np.inf, -np.inf, 1e30, -1e30, 3.7, -3.7, 0.0],
-                       dtype=np.float32)
-    x = np.resize(special, n).astype(np.float32)
-    v = ir.var("x", (n,))
+    # The edges of every int range, and the floats just inside them (2147483520 is the
+    # largest float32 below 2^31).
+    special = np.array([np.nan, np.inf, -np.inf, 1e30, -1e30, 3.7, -3.7, 0.0, 2.0**31,
+                        -2.0**31, 2147483520.0, 2.0**63, -2.0**63, 127.9, -128.9, 40000.0,
+                        -40000.0, 2.0**31 - 1, 9.2233715e18], dtype=src)
+    x = np.resize(special, n).astype(src)
+    v = ir.var("x", (n,), src)
     m = ember.GraphModule(ember.build(ir.Function([v], op.cast(v, dtype))))
     m.set_input("x", x)
     m.run()
