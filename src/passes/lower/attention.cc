@@ -5,9 +5,10 @@
 // running max m and sum l of exp(s - m) and an output accumulator O = sum exp(s - m) v.
 // When a block raises the max to m', everything so far is rescaled by exp(m - m'):
 //   l = l * exp(m - m') + rowsum(exp(S_blk - m')),  O = O * exp(m - m') + exp(S_blk - m') V_blk,
-// and O / l at the end is exactly softmax(S) V. Only one (rows x keys) score tile, one K^T
-// tile and the (rows x Ev) accumulator live at a time, all on the stack of the thread that
-// owns the (batch, query block); the L x S score matrix never exists.
+// and O / l at the end is exactly softmax(S) V. Only one (rows x keys) score tile and the
+// (rows x Ev) accumulator live at a time, on the stack of the thread that owns the (batch,
+// query block); the L x S score matrix never exists. K is transposed once, before the query
+// blocks, into a scratch buffer of K's size.
 //
 // A row whose keys seen so far are all masked has m = -inf; exponentials then use 0 as the
 // max (otherwise exp(-inf - -inf) would poison the row with NaN before an unmasked key
@@ -29,7 +30,6 @@ namespace {
 constexpr int64_t kQueryBlock = 64;     // query rows per task, about
 constexpr int64_t kTileRows = 6;        // rows of a register tile of two vectors
 constexpr int64_t kKeyBlock = 64;       // keys per tile (rounded to whole vectors)
-constexpr int64_t kMaxKeyTile = 8192;   // elements of the K^T tile (stays on the stack)
 constexpr int64_t kRowsPerBlock = 128;  // GPU threads per block, one query row each
 
 using Body = std::function<Stmt(PrimExpr)>;
@@ -185,11 +185,14 @@ PrimFunc lower_attention(const Function& group, const std::string& func_name, in
   const int64_t BL = query_block(L);
   int64_t BS = std::min(S, kKeyBlock);
   if (lanes > 1) BS = round_up(BS, lanes);
-  while (BS > lanes && E * BS > kMaxKeyTile) BS -= lanes;
   const int64_t num_qb = (L + BL - 1) / BL, num_kb = (S + BS - 1) / BS;
+  const int64_t SP = num_kb * BS;  // keys padded to whole key blocks
 
   Buffer s = make_buffer("score_tile", t, {BL, BS}, BufferScope::Local);
-  Buffer kt = make_buffer("key_tile_t", t, {E, BS}, BufferScope::Local);
+  // K^T of every batch, keys padded with zeros (their scores are masked to -inf): written
+  // once before the query blocks, so each block's score tile loads contiguous keys. (A
+  // transposed tile per query block and key block cost a quarter of the kernel at seq 384.)
+  Buffer kt = make_buffer("keys_t", t, {B, E, SP});
   Buffer acc = make_buffer("out_acc", t, {BL, Ev}, BufferScope::Local);
   Buffer m = make_buffer("row_max", t, {BL}, BufferScope::Local);
   Buffer l = make_buffer("row_sum", t, {BL}, BufferScope::Local);
@@ -199,14 +202,19 @@ PrimFunc lower_attention(const Function& group, const std::string& func_name, in
   PrimVar task("task"), b("b"), row0("row0"), col0("col0");
   auto at = [](const Buffer& buf, PrimExpr i) { return load(buf, std::move(i)); };
 
-  // --- one key block: K^T tile, scores, online-softmax update of every row.
-  // Contiguous stores into the tile (a gather from k) beat contiguous loads and a scatter.
-  Stmt load_keys = serial("e", E, [&](PrimExpr e) {
-    return vector_loop("c", BS, lanes, [&](PrimExpr c) {
-      PrimExpr j = min(col0 + c, PrimExpr(S - 1));
-      return store(kt, e * BS + c, at(k, (b * S + j) * E + e));
-    });
-  });
+  // --- K^T, parallel over the batch. Contiguous stores (a gather from k) beat contiguous
+  // loads and a scatter.
+  PrimVar kb_b("b");
+  Stmt transpose_keys = for_loop(kb_b, 0, B, ForKind::Parallel, serial("e", E, [&](PrimExpr e) {
+                                   return vector_loop("c", SP, lanes, [&](PrimExpr c) {
+                                     PrimExpr x =
+                                         at(k, (kb_b * S + min(c, PrimExpr(S - 1))) * E + e);
+                                     if (SP != S) x = select(c < PrimExpr(S), x, zero);
+                                     return store(kt, (kb_b * E + e) * SP + c, x);
+                                   });
+                                 }));
+
+  // --- one key block: scores, online-softmax update of every row.
   // Scores as a register tile of R rows x VB vectors of keys: per e, R broadcasts of q and
   // VB vector loads of K^T feed R * VB FMAs (one row alone would load one vector per FMA).
   // The tile is zeroed, accumulated, then scaled and masked while it is in registers.
@@ -230,7 +238,7 @@ PrimFunc lower_attention(const Function& group, const std::string& func_name, in
       Stmt accumulate = serial("e", E, [&](PrimExpr e) {
         return each([&](PrimExpr r, PrimExpr c, PrimExpr t) {
           PrimExpr qv = at(q, (b * L + row_of(r)) * E + e);
-          return store(s, t, fma(qv, at(kt, e * BS + c), at(s, t)));
+          return store(s, t, fma(qv, at(kt, (b * E + e) * SP + col0 + c), at(s, t)));
         });
       });
       Stmt scale_and_mask = each([&](PrimExpr r, PrimExpr c, PrimExpr t) {
@@ -314,8 +322,8 @@ PrimFunc lower_attention(const Function& group, const std::string& func_name, in
   PrimExpr key_blocks = num_kb;
   if (causal) key_blocks = min(PrimExpr(num_kb), (row0 + (BL - 1)) / BS + 1);
   PrimVar kb("kb");
-  Stmt key_loop = for_loop(kb, 0, key_blocks, ForKind::Serial,
-                           let_stmt(col0, kb * BS, seq({load_keys, dot, update})));
+  Stmt key_loop =
+      for_loop(kb, 0, key_blocks, ForKind::Serial, let_stmt(col0, kb * BS, seq({dot, update})));
 
   // --- per task: init, key blocks, normalise and store.
   Stmt init = serial("r", BL, [&](PrimExpr r) {
@@ -330,10 +338,11 @@ PrimFunc lower_attention(const Function& group, const std::string& func_name, in
     return L % BL == 0 ? st : if_then_else(row0 + r < PrimExpr(L), st);
   });
   Stmt body = seq({init, key_loop, finish});
-  for (const Buffer& buf : {pt, red, l, m, acc, kt, s}) body = allocate(buf, body);
+  for (const Buffer& buf : {pt, red, l, m, acc, s}) body = allocate(buf, body);
   body = let_stmt(row0, PrimExpr(task) % num_qb * BL, body);
   body = let_stmt(b, PrimExpr(task) / num_qb, body);
-  o.f.body = for_loop(task, 0, B * num_qb, ForKind::Parallel, body);
+  o.f.body =
+      allocate(kt, seq({transpose_keys, for_loop(task, 0, B * num_qb, ForKind::Parallel, body)}));
   verify(o.f);
   return o.f;
 }
