@@ -1,6 +1,7 @@
 // AlterOpLayout: see alter_op_layout.h.
 #include "ember/passes/alter_op_layout.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -96,6 +97,25 @@ std::pair<int64_t, int64_t> conv_blocks(const CallNode* c, const MachineModel& m
   return {ci, co};
 }
 
+// A strided 1x1 conv (ResNet's downsample) reads one input pixel in s*s: its register tiles
+// would drag the unread pixels through the caches with every output-channel block. The
+// pixels it reads are taken once by a 1x1 pooling of stride s, and the conv runs at stride 1
+// on the compact result. Null where the conv is not a plain strided 1x1.
+Expr subsample_for_pointwise(const CallNode* c, const Expr& x) {
+  const auto& w = c->args[1]->type.tensor().shape;
+  auto strides = c->attrs.get_ints("strides", {1, 1});
+  auto padding = c->attrs.get_ints("padding", {0, 0, 0, 0});
+  bool unit_window = w[2] == 1 && w[3] == 1 && c->attrs.get_int("groups", 1) == 1;
+  bool no_pad = std::all_of(padding.begin(), padding.end(), [](int64_t p) { return p == 0; });
+  if (!unit_window || !no_pad || strides.size() != 2 || (strides[0] == 1 && strides[1] == 1))
+    return nullptr;
+  Attrs a = Attrs()
+                .with("pool_size", std::vector<int64_t>{1, 1})
+                .with("strides", strides)
+                .with("padding", std::vector<int64_t>{0, 0, 0, 0});
+  return call("nn.max_pool2d", {x}, a, c->name + " subsample");
+}
+
 Expr block_conv(const CallNode* c, const std::vector<Expr>& in, const MachineModel& machine,
                 Blocker& to_blocked) {
   auto [ci, co] = conv_blocks(c, machine);
@@ -105,7 +125,13 @@ Expr block_conv(const CallNode* c, const std::vector<Expr>& in, const MachineMod
   Expr packed = call("nn.pack_conv_weight", {in[1]},
                      Attrs().with("in_block", depthwise ? int64_t{1} : ci).with("out_block", co),
                      in[1]->name);
-  Expr y = call("nn.conv2d_blocked", {to_blocked(in[0], ci), packed}, c->attrs, c->name);
+  Expr x = to_blocked(in[0], ci);
+  Attrs attrs = c->attrs;
+  if (Expr sub = subsample_for_pointwise(c, x)) {
+    x = sub;
+    attrs = attrs.with("strides", std::vector<int64_t>{1, 1});
+  }
+  Expr y = call("nn.conv2d_blocked", {x, packed}, attrs, c->name);
   return from_blocked(y, channels_of(c), c->name);
 }
 

@@ -29,6 +29,7 @@ CASES = [
     (24, 96, 28, 3, 2, 1, 1, 1), (96, 24, 7, 1, 1, 0, 1, 1), (33, 5, 14, 3, 1, 2, 2, 1),
     (16, 32, 1, 1, 1, 0, 1, 1), (32, 16, 7, 3, 1, 1, 1, 1), (24, 24, 13, 3, 1, 1, 1, 24),
     (96, 96, 14, 3, 2, 1, 1, 96), (32, 64, 28, 1, 2, 0, 1, 1), (48, 48, 57, 3, 1, 1, 1, 2),
+    (33, 40, 13, 1, 2, 0, 1, 1), (16, 16, 7, 1, 3, 0, 1, 1),  # strided 1x1: subsampled first
 ]
 
 
@@ -57,6 +58,9 @@ def test_convs_at_awkward_sizes(bits, layout):
     lib, got = build_run(ir.Function(xs, ir.Tuple(outs)), data, bits, LAYOUTS[layout])
     anchors = {r.anchor for r in lib.fusion_report()}
     assert ("nn.conv2d_blocked" in anchors) == (layout == "blocked"), anchors
+    # Blocked, the strided 1x1 convs read a 1x1 pooling of stride s (their subsample).
+    subsamples = [r for r in lib.fusion_report() if r.name.endswith(" subsample")]
+    assert len(subsamples) == (3 if layout == "blocked" else 0), lib.fusion_report()
     for case, g_, r in zip(CASES, got, refs):
         terms = case[0] // case[7] * case[3] ** 2 * case[1]
         np.testing.assert_allclose(g_, r, rtol=1e-4, atol=1e-5 * np.sqrt(terms),
