@@ -194,8 +194,14 @@ PrimFunc lower_attention(const Function& group, const std::string& func_name, in
   // transposed tile per query block and key block cost a quarter of the kernel at seq 384.)
   Buffer kt = make_buffer("keys_t", t, {B, E, SP});
   Buffer acc = make_buffer("out_acc", t, {BL, Ev}, BufferScope::Local);
-  Buffer m = make_buffer("row_max", t, {BL}, BufferScope::Local);
-  Buffer l = make_buffer("row_sum", t, {BL}, BufferScope::Local);
+  // Per-row state, padded to whole vectors so that the rescale factors are computed as
+  // vectors (the pad rows hold -inf maxima and are never stored).
+  const int64_t BLp = lanes > 1 ? round_up(BL, lanes) : BL;
+  Buffer m = make_buffer("row_max", t, {BLp}, BufferScope::Local);
+  Buffer l = make_buffer("row_sum", t, {BLp}, BufferScope::Local);
+  Buffer m_blk = make_buffer("block_max", t, {BLp}, BufferScope::Local);
+  Buffer alpha_b = make_buffer("rescale", t, {BLp}, BufferScope::Local);
+  Buffer safe_b = make_buffer("safe_max", t, {BLp}, BufferScope::Local);
   const int64_t width = BS % lanes == 0 ? lanes : 1;  // partial sums per row
   Buffer red = make_buffer("row_reduce", t, {width}, BufferScope::Local);
 
@@ -251,40 +257,53 @@ PrimFunc lower_attention(const Function& group, const std::string& func_name, in
       return seq({zero_tile, accumulate, scale_and_mask});
     });
   });
-  PrimVar m_new("m_new", t), m_safe("m_safe", t), alpha("alpha", t);
-  Stmt update = serial("r", BL, [&](PrimExpr r) {
-    auto tile = [&](PrimExpr c) { return r * BS + c; };
-    // Row max and row sum over one partial result per vector lane, folded at the end.
-    auto lane_reduce = [&](PrimExpr init, const std::function<PrimExpr(PrimExpr, PrimExpr)>& op,
-                           const std::function<PrimExpr(PrimExpr)>& value, bool write_back) {
-      PrimVar co("c.o"), w("w"), w1("w");
-      Stmt step = for_loop(w, 0, width, width > 1 ? ForKind::Vectorized : ForKind::Serial, [&] {
-        PrimExpr c = co * width + w, x = value(c);
-        if (!write_back) return store(red, w, op(at(red, w), x));
-        // Store x, then reduce what was stored (x itself would be computed twice).
-        return seq({store(s, tile(c), x), store(red, w, op(at(red, w), at(s, tile(c))))});
-      }());
-      return seq({vector_loop("w", width, lanes, [&](PrimExpr i) { return store(red, i, init); }),
-                  for_loop(co, 0, BS / width, ForKind::Serial, step),
-                  for_loop(w1, 1, width - 1, ForKind::Serial,
-                           store(red, 0, op(at(red, 0), at(red, w1))))});
-    };
-    auto maximum = [](PrimExpr a, PrimExpr b) { return max(a, b); };
-    auto plus = [](PrimExpr a, PrimExpr b) { return a + b; };
-    Stmt row_max =
-        lane_reduce(at(m, r), maximum, [&](PrimExpr c) { return at(s, tile(c)); }, false);
+  // Row max and row sum of row r over one partial result per vector lane, folded at the end.
+  auto lane_reduce = [&](PrimExpr r, PrimExpr init,
+                         const std::function<PrimExpr(PrimExpr, PrimExpr)>& op,
+                         const std::function<PrimExpr(PrimExpr)>& value, bool write_back) {
+    PrimVar co("c.o"), w("w"), w1("w");
+    Stmt step = for_loop(w, 0, width, width > 1 ? ForKind::Vectorized : ForKind::Serial, [&] {
+      PrimExpr c = co * width + w, x = value(c);
+      if (!write_back) return store(red, w, op(at(red, w), x));
+      // Store x, then reduce what was stored (x itself would be computed twice).
+      return seq({store(s, r * BS + c, x), store(red, w, op(at(red, w), at(s, r * BS + c)))});
+    }());
+    return seq(
+        {vector_loop("w", width, lanes, [&](PrimExpr i) { return store(red, i, init); }),
+         for_loop(co, 0, BS / width, ForKind::Serial, step),
+         for_loop(w1, 1, width - 1, ForKind::Serial, store(red, 0, op(at(red, 0), at(red, w1))))});
+  };
+  // The greater of the two, a compare and a select (x86's maxps): max's NaN propagation and
+  // signed-zero order cost four more instructions per vector, and a NaN score reaches the
+  // output through exp(s - m) and the row sum anyway.
+  auto maximum = [](PrimExpr a, PrimExpr b) { return select(b > a, b, a); };
+  auto plus = [](PrimExpr a, PrimExpr b) { return a + b; };
+  // The online-softmax update in three passes over the rows: each row's new max; then, for
+  // all rows at once as vectors, its safe form and the rescale factor alpha = exp(m - m');
+  // then each row's P = exp(S - m') in place, its sum, and the rescaled sum and accumulator.
+  Stmt row_maxes = serial("r", BL, [&](PrimExpr r) {
+    return seq({lane_reduce(
+                    r, at(m, r), maximum, [&](PrimExpr c) { return at(s, r * BS + c); }, false),
+                store(m_blk, r, at(red, 0))});
+  });
+  Stmt factors = vector_loop("r", BLp, lanes, [&](PrimExpr r) {
+    PrimExpr m_new = at(m_blk, r);
+    PrimExpr safe = select(m_new == neg_inf, zero, m_new);
+    return seq(
+        {store(alpha_b, r, exp(at(m, r) - safe)), store(safe_b, r, safe), store(m, r, m_new)});
+  });
+  PrimVar m_safe("m_safe", t), alpha("alpha", t);
+  Stmt exps = serial("r", BL, [&](PrimExpr r) {
     // P = exp(S - m) in place, summed on the way.
-    Stmt exps_and_sum =
-        lane_reduce(zero, plus, [&](PrimExpr c) { return exp(at(s, tile(c)) - m_safe); }, true);
+    Stmt exps_and_sum = lane_reduce(
+        r, zero, plus, [&](PrimExpr c) { return exp(at(s, r * BS + c) - m_safe); }, true);
     Stmt rescale = vector_loop("d", Ev, lanes, [&](PrimExpr d) {
       return store(acc, r * Ev + d, at(acc, r * Ev + d) * alpha);
     });
-    Stmt body = seq(
-        {exps_and_sum, store(l, r, at(l, r) * alpha + at(red, 0)), store(m, r, m_new), rescale});
-    body = let_stmt(alpha, exp(at(m, r) - m_safe), body);
-    body = let_stmt(m_safe, select(m_new == neg_inf, zero, m_new), body);
-    return seq({row_max, let_stmt(m_new, at(red, 0), body)});
+    Stmt body = seq({exps_and_sum, store(l, r, at(l, r) * alpha + at(red, 0)), rescale});
+    return let_stmt(m_safe, at(safe_b, r), let_stmt(alpha, at(alpha_b, r), body));
   });
+  Stmt update = seq({row_maxes, factors, exps});
   // acc += P V as a register tile of R rows x VB vectors of the output: per key, R
   // broadcasts of p and VB vector loads of v, summed in a small tile of its own (constant
   // indices once unrolled, so LLVM keeps it in registers) and added to acc at the end.
@@ -326,11 +345,15 @@ PrimFunc lower_attention(const Function& group, const std::string& func_name, in
       for_loop(kb, 0, key_blocks, ForKind::Serial, let_stmt(col0, kb * BS, seq({dot, update})));
 
   // --- per task: init, key blocks, normalise and store.
-  Stmt init = serial("r", BL, [&](PrimExpr r) {
-    return seq(
-        {store(m, r, neg_inf), store(l, r, zero),
-         vector_loop("d", Ev, lanes, [&](PrimExpr d) { return store(acc, r * Ev + d, zero); })});
-  });
+  Stmt init = seq({vector_loop("r", BLp, lanes,
+                               [&](PrimExpr r) {
+                                 return seq({store(m, r, neg_inf), store(l, r, zero),
+                                             store(m_blk, r, neg_inf)});
+                               }),
+                   serial("r", BL, [&](PrimExpr r) {
+                     return vector_loop("d", Ev, lanes,
+                                        [&](PrimExpr d) { return store(acc, r * Ev + d, zero); });
+                   })});
   Stmt finish = serial("r", BL, [&](PrimExpr r) {
     Stmt st = vector_loop("d", Ev, lanes, [&](PrimExpr d) {
       return store(out, (b * L + row0 + r) * Ev + d, at(acc, r * Ev + d) / at(l, r));
@@ -338,7 +361,8 @@ PrimFunc lower_attention(const Function& group, const std::string& func_name, in
     return L % BL == 0 ? st : if_then_else(row0 + r < PrimExpr(L), st);
   });
   Stmt body = seq({init, key_loop, finish});
-  for (const Buffer& buf : {pt, red, l, m, acc, s}) body = allocate(buf, body);
+  for (const Buffer& buf : {pt, red, safe_b, alpha_b, m_blk, l, m, acc, s})
+    body = allocate(buf, body);
   body = let_stmt(row0, PrimExpr(task) % num_qb * BL, body);
   body = let_stmt(b, PrimExpr(task) / num_qb, body);
   o.f.body =
