@@ -214,3 +214,20 @@ def test_plain_pooling_of_a_padded_row_at_every_width(bits):
     a = rng.standard_normal((1, 2, 23, 23)).astype("float32")
     _, (got,) = build_run(f, [a], bits, ["AlterOpLayout", "FuseOps"])
     np.testing.assert_array_equal(got, F.max_pool2d(t(a), 3, 2, 1).numpy())
+
+
+@pytest.mark.parametrize("bits", WIDTHS)
+@pytest.mark.parametrize("width", [18, 54])
+def test_nchw_rows_no_vector_divides_shift_their_last_tile(bits, width):
+    # A lone unpadded 3x3 conv keeps NCHW; its output rows (16 and 52 pixels) are no multiple
+    # of the vector: the last tile of a row is shifted back over computed pixels, never run
+    # under lane guards (which cost 40x at 56x56).
+    rng = np.random.default_rng(width)
+    x = ir.var("x", (1, 16, width, width), "float32")
+    w = rng.standard_normal((16, 16, 3, 3)).astype("float32")
+    a = rng.standard_normal((1, 16, width, width)).astype("float32")
+    lib, (got,) = build_run(ir.Function([x], op.nn.relu(op.nn.conv2d(x, ir.const(w)))), [a], bits)
+    assert {r.anchor for r in lib.fusion_report()} == {"nn.conv2d"}
+    assert "if (" not in lib.get_source("loop"), lib.get_source("loop")
+    ref = F.relu(F.conv2d(t(a).double(), t(w).double())).numpy()
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5 * np.sqrt(16 * 9))
