@@ -71,12 +71,14 @@ TEST(OpRegistry, OwnLoweringsAndTraitsLiveOnTheOp) {
 TEST(OpRegistry, SchemaFillsDefaultsOnce) {
   Expr x = var("x", TensorType{{1, 3, 8, 8}, DType::Float32});
   Expr w = var("w", TensorType{{4, 3, 3, 3}, DType::Float32});
-  auto* c = as<CallNode>(call("nn.conv2d", {x, w}, {}, "conv"));
+  Expr conv = call("nn.conv2d", {x, w}, {}, "conv");
+  auto* c = as<CallNode>(conv);
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->attrs.get_ints("strides", {}), (std::vector<int64_t>{1, 1}));
   EXPECT_EQ(c->attrs.get_ints("padding", {}), (std::vector<int64_t>{0, 0, 0, 0}));
   EXPECT_EQ(c->attrs.get_int("groups", 0), 1);
-  auto* s = as<CallNode>(call("nn.softmax", {x}, {}, "sm"));
+  Expr sm = call("nn.softmax", {x}, {}, "sm");
+  auto* s = as<CallNode>(sm);
   EXPECT_EQ(s->attrs.get_int("axis", 0), 3);  // -1, normalised by the relation
 }
 
