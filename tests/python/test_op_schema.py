@@ -39,7 +39,8 @@ def _wrappers():
                 yield prefix + attr, fn
 
 
-@pytest.mark.parametrize("name,fn", list(_wrappers()), ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize("name,fn", list(_wrappers()),
+                         ids=lambda v: v if isinstance(v, str) else "")
 def test_wrapper_defaults_are_the_schema_defaults(name, fn):
     declared = op.schema(name)["attrs"]
     try:
