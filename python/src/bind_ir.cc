@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <variant>
 
 #include "bindings.h"
 #include "ember/ir/graph.h"
@@ -111,6 +112,28 @@ void bind_ir(py::module_& m) {
       .def_readonly("num_inputs", &Op::num_inputs)
       .def_readonly("is_view", &Op::is_view)
       .def_property_readonly("pattern", [](const Op& op) { return op_pattern_name(op.pattern); })
+      .def_property_readonly("family", [](const Op& op) { return op_family(op); })
+      .def_property_readonly("has_compute", [](const Op& op) { return bool(op.compute); })
+      .def_property_readonly("has_lower", [](const Op& op) { return bool(op.lower); })
+      .def_property_readonly("has_two_anchor", [](const Op& op) { return bool(op.two_anchor); })
+      .def_property_readonly(
+          "attrs",
+          [](const Op& op) {
+            // The declared attributes as (name, kind, default or None, required, doc).
+            py::list out;
+            for (const AttrSpec& a : op.attrs) {
+              py::object dflt = py::none();
+              if (a.dflt) dflt = std::visit([](const auto& v) { return py::cast(v); }, *a.dflt);
+              std::string kind = a.kind == AttrKind::Int     ? "int"
+                                 : a.kind == AttrKind::Float ? "float"
+                                 : a.kind == AttrKind::Str   ? "str"
+                                                             : "ints";
+              out.append(py::make_tuple(a.name, kind, dflt, a.required, a.doc));
+            }
+            return out;
+          },
+          "Declared attributes: (name, kind, default or None, required, doc) tuples; kind is "
+          "\"int\", \"float\", \"str\" or \"ints\".")
       .def("__repr__", [](const Op& op) { return "Op(" + op.name + ")"; });
   m.def(
       "get_op", [](py::handle name) { return get_op(str_arg(name, "get_op: the op name")); },

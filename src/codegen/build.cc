@@ -8,6 +8,7 @@
 #include "ember/passes/bind_params.h"
 #include "ember/passes/lower.h"
 #include "ember/passes/pipeline.h"
+#include "ember/passes/schedule.h"
 #include "ember/support/error.h"
 
 namespace ember {
@@ -50,58 +51,88 @@ std::vector<runtime::Tensor> evaluate_constant(const ir::Function& f) {
   return out;
 }
 
+// Without FuseOps every edge between two ops is a kernel boundary: the fusion report says so.
+std::vector<passes::FusionDecision> unfused_edges(const ir::Function& func) {
+  std::vector<passes::FusionDecision> fusion;
+  auto desc = [](const ir::CallNode* n) -> std::string {
+    return n->name.empty() ? n->op->name : n->op->name + " '" + n->name + "'";
+  };
+  for (auto& e : ir::post_order(func->body)) {
+    auto* c = ir::as<ir::CallNode>(e);
+    if (!c || !c->op) continue;
+    for (auto& a : c->args) {
+      auto* p = ir::as<ir::CallNode>(a);
+      if (p && p->op) fusion.push_back({desc(p), desc(c), false, "FuseOps is disabled"});
+    }
+  }
+  return fusion;
+}
+
+// Block-level buffers become shared memory and thread phases get their barriers.
+std::vector<ir::PrimFunc> lower_gpu_phases(const std::vector<ir::PrimFunc>& funcs) {
+  std::vector<ir::PrimFunc> out;
+  for (const ir::PrimFunc& f : funcs) {
+    try {
+      out.push_back(passes::lower_gpu_phases(f));
+    } catch (const InternalError& e) {  // a compiler bug: say which kernel it is in
+      throw InternalError(std::string(e.what()) + "\nin kernel '" + f.name + "'");
+    }
+  }
+  return out;
+}
+
+// The build, from graph to code, as one list of steps; `log` prints the IR after each one
+// (PassContext config "dump_ir" or EMBER_DUMP_IR=1; run_pipeline logs each graph pass).
 std::shared_ptr<Library> build_library(const ir::Function& f, const std::string& target,
                                        const std::map<std::string, runtime::Tensor>& params,
-                                       const passes::PassContext& ctx, int llvm_opt_level,
+                                       const passes::PassContext& raw_ctx, int llvm_opt_level,
                                        const std::map<std::string, passes::ScheduleKnobs>* tuned) {
   if (!f) fail("ember.build needs a function (ir.Function), got None");
+  const passes::PassContext ctx = raw_ctx.validated();
   if (ctx.config.count("tuning_log") && !tuned)
     fail(
         "PassContext config 'tuning_log' is read by the Python ember.build; C++ callers pass "
         "the chosen schedule knobs as build's `tuned` argument");
   const codegen::Target tgt = codegen::parse_target(target);
   const bool cuda = tgt.is_cuda();
-  std::vector<passes::FusionDecision> fusion;
-  passes::PipelineTarget pipeline_target{
+  const passes::PipelineTarget pipeline_target{
       cuda, passes::MachineModel::for_vector_bits(tgt.resolved_vector_bits())};
-  ir::Function func = passes::run_pipeline(passes::bind_params(f, params), ctx, pipeline_target,
-                                           evaluate_constant, &fusion);
   passes::LowerOptions lower_opts;
   lower_opts.gpu = cuda;
   lower_opts.vector_bits = pipeline_target.machine.vector_bits;
   lower_opts.tuned = tuned;
-  passes::LoweredGraph lowered = passes::lower_graph(func, lower_opts);
+  std::vector<passes::FusionDecision> fusion;
+  passes::StepLog log(ctx);
 
+  ir::Function func = f;
+  log("input", func);
+  func = passes::bind_params(func, params);
+  log("BindParams", func);
+  func = passes::run_pipeline(func, ctx, pipeline_target, evaluate_constant, &fusion, &log);
+  passes::LoweredGraph lowered = passes::lower_graph(func, lower_opts);
+  log("LowerGraph", lowered.funcs);
+  std::vector<ir::PrimFunc> code = lowered.funcs;
+  if (cuda) {
+    code = lower_gpu_phases(code);
+    log("LowerGpuPhases", code);
+  }
   auto lib = std::make_shared<Library>();
   if (cuda) {
     codegen::CudaOptions cuda_opts;
     cuda_opts.arch = tgt.arch;
-    lib->module = codegen::compile_cuda(lowered.funcs, cuda_opts);
+    lib->module = codegen::compile_cuda(code, cuda_opts);
   } else {
     codegen::CpuOptions cpu_opts;
     cpu_opts.cpu = tgt.cpu;
     cpu_opts.vector_bits = tgt.vector_bits;
     cpu_opts.opt_level = llvm_opt_level;
-    lib->module = codegen::compile_cpu(lowered.funcs, cpu_opts);
+    lib->module = codegen::compile_cpu(code, cpu_opts);
   }
+
+  if (!ctx.enabled("FuseOps", 1)) fusion = unfused_edges(func);
   lib->graph = std::make_shared<const runtime::ExecGraph>(std::move(lowered.graph));
-  lib->prim_funcs = std::move(lowered.funcs);
+  lib->prim_funcs = std::move(lowered.funcs);  // the loop IR before the GPU phases
   lib->kernels = std::move(lowered.kernels);
-  if (!ctx.validated().enabled("FuseOps", 1)) {
-    // Every edge between two ops is a kernel boundary.
-    for (auto& e : ir::post_order(func->body)) {
-      auto* c = ir::as<ir::CallNode>(e);
-      if (!c || !c->op) continue;
-      for (auto& a : c->args) {
-        auto* p = ir::as<ir::CallNode>(a);
-        if (!p || !p->op) continue;
-        auto desc = [](const ir::CallNode* n) -> std::string {
-          return n->name.empty() ? n->op->name : n->op->name + " '" + n->name + "'";
-        };
-        fusion.push_back({desc(p), desc(c), false, "FuseOps is disabled"});
-      }
-    }
-  }
   lib->fusion = std::move(fusion);
   lib->function = func;
   lib->target = tgt.str();

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
+#include <variant>
 
 #include "ember/support/error.h"
 
@@ -33,12 +35,6 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
-// "nn.relu" -> "relu", so that "relu" or "nn.sigmoid" still find their op.
-std::string strip_namespace(const std::string& name) {
-  size_t dot = name.rfind('.');
-  return dot == std::string::npos ? name : name.substr(dot + 1);
-}
-
 std::string join(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
@@ -53,7 +49,86 @@ std::string shape_string(const std::vector<int64_t>& s) {
   return os.str();
 }
 
+// `v` as an attribute of kind `k`, with the conversions Attrs' getters have always made (an
+// integer is a number, a number truncates to an integer, one integer is a list of one), or
+// nullopt when it is not one.
+std::optional<AttrValue> as_kind(const AttrValue& v, AttrKind k) {
+  const int64_t* i = std::get_if<int64_t>(&v);
+  const double* d = std::get_if<double>(&v);
+  switch (k) {
+    case AttrKind::Int:
+      if (i) return v;
+      if (d) return AttrValue(static_cast<int64_t>(*d));
+      return std::nullopt;
+    case AttrKind::Float:
+      if (d) return v;
+      if (i) return AttrValue(static_cast<double>(*i));
+      return std::nullopt;
+    case AttrKind::Str:
+      if (std::holds_alternative<std::string>(v)) return v;
+      return std::nullopt;
+    case AttrKind::Ints:
+      if (std::holds_alternative<std::vector<int64_t>>(v)) return v;
+      if (i) return AttrValue(std::vector<int64_t>{*i});
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+// Fills the declared defaults and checks the declared kinds, so that a relation and a
+// compute rule read every declared attribute without a default of their own.
+void apply_schema(const Op& op, Attrs& attrs, const TypeContext& ctx) {
+  for (const AttrSpec& spec : op.attrs) {
+    auto it = attrs.values().find(spec.name);
+    if (it == attrs.values().end()) {
+      if (spec.required)
+        ctx.fail("needs the attribute " + spec.name +
+                 (spec.doc.empty() ? "" : " (" + spec.doc + ")"));
+      if (spec.dflt) attrs = attrs.with(spec.name, *spec.dflt);
+      continue;
+    }
+    std::optional<AttrValue> v = as_kind(it->second, spec.kind);
+    if (!v)
+      ctx.fail("attribute '" + spec.name + "' must be " + attr_kind_name(spec.kind) + ", got " +
+               to_string(Attrs({{spec.name, it->second}})));
+    if (!(*v == it->second)) attrs = attrs.with(spec.name, *v);
+  }
+}
+
 }  // namespace
+
+std::string bare_op_name(const std::string& name) {
+  return name.rfind("nn.", 0) == 0 ? name.substr(3) : name;
+}
+
+std::string op_family(const Op& op) {
+  return op.family.empty() ? bare_op_name(op.name) : op.family;
+}
+
+const CallNode* op_call(const Expr& e, const std::string& op) {
+  auto* c = as<CallNode>(e);
+  return c && c->op && c->op->name == op ? c : nullptr;
+}
+
+AttrSpec required_attr(std::string name, AttrKind kind, std::string doc) {
+  AttrSpec spec{std::move(name), kind, std::nullopt, std::move(doc)};
+  spec.required = true;
+  return spec;
+}
+
+const char* attr_kind_name(AttrKind k) {
+  switch (k) {
+    case AttrKind::Int:
+      return "an integer";
+    case AttrKind::Float:
+      return "a number";
+    case AttrKind::Str:
+      return "a string";
+    case AttrKind::Ints:
+      return "a list of integers";
+  }
+  return "?";
+}
 
 const char* op_pattern_name(OpPattern p) {
   switch (p) {
@@ -82,9 +157,23 @@ const Op* register_op(Op op) {
   auto& ops = registry();
   EMBER_CHECK(!op.name.empty() && !ops.count(op.name), "op '", op.name,
               "' is registered twice (or has no name)");
-  EMBER_CHECK(op.type_rel && op.compute, "op '", op.name, "' lacks a type relation or compute");
+  EMBER_CHECK(op.type_rel && (op.compute || op.lower), "op '", op.name,
+              "' lacks a type relation, or both a compute rule and a lowering");
   auto owned = std::make_unique<Op>(std::move(op));
-  const Op* ptr = owned.get();
+  Op* ptr = owned.get();
+  // Every relation runs behind the schema, and an attribute error from Attrs' typed getters
+  // (which know no node) is re-raised naming the op and the node.
+  ptr->type_rel = [rel = std::move(ptr->type_rel), ptr](const std::vector<Type>& args, Attrs& attrs,
+                                                        const TypeContext& ctx) {
+    apply_schema(*ptr, attrs, ctx);
+    try {
+      return rel(args, attrs, ctx);
+    } catch (const Error& e) {
+      std::string msg = e.what();
+      if (msg.rfind(ctx.op_name, 0) == 0) throw;
+      ctx.fail(msg);
+    }
+  };
   ops.emplace(ptr->name, std::move(owned));
   return ptr;
 }
@@ -96,10 +185,10 @@ const Op* get_op(const std::string& name) {
   // Suggest names within a small edit distance, comparing with and without the "nn."
   // namespace so that "relu" suggests "nn.relu".
   std::vector<std::string> similar;
-  std::string bare = strip_namespace(name);
+  std::string bare = bare_op_name(name);
   size_t limit = std::max<size_t>(2, bare.size() / 3);
   for (const auto& [known, op] : ops) {
-    size_t d = std::min(edit_distance(name, known), edit_distance(bare, strip_namespace(known)));
+    size_t d = std::min(edit_distance(name, known), edit_distance(bare, bare_op_name(known)));
     if (d <= limit) similar.push_back(known);
   }
   if (!similar.empty()) fail("unknown op '", name, "'; did you mean ", join(similar), "?");

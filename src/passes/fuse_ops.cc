@@ -64,18 +64,8 @@ namespace ember::passes {
 using namespace ir;
 
 std::string two_anchor_pattern(const CallNode* first, const CallNode* second) {
-  if (!first->op || !second->op || first->op->name != "nn.conv2d") return "";
-  const std::string& op = second->op->name;
-  if (op == "nn.max_pool2d" || op == "nn.avg_pool2d") return "conv+pooling";
-  if (op != "nn.conv2d") return "";
-  const auto& w1 = first->args[1]->type.tensor().shape;
-  const auto& w2 = second->args[1]->type.tensor().shape;
-  bool depthwise = w1[1] == 1 && first->attrs.get_int("groups", 1) > 1;
-  auto pad = second->attrs.get_ints("padding", {0, 0, 0, 0});
-  bool pointwise = w2[2] == 1 && w2[3] == 1 && second->attrs.get_int("groups", 1) == 1 &&
-                   second->attrs.get_ints("strides", {1, 1}) == std::vector<int64_t>{1, 1} &&
-                   std::all_of(pad.begin(), pad.end(), [](int64_t p) { return p == 0; });
-  return depthwise && pointwise ? "depthwise conv -> pointwise conv" : "";
+  if (!first->op || !second->op || !first->op->two_anchor) return "";
+  return first->op->two_anchor(*first, *second);
 }
 
 namespace {
@@ -538,17 +528,6 @@ std::vector<std::string> fusion_patterns(const Function& group) {
         if (anchor && pair.empty()) pair = two_anchor_pattern(anchor, c);
         if (!anchor || pair.empty()) anchor = c;
       }
-    // Pattern names speak of the operation ("dense+activation"), not of its weight layout
-    // (nn.dense_packed, nn.conv2d_blocked); the kernel's anchor shows the layout.
-    auto short_name = [](const std::string& op) {
-      auto dot = op.rfind('.');
-      std::string s = dot == std::string::npos ? op : op.substr(dot + 1);
-      for (const std::string layout : {"_packed", "_blocked"})
-        if (s.size() > layout.size() &&
-            s.compare(s.size() - layout.size(), layout.size(), layout) == 0)
-          s.resize(s.size() - layout.size());
-      return s;
-    };
     if (anchor) {
       bool has_act = false, has_add = false;
       for (auto* c : ops) {
@@ -559,7 +538,9 @@ std::vector<std::string> fusion_patterns(const Function& group) {
       std::string what = has_add && has_act ? "bias/residual+activation"
                          : has_add          ? "bias/residual"
                                             : "activation";
-      out.push_back(short_name(anchor->op->name) + "+" + what + " epilogue");
+      // Pattern names speak of the operation ("dense+activation"), not of its weight layout
+      // (nn.dense_packed, nn.conv2d_blocked): Op::family; the kernel's anchor shows the layout.
+      out.push_back(op_family(*anchor->op) + "+" + what + " epilogue");
       if (!pair.empty()) out.push_back(pair);
     } else {
       bool all_injective = true;

@@ -6,14 +6,7 @@
 
 namespace ember::passes {
 
-const std::vector<PassInfo>& known_passes() {
-  static const std::vector<PassInfo> passes = {
-      {"SimplifyInference", 0},  {"SimplifyExpr", 1},  {"RecognizePatterns", 1},
-      {"FoldPadIntoConv", 2},    {"FoldConstant", 2},  {"FoldScaleAxis", 3},
-      {"RecognizeAttention", 1}, {"AlterOpLayout", 3}, {"FuseOps", 1},
-  };
-  return passes;
-}
+// known_passes() is read off the pipeline list (pipeline.cc).
 
 namespace {
 std::string canonical(const std::string& name) {

@@ -1,5 +1,6 @@
 // The graph pass pipeline, as one readable list (Halide's Lower.cpp style): each step runs
-// when the PassContext enables it, and the IR after it can be dumped.
+// when the PassContext enables it, and the IR after it can be dumped. known_passes() (the
+// names and levels PassContext checks) is read off this list, so there is no second one.
 #include "ember/passes/pipeline.h"
 
 #include <cstdlib>
@@ -18,12 +19,89 @@
 
 namespace ember::passes {
 
+namespace {
+
+using ir::Function;
+
+// A pass that needs nothing but the graph.
+template <Function (*pass)(const Function&)>
+Function graph_only(const Function& f, const PassEnv&) {
+  return pass(f);
+}
+
+Function fold_constants(const Function& f, const PassEnv& env) {
+  return fold_constant(f, env.evaluate);
+}
+
+}  // namespace
+
+const std::vector<GraphPass>& graph_passes() {
+  static const std::vector<GraphPass> passes = {
+      {"SimplifyInference", 0, false, graph_only<simplify_inference>},
+      // Fusion-catalog rewrites: erase and merge first, then recognise composites, before
+      // FoldConstant and FuseOps see the graph.
+      {"SimplifyExpr", 1, false, graph_only<simplify_expr>},
+      {"RecognizePatterns", 1, false, graph_only<recognize_patterns>},
+      {"FoldPadIntoConv", 2, false, graph_only<fold_pad_into_conv>},
+      {"FoldConstant", 2, false, fold_constants},
+      {"FoldScaleAxis", 3, false, graph_only<fold_scale_axis>},
+      {"FoldConstant", 2, false, fold_constants},
+      // After constant folding, so that the attention scale is one constant.
+      {"RecognizeAttention", 1, false, graph_only<recognize_attention>},
+      {"AlterOpLayout", 3, true,
+       [](const Function& f, const PassEnv& env) {
+         return alter_op_layout(f, env.target.machine);
+       }},
+      {"FoldConstant", 2, true, fold_constants},
+      {"FuseOps", 1, false,
+       [](const Function& f, const PassEnv& env) {
+         return fuse_ops(f, env.fuse_max_depth, env.fusion_decisions, env.fuse_machine);
+       }},
+  };
+  return passes;
+}
+
+const std::vector<PassInfo>& known_passes() {
+  static const std::vector<PassInfo> names = [] {
+    std::vector<PassInfo> out;
+    for (const GraphPass& p : graph_passes()) {
+      bool seen = false;
+      for (const PassInfo& q : out) seen |= q.name == p.name;
+      if (!seen) out.push_back({p.name, p.opt_level});
+    }
+    return out;
+  }();
+  return names;
+}
+
+StepLog::StepLog(const PassContext& ctx) {
+  const char* env = std::getenv("EMBER_DUMP_IR");
+  on_ = ctx.config_value("dump_ir", env ? env : "0") == "1";
+}
+
+void StepLog::operator()(const std::string& step, const ir::Function& f) {
+  if (!on_) return;
+  if (step == "input")
+    std::cerr << "// input\n" << ir::to_string(f);
+  else
+    std::cerr << "// after " << step << " (step " << ++steps_ << ")\n" << ir::to_string(f);
+}
+
+void StepLog::operator()(const std::string& step, const std::vector<ir::PrimFunc>& funcs) {
+  if (!on_) return;
+  std::cerr << "// after " << step << " (step " << ++steps_ << ")\n";
+  for (const ir::PrimFunc& f : funcs) std::cerr << f << "\n";
+}
+
 ir::Function run_pipeline(const ir::Function& input, const PassContext& raw_ctx,
                           const PipelineTarget& target, const ConstEvaluator& evaluate,
-                          std::vector<FusionDecision>* fusion_decisions) {
+                          std::vector<FusionDecision>* fusion_decisions, StepLog* log) {
   PassContext ctx = raw_ctx.validated();
-  const char* env = std::getenv("EMBER_DUMP_IR");
-  bool dump = ctx.config_value("dump_ir", env ? env : "0") == "1";
+  StepLog own_log(ctx);
+  if (!log) {
+    log = &own_log;
+    own_log("input", input);
+  }
   std::string depth_text = ctx.config_value("FuseOps.max_depth", "256");
   char* end = nullptr;
   long max_depth = std::strtol(depth_text.c_str(), &end, 10);
@@ -38,46 +116,20 @@ ir::Function run_pipeline(const ir::Function& input, const PassContext& raw_ctx,
   else if (cost_model != "target" && cost_model != "none")
     fail("config FuseOps.cost_model must be \"target\", \"avx2\", \"avx512\" or \"none\", got '",
          cost_model, "'");
-  const MachineModel* fuse_machine = target.gpu || cost_model == "none" ? nullptr : &cost_machine;
-  int level = 0;
-  auto& levels = known_passes();
-  auto level_of = [&](const std::string& name) {
-    for (auto& p : levels)
-      if (p.name == name) return p.opt_level;
-    return 0;
-  };
+  const PassEnv env{target, evaluate, static_cast<int>(max_depth),
+                    target.gpu || cost_model == "none" ? nullptr : &cost_machine, fusion_decisions};
+
   ir::Function f = input;
-  auto step = [&](const std::string& name, auto&& pass) {
-    if (!ctx.enabled(name, level_of(name))) return;
+  for (const GraphPass& pass : graph_passes()) {
+    if ((pass.cpu_only && target.gpu) || !ctx.enabled(pass.name, pass.opt_level)) continue;
     try {
-      f = pass(f);
+      f = pass.run(f, env);
       ir::infer_types(f);
     } catch (const InternalError& e) {  // a compiler bug: say which pass it is in
-      throw InternalError(std::string(e.what()) + "\nin graph pass " + name);
+      throw InternalError(std::string(e.what()) + "\nin graph pass " + pass.name);
     }
-    if (dump) std::cerr << "// after " << name << " (step " << ++level << ")\n" << ir::to_string(f);
-  };
-  if (dump) std::cerr << "// input\n" << ir::to_string(f);
-
-  step("SimplifyInference", simplify_inference);
-  // Fusion-catalog rewrites: erase and merge first, then recognise composites, before
-  // FoldConstant and FuseOps see the graph.
-  step("SimplifyExpr", simplify_expr);
-  step("RecognizePatterns", recognize_patterns);
-  step("FoldPadIntoConv", fold_pad_into_conv);
-  step("FoldConstant", [&](const ir::Function& g) { return fold_constant(g, evaluate); });
-  step("FoldScaleAxis", fold_scale_axis);
-  step("FoldConstant", [&](const ir::Function& g) { return fold_constant(g, evaluate); });
-  // After constant folding, so that the attention scale is one constant.
-  step("RecognizeAttention", recognize_attention);
-  if (!target.gpu) {
-    step("AlterOpLayout",
-         [&](const ir::Function& g) { return alter_op_layout(g, target.machine); });
-    step("FoldConstant", [&](const ir::Function& g) { return fold_constant(g, evaluate); });
+    (*log)(pass.name, f);
   }
-  step("FuseOps", [&](const ir::Function& g) {
-    return fuse_ops(g, static_cast<int>(max_depth), fusion_decisions, fuse_machine);
-  });
   return f;
 }
 

@@ -31,18 +31,6 @@ using namespace ir;
 
 namespace {
 
-// Installs nn.attention's kernel (see ir::custom_lowerings). It sits here, in the object
-// that the pipeline always links, so that lower/attention.cc is linked with it.
-[[maybe_unused]] const bool kAttentionLowering = [] {
-  custom_lowerings()["nn.attention"] = lower_attention;
-  return true;
-}();
-
-const CallNode* op_call(const Expr& e, const char* name) {
-  auto* c = as<CallNode>(e);
-  return c && c->op && c->op->name == name ? c : nullptr;
-}
-
 // The value of a one-element float constant.
 bool scalar_value(const Expr& e, double* out) {
   auto* c = as<ConstantNode>(e);

@@ -22,18 +22,6 @@ using namespace ir;
 
 namespace {
 
-// Installs topk's kernel (see ir::custom_lowerings()). It sits here, in an object that the
-// pipeline always links, so that lower/topk.cc is linked with it.
-[[maybe_unused]] const bool kTopkLowering = [] {
-  custom_lowerings()["topk"] = lower_topk;
-  return true;
-}();
-
-const CallNode* op_call(const Expr& e, const std::string& op) {
-  auto* c = as<CallNode>(e);
-  return c && c->op && c->op->name == op ? c : nullptr;
-}
-
 // The value of a one-element float constant.
 bool scalar(const Expr& e, double* v) {
   auto* c = as<ConstantNode>(e);
@@ -261,7 +249,7 @@ std::map<const ExprNode*, int> count_uses(const Function& f) {
 
 // topk(softmax(x, axis=a), axis=a) -> topk(x, softmax=1), likewise for log_softmax, when
 // the softmax has no other reader in the input graph (where `original` is this topk): the
-// kernel then selects on x and normalises only the k winners (src/passes/lower/topk.cc).
+// kernel then selects on x and normalises only the k winners (src/ir/ops/topk.cc).
 Expr softmax_topk(const CallNode* c, const Expr& e, const Expr& original,
                   const std::map<const ExprNode*, int>& uses) {
   if (c->op->name != "topk" || c->attrs.get_int("softmax", 0) || c->attrs.get_int("log_softmax", 0))

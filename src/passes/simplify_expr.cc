@@ -34,11 +34,6 @@ std::string add_pattern(const Attrs& attrs, const std::string& p) {
   return old + ", " + p;
 }
 
-const CallNode* op_call(const Expr& e, const std::string& op) {
-  auto* c = as<CallNode>(e);
-  return c && c->op && c->op->name == op ? c : nullptr;
-}
-
 bool is_reshape_like(const Expr& e) {
   static const std::set<std::string> ops = {"reshape", "flatten", "squeeze", "expand_dims"};
   auto* c = as<CallNode>(e);

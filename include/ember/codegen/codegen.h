@@ -31,7 +31,8 @@ struct CudaOptions {
 };
 
 /// Compiles the functions to PTX through LLVM's NVPTX backend (no CUDA needed to build).
-/// Each PrimFunc's GPU-bound loops (ForKind::GpuBlock*/GpuThread*) become the launch grid.
+/// Each PrimFunc's GPU-bound loops (ForKind::GpuBlock*/GpuThread*) become the launch grid;
+/// the functions must have been through passes::lower_gpu_phases (shared buffers, barriers).
 /// The module runs kernels through the CUDA driver when one is present, and otherwise fails
 /// at run time with a clear ember::Error; get_source("ptx") always works.
 std::shared_ptr<runtime::Module> compile_cuda(const std::vector<ir::PrimFunc>& funcs,

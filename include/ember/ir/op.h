@@ -1,9 +1,11 @@
 #pragma once
-/// The op registry: one place per op family that says everything about an op — its
-/// attributes (normalised by the type relation), type relation with user-facing errors,
-/// fusion pattern kind, and compute rule as a tensor expression.
+/// The op registry: one place per op (its file under src/ir/ops/) that says everything about
+/// it — its attribute schema (defaults and kinds, also read by Python), type relation with
+/// user-facing errors, fusion traits (pattern kind, two-anchor pairs, family name), compute
+/// rule as a tensor expression, and optionally its own lowering (a loop nest).
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,18 +48,6 @@ using ComputeRule = std::function<Tensor(const std::vector<Tensor>& inputs, cons
 using ConstantCheck =
     std::function<void(const std::vector<Expr>& args, const Attrs& attrs, const TypeContext& ctx)>;
 
-struct Op {
-  std::string name;
-  int num_inputs = -1;  // -1: variadic
-  OpPattern pattern = OpPattern::Opaque;
-  TypeRelation type_rel;
-  ComputeRule compute;
-  /// True for ops whose output is a view of their input (reshape, flatten, squeeze):
-  /// the executor aliases memory instead of running a kernel.
-  bool is_view = false;
-  ConstantCheck check_constants;  // optional
-};
-
 /// A custom lowering: builds the kernel of a fused group whose only op is the op it belongs
 /// to, in place of compute rule + schedule (nn.attention's online-softmax loop nest, which
 /// never holds the score matrix). `group`'s parameters are the kernel's inputs in order; the
@@ -65,13 +55,63 @@ struct Op {
 /// asks for GPU thread loops. The compute rule stays the reference form.
 using LowerRule = std::function<PrimFunc(const Function& group, const std::string& func_name,
                                          int vector_bits, bool gpu)>;
-/// Custom lowerings by op name. Ops live in ember_ir but loop-nest builders in
-/// ember_passes, so the passes library fills this table from a static initialiser (it is a
-/// function-local static: initialisation order does not matter); lower_group consults it.
-inline std::map<std::string, LowerRule>& custom_lowerings() {
-  static std::map<std::string, LowerRule> table;
-  return table;
-}
+
+/// A two-anchor pattern: called on the first anchor of a group (`first`, a call of this op)
+/// and a later anchor `second` that reads its result; returns the name of the pattern under
+/// which one kernel computes both (schedule_two_anchors in default_schedule.cc), or "" when
+/// the pair has no such schedule.
+using TwoAnchorRule = std::function<std::string(const CallNode& first, const CallNode& second)>;
+
+/// An attribute in an op's schema. Before the type relation runs, a missing attribute gets
+/// its default (an error naming the node when it is `required`; left to the relation when it
+/// has neither, as attention's scale = 1 / sqrt(E)) and a present one must have the declared
+/// kind. Python reads the schema (Op.attrs), so its wrappers cannot drift.
+enum class AttrKind { Int, Float, Str, Ints };
+const char* attr_kind_name(AttrKind k);
+struct AttrSpec {
+  std::string name;
+  AttrKind kind;
+  std::optional<AttrValue> dflt;
+  std::string doc;  // what it means, for error messages and Python's schema
+  bool required = false;
+};
+/// An attribute without a default: "needs the attribute <name> (<doc>)" names the node.
+AttrSpec required_attr(std::string name, AttrKind kind, std::string doc);
+
+/// Everything about an op, registered once from its file under src/ir/ops/.
+struct Op {
+  std::string name;
+  int num_inputs = -1;  // -1: variadic
+  /// Fusion trait: ElemWise/Broadcast/Injective fuse freely, OutEWiseFusable and CommReduce
+  /// anchor a kernel, Opaque is never fused.
+  OpPattern pattern = OpPattern::Opaque;
+  TypeRelation type_rel;
+  /// The reference compute rule; an op with `lower` and no tensor-expression form (topk)
+  /// leaves it empty.
+  ComputeRule compute;
+  /// True for ops whose output is a view of their input (reshape, flatten, squeeze):
+  /// the executor aliases memory instead of running a kernel.
+  bool is_view = false;
+  ConstantCheck check_constants;  // optional
+  /// Optional: the op's own kernel when it is alone in its group (see LowerRule).
+  LowerRule lower;
+  /// Optional fusion trait: the anchors this op (as the first anchor) pairs with.
+  TwoAnchorRule two_anchor;
+  /// The name fusion patterns use ("conv2d" for nn.conv2d and nn.conv2d_blocked); empty:
+  /// bare_op_name(name).
+  std::string family;
+  /// Declared attributes (may be empty: the relation reads what it needs).
+  std::vector<AttrSpec> attrs;
+};
+
+/// "nn.relu" -> "relu": the op's name without its namespace (kernel and stage names, fusion
+/// pattern names, "did you mean" suggestions).
+std::string bare_op_name(const std::string& name);
+/// The name fusion patterns use for `op` (Op::family, or its bare name).
+std::string op_family(const Op& op);
+
+/// The call `e` when it is a call of the op named `op`, else nullptr.
+const CallNode* op_call(const Expr& e, const std::string& op);
 
 /// Registers an op (at static-initialisation time, from src/ir/ops/*.cc).
 const Op* register_op(Op op);

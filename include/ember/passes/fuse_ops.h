@@ -35,7 +35,8 @@ ir::Function fuse_ops(const ir::Function& f, int max_depth = 256,
 std::vector<std::string> fusion_patterns(const ir::Function& group);
 
 /// The two-anchor rule `first` then `second` (through elementwise ops) forms, as FuseOps
-/// names it ("conv+pooling", "depthwise conv -> pointwise conv"), or "" when none does.
+/// names it ("conv+pooling", "depthwise conv -> pointwise conv"), or "" when none does: the
+/// fusion trait Op::two_anchor of `first`'s op.
 std::string two_anchor_pattern(const ir::CallNode* first, const ir::CallNode* second);
 
 }  // namespace ember::passes

@@ -45,7 +45,7 @@ struct LoweredGraph {
 ir::PrimFunc lower_group(const ir::Function& group, const std::string& func_name,
                          const LowerOptions& options, const ScheduleKnobs& knobs = {});
 
-/// Whether `group` is one op with its own lowering (custom_lowerings: no schedule knobs).
+/// Whether `group` is one op with its own lowering (Op::lower: no schedule knobs).
 bool has_custom_lowering(const ir::Function& group);
 /// The group's result as a tensor expression over placeholders for its params (`inputs`).
 ir::Tensor group_compute(const ir::Function& group, std::vector<ir::Tensor>& inputs);

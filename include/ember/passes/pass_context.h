@@ -24,7 +24,8 @@ struct PassContext {
   std::string config_value(const std::string& key, const std::string& dflt) const;
 };
 
-/// The passes in pipeline order, with their opt levels.
+/// The passes in pipeline order (first appearance in graph_passes(), pipeline.h), with their
+/// opt levels.
 struct PassInfo {
   std::string name;
   int opt_level;

@@ -1,9 +1,12 @@
 #pragma once
-/// The graph pass pipeline: one ordered list (src/passes/pipeline.cc).
+/// The graph pass pipeline: one ordered list (graph_passes() in src/passes/pipeline.cc), from
+/// which known_passes() and the PassContext checks are derived.
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "ember/ir/graph.h"
+#include "ember/ir/loop.h"
 #include "ember/passes/fuse_ops.h"
 #include "ember/passes/machine_model.h"
 #include "ember/passes/pass_context.h"
@@ -21,11 +24,45 @@ struct PipelineTarget {
   MachineModel machine;
 };
 
-/// Runs the enabled graph passes in order and returns the rewritten function. With
-/// config "dump_ir" = "1" (or EMBER_DUMP_IR=1 in the environment) the IR after each pass is
-/// printed to stderr.
+/// What a graph pass may read besides the graph: the target, the constant evaluator and the
+/// FuseOps settings (from the PassContext config).
+struct PassEnv {
+  const PipelineTarget& target;
+  const ConstEvaluator& evaluate;
+  int fuse_max_depth;
+  const MachineModel* fuse_machine;  // FuseOps' cost model; null: pattern rules only
+  std::vector<FusionDecision>* fusion_decisions;
+};
+
+/// One step of the graph pipeline. A pass may appear more than once (FoldConstant); it runs
+/// when the PassContext enables it at `opt_level`, and on CPU targets only when `cpu_only`.
+struct GraphPass {
+  std::string name;
+  int opt_level;
+  bool cpu_only;
+  std::function<ir::Function(const ir::Function&, const PassEnv&)> run;
+};
+/// The graph passes in pipeline order: the one list.
+const std::vector<GraphPass>& graph_passes();
+
+/// The log after each build step: with config "dump_ir" = "1" (or EMBER_DUMP_IR=1 in the
+/// environment) it prints "// after <step>" and the IR to stderr; otherwise it does nothing.
+class StepLog {
+ public:
+  explicit StepLog(const PassContext& ctx);
+  void operator()(const std::string& step, const ir::Function& f);
+  void operator()(const std::string& step, const std::vector<ir::PrimFunc>& funcs);
+
+ private:
+  bool on_ = false;
+  int steps_ = 0;
+};
+
+/// Runs the enabled graph passes in order and returns the rewritten function, logging the IR
+/// after each one to `log` (a log of its own from `ctx` when null).
 ir::Function run_pipeline(const ir::Function& f, const PassContext& ctx,
                           const PipelineTarget& target, const ConstEvaluator& evaluate,
-                          std::vector<FusionDecision>* fusion_decisions = nullptr);
+                          std::vector<FusionDecision>* fusion_decisions = nullptr,
+                          StepLog* log = nullptr);
 
 }  // namespace ember::passes

@@ -1,5 +1,6 @@
 #pragma once
-/// Attention as one kernel: the RecognizeAttention pass and nn.attention's CPU lowering.
+/// Attention as one kernel: the RecognizeAttention pass (nn.attention and its kernel live in
+/// src/ir/ops/attention.cc).
 #include <string>
 
 #include "ember/ir/graph.h"
@@ -18,20 +19,5 @@ namespace ember::passes {
 /// intermediate (scores, probabilities) has another use, the mask fill is not -inf, or the
 /// shapes do not line up.
 ir::Function recognize_attention(const ir::Function& f);
-
-/// nn.attention's kernel (registered in ir::custom_lowerings()); `group` must hold exactly
-/// one nn.attention call. On the CPU: for each (batch, block of query rows), in parallel, a
-/// loop over key blocks computes a small score tile, keeps a running row max and row sum,
-/// rescales the output accumulator by exp(m_old - m_new) and adds P V_blk; the rows are
-/// divided by their sum at the end. No buffer holds more than one score tile. With `gpu`,
-/// lower_attention_rows bound to blocks and threads.
-ir::PrimFunc lower_attention(const ir::Function& group, const std::string& func_name,
-                             int vector_bits, bool gpu);
-
-/// The one-row-per-thread form: each (batch, query row) streams over the keys one at a time
-/// with the same online-softmax update. `block_kind` and `thread_kind` are the two outer
-/// loops' kinds: GpuBlockX/GpuThreadX on a GPU, Parallel/Serial to run it on the CPU.
-ir::PrimFunc lower_attention_rows(const ir::Function& group, const std::string& func_name,
-                                  ir::ForKind block_kind, ir::ForKind thread_kind);
 
 }  // namespace ember::passes

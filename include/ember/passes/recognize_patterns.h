@@ -30,12 +30,4 @@ namespace ember::passes {
 /// factor, a different axis) is left alone.
 ir::Function recognize_patterns(const ir::Function& f);
 
-/// topk's kernel (registered in ir::custom_lowerings()); `group` must hold exactly one topk
-/// call on its parameter. Each row along the axis keeps its best k in a sorted list filled by
-/// insertion; rows run in parallel on the CPU, one per GPU thread with `gpu`. With softmax=1
-/// (log_softmax=1) it returns the top k of the row's softmax (log_softmax), selecting on the
-/// logits and normalising only the k winners. See src/passes/lower/topk.cc.
-ir::PrimFunc lower_topk(const ir::Function& group, const std::string& func_name, int vector_bits,
-                        bool gpu);
-
 }  // namespace ember::passes

@@ -20,7 +20,7 @@ __all__ = ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum
            "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "isnan", "isinf", "isfinite",
            "fmod", "remainder", "sum", "mean", "max", "min",
            "reshape", "flatten", "transpose", "concatenate", "strided_slice", "expand_dims",
-           "squeeze", "broadcast_to", "take", "topk", "nn"]
+           "squeeze", "broadcast_to", "take", "topk", "nn", "schema"]
 
 
 # ------------------------------------------------------------------ argument checking helpers
@@ -65,9 +65,90 @@ def _ints(value, attr, op, expand=1):
                      f"{_describe(value)}")
 
 
+_KINDS = {"int": int, "float": float, "str": str, "ints": list}
+_SCHEMAS = {}
+
+
+def schema(op):
+    """The registry's schema of `op` (exported from C++): {"num_inputs": n (-1: variadic),
+    "pattern": fusion kind, "attrs": {name: (kind, default, required, doc)}} with kind "int",
+    "float", "str" or "ints" and default None where the op computes it. Ops that declare no
+    attributes read what they need in their type relation."""
+    if op not in _SCHEMAS:
+        o = _ember.get_op(op)
+        _SCHEMAS[op] = {"num_inputs": o.num_inputs, "pattern": o.pattern,
+                        "attrs": {a[0]: tuple(a[1:]) for a in o.attrs}}
+    return _SCHEMAS[op]
+
+
+def _check_schema(op, args, attrs):
+    """The wrappers must agree with the C++ op: a wrapper that passes an attribute the op does
+    not declare, or of another kind, is a bug in Ember (the wrapper drifted)."""
+    s = schema(op)
+    if s["num_inputs"] >= 0 and len(args) != s["num_inputs"]:
+        raise AssertionError(f"op.{op} passes {len(args)} inputs; {op} takes {s['num_inputs']}")
+    if not s["attrs"]:
+        return
+    for key, value in attrs.items():
+        if key not in s["attrs"]:
+            raise AssertionError(f"op.{op} passes attribute '{key}', which {op} does not declare "
+                                 f"(it declares {', '.join(s['attrs'])})")
+        kind = s["attrs"][key][0]
+        if not isinstance(value, _KINDS[kind]) or isinstance(value, bool):
+            raise AssertionError(f"op.{op} passes attribute '{key}' as {_describe(value)}; {op} "
+                                 f"declares it {kind}")
+
+
+def _attr(value, kind, attr, op):
+    if kind == "int":
+        return _bool(value, attr, op) if isinstance(value, bool) else _int(value, attr, op)
+    if kind == "float":
+        return _float(value, attr, op)
+    if kind == "ints":
+        return _ints(value, attr, op)
+    if not isinstance(value, str):
+        raise EmberError(f"op.{op}: '{attr}' must be a string, got {_describe(value)}")
+    return value
+
+
+def _generic(op):
+    """The wrapper of an op that has no hand-written one, made from its schema: the inputs
+    positional, the attributes as keywords (so a new C++ op needs no Python to be called)."""
+    declared = schema(op)["attrs"]
+
+    def make(*inputs, name="", **attrs):
+        values = {}
+        for key, value in attrs.items():
+            if declared and key not in declared:
+                raise EmberError(f"op.{op}: unknown attribute '{key}'; it takes "
+                                 f"{', '.join(declared) or 'none'}")
+            kind = declared[key][0] if declared else (
+                "float" if isinstance(value, float) else "str" if isinstance(value, str)
+                else "ints" if isinstance(value, (list, tuple)) else "int")
+            values[key] = _attr(value, kind, key, op)
+        return _call(op, [_expr(x, f"input {i}", op) for i, x in enumerate(inputs)], values, name)
+    make.__name__ = op.split(".")[-1]
+    make.__doc__ = f"{op}, called as registered (inputs, then attributes as keywords)."
+    return make
+
+
+def _registered(prefix, attr):
+    """ember.op.<attr> (prefix "") or ember.op.nn.<attr> (prefix "nn.") for a registered op
+    without a hand-written wrapper; AttributeError otherwise."""
+    if not attr.startswith("_") and prefix + attr in _ember.list_ops():
+        return _generic(prefix + attr)
+    module = "ember.op" + (".nn" if prefix else "")
+    raise AttributeError(f"module '{module}' has no attribute '{attr}'")
+
+
+def __getattr__(attr):
+    return _registered("", attr)
+
+
 def _call(op, args, attrs, name):
     if not isinstance(name, str):
         raise EmberError(f"op.{op}: 'name' must be a string, got {_describe(name)}")
+    _check_schema(op, args, attrs)
     return _ember.call(op, list(args), attrs, name)
 
 

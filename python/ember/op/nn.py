@@ -1,7 +1,7 @@
 """Neural-network operators (layout NCHW, weights OIHW), named as in TVM's relay.nn."""
 import numpy as np
 
-from . import _bool, _call, _describe, _expr, _float, _int, _ints, _unary
+from . import _bool, _call, _describe, _expr, _float, _int, _ints, _registered, _unary, schema
 from .._ember import EmberError
 from ..ir import const
 
@@ -194,7 +194,9 @@ softsign = _unary("nn.softsign", "x / (1 + |x|) of a float tensor")
 mish = _unary("nn.mish", "x * tanh(softplus(x)) of a float tensor")
 
 
-def _activation(op, doc, **defaults):
+def _activation(op, doc):
+    # The attributes and their defaults are the C++ op's (register_activation), not repeated.
+    defaults = {a: spec[1] for a, spec in schema(op)["attrs"].items()}
     names = list(defaults)
 
     def make(x, *args, name="", **kwargs):
@@ -214,24 +216,20 @@ def _activation(op, doc, **defaults):
     return make
 
 
-elu = _activation("nn.elu", "x if x > 0 else alpha * (exp(x) - 1) (torch.nn.ELU).", alpha=1.0)
-celu = _activation("nn.celu", "x if x > 0 else alpha * (exp(x / alpha) - 1) (torch.nn.CELU).",
-                   alpha=1.0)
+elu = _activation("nn.elu", "x if x > 0 else alpha * (exp(x) - 1) (torch.nn.ELU).")
+celu = _activation("nn.celu", "x if x > 0 else alpha * (exp(x / alpha) - 1) (torch.nn.CELU).")
 softplus = _activation("nn.softplus", "log(1 + exp(beta * x)) / beta, and x where beta * x > "
-                       "threshold (torch.nn.Softplus).", beta=1.0, threshold=20.0)
+                       "threshold (torch.nn.Softplus).")
 parametric_softplus = _activation("nn.parametric_softplus", "alpha * log(1 + exp(beta * x)) "
-                                  "(DirectML's ParametricSoftplus).", alpha=1.0, beta=1.0)
+                                  "(DirectML's ParametricSoftplus).")
 thresholded_relu = _activation("nn.thresholded_relu", "x if x > alpha else value "
                                "(torch.nn.Threshold(alpha, value); DirectML's ThresholdedRelu "
-                               "has value 0).", alpha=1.0, value=0.0)
-hardshrink = _activation("nn.hardshrink", "x if |x| > lambd else 0 (torch.nn.Hardshrink).",
-                         lambd=0.5)
+                               "has value 0).")
+hardshrink = _activation("nn.hardshrink", "x if |x| > lambd else 0 (torch.nn.Hardshrink).")
 softshrink = _activation("nn.softshrink", "x - lambd if x > lambd, x + lambd if x < -lambd, "
-                         "else 0 (torch.nn.Softshrink).", lambd=0.5)
-scaled_tanh = _activation("nn.scaled_tanh", "alpha * tanh(beta * x) (DirectML's ScaledTanh).",
-                          alpha=1.0, beta=1.0)
-linear_act = _activation("nn.linear_act", "alpha * x + beta (DirectML's Linear activation).",
-                         alpha=1.0, beta=0.0)
+                         "else 0 (torch.nn.Softshrink).")
+scaled_tanh = _activation("nn.scaled_tanh", "alpha * tanh(beta * x) (DirectML's ScaledTanh).")
+linear_act = _activation("nn.linear_act", "alpha * x + beta (DirectML's Linear activation).")
 
 
 def instance_norm(data, gamma=None, beta=None, epsilon=1e-5, name=""):
@@ -250,3 +248,7 @@ def instance_norm(data, gamma=None, beta=None, epsilon=1e-5, name=""):
             beta = const(np.zeros(shape, dtype=dtype), name=f"{name}.bias" if name else "")
     return _call(op, [data, _expr(gamma, "gamma", op), _expr(beta, "beta", op)],
                  {"epsilon": _float(epsilon, "epsilon", op)}, name)
+
+
+def __getattr__(attr):
+    return _registered("nn.", attr)

@@ -61,7 +61,7 @@ const Op* register_activation(const std::string& name, std::vector<FloatAttr> sp
     }
     return Type(x);
   };
-  std::string stage = stage_name(name);
+  std::string stage = bare_op_name(name);
   ComputeRule rule = [spec, fn, stage](const std::vector<Tensor>& in, const Attrs& attrs,
                                        const TensorType& out) {
     std::vector<double> values;
@@ -73,7 +73,9 @@ const Op* register_activation(const std::string& name, std::vector<FloatAttr> sp
       return let(v, x(as_exprs(i)), fn(v, values));
     });
   };
-  return register_op({name, 1, OpPattern::ElemWise, rel, rule});
+  Op op{name, 1, OpPattern::ElemWise, rel, rule};
+  for (const FloatAttr& a : spec) op.attrs.push_back(float_attr(a.name, a.dflt, ""));
+  return register_op(std::move(op));
 }
 
 // torch's elu family: x <= 0 ? neg_scale * expm1(x * in_scale) : pos_scale * x.

@@ -23,14 +23,14 @@ Type catalog_reduce_rel(const std::vector<Type>& args, Attrs& attrs, const TypeC
   check_arity(args, 1, ctx);
   const TensorType& x = tensor_arg(args, 0, "data", ctx);
   check_float(x, "data", ctx);
-  std::vector<int64_t> axes = attrs.get_ints("axis", {});
+  std::vector<int64_t> axes = attr_ints(attrs, "axis");
   if (axes.empty())
     for (int64_t d = 0; d < x.ndim(); ++d) axes.push_back(d);
   for (int64_t& a : axes) a = normalize_axis(a, x.ndim(), ctx);
   std::sort(axes.begin(), axes.end());
   if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
-    ctx.fail("axis " + ints_str(attrs.get_ints("axis", {})) + " repeats an axis");
-  bool keepdims = attrs.get_int("keepdims", 0) != 0;
+    ctx.fail("axis " + ints_str(attr_ints(attrs, "axis")) + " repeats an axis");
+  bool keepdims = attr_int(attrs, "keepdims") != 0;
   std::vector<int64_t> shape;
   for (int64_t d = 0; d < x.ndim(); ++d) {
     if (!std::binary_search(axes.begin(), axes.end(), d))
@@ -70,8 +70,8 @@ using Fn = std::function<PrimExpr(const PrimExpr&)>;
 ComputeRule sum_then(const std::string& name, Fn f, Fn g) {
   return [=](const std::vector<Tensor>& in, const Attrs& attrs, const TensorType& out) {
     const Tensor& x = in[0];
-    auto axes = attrs.get_ints("axis", {});
-    bool keepdims = attrs.get_int("keepdims", 0) != 0;
+    auto axes = attr_ints(attrs, "axis");
+    bool keepdims = attr_int(attrs, "keepdims") != 0;
     auto raxes = reduce_axes_of(x, axes);
     Tensor total = compute(g ? name + "_sum" : name, out.shape, [&](const std::vector<PrimVar>& i) {
       PrimExpr v = f(x(input_index(x, axes, keepdims, raxes, i)));
@@ -86,8 +86,8 @@ ComputeRule sum_then(const std::string& name, Fn f, Fn g) {
 Tensor log_sum_exp_compute(const std::vector<Tensor>& in, const Attrs& attrs,
                            const TensorType& out) {
   const Tensor& x = in[0];
-  auto axes = attrs.get_ints("axis", {});
-  bool keepdims = attrs.get_int("keepdims", 0) != 0;
+  auto axes = attr_ints(attrs, "axis");
+  bool keepdims = attr_int(attrs, "keepdims") != 0;
   auto r1 = reduce_axes_of(x, axes);
   Tensor mx = compute("log_sum_exp_max", out.shape, [&](const std::vector<PrimVar>& i) {
     PrimExpr v = x(input_index(x, axes, keepdims, r1, i));
@@ -114,19 +114,23 @@ PrimExpr abs_of(const PrimExpr& v) { return abs(v); }
 PrimExpr sqrt_of(const PrimExpr& v) { return sqrt(v); }
 PrimExpr log_of(const PrimExpr& v) { return log(v); }
 
-[[maybe_unused]] const Op* kL1Norm = register_op(
-    {"l1_norm", 1, OpPattern::CommReduce, catalog_reduce_rel, sum_then("l1_norm", abs_of, {})});
+[[maybe_unused]] const Op* kL1Norm = register_op(with_attrs(
+    {"l1_norm", 1, OpPattern::CommReduce, catalog_reduce_rel, sum_then("l1_norm", abs_of, {})},
+    reduce_attrs()));
 [[maybe_unused]] const Op* kSumSquares =
-    register_op({"sum_squares", 1, OpPattern::CommReduce, catalog_reduce_rel,
-                 sum_then("sum_squares", square, {})});
-[[maybe_unused]] const Op* kL2Norm =
-    register_op({"l2_norm", 1, OpPattern::CommReduce, catalog_reduce_rel,
-                 sum_then("l2_norm", square, sqrt_of)});
+    register_op(with_attrs({"sum_squares", 1, OpPattern::CommReduce, catalog_reduce_rel,
+                            sum_then("sum_squares", square, {})},
+                           reduce_attrs()));
+[[maybe_unused]] const Op* kL2Norm = register_op(with_attrs(
+    {"l2_norm", 1, OpPattern::CommReduce, catalog_reduce_rel, sum_then("l2_norm", square, sqrt_of)},
+    reduce_attrs()));
 [[maybe_unused]] const Op* kLogSum =
-    register_op({"log_sum", 1, OpPattern::CommReduce, catalog_reduce_rel,
-                 sum_then("log_sum", identity, log_of)});
-[[maybe_unused]] const Op* kLogSumExp =
-    register_op({"log_sum_exp", 1, OpPattern::CommReduce, catalog_reduce_rel, log_sum_exp_compute});
+    register_op(with_attrs({"log_sum", 1, OpPattern::CommReduce, catalog_reduce_rel,
+                            sum_then("log_sum", identity, log_of)},
+                           reduce_attrs()));
+[[maybe_unused]] const Op* kLogSumExp = register_op(
+    with_attrs({"log_sum_exp", 1, OpPattern::CommReduce, catalog_reduce_rel, log_sum_exp_compute},
+               reduce_attrs()));
 
 }  // namespace
 }  // namespace ember::ir

@@ -198,7 +198,7 @@ const Op* register_unary(const std::string& name, UnaryFn fn, Accept accept = Ac
     if (norm) norm(attrs, ctx);
     return Type(x);
   };
-  std::string stage = stage_name(name);
+  std::string stage = bare_op_name(name);
   ComputeRule rule = [fn, stage](const std::vector<Tensor>& in, const Attrs& attrs,
                                  const TensorType& out) {
     const Tensor& x = in[0];
@@ -273,7 +273,7 @@ const Op* register_predicate(const std::string& name, PrimExpr (*fn)(const PrimE
     check_float(x, "the input", ctx);
     return Type(TensorType{x.shape, DType::Bool});
   };
-  std::string stage = stage_name(name);
+  std::string stage = bare_op_name(name);
   ComputeRule rule = [fn, stage](const std::vector<Tensor>& in, const Attrs&,
                                  const TensorType& out) {
     const Tensor& x = in[0];

@@ -17,9 +17,9 @@ using namespace ops;
 // ---------------------------------------------------------------- relation helpers
 
 // A (h, w) attribute given as 1 or 2 values, each >= min_value; written back as 2 values.
-std::vector<int64_t> pair_attr(Attrs& attrs, const std::string& key, std::vector<int64_t> dflt,
-                               int64_t min_value, const TypeContext& ctx) {
-  std::vector<int64_t> v = attrs.get_ints(key, dflt);
+std::vector<int64_t> pair_attr(Attrs& attrs, const std::string& key, int64_t min_value,
+                               const TypeContext& ctx) {
+  std::vector<int64_t> v = attr_ints(attrs, key);
   if (v.size() == 1) v = {v[0], v[0]};
   if (v.size() != 2) ctx.fail(key + " " + ints_str(v) + " must have 1 or 2 values (h, w)");
   for (int64_t x : v)
@@ -31,7 +31,7 @@ std::vector<int64_t> pair_attr(Attrs& attrs, const std::string& key, std::vector
 
 // Padding as 1 value, 2 (h, w) or 4 (top, left, bottom, right); written back as 4.
 std::vector<int64_t> padding_attr(Attrs& attrs, const TypeContext& ctx) {
-  std::vector<int64_t> p = attrs.get_ints("padding", {0, 0, 0, 0});
+  std::vector<int64_t> p = attr_ints(attrs, "padding");
   if (p.size() == 1)
     p = {p[0], p[0], p[0], p[0]};
   else if (p.size() == 2)
@@ -72,8 +72,8 @@ int64_t window_out_size(int64_t size, int64_t pad_begin, int64_t pad_end, int64_
 // strides, dilation and padding attributes checked and written back.
 std::pair<int64_t, int64_t> conv_out_hw(const TensorType& data, int64_t kh, int64_t kw,
                                         Attrs& attrs, const TypeContext& ctx) {
-  auto strides = pair_attr(attrs, "strides", {1, 1}, 1, ctx);
-  auto dilation = pair_attr(attrs, "dilation", {1, 1}, 1, ctx);
+  auto strides = pair_attr(attrs, "strides", 1, ctx);
+  auto dilation = pair_attr(attrs, "dilation", 1, ctx);
   auto pad = padding_attr(attrs, ctx);
   int64_t oh = window_out_size(data.shape[2], pad[0], pad[2], kh, strides[0], dilation[0], false,
                                "height", ctx);
@@ -124,6 +124,24 @@ Tensor pad_nchw(const std::string& name, const Tensor& data, int64_t top, int64_
 
 // ---------------------------------------------------------------- conv2d
 
+// nn.conv2d's (and nn.conv2d_blocked's) attributes, declared once; the relation writes them
+// back normalised (strides and dilation as 2 values, padding as 4).
+const std::vector<AttrSpec> kConvAttrs = {
+    ints_attr("strides", {1, 1}, "(h, w), or one value for both"),
+    ints_attr("padding", {0, 0, 0, 0}, "1, 2 (h, w) or 4 (top, left, bottom, right) values"),
+    ints_attr("dilation", {1, 1}, "(h, w), or one value for both"),
+    int_attr("groups", 1, "the channels split into this many groups"),
+};
+struct ConvAttrs {
+  std::vector<int64_t> strides, padding, dilation;
+  int64_t groups;
+  explicit ConvAttrs(const Attrs& a)
+      : strides(attr_ints(a, "strides")),
+        padding(attr_ints(a, "padding")),
+        dilation(attr_ints(a, "dilation")),
+        groups(attr_int(a, "groups")) {}
+};
+
 Type conv2d_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
   check_arity(args, 2, ctx);
   const TensorType& data = tensor_arg(args, 0, "data", ctx);
@@ -132,7 +150,7 @@ Type conv2d_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& 
   check_rank(weight, 4, "the weight (OIHW)", ctx);
   check_float(data, "data", ctx);
   check_same_dtype(data, "data", weight, "the weight", ctx);
-  int64_t groups = attrs.get_int("groups", 1);
+  int64_t groups = attr_int(attrs, "groups");
   if (groups < 1) ctx.fail("groups = " + std::to_string(groups) + " must be >= 1");
   attrs = attrs.with("groups", groups);
   int64_t channels = data.shape[1], out_channels = weight.shape[0];
@@ -149,10 +167,9 @@ Type conv2d_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& 
 
 Tensor conv2d_compute(const std::vector<Tensor>& in, const Attrs& attrs, const TensorType& out) {
   const Tensor &data = in[0], &weight = in[1];
-  auto s = attrs.get_ints("strides", {1, 1});
-  auto d = attrs.get_ints("dilation", {1, 1});
-  auto p = attrs.get_ints("padding", {0, 0, 0, 0});
-  int64_t groups = attrs.get_int("groups", 1);
+  const ConvAttrs a(attrs);
+  const auto &s = a.strides, &d = a.dilation, &p = a.padding;
+  const int64_t groups = a.groups;
   int64_t group_in = weight.shape()[1], kh = weight.shape()[2], kw = weight.shape()[3];
   int64_t group_out = weight.shape()[0] / groups;
   // Only the rows and columns that some window reads.
@@ -216,7 +233,7 @@ Type conv2d_blocked_rel(const std::vector<Type>& args, Attrs& attrs, const TypeC
   check_rank(weight, 6, "the packed weight", ctx);
   check_float(data, "data", ctx);
   check_same_dtype(data, "data", weight, "the weight", ctx);
-  int64_t groups = attrs.get_int("groups", 1);
+  int64_t groups = attr_int(attrs, "groups");
   bool depthwise = groups > 1;
   // Depthwise: groups is the real channel count, padded up to the data's blocks.
   if (depthwise
@@ -235,16 +252,15 @@ Type conv2d_blocked_rel(const std::vector<Type>& args, Attrs& attrs, const TypeC
 Tensor conv2d_blocked_compute(const std::vector<Tensor>& in, const Attrs& attrs,
                               const TensorType& out) {
   const Tensor &data = in[0], &weight = in[1];
-  auto s = attrs.get_ints("strides", {1, 1});
-  auto d = attrs.get_ints("dilation", {1, 1});
-  auto p = attrs.get_ints("padding", {0, 0, 0, 0});
+  const ConvAttrs a(attrs);
+  const auto &s = a.strides, &d = a.dilation, &p = a.padding;
   int64_t kh = weight.shape()[2], kw = weight.shape()[3];
   int64_t hp = (out.shape[2] - 1) * s[0] + d[0] * (kh - 1) + 1;
   int64_t wp = (out.shape[3] - 1) * s[1] + d[1] * (kw - 1) + 1;
   Tensor padded = pad_nchw("conv2d_pad", data, p[0], p[1], hp, wp, make_const(data.dtype(), 0.0));
   IterVar rc = reduce_axis(weight.shape()[1], "rc"), ry = reduce_axis(kh, "ry"),
           rx = reduce_axis(kw, "rx"), rl = reduce_axis(weight.shape()[4], "rl");
-  const bool depthwise = attrs.get_int("groups", 1) > 1;
+  const bool depthwise = a.groups > 1;
   return compute("conv2d", out.shape, [&](const std::vector<PrimVar>& i) {
     PrimExpr y = i[2] * idx(s[0]) + ry->var * idx(d[0]);
     PrimExpr x = i[3] * idx(s[1]) + rx->var * idx(d[1]);
@@ -445,7 +461,7 @@ Type bias_add_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext
   const TensorType& data = tensor_arg(args, 0, "data", ctx);
   const TensorType& bias = tensor_arg(args, 1, "bias", ctx);
   if (data.dtype == DType::Bool) ctx.fail("data is " + to_string(data) + "; cast it to float32");
-  int64_t axis = normalize_axis(attrs.get_int("axis", 1), data.ndim(), ctx);
+  int64_t axis = normalize_axis(attr_int(attrs, "axis"), data.ndim(), ctx);
   attrs = attrs.with("axis", axis);
   check_channel_param(data, axis, bias, "the bias", ctx);
   return data;
@@ -453,7 +469,7 @@ Type bias_add_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext
 
 Tensor bias_add_compute(const std::vector<Tensor>& in, const Attrs& attrs, const TensorType& out) {
   const Tensor &data = in[0], &bias = in[1];
-  int64_t axis = attrs.get_int("axis", 1);
+  int64_t axis = attr_int(attrs, "axis");
   return compute("bias_add", out.shape, [&](const std::vector<PrimVar>& i) {
     return data(as_exprs(i)) + bias({i[axis]});
   });
@@ -463,8 +479,8 @@ Type batch_norm_rel(const std::vector<Type>& args, Attrs& attrs, const TypeConte
   check_arity(args, 5, ctx);
   const TensorType& data = tensor_arg(args, 0, "data", ctx);
   check_float(data, "data", ctx);
-  int64_t axis = normalize_axis(attrs.get_int("axis", 1), data.ndim(), ctx);
-  double eps = attrs.get_float("epsilon", 1e-5);
+  int64_t axis = normalize_axis(attr_int(attrs, "axis"), data.ndim(), ctx);
+  double eps = attr_float(attrs, "epsilon");
   if (!(eps >= 0)) ctx.fail("epsilon = " + std::to_string(eps) + " must be >= 0");
   attrs = attrs.with("axis", axis).with("epsilon", eps);
   const char* names[] = {"gamma", "beta", "moving_mean", "moving_var"};
@@ -477,8 +493,8 @@ Type batch_norm_rel(const std::vector<Type>& args, Attrs& attrs, const TypeConte
 Tensor batch_norm_compute(const std::vector<Tensor>& in, const Attrs& attrs,
                           const TensorType& out) {
   const Tensor &data = in[0], &gamma = in[1], &beta = in[2], &mean = in[3], &var = in[4];
-  int64_t axis = attrs.get_int("axis", 1);
-  PrimExpr eps = make_const(data.dtype(), attrs.get_float("epsilon", 1e-5));
+  int64_t axis = attr_int(attrs, "axis");
+  PrimExpr eps = make_const(data.dtype(), attr_float(attrs, "epsilon"));
   return compute("batch_norm", out.shape, [&](const std::vector<PrimVar>& i) {
     std::vector<PrimExpr> c{i[axis]};
     return (data(as_exprs(i)) - mean(c)) / sqrt(var(c) + eps) * gamma(c) + beta(c);
@@ -487,20 +503,33 @@ Tensor batch_norm_compute(const std::vector<Tensor>& in, const Attrs& attrs,
 
 // ---------------------------------------------------------------- pooling
 
+// Pooling attributes, declared once (nn.avg_pool2d has no dilation, and count_include_pad).
+std::vector<AttrSpec> pool_attr_specs(bool max_pool) {
+  std::vector<AttrSpec> specs = {
+      required_attr("pool_size", AttrKind::Ints, "the window (h, w), or one value for both"),
+      ints_attr("strides", {1, 1}, "(h, w), or one value for both"),
+      ints_attr("padding", {0, 0, 0, 0}, "1, 2 (h, w) or 4 (top, left, bottom, right) values"),
+      int_attr("ceil_mode", 0, "1: a last partial window counts (torch's ceil_mode)"),
+  };
+  if (max_pool)
+    specs.push_back(ints_attr("dilation", {1, 1}, "(h, w), or one value for both"));
+  else
+    specs.push_back(int_attr("count_include_pad", 1, "1: the divisor counts padding"));
+  return specs;
+}
+
 struct PoolParams {
   std::vector<int64_t> kernel, strides, dilation, pad;
   bool ceil_mode;
 };
 
 PoolParams pool_attrs(Attrs& attrs, bool has_dilation, const TypeContext& ctx) {
-  if (!attrs.has("pool_size")) ctx.fail("needs the pool_size attribute");
   PoolParams p;
-  p.kernel = pair_attr(attrs, "pool_size", {}, 1, ctx);
-  p.strides = pair_attr(attrs, "strides", {1, 1}, 1, ctx);
-  p.dilation =
-      has_dilation ? pair_attr(attrs, "dilation", {1, 1}, 1, ctx) : std::vector<int64_t>{1, 1};
+  p.kernel = pair_attr(attrs, "pool_size", 1, ctx);
+  p.strides = pair_attr(attrs, "strides", 1, ctx);
+  p.dilation = has_dilation ? pair_attr(attrs, "dilation", 1, ctx) : std::vector<int64_t>{1, 1};
   p.pad = padding_attr(attrs, ctx);
-  p.ceil_mode = attrs.get_int("ceil_mode", 0) != 0;
+  p.ceil_mode = attr_int(attrs, "ceil_mode") != 0;
   attrs = attrs.with("ceil_mode", int64_t{p.ceil_mode});
   // A window that saw only padding would have no defined value (max of nothing, average
   // over no elements); torch is stricter still (pad <= kernel / 2).
@@ -542,7 +571,7 @@ Type max_pool2d_rel(const std::vector<Type>& args, Attrs& attrs, const TypeConte
 }
 
 Type avg_pool2d_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
-  attrs = attrs.with("count_include_pad", int64_t{attrs.get_int("count_include_pad", 1) != 0});
+  attrs = attrs.with("count_include_pad", int64_t{attr_int(attrs, "count_include_pad") != 0});
   return pool_rel(args, attrs, ctx, false);
 }
 
@@ -557,9 +586,9 @@ std::vector<PrimExpr> window_index(const std::vector<PrimVar>& i, PrimExpr y, Pr
 // The padded input the windows read (it may extend past the padding in ceil mode).
 Tensor pool_input(const std::string& name, const Tensor& data, const Attrs& attrs,
                   const std::vector<int64_t>& d, const TensorType& out, PrimExpr fill) {
-  auto k = attrs.get_ints("pool_size", {});
-  auto s = attrs.get_ints("strides", {1, 1});
-  auto p = attrs.get_ints("padding", {0, 0, 0, 0});
+  auto k = attr_ints(attrs, "pool_size");
+  auto s = attr_ints(attrs, "strides");
+  auto p = attr_ints(attrs, "padding");
   int64_t hp = (out.shape[2] - 1) * s[0] + d[0] * (k[0] - 1) + 1;
   int64_t wp = (out.shape[3] - 1) * s[1] + d[1] * (k[1] - 1) + 1;
   return pad_nchw(name, data, p[0], p[1], hp, wp, std::move(fill));
@@ -567,9 +596,9 @@ Tensor pool_input(const std::string& name, const Tensor& data, const Attrs& attr
 
 Tensor max_pool2d_compute(const std::vector<Tensor>& in, const Attrs& attrs,
                           const TensorType& out) {
-  auto k = attrs.get_ints("pool_size", {});
-  auto s = attrs.get_ints("strides", {1, 1});
-  auto d = attrs.get_ints("dilation", {1, 1});
+  auto k = attr_ints(attrs, "pool_size");
+  auto s = attr_ints(attrs, "strides");
+  auto d = attr_ints(attrs, "dilation");
   Tensor padded = pool_input("max_pool2d_pad", in[0], attrs, d, out,
                              reduce_identity(ReduceOp::Max, in[0].dtype()));
   IterVar ry = reduce_axis(k[0], "ry"), rx = reduce_axis(k[1], "rx");
@@ -593,10 +622,10 @@ PrimExpr avg_window_size(const PrimExpr& o, int64_t stride, int64_t kernel, int6
 Tensor avg_pool2d_compute(const std::vector<Tensor>& in, const Attrs& attrs,
                           const TensorType& out) {
   const Tensor& data = in[0];
-  auto k = attrs.get_ints("pool_size", {});
-  auto s = attrs.get_ints("strides", {1, 1});
-  auto p = attrs.get_ints("padding", {0, 0, 0, 0});
-  bool include_pad = attrs.get_int("count_include_pad", 1) != 0;
+  auto k = attr_ints(attrs, "pool_size");
+  auto s = attr_ints(attrs, "strides");
+  auto p = attr_ints(attrs, "padding");
+  bool include_pad = attr_int(attrs, "count_include_pad") != 0;
   Tensor padded =
       pool_input("avg_pool2d_pad", data, attrs, {1, 1}, out, make_const(data.dtype(), 0.0));
   IterVar ry = reduce_axis(k[0], "ry"), rx = reduce_axis(k[1], "rx");
@@ -616,8 +645,7 @@ Type adaptive_avg_pool2d_rel(const std::vector<Type>& args, Attrs& attrs, const 
   const TensorType& data = tensor_arg(args, 0, "data", ctx);
   check_rank(data, 4, "data", ctx);
   check_float(data, "data", ctx);
-  if (!attrs.has("output_size")) ctx.fail("needs the output_size attribute");
-  auto size = pair_attr(attrs, "output_size", {}, 1, ctx);
+  auto size = pair_attr(attrs, "output_size", 1, ctx);
   if (data.shape[2] == 0 || data.shape[3] == 0)
     ctx.fail("data " + to_string(data) + " has an empty spatial dimension");
   return TensorType{{data.shape[0], data.shape[1], size[0], size[1]}, data.dtype};
@@ -671,7 +699,7 @@ Type softmax_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext&
   const TensorType& data = tensor_arg(args, 0, "data", ctx);
   check_float(data, "data", ctx);
   if (data.ndim() == 0) ctx.fail("data must have at least 1 dimension, got " + to_string(data));
-  attrs = attrs.with("axis", normalize_axis(attrs.get_int("axis", -1), data.ndim(), ctx));
+  attrs = attrs.with("axis", normalize_axis(attr_int(attrs, "axis"), data.ndim(), ctx));
   return data;
 }
 
@@ -679,7 +707,7 @@ Type softmax_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext&
 // reduced stages keep the axis with size 1.
 Tensor softmax_compute(const std::vector<Tensor>& in, const Attrs& attrs, const TensorType& out) {
   const Tensor& x = in[0];
-  size_t axis = static_cast<size_t>(attrs.get_int("axis", -1));
+  size_t axis = static_cast<size_t>(attr_int(attrs, "axis"));
   std::vector<int64_t> reduced = out.shape;
   reduced[axis] = 1;
   auto at_axis = [&](const std::vector<PrimVar>& i, PrimExpr v) {
@@ -706,7 +734,7 @@ Tensor softmax_compute(const std::vector<Tensor>& in, const Attrs& attrs, const 
 Tensor log_softmax_compute(const std::vector<Tensor>& in, const Attrs& attrs,
                            const TensorType& out) {
   const Tensor& x = in[0];
-  size_t axis = static_cast<size_t>(attrs.get_int("axis", -1));
+  size_t axis = static_cast<size_t>(attr_int(attrs, "axis"));
   std::vector<int64_t> reduced = out.shape;
   reduced[axis] = 1;
   auto at_axis = [&](const std::vector<PrimVar>& i, PrimExpr v) {
@@ -737,8 +765,8 @@ Type layer_norm_rel(const std::vector<Type>& args, Attrs& attrs, const TypeConte
   const TensorType& data = tensor_arg(args, 0, "data", ctx);
   check_float(data, "data", ctx);
   if (data.ndim() == 0) ctx.fail("data must have at least 1 dimension, got " + to_string(data));
-  int64_t axis = normalize_axis(attrs.get_int("axis", -1), data.ndim(), ctx);
-  double eps = attrs.get_float("epsilon", 1e-5);
+  int64_t axis = normalize_axis(attr_int(attrs, "axis"), data.ndim(), ctx);
+  double eps = attr_float(attrs, "epsilon");
   if (!(eps >= 0)) ctx.fail("epsilon = " + std::to_string(eps) + " must be >= 0");
   attrs = attrs.with("axis", axis).with("epsilon", eps);
   std::vector<int64_t> norm(data.shape.begin() + axis, data.shape.end());
@@ -822,8 +850,8 @@ Tensor mean_variance_norm(const std::string& name, const Tensor& x, size_t axis,
 Tensor layer_norm_compute(const std::vector<Tensor>& in, const Attrs& attrs,
                           const TensorType& out) {
   const Tensor &gamma = in[1], &beta = in[2];
-  size_t axis = static_cast<size_t>(attrs.get_int("axis", -1));
-  return mean_variance_norm("layer_norm", in[0], axis, attrs.get_float("epsilon", 1e-5), out,
+  size_t axis = static_cast<size_t>(attr_int(attrs, "axis"));
+  return mean_variance_norm("layer_norm", in[0], axis, attr_float(attrs, "epsilon"), out,
                             [&](const std::vector<PrimVar>& i) {
                               std::vector<PrimExpr> ni(i.begin() + axis, i.end());
                               return std::make_pair(gamma(ni), beta(ni));
@@ -841,7 +869,7 @@ Type instance_norm_rel(const std::vector<Type>& args, Attrs& attrs, const TypeCo
   if (data.ndim() < 3)
     ctx.fail("data must be [N, C, spatial...] with at least one spatial axis, got " +
              to_string(data) + "; add the batch axis with expand_dims");
-  double eps = attrs.get_float("epsilon", 1e-5);
+  double eps = attr_float(attrs, "epsilon");
   if (!(eps >= 0)) ctx.fail("epsilon = " + std::to_string(eps) + " must be >= 0");
   attrs = attrs.with("epsilon", eps);
   const char* names[] = {"gamma", "beta"};
@@ -860,7 +888,7 @@ Tensor instance_norm_compute(const std::vector<Tensor>& in, const Attrs& attrs,
                              const TensorType& out) {
   const Tensor &gamma = in[1], &beta = in[2];
   return mean_variance_norm(
-      "instance_norm", in[0], 2, attrs.get_float("epsilon", 1e-5), out,
+      "instance_norm", in[0], 2, attr_float(attrs, "epsilon"), out,
       [&](const std::vector<PrimVar>& i) { return std::make_pair(gamma({i[1]}), beta({i[1]})); });
 }
 
@@ -871,10 +899,10 @@ Tensor instance_norm_compute(const std::vector<Tensor>& in, const Attrs& attrs,
 Type pad_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
   check_arity(args, 1, ctx);
   const TensorType& x = tensor_arg(args, 0, "data", ctx);
-  std::string mode = attrs.get_str("pad_mode", "constant");
+  std::string mode = attr_str(attrs, "pad_mode");
   if (mode != "constant")
     ctx.fail("pad_mode '" + mode + "' is not supported; only 'constant' padding is");
-  std::vector<int64_t> width = attrs.get_ints("pad_width", {});
+  std::vector<int64_t> width = attr_ints(attrs, "pad_width");
   if (static_cast<int64_t>(width.size()) != 2 * x.ndim())
     ctx.fail("pad_width " + ints_str(width) + " has " + std::to_string(width.size()) +
              " values but data " + to_string(x) + " needs " + std::to_string(2 * x.ndim()) +
@@ -890,7 +918,7 @@ Type pad_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx
                " is empty; padding an empty axis is not supported");
   }
   attrs = attrs.with("pad_width", width)
-              .with("pad_value", attrs.get_float("pad_value", 0.0))
+              .with("pad_value", attr_float(attrs, "pad_value"))
               .with("pad_mode", mode);
   return TensorType{shape, x.dtype};
 }
@@ -899,8 +927,8 @@ Type pad_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx
 // sides that are padded get a guard.
 Tensor pad_compute(const std::vector<Tensor>& in, const Attrs& attrs, const TensorType& out) {
   const Tensor& x = in[0];
-  auto width = attrs.get_ints("pad_width", {});
-  PrimExpr fill = make_const(x.dtype(), attrs.get_float("pad_value", 0.0));
+  auto width = attr_ints(attrs, "pad_width");
+  PrimExpr fill = make_const(x.dtype(), attr_float(attrs, "pad_value"));
   return compute("pad", out.shape, [&](const std::vector<PrimVar>& i) {
     PrimExpr inside = make_const(DType::Bool, 1);
     std::vector<PrimExpr> xi;
@@ -923,18 +951,50 @@ Tensor pad_compute(const std::vector<Tensor>& in, const Attrs& attrs, const Tens
 
 // ---------------------------------------------------------------- registration
 
-[[maybe_unused]] const Op* kConv2d =
-    register_op({"nn.conv2d", 2, OpPattern::OutEWiseFusable, conv2d_rel, conv2d_compute});
+// conv2d's fusion trait: the anchors one kernel computes after it (schedule_two_anchors in
+// default_schedule.cc), a pooling of its output, or a depthwise conv followed by a pointwise
+// (1x1, stride 1, unpadded, ungrouped) conv.
+std::string conv2d_two_anchor(const CallNode& first, const CallNode& second) {
+  const std::string& op = second.op->name;
+  if (op == "nn.max_pool2d" || op == "nn.avg_pool2d") return "conv+pooling";
+  if (op != "nn.conv2d") return "";
+  const auto& w1 = first.args[1]->type.tensor().shape;
+  const auto& w2 = second.args[1]->type.tensor().shape;
+  const ConvAttrs a1(first.attrs), a2(second.attrs);
+  bool depthwise = w1[1] == 1 && a1.groups > 1;
+  bool pointwise =
+      w2[2] == 1 && w2[3] == 1 && a2.groups == 1 && a2.strides == std::vector<int64_t>{1, 1} &&
+      std::all_of(a2.padding.begin(), a2.padding.end(), [](int64_t p) { return p == 0; });
+  return depthwise && pointwise ? "depthwise conv -> pointwise conv" : "";
+}
+
+Op conv2d_op() {
+  Op op{"nn.conv2d", 2, OpPattern::OutEWiseFusable, conv2d_rel, conv2d_compute};
+  op.two_anchor = conv2d_two_anchor;
+  op.attrs = kConvAttrs;
+  return op;
+}
+
+// A weight-layout variant keeps its family's name in fusion patterns ("conv2d+activation").
+Op family(Op op, const std::string& name) {
+  op.family = name;
+  return op;
+}
+
+[[maybe_unused]] const Op* kConv2d = register_op(conv2d_op());
 [[maybe_unused]] const Op* kConv2dBlocked =
-    register_op({"nn.conv2d_blocked", 2, OpPattern::OutEWiseFusable, conv2d_blocked_rel,
-                 conv2d_blocked_compute});
+    register_op(with_attrs(family({"nn.conv2d_blocked", 2, OpPattern::OutEWiseFusable,
+                                   conv2d_blocked_rel, conv2d_blocked_compute},
+                                  "conv2d"),
+                           kConvAttrs));
 [[maybe_unused]] const Op* kPackConvWeight =
     register_op({"nn.pack_conv_weight", 1, OpPattern::Injective, pack_conv_weight_rel,
                  pack_conv_weight_compute});
 [[maybe_unused]] const Op* kDense =
     register_op({"nn.dense", 2, OpPattern::OutEWiseFusable, dense_rel, dense_compute});
-[[maybe_unused]] const Op* kDensePacked = register_op(
-    {"nn.dense_packed", 2, OpPattern::OutEWiseFusable, dense_packed_rel, dense_packed_compute});
+[[maybe_unused]] const Op* kDensePacked = register_op(family(
+    {"nn.dense_packed", 2, OpPattern::OutEWiseFusable, dense_packed_rel, dense_packed_compute},
+    "dense"));
 [[maybe_unused]] const Op* kPackDenseWeight =
     register_op({"nn.pack_dense_weight", 1, OpPattern::Injective, pack_dense_weight_rel,
                  pack_dense_weight_compute});
@@ -943,28 +1003,42 @@ Tensor pad_compute(const std::vector<Tensor>& in, const Attrs& attrs, const Tens
 [[maybe_unused]] const Op* kBatchMatmul = register_op(
     {"nn.batch_matmul", 2, OpPattern::OutEWiseFusable, batch_matmul_rel, batch_matmul_compute});
 [[maybe_unused]] const Op* kBiasAdd =
-    register_op({"nn.bias_add", 2, OpPattern::Broadcast, bias_add_rel, bias_add_compute});
-[[maybe_unused]] const Op* kBatchNorm =
-    register_op({"nn.batch_norm", 5, OpPattern::Broadcast, batch_norm_rel, batch_norm_compute});
+    register_op(with_attrs({"nn.bias_add", 2, OpPattern::Broadcast, bias_add_rel, bias_add_compute},
+                           {int_attr("axis", 1, "the channel axis of data")}));
+[[maybe_unused]] const Op* kBatchNorm = register_op(
+    with_attrs({"nn.batch_norm", 5, OpPattern::Broadcast, batch_norm_rel, batch_norm_compute},
+               {int_attr("axis", 1, "the channel axis of data"),
+                float_attr("epsilon", 1e-5, "added to the variance")}));
 [[maybe_unused]] const Op* kMaxPool2d = register_op(
-    {"nn.max_pool2d", 1, OpPattern::OutEWiseFusable, max_pool2d_rel, max_pool2d_compute});
+    with_attrs({"nn.max_pool2d", 1, OpPattern::OutEWiseFusable, max_pool2d_rel, max_pool2d_compute},
+               pool_attr_specs(true)));
 [[maybe_unused]] const Op* kAvgPool2d = register_op(
-    {"nn.avg_pool2d", 1, OpPattern::OutEWiseFusable, avg_pool2d_rel, avg_pool2d_compute});
-[[maybe_unused]] const Op* kAdaptiveAvgPool2d =
-    register_op({"nn.adaptive_avg_pool2d", 1, OpPattern::OutEWiseFusable, adaptive_avg_pool2d_rel,
-                 adaptive_avg_pool2d_compute});
-[[maybe_unused]] const Op* kSoftmax =
-    register_op({"nn.softmax", 1, OpPattern::Opaque, softmax_rel, softmax_compute});
-[[maybe_unused]] const Op* kLogSoftmax =
-    register_op({"nn.log_softmax", 1, OpPattern::Opaque, softmax_rel, log_softmax_compute});
+    with_attrs({"nn.avg_pool2d", 1, OpPattern::OutEWiseFusable, avg_pool2d_rel, avg_pool2d_compute},
+               pool_attr_specs(false)));
+[[maybe_unused]] const Op* kAdaptiveAvgPool2d = register_op(
+    with_attrs({"nn.adaptive_avg_pool2d", 1, OpPattern::OutEWiseFusable, adaptive_avg_pool2d_rel,
+                adaptive_avg_pool2d_compute},
+               {required_attr("output_size", AttrKind::Ints, "(h, w), or one value for both")}));
+const AttrSpec kSoftmaxAxis = int_attr("axis", -1, "the axis the probabilities sum along");
+[[maybe_unused]] const Op* kSoftmax = register_op(
+    with_attrs({"nn.softmax", 1, OpPattern::Opaque, softmax_rel, softmax_compute}, {kSoftmaxAxis}));
+[[maybe_unused]] const Op* kLogSoftmax = register_op(with_attrs(
+    {"nn.log_softmax", 1, OpPattern::Opaque, softmax_rel, log_softmax_compute}, {kSoftmaxAxis}));
 // Normalisations are reductions to FuseOps: elementwise epilogues fuse into them, and the
 // default schedule computes the statistics at the output's row loop.
-[[maybe_unused]] const Op* kLayerNorm =
-    register_op({"nn.layer_norm", 3, OpPattern::CommReduce, layer_norm_rel, layer_norm_compute});
-[[maybe_unused]] const Op* kInstanceNorm = register_op(
-    {"nn.instance_norm", 3, OpPattern::CommReduce, instance_norm_rel, instance_norm_compute});
-[[maybe_unused]] const Op* kPad =
-    register_op({"nn.pad", 1, OpPattern::Injective, pad_rel, pad_compute});
+[[maybe_unused]] const Op* kLayerNorm = register_op(
+    with_attrs({"nn.layer_norm", 3, OpPattern::CommReduce, layer_norm_rel, layer_norm_compute},
+               {int_attr("axis", -1, "normalise over the axes from this one on"),
+                float_attr("epsilon", 1e-5, "added to the variance")}));
+[[maybe_unused]] const Op* kInstanceNorm = register_op(with_attrs(
+    {"nn.instance_norm", 3, OpPattern::CommReduce, instance_norm_rel, instance_norm_compute},
+    {float_attr("epsilon", 1e-5, "added to the variance")}));
+[[maybe_unused]] const Op* kPad = register_op(
+    with_attrs({"nn.pad", 1, OpPattern::Injective, pad_rel, pad_compute},
+               {required_attr("pad_width", AttrKind::Ints,
+                              "[before_0, after_0, before_1, after_1, ...], one pair per axis"),
+                float_attr("pad_value", 0.0, "the fill value"),
+                str_attr("pad_mode", "constant", "only \"constant\"")}));
 
 }  // namespace
 }  // namespace ember::ir

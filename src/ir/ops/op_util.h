@@ -3,9 +3,11 @@
 // (each failure is a user-facing ember::Error through TypeContext::fail) and small index
 // builders for compute rules. Internal to src/ir/ops.
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "ember/ir/op.h"
+#include "ember/support/error.h"
 
 namespace ember::ir::ops {
 
@@ -55,12 +57,53 @@ inline void check_same_dtype(const TensorType& a, const std::string& what_a, con
              "; cast them to the same dtype");
 }
 
-// ---------------------------------------------------------------- compute rules
+// ---------------------------------------------------------------- declared attributes
 
-// "nn.relu" -> "relu": the stage (and kernel) name.
-inline std::string stage_name(const std::string& op) {
-  return op.rfind("nn.", 0) == 0 ? op.substr(3) : op;
+// The value of a declared attribute: Op::attrs filled its default before the relation ran,
+// so a typed attribute struct reads it without a default of its own.
+inline const AttrValue& declared(const Attrs& a, const std::string& key) {
+  auto it = a.values().find(key);
+  EMBER_CHECK(it != a.values().end(), "attribute '", key, "' is read but was never declared");
+  return it->second;
 }
+inline int64_t attr_int(const Attrs& a, const std::string& key) {
+  return std::get<int64_t>(declared(a, key));
+}
+inline double attr_float(const Attrs& a, const std::string& key) {
+  const AttrValue& v = declared(a, key);
+  return std::holds_alternative<double>(v) ? std::get<double>(v)
+                                           : static_cast<double>(std::get<int64_t>(v));
+}
+inline std::vector<int64_t> attr_ints(const Attrs& a, const std::string& key) {
+  return std::get<std::vector<int64_t>>(declared(a, key));
+}
+inline std::string attr_str(const Attrs& a, const std::string& key) {
+  return std::get<std::string>(declared(a, key));
+}
+inline AttrSpec int_attr(std::string name, int64_t dflt, std::string doc) {
+  return {std::move(name), AttrKind::Int, dflt, std::move(doc)};
+}
+inline AttrSpec float_attr(std::string name, double dflt, std::string doc) {
+  return {std::move(name), AttrKind::Float, dflt, std::move(doc)};
+}
+inline AttrSpec ints_attr(std::string name, std::vector<int64_t> dflt, std::string doc) {
+  return {std::move(name), AttrKind::Ints, std::move(dflt), std::move(doc)};
+}
+inline AttrSpec str_attr(std::string name, std::string dflt, std::string doc) {
+  return {std::move(name), AttrKind::Str, std::move(dflt), std::move(doc)};
+}
+// A reduction's attributes (sum, mean, max, min and the catalog's reductions).
+inline std::vector<AttrSpec> reduce_attrs() {
+  return {ints_attr("axis", {}, "the axes to reduce; [] reduces every axis"),
+          int_attr("keepdims", 0, "1: reduced axes stay, with size 1")};
+}
+// `op` with its declared attributes.
+inline Op with_attrs(Op op, std::vector<AttrSpec> attrs) {
+  op.attrs = std::move(attrs);
+  return op;
+}
+
+// ---------------------------------------------------------------- compute rules
 
 inline PrimExpr idx(int64_t v) { return PrimExpr(v); }
 

@@ -20,14 +20,14 @@ Type reduce_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& 
   if (kind == Kind::Mean) check_float(x, "data", ctx);
   if (kind == Kind::Sum && x.dtype == DType::Bool)
     ctx.fail("data is " + to_string(x) + "; cast it to int64 or float32 to sum it");
-  std::vector<int64_t> axes = attrs.get_ints("axis", {});
+  std::vector<int64_t> axes = attr_ints(attrs, "axis");
   if (axes.empty())
     for (int64_t d = 0; d < x.ndim(); ++d) axes.push_back(d);
   for (int64_t& a : axes) a = normalize_axis(a, x.ndim(), ctx);
   std::sort(axes.begin(), axes.end());
   if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
-    ctx.fail("axis " + ints_str(attrs.get_ints("axis", {})) + " repeats an axis");
-  bool keepdims = attrs.get_int("keepdims", 0) != 0;
+    ctx.fail("axis " + ints_str(attr_ints(attrs, "axis")) + " repeats an axis");
+  bool keepdims = attr_int(attrs, "keepdims") != 0;
   std::vector<int64_t> shape;
   for (int64_t d = 0; d < x.ndim(); ++d) {
     bool reduced = std::binary_search(axes.begin(), axes.end(), d);
@@ -46,8 +46,8 @@ Type reduce_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& 
 // Reads x at output index `i`, with reduce variables on the reduced axes.
 Tensor reduce_stage(const std::string& name, const Tensor& x, const Attrs& attrs,
                     const TensorType& out, ReduceOp op) {
-  std::vector<int64_t> axes = attrs.get_ints("axis", {});
-  bool keepdims = attrs.get_int("keepdims", 0) != 0;
+  std::vector<int64_t> axes = attr_ints(attrs, "axis");
+  bool keepdims = attr_int(attrs, "keepdims") != 0;
   std::vector<IterVar> raxes;
   for (int64_t a : axes) raxes.push_back(reduce_axis(x.shape()[a], "r" + std::to_string(a)));
   return compute(name, out.shape, [&](const std::vector<PrimVar>& i) {
@@ -86,7 +86,7 @@ Tensor mean_compute(const std::vector<Tensor>& in, const Attrs& attrs, const Ten
   const Tensor& x = in[0];
   Tensor total = reduce_stage("mean_sum", x, attrs, out, ReduceOp::Sum);
   int64_t count = 1;
-  for (int64_t a : attrs.get_ints("axis", {})) count *= x.shape()[a];
+  for (int64_t a : attr_ints(attrs, "axis")) count *= x.shape()[a];
   return compute("mean", out.shape, [&](const std::vector<PrimVar>& i) {
     return total(as_exprs(i)) / make_const(x.dtype(), static_cast<double>(count));
   });
@@ -99,16 +99,19 @@ TypeRelation reduce_rel_for(Kind kind) {
 }
 
 [[maybe_unused]] const Op* kSum =
-    register_op({"sum", 1, OpPattern::CommReduce, reduce_rel_for(Kind::Sum),
-                 reduce_compute(ReduceOp::Sum, "sum")});
-[[maybe_unused]] const Op* kMean =
-    register_op({"mean", 1, OpPattern::CommReduce, reduce_rel_for(Kind::Mean), mean_compute});
+    register_op(with_attrs({"sum", 1, OpPattern::CommReduce, reduce_rel_for(Kind::Sum),
+                            reduce_compute(ReduceOp::Sum, "sum")},
+                           reduce_attrs()));
+[[maybe_unused]] const Op* kMean = register_op(with_attrs(
+    {"mean", 1, OpPattern::CommReduce, reduce_rel_for(Kind::Mean), mean_compute}, reduce_attrs()));
 [[maybe_unused]] const Op* kMax =
-    register_op({"max", 1, OpPattern::CommReduce, reduce_rel_for(Kind::Max),
-                 reduce_compute(ReduceOp::Max, "max")});
+    register_op(with_attrs({"max", 1, OpPattern::CommReduce, reduce_rel_for(Kind::Max),
+                            reduce_compute(ReduceOp::Max, "max")},
+                           reduce_attrs()));
 [[maybe_unused]] const Op* kMin =
-    register_op({"min", 1, OpPattern::CommReduce, reduce_rel_for(Kind::Min),
-                 reduce_compute(ReduceOp::Min, "min")});
+    register_op(with_attrs({"min", 1, OpPattern::CommReduce, reduce_rel_for(Kind::Min),
+                            reduce_compute(ReduceOp::Min, "min")},
+                           reduce_attrs()));
 
 }  // namespace
 }  // namespace ember::ir

@@ -5,13 +5,43 @@
 // output (torch leaves the order unspecified then).
 //
 // RecognizePatterns may set softmax=1 (or log_softmax=1): the op then returns the top k of
-// softmax(data, axis) (or log_softmax) without a softmax tensor; see src/passes/lower/topk.cc.
+// softmax(data, axis) (or log_softmax) without a softmax tensor; see the kernel below.
 //
 // Sorting fits no tensor expression, so topk has no compute rule: it is Opaque (FuseOps
-// leaves it alone) and always lowers through its own loop nest (ir::custom_lowerings()).
+// leaves it alone) and always lowers through its own loop nest, `lower_topk` below.
+//
+// The kernel: selection by insertion into a small sorted list, one row at a time.
+//
+// A row is every element along `axis` for one position of the other axes; rows run in
+// parallel on the CPU and one per thread on a GPU. Each row keeps its best k (value,
+// index) pairs sorted, best first. The first k elements are inserted unconditionally;
+// after that an element is compared with the k-th best and, only if it beats it, inserted
+// by shifting the worse entries down one slot. Cost per row: n comparisons plus O(k) per
+// accepted element, so O(n + a k) for `a` acceptances; a is small for typical data (about
+// k log(n / k) for random order) and n - k at worst (input already in rank order), where it
+// becomes O(n k). k is small in practice (classifier top-5, beam widths), so this beats a
+// sort of the whole row and needs no scratch memory of size n.
+//
+// The list lives in local (stack or register) buffers when k <= kMaxLocalK; a larger k
+// keeps it in the output row itself, so no k-sized stack allocation can overflow.
+//
+// Order: "a beats b" is a > b (largest) or a < b (smallest), with NaN ranked above every
+// number as torch does (first for largest, last for smallest). An element only moves ahead
+// of entries it strictly beats, and elements arrive in index order, so among equal values
+// the lower index comes first (-0.0 and 0.0 are equal).
+//
+// softmax=1 / log_softmax=1 (set by RecognizePatterns for topk(softmax(x))): the kernel
+// first takes the row's max m and s = sum(exp(x - m)) (NaN-propagating, as softmax), then
+// selects on x itself: softmax is monotonic, so the k best logits are the k best
+// probabilities, and only those k winners are turned into exp(x - m) / s (or x - m - log s).
+// No softmax tensor is written or read. (Logits whose probabilities round to the same value
+// keep their logit order.)
+#include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "ember/ir/prim_math.h"
 #include "ember/support/error.h"
 #include "op_util.h"
 
@@ -20,8 +50,8 @@ namespace {
 
 using namespace ops;
 
-int64_t flag(const Attrs& attrs, const std::string& key, int64_t dflt, const TypeContext& ctx) {
-  int64_t v = attrs.get_int(key, dflt);
+int64_t flag(const Attrs& attrs, const std::string& key, const TypeContext& ctx) {
+  int64_t v = attr_int(attrs, key);
   if (v != 0 && v != 1) ctx.fail(key + " must be 0 or 1 (False or True), got " + std::to_string(v));
   return v;
 }
@@ -34,21 +64,19 @@ Type topk_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ct
              " but topk ranks numbers (float32, float64, int32 or int64); cast it to int32");
   if (data.ndim() == 0)
     ctx.fail("data is a scalar (" + to_string(data) + "); reshape it to [1] to take its top k");
-  if (!attrs.has("k")) ctx.fail("needs the attribute k (how many elements to keep)");
-  int64_t axis = normalize_axis(attrs.get_int("axis", -1), data.ndim(), ctx);
-  int64_t k = attrs.get_int("k", 0), length = data.shape[axis];
+  int64_t axis = normalize_axis(attr_int(attrs, "axis"), data.ndim(), ctx);
+  int64_t k = attr_int(attrs, "k"), length = data.shape[axis];
   if (k < 1 || k > length)
     ctx.fail("k is " + std::to_string(k) + " but must be between 1 and " + std::to_string(length) +
              ", the length of axis " + std::to_string(axis) + " of " + to_string(data) +
              "; pass a smaller k or another axis");
-  int64_t softmax = flag(attrs, "softmax", 0, ctx),
-          log_softmax = flag(attrs, "log_softmax", 0, ctx);
+  int64_t softmax = flag(attrs, "softmax", ctx), log_softmax = flag(attrs, "log_softmax", ctx);
   if (softmax && log_softmax) ctx.fail("softmax and log_softmax cannot both be set");
   if (softmax || log_softmax) check_float(data, "data", ctx);
   attrs = attrs.with("k", k)
               .with("axis", axis)
-              .with("largest", flag(attrs, "largest", 1, ctx))
-              .with("sorted", flag(attrs, "sorted", 1, ctx))
+              .with("largest", flag(attrs, "largest", ctx))
+              .with("sorted", flag(attrs, "sorted", ctx))
               .with("softmax", softmax)
               .with("log_softmax", log_softmax);
   std::vector<int64_t> shape = data.shape;
@@ -56,15 +84,174 @@ Type topk_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ct
   return Type::tuple({TensorType{shape, data.dtype}, TensorType{shape, DType::Int64}});
 }
 
-// The registry requires a compute rule; topk's is never reached, because lower_group takes
-// the custom lowering for a group holding topk alone, and FuseOps never groups it.
-Tensor topk_compute(const std::vector<Tensor>&, const Attrs&, const TensorType&) {
-  EMBER_CHECK(false, "topk has no tensor-expression form; it lowers only through its own kernel");
-  return Tensor();
+// ---------------------------------------------------------------- the kernel
+
+constexpr int64_t kMaxLocalK = 256;     // larger k: the sorted list lives in the output row
+constexpr int64_t kRowsPerBlock = 128;  // GPU threads per block, one row each
+
+Stmt loop(const std::string& name, PrimExpr begin, PrimExpr end, ForKind kind,
+          const std::function<Stmt(PrimExpr)>& body) {
+  PrimVar v(name);
+  return for_loop(v, begin, end - begin, kind, body(v));
 }
 
-[[maybe_unused]] const Op* kTopk =
-    register_op({"topk", 1, OpPattern::Opaque, topk_rel, topk_compute});
+// red[0] = op(init, value(0), ..., value(n - 1)). With lanes > 1 the row is read as vectors
+// (lanes partial results, folded at the end), then a serial tail.
+Stmt row_reduce(const Buffer& red, int64_t lanes, int64_t n, PrimExpr init,
+                const std::function<PrimExpr(PrimExpr, PrimExpr)>& op,
+                const std::function<PrimExpr(PrimExpr)>& value) {
+  int64_t body_end = lanes > 1 ? n / lanes * lanes : 0;
+  ForKind vec = lanes > 1 ? ForKind::Vectorized : ForKind::Serial;
+  std::vector<Stmt> s;
+  s.push_back(loop("w", 0, lanes, vec, [&](PrimExpr w) { return store(red, w, init); }));
+  if (body_end > 0)
+    s.push_back(loop("j.o", 0, body_end / lanes, ForKind::Serial, [&](PrimExpr jo) {
+      return loop("w", 0, lanes, vec, [&](PrimExpr w) {
+        return store(red, w, op(load(red, w), value(jo * lanes + w)));
+      });
+    }));
+  if (body_end < n)
+    s.push_back(loop("j", body_end, n, ForKind::Serial,
+                     [&](PrimExpr j) { return store(red, 0, op(load(red, 0), value(j))); }));
+  if (lanes > 1)
+    s.push_back(loop("w", 1, lanes, ForKind::Serial,
+                     [&](PrimExpr w) { return store(red, 0, op(load(red, 0), load(red, w))); }));
+  return seq(s);
+}
+
+// Builds the kernel of a group holding one topk call on its parameter (Op::lower).
+PrimFunc lower_topk(const Function& group, const std::string& func_name, int vector_bits,
+                    bool gpu) {
+  auto* c = as<CallNode>(group->body);
+  EMBER_CHECK(c && c->op && c->op->name == "topk" && group->params.size() == 1 &&
+                  c->args.size() == 1 && c->args[0] == group->params[0],
+              "group ", group->name, " is not a single topk call on its parameter");
+  const TensorType& in_t = group->params[0]->type.tensor();
+  const TensorType& out_t = c->type.fields.at(0);
+  const DType t = in_t.dtype;
+  const int64_t axis = c->attrs.get_int("axis", -1), k = c->attrs.get_int("k", 1);
+  const bool largest = c->attrs.get_int("largest", 1) != 0;
+  const bool softmax = c->attrs.get_int("softmax", 0) != 0;
+  const bool log_softmax = c->attrs.get_int("log_softmax", 0) != 0;
+  const int64_t n = in_t.shape.at(axis);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < in_t.ndim(); ++d) {
+    if (d < axis) outer *= in_t.shape[d];
+    if (d > axis) inner *= in_t.shape[d];
+  }
+  const int64_t rows = outer * inner;
+
+  PrimFunc f;
+  f.name = func_name;
+  Buffer in = make_buffer("p0", t, in_t.shape);
+  Buffer values = make_buffer("topk_values", t, out_t.shape);
+  Buffer indices = make_buffer("topk_indices", DType::Int64, out_t.shape);
+  f.params = {in, values, indices};
+  f.num_inputs = 1;
+
+  PrimVar row("row"), in0("in0"), out0("out0");
+  auto elem = [&](PrimExpr j) { return load(in, in0 + j * inner); };
+  auto out_at = [&](PrimExpr s) { return out0 + s * inner; };
+  auto beats = [&](PrimExpr a, PrimExpr b) {
+    PrimExpr strict = largest ? a > b : a < b;
+    if (!is_float(t)) return strict;
+    PrimExpr nan_first = largest ? logical_and(is_nan(a), logical_not(is_nan(b)))
+                                 : logical_and(is_nan(b), logical_not(is_nan(a)));
+    return logical_or(strict, nan_first);
+  };
+
+  // The sorted list: local buffers, or the output row itself for a large k.
+  const bool local = k <= kMaxLocalK;
+  Buffer best_v = local ? make_buffer("best_values", t, {k}, BufferScope::Local) : values;
+  Buffer best_i =
+      local ? make_buffer("best_indices", DType::Int64, {k}, BufferScope::Local) : indices;
+  auto slot = [&](PrimExpr s) { return local ? s : out_at(s); };
+  Buffer pos = make_buffer("insert_at", DType::Int64, {1}, BufferScope::Local);
+
+  // Inserts (x, j) into the list whose slot m is free (or holds the entry to drop).
+  auto insert = [&](PrimExpr x, PrimExpr j, PrimExpr m) {
+    Stmt shift = loop("t", 0, m, ForKind::Serial, [&](PrimExpr i) {
+      PrimExpr s = m - i;
+      return if_then_else(
+          beats(x, load(best_v, slot(s - 1))),
+          seq({store(best_v, slot(s), load(best_v, slot(s - 1))),
+               store(best_i, slot(s), load(best_i, slot(s - 1))), store(pos, 0, s - 1)}));
+    });
+    PrimExpr at = slot(load(pos, 0));
+    return seq({store(pos, 0, m), shift, store(best_v, at, x), store(best_i, at, j)});
+  };
+  PrimVar x("x", t);
+  Stmt fill = loop("j", 0, k, ForKind::Serial,
+                   [&](PrimExpr j) { return let_stmt(x, elem(j), insert(x, j, j)); });
+  Stmt rest = loop("j", k, n, ForKind::Serial, [&](PrimExpr j) {
+    return let_stmt(x, elem(j),
+                    if_then_else(beats(x, load(best_v, slot(k - 1))), insert(x, j, k - 1)));
+  });
+  Stmt select_best = n > k ? seq({fill, rest}) : fill;
+
+  // The k winners to the output, made probabilities when the softmax was folded in.
+  PrimVar mx("row_max", t), total("row_sum", t);
+  auto result = [&](PrimExpr v) -> PrimExpr {
+    if (softmax) return exp(v - mx) / total;
+    if (log_softmax) return v - mx - log(total);
+    return v;
+  };
+  Stmt finish;
+  if (local || softmax || log_softmax)
+    finish = loop("s", 0, k, ForKind::Serial, [&](PrimExpr s) {
+      Stmt v = store(values, out_at(s), result(load(best_v, slot(s))));
+      return local ? seq({v, store(indices, out_at(s), load(best_i, slot(s)))}) : v;
+    });
+  Stmt body = seq({select_best, finish});
+
+  std::vector<Buffer> scratch{pos};
+  if (local) scratch.insert(scratch.end(), {best_v, best_i});
+  if (softmax || log_softmax) {
+    // Contiguous rows are reduced as vectors on the CPU.
+    int64_t lanes = gpu || inner != 1 ? 1 : std::max(1, vector_bits / (8 * dtype_bytes(t)));
+    lanes = std::min(lanes, n);
+    Buffer red = make_buffer("row_reduce", t, {lanes}, BufferScope::Local);
+    scratch.push_back(red);
+    auto maximum = [](PrimExpr a, PrimExpr b) { return max(a, b); };
+    auto plus = [](PrimExpr a, PrimExpr b) { return a + b; };
+    Stmt take_max = row_reduce(red, lanes, n, make_const(t, -INFINITY), maximum, elem);
+    Stmt take_sum = row_reduce(red, lanes, n, make_const(t, 0.0), plus,
+                               [&](PrimExpr j) { return exp(elem(j) - mx); });
+    body = seq({take_max,
+                let_stmt(mx, load(red, 0), seq({take_sum, let_stmt(total, load(red, 0), body)}))});
+  }
+  for (const Buffer& b : scratch) body = allocate(b, body);
+  PrimExpr r_outer = inner == 1 ? PrimExpr(row) : PrimExpr(row) / inner;
+  PrimExpr r_inner = inner == 1 ? PrimExpr(int64_t{0}) : PrimExpr(row) % inner;
+  body = let_stmt(in0, r_outer * (n * inner) + r_inner,
+                  let_stmt(out0, r_outer * (k * inner) + r_inner, body));
+
+  if (gpu) {
+    const int64_t threads = std::min(rows, kRowsPerBlock);
+    PrimVar block("block"), thread("thread");
+    PrimExpr r = PrimExpr(block) * threads + thread;
+    body = let_stmt(row, r, rows % threads ? if_then_else(r < PrimExpr(rows), body) : body);
+    f.body = for_loop(block, 0, (rows + threads - 1) / threads, ForKind::GpuBlockX,
+                      for_loop(thread, 0, threads, ForKind::GpuThreadX, body));
+  } else {
+    f.body = for_loop(row, 0, rows, ForKind::Parallel, body);
+  }
+  verify(f);
+  return f;
+}
+
+const Op* register_topk() {
+  Op op{"topk", 1, OpPattern::Opaque, topk_rel, nullptr};
+  op.lower = lower_topk;
+  op.attrs = {required_attr("k", AttrKind::Int, "how many elements to keep"),
+              int_attr("axis", -1, "the axis to rank along"),
+              int_attr("largest", 1, "1: the largest, 0: the smallest"),
+              int_attr("sorted", 1, "the output is always sorted"),
+              int_attr("softmax", 0, "1: the top k of softmax(data) (set by RecognizePatterns)"),
+              int_attr("log_softmax", 0, "1: the top k of log_softmax(data)")};
+  return register_op(std::move(op));
+}
+[[maybe_unused]] const Op* kTopk = register_topk();
 
 }  // namespace
 }  // namespace ember::ir

@@ -75,7 +75,7 @@ PrimFunc lower_tuned(const Function& group, const std::string& func, const Lower
 
 bool has_custom_lowering(const Function& group) {
   auto calls = op_calls(group);
-  return calls.size() == 1 && custom_lowerings().count(calls[0]->op->name);
+  return calls.size() == 1 && calls[0]->op->lower;
 }
 
 ir::Tensor group_compute(const Function& group, std::vector<ir::Tensor>& inputs) {
@@ -89,13 +89,15 @@ ir::Tensor group_compute(const Function& group, std::vector<ir::Tensor>& inputs)
   for (auto* c : op_calls(group)) {
     // Only custom lowerings produce several outputs (a compute rule makes one tensor).
     EMBER_CHECK(!c->type.is_tuple, "op ", c->op->name, " in group ", group->name,
-                " has a tuple result but is not lowered alone by its custom lowering");
+                " has a tuple result but is not lowered alone by its own lowering (Op::lower)");
     std::vector<ir::Tensor> args;
     for (auto& a : c->args) {
       auto it = te.find(a.get());
       EMBER_CHECK(it != te.end(), "group ", group->name, " reads a node that is not an input");
       args.push_back(it->second);
     }
+    EMBER_CHECK(c->op->compute, c->op->name,
+                " has no tensor-expression form; it lowers only alone, through Op::lower");
     ir::Tensor out = c->op->compute(args, c->attrs, c->type.tensor());
     EMBER_CHECK(
         out && out.shape() == c->type.tensor().shape && out.dtype() == c->type.tensor().dtype,
@@ -113,12 +115,10 @@ ir::Tensor group_compute(const Function& group, std::vector<ir::Tensor>& inputs)
 
 PrimFunc lower_group(const Function& group, const std::string& func_name,
                      const LowerOptions& options, const ScheduleKnobs& knobs) {
-  // An op with a custom lowering (nn.attention) builds its own loop nest when it is alone
-  // in its group; elsewhere its compute rule lowers like any other.
-  if (has_custom_lowering(group)) {
-    auto& rule = custom_lowerings().at(op_calls(group)[0]->op->name);
-    return rule(group, func_name, options.vector_bits, options.gpu);
-  }
+  // An op with its own lowering (Op::lower: nn.attention, topk) builds its own loop nest
+  // when it is alone in its group; elsewhere its compute rule lowers like any other.
+  if (has_custom_lowering(group))
+    return op_calls(group)[0]->op->lower(group, func_name, options.vector_bits, options.gpu);
   std::vector<ir::Tensor> inputs;
   Schedule sch({group_compute(group, inputs)});
   if (options.gpu)

@@ -563,7 +563,7 @@ TEST(NVPTX, FusedConvReluIsOneKernelWithMaxBeforeStore) {
   std::string loop = to_string(f);
   EXPECT_NE(loop.find("blockIdx.x"), std::string::npos) << loop;
   EXPECT_NE(loop.find("threadIdx.x"), std::string::npos) << loop;
-  auto mod = codegen::compile_cuda({f});
+  auto mod = codegen::compile_cuda({passes::lower_gpu_phases(f)});
   std::string ptx = mod->get_source("ptx");
   std::regex entry(R"(\.entry\s)");
   EXPECT_EQ(
@@ -630,7 +630,7 @@ TEST(NVPTX, SharedMemoryAndBarrier) {
   Stmt nest = for_loop(b, 0, 4, ForKind::GpuBlockX,
                        allocate(sh, for_loop(t, 0, 128, ForKind::GpuThreadX, seq(body))));
   PrimFunc f{"block_sum", {a, out}, 1, nest};
-  auto mod = codegen::compile_cuda({f}, {"sm_90"});
+  auto mod = codegen::compile_cuda({passes::lower_gpu_phases(f)}, {"sm_90"});
   std::string ptx = mod->get_source("ptx");
   EXPECT_NE(ptx.find(".shared"), std::string::npos) << ptx;
   EXPECT_NE(ptx.find("bar.sync"), std::string::npos) << ptx;

@@ -17,6 +17,7 @@
 #include "ember/codegen/codegen.h"
 #include "ember/ir/op.h"
 #include "ember/passes/recognize_patterns.h"
+#include "ember/passes/schedule.h"
 #include "pass_test_util.h"
 
 namespace ember::passes {
@@ -339,7 +340,7 @@ TEST(TopkKernel, GpuKernelAssemblesWithPtxas) {
        {Case{{300, 50}, 5, -1}, Case{{3, 20, 4}, 3, 1, false, DType::Float64},
         Case{{2, 700}, 300, -1}, Case{{8, 64}, 5, -1, true, DType::Float32, "softmax"}}) {
     PrimFunc f = lower_group(topk_group(c), "topk_gpu", gpu);
-    std::string ptx = codegen::compile_cuda({f})->get_source("ptx");
+    std::string ptx = codegen::compile_cuda({passes::lower_gpu_phases(f)})->get_source("ptx");
     ASSERT_NE(ptx.find(".entry topk_gpu"), std::string::npos) << ptx.substr(0, 2000);
     if (!have_ptxas()) {
       std::cout << "[ note ] " << kPtxas << " not found: PTX is not assembled\n";

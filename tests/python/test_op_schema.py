@@ -1,0 +1,102 @@
+"""The op schema exported from C++ (ember.op.schema) and the Python wrappers checked against
+it: every registered op is described, the wrappers' attribute defaults are the C++ ones, and
+a wrapper that drifts fails loudly."""
+import inspect
+
+import pytest
+
+import ember
+from ember import _ember, ir, op
+
+PATTERNS = {"ElemWise", "Broadcast", "Injective", "CommReduce", "OutEWiseFusable", "Opaque"}
+KINDS = {"int": int, "float": float, "str": str, "ints": list}
+
+
+def test_every_registered_op_has_a_schema():
+    names = _ember.list_ops()
+    assert len(names) > 50
+    for name in names:
+        o = _ember.get_op(name)
+        assert o.has_compute or o.has_lower, name
+        assert o.pattern in PATTERNS, name
+        assert "." not in o.family, name
+        s = op.schema(name)
+        assert s["num_inputs"] == o.num_inputs
+        for attr, (kind, default, required, doc) in s["attrs"].items():
+            assert kind in KINDS, (name, attr)
+            assert isinstance(doc, str)
+            if required:
+                assert default is None, (name, attr)
+            if default is not None:
+                assert isinstance(default, KINDS[kind]), (name, attr, default)
+
+
+def _wrappers():
+    for module, prefix in ((op, ""), (op.nn, "nn.")):
+        for attr in module.__all__:
+            fn = getattr(module, attr)
+            if callable(fn) and prefix + attr in _ember.list_ops():
+                yield prefix + attr, fn
+
+
+@pytest.mark.parametrize("name,fn", list(_wrappers()),
+                         ids=lambda v: v if isinstance(v, str) else "")
+def test_wrapper_defaults_are_the_schema_defaults(name, fn):
+    declared = op.schema(name)["attrs"]
+    try:
+        params = inspect.signature(fn).parameters
+    except ValueError:
+        return
+    for param in params.values():
+        if param.name not in declared or param.default in (inspect.Parameter.empty, None):
+            continue  # None: the wrapper computes it (pooling strides default to the window)
+        kind, default, _, _ = declared[param.name]
+        if default is None:
+            continue
+        value = param.default
+        if isinstance(value, tuple):
+            value = list(value)
+        if isinstance(value, bool):
+            value = int(value)
+        if kind == "ints" and isinstance(value, int):
+            value = [value] * len(default)
+        if kind == "ints" and len(value) != len(default) and len(value) == 2 and len(default) == 4:
+            value = value * 2  # padding (h, w) means (top, left, bottom, right) = (h, w, h, w)
+        assert value == default, (name, param.name, param.default, default)
+
+
+def test_activation_defaults_come_from_cpp():
+    # nn.elu's alpha is written only in activations.cc.
+    x = ir.var("x", (4,), "float32")
+    assert op.schema("nn.elu")["attrs"]["alpha"][1] == 1.0
+    assert op.nn.elu(x).attrs["alpha"] == 1.0
+
+
+def test_a_drifted_wrapper_fails(monkeypatch):
+    x = ir.var("x", (2, 3), "float32")
+    with pytest.raises(AssertionError, match="does not declare"):
+        op._call("nn.softmax", [x], {"dim": -1}, "")
+    with pytest.raises(AssertionError, match="declares it int"):
+        op._call("nn.softmax", [x], {"axis": -1.0}, "")
+    with pytest.raises(AssertionError, match="inputs"):
+        op._call("nn.softmax", [x, x], {"axis": -1}, "")
+
+
+def test_registered_ops_without_a_wrapper_are_callable():
+    x = ir.var("x", (2, 8), "float32")
+    y = op.nn.pack_dense_weight(x, block=4)  # no hand-written wrapper
+    assert y.op.name == "nn.pack_dense_weight"
+    with pytest.raises(AttributeError):
+        op.no_such_op
+    with pytest.raises(AttributeError):
+        op.nn.no_such_op
+    with pytest.raises(ember.EmberError, match="unknown attribute"):
+        op.nn.elu(x, beta=2.0)
+
+
+def test_schema_errors_name_the_node():
+    x = ir.var("x", (2, 8), "float32")
+    with pytest.raises(ember.EmberError, match="topk 'best'.*needs the attribute k"):
+        _ember.call("topk", [x], {}, "best")
+    with pytest.raises(ember.EmberError, match="nn.softmax 'p'.*'axis' must be an integer"):
+        _ember.call("nn.softmax", [x], {"axis": "last"}, "p")
