@@ -1,6 +1,8 @@
 // The op registry and the helpers shared by type relations.
 #include "ember/ir/op.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -39,18 +41,8 @@ std::string strip_namespace(const std::string& name) {
   return dot == std::string::npos ? name : name.substr(dot + 1);
 }
 
-std::string join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
 std::string shape_string(const std::vector<int64_t>& s) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
-  os << "]";
-  return os.str();
+  return fmt::format("[{}]", fmt::join(s, ", "));
 }
 
 }  // namespace
@@ -102,8 +94,10 @@ const Op* get_op(const std::string& name) {
     size_t d = std::min(edit_distance(name, known), edit_distance(bare, strip_namespace(known)));
     if (d <= limit) similar.push_back(known);
   }
-  if (!similar.empty()) fail("unknown op '", name, "'; did you mean ", join(similar), "?");
-  fail("unknown op '", name, "'; known ops are: ", join(list_ops()));
+  if (!similar.empty())
+    fail("unknown op '", name, "'; did you mean ", fmt::format("{}", fmt::join(similar, ", ")),
+         "?");
+  fail("unknown op '", name, "'; known ops are: ", fmt::format("{}", fmt::join(list_ops(), ", ")));
 }
 
 std::vector<std::string> list_ops() {
