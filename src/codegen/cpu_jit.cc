@@ -2,6 +2,8 @@
 // this process. The JIT module is a runtime::Module; it owns the LLJIT, so kernel pointers
 // stay valid as long as the module lives. LLVM runs inside run_llvm (llvm_errors.cc): its
 // errors become InternalError, never a process exit.
+#include <fmt/format.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -197,10 +199,10 @@ class CpuJitModule final : public runtime::Module {
   runtime::KernelFn get_function(const std::string& name) const override {
     auto it = kernels_.find(name);
     if (it == kernels_.end()) {
-      std::string names;
-      for (auto& [n, fn] : kernels_) names += (names.empty() ? "" : ", ") + ("'" + n + "'");
+      std::vector<std::string> names;
+      for (auto& [n, fn] : kernels_) names.push_back("'" + n + "'");
       fail("kernel '", name, "' is not in this module; it has ",
-           names.empty() ? std::string("no kernels") : names);
+           names.empty() ? std::string("no kernels") : fmt::format("{}", fmt::join(names, ", ")));
     }
     return it->second;
   }

@@ -12,6 +12,7 @@
 #include "ember/codegen/export.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -52,12 +53,11 @@ constexpr const char* kEmberVersion = "0.1.0";
 // cpuid before loading the code); the others are tuning hints no CPU lacks.
 std::string isa_features(const std::string& features) {
   const llvm::StringMap<bool> known = llvm::sys::getHostCPUFeatures();
-  std::string out;
+  std::vector<std::string> out;
   std::stringstream all(features);
   for (std::string f; std::getline(all, f, ',');)
-    if (f.size() > 1 && f[0] == '+' && known.count(f.substr(1)))
-      out += (out.empty() ? "" : ",") + f;
-  return out;
+    if (f.size() > 1 && f[0] == '+' && known.count(f.substr(1))) out.push_back(f);
+  return fmt::format("{}", fmt::join(out, ","));
 }
 
 // The kernel manifest as a constant string in the library, where the runtime finds it in

@@ -73,34 +73,35 @@ PrimExpr without_implied_clamps(const PrimExpr& e, const std::vector<const Compa
 // A store of a lane-varying value to a lane-invariant index (e.g. `acc[0] = acc[0] + x[i]`)
 // makes the lanes race for one element: such a loop is not vectorizable as written and is
 // emitted as a serial loop, which keeps the program's meaning.
-bool lanes_collide(const Stmt& s, std::set<const PrimVarNode*>& varying) {
-  if (!s) return false;
-  switch (s.kind()) {
-    case StmtKind::Store: {
-      auto* op = s.as<StoreNode>();
-      return !uses_any(op->index, varying) && uses_any(op->value, varying);
-    }
-    case StmtKind::LetStmt: {
-      auto* op = s.as<LetStmtNode>();
-      if (uses_any(op->value, varying)) varying.insert(op->var.as<PrimVarNode>());
-      return lanes_collide(op->body, varying);
-    }
-    case StmtKind::For:
-      return lanes_collide(s.as<ForNode>()->body, varying);
-    case StmtKind::Allocate:
-      return lanes_collide(s.as<AllocateNode>()->body, varying);
-    case StmtKind::IfThenElse: {
-      auto* op = s.as<IfThenElseNode>();
-      return lanes_collide(op->then_case, varying) || lanes_collide(op->else_case, varying);
-    }
-    case StmtKind::Seq:
-      for (auto& x : s.as<SeqNode>()->seq)
-        if (lanes_collide(x, varying)) return true;
-      return false;
-    case StmtKind::Evaluate:
-      return false;
+class LaneCollisions : public PrimVisitor {
+ public:
+  explicit LaneCollisions(const PrimVarNode* lane) : varying_{lane} {}
+  bool found = false;
+
+  using PrimVisitor::visit;
+  void visit(const Stmt& s) override {
+    if (!found) PrimVisitor::visit(s);
   }
-  return false;
+  void visit(const PrimExpr&) override {}  // stores are statements: expressions hold none
+
+ protected:
+  void visit_store(const StoreNode* op) override {
+    found |= !uses_any(op->index, varying_) && uses_any(op->value, varying_);
+  }
+  // A let of a lane-varying value varies too.
+  void visit_let_stmt(const LetStmtNode* op) override {
+    if (uses_any(op->value, varying_)) varying_.insert(op->var.get());
+    visit(op->body);
+  }
+
+ private:
+  std::set<const PrimVarNode*> varying_;
+};
+
+bool lanes_collide(const ForNode* vector_loop) {
+  LaneCollisions c(vector_loop->var.get());
+  c.visit(vector_loop->body);
+  return c.found;
 }
 
 bool is_vec(Value* v) { return v->getType()->isVectorTy(); }
@@ -743,8 +744,7 @@ void LLVMCodeGen::emit_vectorized_for(const ForNode* op) {
               func_name_, " has a non-constant extent ", to_string(op->extent));
   llvm::Type* t = value_type(op->var.dtype());
   Value* begin = int_cast(emit(op->min), t);
-  std::set<const PrimVarNode*> varying{op->var.as<PrimVarNode>()};
-  if (lanes <= 1 || lanes_collide(op->body, varying)) {
+  if (lanes <= 1 || lanes_collide(op)) {
     emit_serial_loop(op, begin, b_.CreateAdd(begin, llvm::ConstantInt::get(t, lanes)), false);
     return;
   }

@@ -1,5 +1,7 @@
 #include "ember/ir/graph.h"
 
+#include <fmt/format.h>
+
 #include <cstring>
 #include <functional>
 #include <map>
@@ -22,18 +24,14 @@ const TensorType& Type::tensor() const {
 }
 
 std::string to_string(const TensorType& t) {
-  std::ostringstream os;
-  os << dtype_name(t.dtype) << "[";
-  for (size_t i = 0; i < t.shape.size(); ++i) os << (i ? ", " : "") << t.shape[i];
-  os << "]";
-  return os.str();
+  return fmt::format("{}[{}]", dtype_name(t.dtype), fmt::join(t.shape, ", "));
 }
 
 std::string to_string(const Type& t) {
   if (!t.is_tuple) return t.fields.empty() ? "?" : to_string(t.fields[0]);
-  std::string s = "(";
-  for (size_t i = 0; i < t.fields.size(); ++i) s += (i ? ", " : "") + to_string(t.fields[i]);
-  return s + ")";
+  std::vector<std::string> fields;
+  for (auto& f : t.fields) fields.push_back(to_string(f));
+  return fmt::format("({})", fmt::join(fields, ", "));
 }
 
 // ------------------------------------------------------------------------------------ attrs
@@ -81,27 +79,38 @@ Attrs Attrs::with(const std::string& key, AttrValue v) const {
 }
 
 std::string to_string(const Attrs& a) {
-  std::ostringstream os;
-  bool first = true;
+  std::vector<std::string> items;
   for (auto& [k, v] : a.values()) {
-    os << (first ? "" : ", ") << k << "=";
-    first = false;
+    std::ostringstream os;  // a double prints as iostreams print it (6 significant digits)
+    os << k << "=";
     if (auto* i = std::get_if<int64_t>(&v))
       os << *i;
     else if (auto* d = std::get_if<double>(&v))
       os << *d;
     else if (auto* s = std::get_if<std::string>(&v))
       os << '"' << *s << '"';
-    else if (auto* l = std::get_if<std::vector<int64_t>>(&v)) {
-      os << "[";
-      for (size_t j = 0; j < l->size(); ++j) os << (j ? ", " : "") << (*l)[j];
-      os << "]";
-    }
+    else if (auto* l = std::get_if<std::vector<int64_t>>(&v))
+      os << fmt::format("[{}]", fmt::join(*l, ", "));
+    items.push_back(os.str());
   }
-  return os.str();
+  return fmt::format("{}", fmt::join(items, ", "));
 }
 
 // ------------------------------------------------------------------------------------ nodes
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::vector<std::string> parts;
+  std::set<std::string> seen;
+  for (const std::string& name : names) {
+    for (size_t start = 0; start < name.size();) {
+      size_t end = name.find(" + ", start);
+      std::string part = name.substr(start, end == std::string::npos ? end : end - start);
+      if (!part.empty() && seen.insert(part).second) parts.push_back(part);
+      start = end == std::string::npos ? name.size() : end + 3;
+    }
+  }
+  return fmt::format("{}", fmt::join(parts, " + "));
+}
 
 ConstantNode::ConstantNode(runtime::Tensor v, std::string n)
     : ExprNode(kKind, TensorType{v.shape(), v.dtype()}, std::move(n)), value(std::move(v)) {}
@@ -227,6 +236,20 @@ std::vector<Expr> inputs_of(const Expr& e) {
     default:
       return {};
   }
+}
+
+std::map<const ExprNode*, int> use_counts(const Function& f) {
+  std::map<const ExprNode*, int> uses{{f->body.get(), 1}};
+  for (auto& e : post_order(f->body))
+    for (auto& x : inputs_of(e)) ++uses[x.get()];
+  return uses;
+}
+
+std::map<const ExprNode*, std::vector<Expr>> consumers(const Function& f) {
+  std::map<const ExprNode*, std::vector<Expr>> out;
+  for (auto& e : post_order(f->body))
+    for (auto& x : inputs_of(e)) out[x.get()].push_back(e);
+  return out;
 }
 
 Expr rewrite(const Expr& root, const RewriteFn& fn) {
@@ -429,18 +452,22 @@ std::string to_string(const Expr& root) {
   std::map<const ExprNode*, std::string> ids;
   int counter = 0, consts = 0;
   auto ref = [&](const Expr& e) { return ids.at(e.get()); };
+  auto refs = [&](const std::vector<Expr>& es) {
+    std::vector<std::string> out;
+    for (auto& e : es) out.push_back(ref(e));
+    return fmt::format("{}", fmt::join(out, ", "));
+  };
   auto comment = [](const Expr& e) { return e->name.empty() ? "" : " /* " + e->name + " */"; };
   const FunctionNode* fn = root && root->kind == NodeKind::Function
                                ? static_cast<const FunctionNode*>(root.get())
                                : nullptr;
   if (fn) {
-    os << "fn (";
-    for (size_t i = 0; i < fn->params.size(); ++i) {
-      auto& p = fn->params[i];
+    std::vector<std::string> params;
+    for (auto& p : fn->params) {
       ids[p.get()] = "%" + p->name;
-      os << (i ? ", " : "") << "%" << p->name << ": " << to_string(p->type);
+      params.push_back(fmt::format("%{}: {}", p->name, to_string(p->type)));
     }
-    os << ") -> " << to_string(fn->type) << " {\n";
+    os << fmt::format("fn ({}) -> {} {{\n", fmt::join(params, ", "), to_string(fn->type));
   }
   Expr body = fn ? fn->body : root;
   for (auto& e : post_order(body)) {
@@ -468,21 +495,16 @@ std::string to_string(const Expr& root) {
       }
       while (!indented.empty() && indented.back() == ' ') indented.pop_back();
       if (!indented.empty() && indented.back() == '\n') indented.pop_back();
-      os << "primitive " << indented << "(";
-      for (size_t i = 0; i < c->args.size(); ++i) os << (i ? ", " : "") << ref(c->args[i]);
-      os << ")";
+      os << "primitive " << indented << "(" << refs(c->args) << ")";
     } else if (e->kind == NodeKind::Call) {
       auto* c = static_cast<const CallNode*>(e.get());
-      os << c->op->name << "(";
-      for (size_t i = 0; i < c->args.size(); ++i) os << (i ? ", " : "") << ref(c->args[i]);
+      os << c->op->name << "(" << refs(c->args);
       std::string attrs = to_string(c->attrs);
       if (!attrs.empty()) os << (c->args.empty() ? "" : ", ") << attrs;
       os << ")";
     } else if (e->kind == NodeKind::Tuple) {
       auto* t = static_cast<const TupleNode*>(e.get());
-      os << "(";
-      for (size_t i = 0; i < t->fields.size(); ++i) os << (i ? ", " : "") << ref(t->fields[i]);
-      os << ")";
+      os << "(" << refs(t->fields) << ")";
     } else if (e->kind == NodeKind::TupleGetItem) {
       auto* g = static_cast<const TupleGetItemNode*>(e.get());
       os << ref(g->tuple) << "." << g->index;

@@ -1,6 +1,8 @@
 // The op registry and the helpers shared by type relations.
 #include "ember/ir/op.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -35,18 +37,9 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
-std::string join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
 
 std::string shape_string(const std::vector<int64_t>& s) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
-  os << "]";
-  return os.str();
+  return fmt::format("[{}]", fmt::join(s, ", "));
 }
 
 // `v` as an attribute of kind `k`, with the conversions Attrs' getters have always made (an
@@ -191,8 +184,10 @@ const Op* get_op(const std::string& name) {
     size_t d = std::min(edit_distance(name, known), edit_distance(bare, bare_op_name(known)));
     if (d <= limit) similar.push_back(known);
   }
-  if (!similar.empty()) fail("unknown op '", name, "'; did you mean ", join(similar), "?");
-  fail("unknown op '", name, "'; known ops are: ", join(list_ops()));
+  if (!similar.empty())
+    fail("unknown op '", name, "'; did you mean ", fmt::format("{}", fmt::join(similar, ", ")),
+         "?");
+  fail("unknown op '", name, "'; known ops are: ", fmt::format("{}", fmt::join(list_ops(), ", ")));
 }
 
 std::vector<std::string> list_ops() {

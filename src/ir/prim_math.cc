@@ -54,12 +54,12 @@ const std::vector<double> kErfcLarge = {
 
 }  // namespace
 
-PrimExpr is_nan(const PrimExpr& x) { return call(Intrinsic::IsNan, {x}); }
-PrimExpr abs(const PrimExpr& x) { return call(Intrinsic::Abs, {x}); }
-PrimExpr floor(const PrimExpr& x) { return call(Intrinsic::Floor, {x}); }
-PrimExpr ceil(const PrimExpr& x) { return call(Intrinsic::Ceil, {x}); }
-PrimExpr round(const PrimExpr& x) { return call(Intrinsic::Round, {x}); }
-PrimExpr sqrt(const PrimExpr& x) { return call(Intrinsic::Sqrt, {x}); }
+PrimExpr is_nan(const PrimExpr& x) { return prim_call(Intrinsic::IsNan, {x}); }
+PrimExpr abs(const PrimExpr& x) { return prim_call(Intrinsic::Abs, {x}); }
+PrimExpr floor(const PrimExpr& x) { return prim_call(Intrinsic::Floor, {x}); }
+PrimExpr ceil(const PrimExpr& x) { return prim_call(Intrinsic::Ceil, {x}); }
+PrimExpr round(const PrimExpr& x) { return prim_call(Intrinsic::Round, {x}); }
+PrimExpr sqrt(const PrimExpr& x) { return prim_call(Intrinsic::Sqrt, {x}); }
 PrimExpr rsqrt(const PrimExpr& x) { return cst(x, 1.0) / sqrt(x); }
 
 // exp: n = round(x / ln2), r = x - n ln2 (two-part ln2), e^r by a polynomial, then scale by
@@ -76,7 +76,7 @@ PrimExpr exp(const PrimExpr& x) {
     PrimExpr nan = is_nan(xv);
     PrimExpr xc = select(nan, cst(xv, 0.0), min(max(xv, cst(xv, lo)), cst(xv, hi)));
     return bind("exp_xc", xc, [&](const PrimExpr& xc) {
-      PrimExpr n = call(Intrinsic::Round, {xc * cst(xc, kLog2e)});
+      PrimExpr n = prim_call(Intrinsic::Round, {xc * cst(xc, kLog2e)});
       return bind("exp_n", n, [&](const PrimExpr& n) {
         PrimExpr r =
             (xc - n * cst(n, f64 ? kLn2Hi64 : kLn2Hi32)) - n * cst(n, f64 ? kLn2Lo64 : kLn2Lo32);

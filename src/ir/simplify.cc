@@ -243,17 +243,16 @@ PrimExpr simplify_int(const PrimExpr& e) {
 }
 
 class Simplifier : public PrimMutator {
- public:
-  PrimExpr mutate(const PrimExpr& e) override {
-    if (e && is_int(e.dtype()) && e.as<BinaryNode>()) return simplify_int(e);
-    return PrimMutator::mutate(e);
+ protected:
+  PrimExpr visit_binary(const PrimExpr& e, const BinaryNode* op) override {
+    if (is_int(op->dtype)) return simplify_int(e);
+    return PrimMutator::visit_binary(e, op);
   }
 
   // A let of a loop variable's index arithmetic (the axes of a fused loop: i = f / 384,
   // j = f % 384) gives its variable a range too, so indices built from it simplify.
-  Stmt mutate(const Stmt& s) override {
-    auto* let = s.as<LetStmtNode>();
-    if (!let || !is_int(let->value.dtype())) return PrimMutator::mutate(s);
+  Stmt visit_let_stmt(const Stmt& s, const LetStmtNode* let) override {
+    if (!is_int(let->value.dtype())) return PrimMutator::visit_let_stmt(s, let);
     PrimExpr value = mutate(let->value);
     std::optional<Interval> r = value_range(value, ranges_);
     if (r) ranges_[let->var.get()] = *r;
@@ -272,7 +271,6 @@ class Simplifier : public PrimMutator {
     return let_stmt(let->var, value, body);
   }
 
- protected:
   Stmt visit_for(const Stmt& s, const ForNode* op) override {
     int64_t mn, ext;
     if (!as_int(op->min, &mn) || !as_int(op->extent, &ext) || ext < 1)

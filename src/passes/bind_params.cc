@@ -1,5 +1,7 @@
 #include "ember/passes/bind_params.h"
 
+#include <fmt/format.h>
+
 #include "ember/support/error.h"
 
 namespace ember::passes {
@@ -9,16 +11,16 @@ using namespace ir;
 Function bind_params(const Function& f, const std::map<std::string, runtime::Tensor>& params) {
   if (params.empty()) return f;
   std::map<std::string, const ExprNode*> inputs;
-  std::string names;
+  std::vector<std::string> names;
   for (auto& p : f->params) {
     inputs[p->name] = p.get();
-    names += (names.empty() ? "" : ", ") + p->name;
+    names.push_back(p->name);
   }
   for (auto& [name, value] : params) {
     auto it = inputs.find(name);
     if (it == inputs.end())
-      fail("params has '", name,
-           "' but the function has no input of that name; its inputs are: ", names);
+      fail("params has '", name, "' but the function has no input of that name; its inputs are: ",
+           fmt::format("{}", fmt::join(names, ", ")));
     const TensorType& want = it->second->type.tensor();
     TensorType got{value.shape(), value.dtype()};
     if (want != got)

@@ -24,22 +24,10 @@ namespace {
 // are already joined are split so that "conv1 + bn1" and "bn1" give "conv1 + bn1". The
 // calls name the value; a bare view of a constant (reshape of a weight) keeps the weight's.
 std::string joined_names(const Expr& root) {
-  std::vector<std::string> parts[2];  // [0]: calls, [1]: constants
-  std::set<std::string> seen[2];
-  for (auto& e : post_order(root)) {
-    int k = e->kind == NodeKind::Call ? 0 : 1;
-    const std::string& name = e->name;
-    for (size_t start = 0; start < name.size();) {
-      size_t end = name.find(" + ", start);
-      std::string part = name.substr(start, end == std::string::npos ? end : end - start);
-      if (!part.empty() && seen[k].insert(part).second) parts[k].push_back(part);
-      start = end == std::string::npos ? name.size() : end + 3;
-    }
-  }
-  const auto& chosen = parts[0].empty() ? parts[1] : parts[0];
-  std::string out;
-  for (auto& p : chosen) out += (out.empty() ? "" : " + ") + p;
-  return out;
+  std::vector<std::string> names[2];  // [0]: calls, [1]: constants
+  for (auto& e : post_order(root)) names[e->kind == NodeKind::Call ? 0 : 1].push_back(e->name);
+  std::string calls = join_names(names[0]);
+  return calls.empty() ? join_names(names[1]) : calls;
 }
 
 // The evaluator compiles with Ember's own pipeline, which may run FoldConstant again on the

@@ -15,12 +15,6 @@ using namespace ir;
 
 namespace {
 
-std::string join_names(const std::string& a, const std::string& b) {
-  if (a.empty() || a == b) return b;
-  if (b.empty()) return a;
-  return a + " + " + b;
-}
-
 Expr fold(const CallNode* c, const std::vector<Expr>& in) {
   const std::string& op = c->op->name;
   bool conv = op == "nn.conv2d", avg = op == "nn.avg_pool2d", mx = op == "nn.max_pool2d";
@@ -52,7 +46,7 @@ Expr fold(const CallNode* c, const std::vector<Expr>& in) {
   args[0] = pad->args[0];
   Attrs attrs = c->attrs.with("padding", p)
                     .with("fusion_pattern", conv ? "Padding + Convolution" : "Padding + Pooling");
-  return call(c->op, std::move(args), attrs, join_names(pad->name, c->name));
+  return call(c->op, std::move(args), attrs, join_names({pad->name, c->name}));
 }
 
 }  // namespace

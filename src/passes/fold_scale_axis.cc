@@ -25,23 +25,6 @@ using namespace ir;
 
 namespace {
 
-// How many times each node is read: as an argument, tuple field, or the function's output.
-std::map<const ExprNode*, int> count_uses(const Function& f) {
-  std::map<const ExprNode*, int> uses;
-  for (auto& e : post_order(f->body)) {
-    std::vector<Expr> in;
-    if (auto* c = as<CallNode>(e))
-      in = c->args;
-    else if (auto* t = as<TupleNode>(e))
-      in = t->fields;
-    else if (auto* g = as<TupleGetItemNode>(e))
-      in = {g->tuple};
-    for (auto& x : in) ++uses[x.get()];
-  }
-  ++uses[f->body.get()];
-  return uses;
-}
-
 // The output-channel axis of a conv2d (NCHW) or dense ([..., N]); none for other nodes.
 std::optional<int64_t> channel_axis(const Expr& e) {
   auto* c = as<CallNode>(e);
@@ -67,11 +50,6 @@ bool is_channel_scale(const Expr& s, const TensorType& out, int64_t axis) {
   return s->kind == NodeKind::Constant && varies_only_along(s->type.tensor().shape, out, axis);
 }
 
-std::string join(const std::string& a, const std::string& b) {
-  if (a.empty() || b.empty()) return a.empty() ? b : a;
-  return a + " + " + b;
-}
-
 // `s` as a [n, 1, ..., 1] tensor of rank `rank`, where n is its number of values (1 or C).
 Expr as_column(const Expr& s, size_t rank, const std::string& name) {
   std::vector<int64_t> shape(rank, 1);
@@ -82,7 +60,7 @@ Expr as_column(const Expr& s, size_t rank, const std::string& name) {
 
 // anchor(x, w) with w scaled along its first axis by `s`; named "<anchor> + <scale>".
 Expr scaled_anchor(const CallNode* anchor, const Expr& s, const std::string& scale_name) {
-  std::string name = join(anchor->name, scale_name);
+  std::string name = join_names({anchor->name, scale_name});
   const Expr& w = anchor->args[1];
   Expr new_w = call("multiply", {w, as_column(s, w->type.tensor().ndim(), name)}, {}, name);
   return call(anchor->op, {anchor->args[0], new_w}, anchor->attrs, name);
@@ -130,7 +108,7 @@ Expr fold(const Expr& value, const Expr& s, const std::string& mul_name, const U
 }  // namespace
 
 Function fold_scale_axis(const Function& f) {
-  std::map<const ExprNode*, int> uses = count_uses(f);
+  std::map<const ExprNode*, int> uses = use_counts(f);
   // Users are counted on the input graph. `origin` maps each rewritten argument to the node
   // it stands for; a node that is in no map was made by a fold, inside one replacement,
   // and has that one user.

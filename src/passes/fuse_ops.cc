@@ -45,6 +45,8 @@
 // are executor views, not kernels.
 #include "ember/passes/fuse_ops.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/dominator_tree.hpp>
@@ -88,14 +90,7 @@ struct OpGraph {
     consumers.resize(calls.size());
     extern_ref.assign(calls.size(), false);
     for (auto& e : post_order(f->body)) {
-      std::vector<Expr> ins;
-      if (auto* c = as<CallNode>(e))
-        ins = c->args;
-      else if (auto* t = as<TupleNode>(e))
-        ins = t->fields;
-      else if (auto* g = as<TupleGetItemNode>(e))
-        ins = {g->tuple};
-      for (auto& in : ins) {
+      for (auto& in : inputs_of(e)) {
         auto it = index.find(in.get());
         if (it == index.end()) continue;
         if (e->kind == NodeKind::Call)
@@ -142,23 +137,9 @@ struct OpGraph {
 };
 
 std::string join_names(const std::vector<const CallNode*>& members) {
-  std::vector<std::string> parts;
-  for (auto* m : members) {
-    size_t start = 0;
-    const std::string& n = m->name;
-    while (start <= n.size() && !n.empty()) {
-      size_t end = n.find(" + ", start);
-      std::string part =
-          n.substr(start, end == std::string::npos ? std::string::npos : end - start);
-      if (!part.empty() && std::find(parts.begin(), parts.end(), part) == parts.end())
-        parts.push_back(part);
-      if (end == std::string::npos) break;
-      start = end + 3;
-    }
-  }
-  std::string out;
-  for (auto& p : parts) out += (out.empty() ? "" : " + ") + p;
-  return out;
+  std::vector<std::string> names;
+  for (auto* m : members) names.push_back(m->name);
+  return ir::join_names(names);
 }
 
 // The primitive function of a group: `members` in topological order, `out` the member whose
@@ -196,8 +177,9 @@ Function group_function(const OpGraph& g, const std::vector<int>& members, int o
   std::string name = join_names(member_calls);
   if (name.empty()) {
     // No source names (a graph built by hand): name the kernel after its ops.
-    for (auto* mc : member_calls)
-      name += (name.empty() ? "" : " + ") + (mc->op ? mc->op->name : mc->fn->name);
+    std::vector<std::string> ops;
+    for (auto* mc : member_calls) ops.push_back(mc->op ? mc->op->name : mc->fn->name);
+    name = fmt::format("{}", fmt::join(ops, " + "));
   }
   return function(params, rebuilt.at(out), name);
 }

@@ -1,5 +1,7 @@
 #include "ember/passes/pass_context.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "ember/support/error.h"
@@ -14,9 +16,10 @@ std::string canonical(const std::string& name) {
   if (name == "OpFusion") return "FuseOps";
   for (auto& p : known_passes())
     if (p.name == name) return name;
-  std::string known;
-  for (auto& p : known_passes()) known += (known.empty() ? "" : ", ") + p.name;
-  fail("unknown pass '", name, "'; the known passes are: ", known,
+  std::vector<std::string> known;
+  for (auto& p : known_passes()) known.push_back(p.name);
+  fail("unknown pass '", name,
+       "'; the known passes are: ", fmt::format("{}", fmt::join(known, ", ")),
        " (OpFusion is accepted for FuseOps)");
 }
 }  // namespace
@@ -31,11 +34,9 @@ PassContext PassContext::validated() const {
   if (opt_level < 0) fail("opt_level must be >= 0, got ", opt_level);
   const auto& keys = known_config_keys();
   for (auto& [key, value] : config)
-    if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
-      std::string known;
-      for (auto& k : keys) known += (known.empty() ? "" : ", ") + k;
-      fail("unknown PassContext config key '", key, "'; the known keys are: ", known);
-    }
+    if (std::find(keys.begin(), keys.end(), key) == keys.end())
+      fail("unknown PassContext config key '", key,
+           "'; the known keys are: ", fmt::format("{}", fmt::join(keys, ", ")));
   PassContext ctx = *this;
   ctx.disabled_passes.clear();
   ctx.required_passes.clear();

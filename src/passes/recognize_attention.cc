@@ -90,18 +90,7 @@ struct Match {
 
 class Matcher {
  public:
-  explicit Matcher(const Function& f) {
-    for (auto& e : post_order(f->body))
-      for (auto& in : inputs(e)) ++uses_[in.get()];
-    ++uses_[f->body.get()];
-  }
-
-  static std::vector<Expr> inputs(const Expr& e) {
-    if (auto* c = as<CallNode>(e)) return c->args;
-    if (auto* t = as<TupleNode>(e)) return t->fields;
-    if (auto* g = as<TupleGetItemNode>(e)) return {g->tuple};
-    return {};
-  }
+  explicit Matcher(const Function& f) : uses_(use_counts(f)) {}
 
   // `e` is batch_matmul(P, V) (or a 2-D nn.matmul) ending an attention.
   bool match(const Expr& e, Match* m) {
@@ -248,12 +237,6 @@ class Matcher {
   std::map<const ExprNode*, int> uses_;
 };
 
-std::string join(const std::vector<std::string>& names) {
-  std::string s;
-  for (auto& n : names) s += (s.empty() ? "" : " + ") + n;
-  return s;
-}
-
 // `x` ([.., rows, cols], batch flattened or not) with the batch dimensions `batch`. A
 // reshape only moves batch boundaries, so its input serves as well as it.
 Expr with_batch(const Expr& x, const std::vector<int64_t>& batch, const std::string& name) {
@@ -290,7 +273,7 @@ Function recognize_attention(const Function& f) {
   if (matches.empty()) return f;
   std::map<const ExprNode*, Expr> new_of;  // input-graph node -> rewritten node
   return rewrite(f, [&](const Expr& e, const std::vector<Expr>& new_inputs) -> Expr {
-    std::vector<Expr> old_inputs = Matcher::inputs(e);
+    std::vector<Expr> old_inputs = inputs_of(e);
     for (size_t i = 0; i < old_inputs.size() && i < new_inputs.size(); ++i)
       new_of[old_inputs[i].get()] = new_inputs[i];
     auto it = matches.find(e.get());
@@ -300,7 +283,7 @@ Function recognize_attention(const Function& f) {
       auto n = new_of.find(x.get());
       return n == new_of.end() ? x : n->second;
     };
-    std::string name = join(m.names);
+    std::string name = join_names(m.names);
     Expr q = with_batch(mapped(m.q), m.batch, name);
     Expr k = with_batch(mapped(m.k), m.batch, name);
     if (m.k_transposed) {

@@ -129,13 +129,10 @@ std::string names_between(const Expr& root, const Expr& x) {
     auto* c = as<CallNode>(e);
     if (!c) return;
     for (auto& a : c->args) walk(a);
-    if (!e->name.empty() && std::find(names.begin(), names.end(), e->name) == names.end())
-      names.push_back(e->name);
+    names.push_back(e->name);
   };
   walk(root);
-  std::string out;
-  for (auto& n : names) out += (out.empty() ? "" : " + ") + n;
-  return out;
+  return join_names(names);
 }
 
 Expr make(const std::string& op, const Expr& x, Attrs attrs, const Expr& root,
@@ -239,14 +236,6 @@ Expr stable_log_sum_exp(const CallNode* c, const Expr& e) {
   return nullptr;
 }
 
-// How many nodes read each node of the input graph; the function's output counts as one.
-std::map<const ExprNode*, int> count_uses(const Function& f) {
-  std::map<const ExprNode*, int> uses{{f->body.get(), 1}};
-  for (auto& e : post_order(f->body))
-    for (auto& x : inputs_of(e)) ++uses[x.get()];
-  return uses;
-}
-
 // topk(softmax(x, axis=a), axis=a) -> topk(x, softmax=1), likewise for log_softmax, when
 // the softmax has no other reader in the input graph (where `original` is this topk): the
 // kernel then selects on x and normalises only the k winners (src/ir/ops/topk.cc).
@@ -267,7 +256,7 @@ Expr softmax_topk(const CallNode* c, const Expr& e, const Expr& original,
 }  // namespace
 
 Function recognize_patterns(const Function& f) {
-  std::map<const ExprNode*, int> uses = count_uses(f);
+  std::map<const ExprNode*, int> uses = use_counts(f);
   return rewrite(f, [&](const Expr& e, const std::vector<Expr>& in) -> Expr {
     auto* c = as<CallNode>(e);
     if (!c || !c->op) return nullptr;

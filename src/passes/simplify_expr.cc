@@ -22,12 +22,6 @@ using namespace ir;
 
 namespace {
 
-std::string join_names(const std::string& a, const std::string& b) {
-  if (a.empty() || a == b) return b;
-  if (b.empty()) return a;
-  return a + " + " + b;
-}
-
 std::string add_pattern(const Attrs& attrs, const std::string& p) {
   std::string old = attrs.get_str("fusion_pattern", "");
   if (old.empty() || old.find(p) != std::string::npos) return old.empty() ? p : old;
@@ -40,20 +34,6 @@ bool is_reshape_like(const Expr& e) {
   return c && c->op && ops.count(c->op->name);
 }
 
-// How many nodes read each node (a model output counts through its tuple or the body).
-std::map<const ExprNode*, int> count_uses(const Function& f) {
-  std::map<const ExprNode*, int> uses;
-  uses[f->body.get()] += 1;
-  for (auto& e : post_order(f->body)) {
-    if (auto* c = as<CallNode>(e))
-      for (auto& a : c->args) uses[a.get()] += 1;
-    if (auto* t = as<TupleNode>(e))
-      for (auto& a : t->fields) uses[a.get()] += 1;
-    if (auto* g = as<TupleGetItemNode>(e)) uses[g->tuple.get()] += 1;
-  }
-  return uses;
-}
-
 struct Simplifier {
   std::map<const ExprNode*, int> uses;
 
@@ -64,7 +44,7 @@ struct Simplifier {
     auto* p = as<CallNode>(producer);
     if (!p || !p->op || uses[original_producer.get()] != 1) return producer;
     return call(p->op, p->args, p->attrs.with("fusion_pattern", add_pattern(p->attrs, pattern)),
-                join_names(p->name, consumer->name));
+                join_names({p->name, consumer->name}));
   }
 
   // A new call named after the nodes it replaces, marked with `pattern`.
@@ -158,11 +138,11 @@ struct Simplifier {
       std::vector<int64_t> q(p2.size());
       for (size_t k = 0; k < q.size(); ++k) q[k] = p1[p2[k]];
       return make("transpose", {inner->args[0]}, Attrs({{"axes", q}}),
-                  join_names(inner->name, c->name), "shuffle -> shuffle");
+                  join_names({inner->name, c->name}), "shuffle -> shuffle");
     }
     if (is_reshape_like(e) && is_reshape_like(in))
       return make("reshape", {inner->args[0]}, Attrs({{"newshape", c->type.tensor().shape}}),
-                  join_names(inner->name, c->name), "shuffle -> shuffle");
+                  join_names({inner->name, c->name}), "shuffle -> shuffle");
     return nullptr;
   }
 
@@ -243,7 +223,7 @@ struct Simplifier {
       }
     }
     std::sort(new_axes.begin(), new_axes.end());
-    std::string name = join_names(t->name, c->name);
+    std::string name = join_names({t->name, c->name});
     // With keepdims the size-1 axes may land elsewhere; a reshape would restore the shape,
     // but a view between the reduce and its epilogue stops FuseOps, so leave those alone.
     Expr r =
@@ -268,7 +248,7 @@ struct Simplifier {
 }  // namespace
 
 Function simplify_expr(const Function& f) {
-  Simplifier s{count_uses(f)};
+  Simplifier s{use_counts(f)};
   return rewrite(f, [&](const Expr& e, const std::vector<Expr>& in) { return s.visit(e, in); });
 }
 

@@ -79,6 +79,11 @@ struct ExprNode {
 };
 using Expr = std::shared_ptr<const ExprNode>;
 
+/// The name of a node that stands for nodes named `names`: their parts, each once and in
+/// order, joined with " + ". Names already joined are split first, so {"conv1 + bn1", "bn1"}
+/// gives "conv1 + bn1"; empty names add nothing.
+std::string join_names(const std::vector<std::string>& names);
+
 template <class T>
 const T* as(const Expr& e) {
   return e && e->kind == T::kKind ? static_cast<const T*>(e.get()) : nullptr;
@@ -167,6 +172,15 @@ std::vector<Expr> inputs_of(const Expr& e);
 
 /// Nodes reachable from `root`, producers first, each once.
 std::vector<Expr> post_order(const Expr& root);
+
+/// How many times each node of `f` is read: once per input slot (argument, tuple field,
+/// TupleGetItem) that names it, and once more for the function's output. A node is single
+/// use (a pass may fold it into its reader) when its count is 1. Unread nodes are absent.
+std::map<const ExprNode*, int> use_counts(const Function& f);
+
+/// The readers of each node of `f` (calls, tuples, TupleGetItems), in post order, once per
+/// input slot that names the node. The function's output is not a reader.
+std::map<const ExprNode*, std::vector<Expr>> consumers(const Function& f);
 
 /// Rebuilds the graph under `root` bottom-up (each node once). For every node, `fn(node,
 /// new_inputs)` gets the node and its already rewritten inputs and returns its replacement,

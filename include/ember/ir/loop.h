@@ -245,12 +245,15 @@ PrimExpr logical_and(PrimExpr a, PrimExpr b);
 PrimExpr logical_or(PrimExpr a, PrimExpr b);
 PrimExpr logical_not(PrimExpr a);
 PrimExpr binary(BinaryOp op, PrimExpr a, PrimExpr b);
+PrimExpr compare(CompareOp op, PrimExpr a, PrimExpr b);
 PrimExpr min(PrimExpr a, PrimExpr b);
 PrimExpr max(PrimExpr a, PrimExpr b);
 PrimExpr select(PrimExpr cond, PrimExpr t, PrimExpr f);
 PrimExpr cast(DType t, PrimExpr v);
 PrimExpr reinterpret(DType t, PrimExpr v);
-PrimExpr call(Intrinsic op, std::vector<PrimExpr> args);  // result dtype = args[0]'s
+/// An intrinsic call; its dtype is args[0]'s (Bool for IsNan). Named apart from graph.h's
+/// `call`, which builds a graph-IR op call.
+PrimExpr prim_call(Intrinsic op, std::vector<PrimExpr> args);
 /// `evaluate(barrier())` synchronises the threads of a GPU block (__syncthreads).
 PrimExpr barrier();
 PrimExpr load(Buffer buffer, PrimExpr index);
@@ -289,7 +292,7 @@ class Stmt {
 
 /// Vectorized loops must be innermost and have a constant extent; the code generator
 /// turns the body into vector instructions of that many lanes. Parallel loops are outlined
-/// and run on the runtime's OpenMP pool. GPU kinds bind the loop to a block index
+/// and run on the runtime's thread pool. GPU kinds bind the loop to a block index
 /// (blockIdx.x/y/z) or a thread index (threadIdx.x/y/z): the loop disappears and its
 /// constant extent becomes that launch dimension (the NVPTX target only).
 enum class ForKind {
@@ -389,8 +392,48 @@ struct PrimFunc {
 
 // ------------------------------------------------------------------------ traversal helpers
 
-/// Rebuilds only what changed (Halide's IRMutator). Override the node kinds you care about
-/// and call the base version to recurse.
+/// Walks a tree without rebuilding it (Halide's IRVisitor). There is one method per node
+/// kind; each by default visits the node's children in order (not the variable a For, Let
+/// or LetStmt binds, nor a Reduce's axes). Override the kinds you care about and call the
+/// base version to descend, or do not, to prune. A subclass that overrides one of the
+/// `visit` entry points adds `using PrimVisitor::visit;` to keep the other.
+class PrimVisitor {
+ public:
+  virtual ~PrimVisitor() = default;
+  /// Dispatches on the node's kind; an empty handle is skipped.
+  virtual void visit(const PrimExpr& e);
+  virtual void visit(const Stmt& s);
+
+ protected:
+  virtual void visit_int_imm(const IntImmNode*) {}
+  virtual void visit_float_imm(const FloatImmNode*) {}
+  virtual void visit_var(const PrimVarNode*) {}
+  virtual void visit_binary(const BinaryNode* op);
+  virtual void visit_compare(const CompareNode* op);
+  virtual void visit_not(const NotNode* op);
+  virtual void visit_select(const SelectNode* op);
+  virtual void visit_cast(const CastNode* op);
+  virtual void visit_reinterpret(const ReinterpretNode* op);
+  virtual void visit_load(const LoadNode* op);
+  virtual void visit_call(const PrimCallNode* op);
+  virtual void visit_let(const LetNode* op);
+  virtual void visit_producer_load(const ProducerLoadNode* op);
+  virtual void visit_reduce(const ReduceNode* op);
+
+  virtual void visit_for(const ForNode* op);
+  virtual void visit_store(const StoreNode* op);
+  virtual void visit_allocate(const AllocateNode* op);
+  virtual void visit_let_stmt(const LetStmtNode* op);
+  virtual void visit_if_then_else(const IfThenElseNode* op);
+  virtual void visit_seq(const SeqNode* op);
+  virtual void visit_evaluate(const EvaluateNode* op);
+};
+
+/// Rebuilds only what changed (Halide's IRMutator). There is one method per node kind,
+/// given the node's handle and the node; each by default mutates the children and returns
+/// the handle itself when none changed, else a node rebuilt with the builders (which fold
+/// constants again). Override the kinds you care about and call the base version to
+/// recurse. `mutate` dispatches; override it to see every node before dispatch.
 class PrimMutator {
  public:
   virtual ~PrimMutator() = default;
@@ -398,13 +441,28 @@ class PrimMutator {
   virtual Stmt mutate(const Stmt& s);
 
  protected:
-  virtual PrimExpr visit_var(const PrimExpr& e, const PrimVarNode* op) { return e; }
+  virtual PrimExpr visit_int_imm(const PrimExpr& e, const IntImmNode*) { return e; }
+  virtual PrimExpr visit_float_imm(const PrimExpr& e, const FloatImmNode*) { return e; }
+  virtual PrimExpr visit_var(const PrimExpr& e, const PrimVarNode*) { return e; }
+  virtual PrimExpr visit_binary(const PrimExpr& e, const BinaryNode* op);
+  virtual PrimExpr visit_compare(const PrimExpr& e, const CompareNode* op);
+  virtual PrimExpr visit_not(const PrimExpr& e, const NotNode* op);
+  virtual PrimExpr visit_select(const PrimExpr& e, const SelectNode* op);
+  virtual PrimExpr visit_cast(const PrimExpr& e, const CastNode* op);
+  virtual PrimExpr visit_reinterpret(const PrimExpr& e, const ReinterpretNode* op);
   virtual PrimExpr visit_load(const PrimExpr& e, const LoadNode* op);
+  virtual PrimExpr visit_call(const PrimExpr& e, const PrimCallNode* op);
+  virtual PrimExpr visit_let(const PrimExpr& e, const LetNode* op);
   virtual PrimExpr visit_producer_load(const PrimExpr& e, const ProducerLoadNode* op);
-  virtual Stmt visit_store(const Stmt& s, const StoreNode* op);
+  virtual PrimExpr visit_reduce(const PrimExpr& e, const ReduceNode* op);
+
   virtual Stmt visit_for(const Stmt& s, const ForNode* op);
-  PrimExpr mutate_children(const PrimExpr& e);
-  Stmt mutate_children(const Stmt& s);
+  virtual Stmt visit_store(const Stmt& s, const StoreNode* op);
+  virtual Stmt visit_allocate(const Stmt& s, const AllocateNode* op);
+  virtual Stmt visit_let_stmt(const Stmt& s, const LetStmtNode* op);
+  virtual Stmt visit_if_then_else(const Stmt& s, const IfThenElseNode* op);
+  virtual Stmt visit_seq(const Stmt& s, const SeqNode* op);
+  virtual Stmt visit_evaluate(const Stmt& s, const EvaluateNode* op);
 };
 
 /// Calls `fn` on every expression node (pre-order) under `e` / `s`.

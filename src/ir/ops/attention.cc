@@ -213,7 +213,7 @@ int64_t query_block(int64_t L) {
 
 // a * b + c rounded once (an FMA instruction; the code generator never contracts itself).
 PrimExpr fma(PrimExpr a, PrimExpr b, PrimExpr c) {
-  return call(Intrinsic::Fma, {std::move(a), std::move(b), std::move(c)});
+  return prim_call(Intrinsic::Fma, {std::move(a), std::move(b), std::move(c)});
 }
 
 // What both kernel forms share: the buffers, the sizes and the score of one (row, key).

@@ -2,6 +2,8 @@
 // Helpers shared by the op families in src/ir/ops/*.cc: argument checks for type relations
 // (each failure is a user-facing ember::Error through TypeContext::fail) and small index
 // builders for compute rules. Internal to src/ir/ops.
+#include <fmt/format.h>
+
 #include <string>
 #include <variant>
 #include <vector>
@@ -26,9 +28,7 @@ inline const TensorType& tensor_arg(const std::vector<Type>& args, size_t i,
 }
 
 inline std::string ints_str(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
+  return fmt::format("[{}]", fmt::join(v, ", "));
 }
 
 inline int64_t numel(const std::vector<int64_t>& shape) {

@@ -425,8 +425,8 @@ Tensor take_compute(const std::vector<Tensor>& in, const Attrs& attrs, const Ten
   return compute("take", out.shape, [&](const std::vector<PrimVar>& i) {
     std::vector<PrimExpr> ii(i.begin() + axis, i.begin() + axis + k);
     PrimExpr at =
-        call(Intrinsic::CheckIndex, {cast(DType::Int64, indices(ii)), idx(data.shape()[axis]),
-                                     idx(static_cast<int64_t>(axis)), idx(allow_negative)});
+        prim_call(Intrinsic::CheckIndex, {cast(DType::Int64, indices(ii)), idx(data.shape()[axis]),
+                                          idx(static_cast<int64_t>(axis)), idx(allow_negative)});
     std::vector<PrimExpr> di(i.begin(), i.begin() + axis);
     di.push_back(at);
     di.insert(di.end(), i.begin() + axis + k, i.end());

@@ -31,7 +31,7 @@ namespace {
 PrimExpr multiply_add(const PrimExpr& src, const PrimExpr& acc) {
   auto* mul = src.as<BinaryNode>();
   if (mul && mul->op == BinaryOp::Mul && is_float(src.dtype()))
-    return call(Intrinsic::Fma, {mul->a, mul->b, acc});
+    return prim_call(Intrinsic::Fma, {mul->a, mul->b, acc});
   return acc + src;
 }
 

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <set>
 
+#include "analysis.h"
 #include "ember/ir/simplify.h"
 #include "ember/passes/machine_model.h"
 #include "ember/passes/schedule.h"
@@ -27,21 +28,8 @@ namespace {
 
 int lanes_for(DType t, int vector_bits) { return std::max(1, vector_bits / (8 * dtype_bytes(t))); }
 
-bool is_reduction(const Stage& s) { return s.body().as<ReduceNode>() != nullptr; }
 bool padded_input_of_reduction(Schedule& sch, const Stage& s);
 bool windowed_pad(const Stage& r, const Stage& pad);
-
-// Does `body` read `producer` at an index that uses `axis_var`?
-bool reads_along(const PrimExpr& body, const TensorNode* producer, const PrimVarNode* axis_var) {
-  bool found = false;
-  visit_prim(body, [&](const PrimExpr& e) {
-    auto* p = e.as<ProducerLoadNode>();
-    if (!p || p->producer.get() != producer) return;
-    for (auto& idx : p->indices)
-      visit_prim(idx, [&](const PrimExpr& x) { found |= x.get() == axis_var; });
-  });
-  return found;
-}
 
 bool reads_tensor(const PrimExpr& body, const Stage& s) {
   bool reads = false;

@@ -34,6 +34,7 @@
 #include <map>
 #include <set>
 
+#include "analysis.h"
 #include "ember/passes/schedule.h"
 #include "ember/support/error.h"
 
@@ -57,26 +58,10 @@ int64_t pow2_ceil(int64_t n) {
   return p;
 }
 
-bool is_reduction(const Stage& s) { return s.body().as<ReduceNode>() != nullptr; }
-
 bool is_output(const Schedule& sch, const Stage& s) {
   for (auto& o : sch.outputs())
     if (o.ref() == s.tensor().ref()) return true;
   return false;
-}
-
-bool reads(const PrimExpr& body, const TensorNode* producer) {
-  bool found = false;
-  visit_prim(body, [&](const PrimExpr& e) {
-    if (auto* p = e.as<ProducerLoadNode>()) found |= p->producer.get() == producer;
-  });
-  return found;
-}
-
-bool uses(const PrimExpr& e, const PrimVarNode* v) {
-  bool found = false;
-  visit_prim(e, [&](const PrimExpr& x) { found |= x.get() == v; });
-  return found;
 }
 
 // Root reduction stages that `body` reads directly.
@@ -87,17 +72,6 @@ std::vector<Stage*> reductions_read(const Schedule& sch, const PrimExpr& body) {
         reads(body, s->tensor().operator->()))
       out.push_back(s.get());
   return out;
-}
-
-// Does `body` read `producer` at an index that uses `axis_var`?
-bool reads_along(const PrimExpr& body, const TensorNode* producer, const PrimVarNode* axis_var) {
-  bool found = false;
-  visit_prim(body, [&](const PrimExpr& e) {
-    auto* p = e.as<ProducerLoadNode>();
-    if (!p || p->producer.get() != producer) return;
-    for (auto& idx : p->indices) found |= uses(idx, axis_var);
-  });
-  return found;
 }
 
 // Elementwise and injective intermediates are inlined (their clamped, guarded reads cost a
@@ -223,8 +197,8 @@ bool schedule_tiled(Schedule& sch, int64_t volume) {
   for (size_t d = 0; d < n; ++d) {
     const PrimVarNode* v = r.axes()[d]->var.get();
     bool in_a = false, in_b = false;
-    for (auto& i : a->indices) in_a |= uses(i, v);
-    for (auto& i : b->indices) in_b |= uses(i, v);
+    for (auto& i : a->indices) in_a |= uses_var(i, v);
+    for (auto& i : b->indices) in_b |= uses_var(i, v);
     if (in_a != in_b) side[in_a ? 0 : 1].push_back(d);
   }
   int64_t ext[2] = {1, 1};
@@ -409,36 +383,36 @@ struct Footprint {
   int64_t shared = 0, local = 0;
 };
 
-void measure(const Stmt& s, bool in_thread, Footprint& fp) {
-  if (!s) return;
-  switch (s.kind()) {
-    case StmtKind::For: {
-      auto* op = s.as<ForNode>();
-      bool thread = op->for_kind == ForKind::GpuThreadX || op->for_kind == ForKind::GpuThreadY ||
-                    op->for_kind == ForKind::GpuThreadZ;
-      return measure(op->body, in_thread || thread, fp);
-    }
-    case StmtKind::Allocate: {
-      auto* op = s.as<AllocateNode>();
-      int64_t bytes = op->buffer->numel() * dtype_bytes(op->buffer->dtype);
-      if (in_thread)
-        fp.local = std::max(fp.local, bytes);
-      else
-        fp.shared += bytes;  // an upper bound: buffers only one thread writes stay local
-      return measure(op->body, in_thread, fp);
-    }
-    case StmtKind::LetStmt:
-      return measure(s.as<LetStmtNode>()->body, in_thread, fp);
-    case StmtKind::IfThenElse:
-      measure(s.as<IfThenElseNode>()->then_case, in_thread, fp);
-      return measure(s.as<IfThenElseNode>()->else_case, in_thread, fp);
-    case StmtKind::Seq:
-      for (auto& x : s.as<SeqNode>()->seq) measure(x, in_thread, fp);
-      return;
-    default:
-      return;
-  }
+bool is_thread_kind(ForKind k) {
+  return k == ForKind::GpuThreadX || k == ForKind::GpuThreadY || k == ForKind::GpuThreadZ;
 }
+
+class Measure : public PrimVisitor {
+ public:
+  Footprint fp;
+
+  using PrimVisitor::visit;
+  void visit(const PrimExpr&) override {}  // expressions allocate nothing
+
+ protected:
+  void visit_for(const ForNode* op) override {
+    bool outer = in_thread_;
+    in_thread_ |= is_thread_kind(op->for_kind);
+    PrimVisitor::visit_for(op);
+    in_thread_ = outer;
+  }
+  void visit_allocate(const AllocateNode* op) override {
+    int64_t bytes = op->buffer->numel() * dtype_bytes(op->buffer->dtype);
+    if (in_thread_)
+      fp.local = std::max(fp.local, bytes);
+    else
+      fp.shared += bytes;  // an upper bound: buffers only one thread writes stay local
+    PrimVisitor::visit_allocate(op);
+  }
+
+ private:
+  bool in_thread_ = false;
+};
 
 // Lowers a template on a scratch schedule of the same outputs; true when it applies and
 // its kernel fits in a block.
@@ -448,9 +422,9 @@ bool fits(const std::vector<Tensor>& outputs, const std::function<bool(Schedule&
   std::vector<Tensor> inputs;
   for (auto& t : topo_order(outputs))
     if (t->is_placeholder()) inputs.push_back(t);
-  Footprint fp;
-  measure(lower_schedule(trial, "probe", inputs).body, false, fp);
-  return fp.shared <= kMaxSharedBytes && fp.local <= kMaxLocalBytes;
+  Measure m;
+  m.visit(lower_schedule(trial, "probe", inputs).body);
+  return m.fp.shared <= kMaxSharedBytes && m.fp.local <= kMaxLocalBytes;
 }
 
 }  // namespace
@@ -472,10 +446,6 @@ void apply_gpu_schedule(Schedule& sch) {
 // ------------------------------------------------------------------------ phases on GPU
 
 namespace {
-
-bool is_thread_kind(ForKind k) {
-  return k == ForKind::GpuThreadX || k == ForKind::GpuThreadY || k == ForKind::GpuThreadZ;
-}
 
 // Allocations outside every thread loop that a thread loop writes become shared: the
 // block's threads compute them together. (One written outside thread loops is computed by
@@ -534,20 +504,20 @@ class PromoteShared : public PrimMutator {
 
   // Every thread runs block-level code: a store there to a shared buffer would race.
   static void check_no_block_level_store(const Stmt& s, const BufferNode* buf) {
-    if (!s) return;
-    if (auto* f = s.as<ForNode>(); f && is_thread_kind(f->for_kind)) return;
-    if (auto* st = s.as<StoreNode>())
-      EMBER_CHECK(st->buffer.get() != buf, "buffer ", buf->name,
-                  " is shared by a block's threads but also written outside a thread loop");
-    if (auto* f = s.as<ForNode>()) return check_no_block_level_store(f->body, buf);
-    if (auto* a = s.as<AllocateNode>()) return check_no_block_level_store(a->body, buf);
-    if (auto* l = s.as<LetStmtNode>()) return check_no_block_level_store(l->body, buf);
-    if (auto* i = s.as<IfThenElseNode>()) {
-      check_no_block_level_store(i->then_case, buf);
-      return check_no_block_level_store(i->else_case, buf);
-    }
-    if (auto* q = s.as<SeqNode>())
-      for (auto& x : q->seq) check_no_block_level_store(x, buf);
+    struct Check : PrimVisitor {
+      const BufferNode* buf;
+      explicit Check(const BufferNode* b) : buf(b) {}
+      using PrimVisitor::visit;
+      void visit(const PrimExpr&) override {}
+      void visit_for(const ForNode* op) override {
+        if (!is_thread_kind(op->for_kind)) PrimVisitor::visit_for(op);
+      }
+      void visit_store(const StoreNode* op) override {
+        EMBER_CHECK(op->buffer.get() != buf, "buffer ", buf->name,
+                    " is shared by a block's threads but also written outside a thread loop");
+      }
+    };
+    Check(buf).visit(s);
   }
 
   int depth_ = 0;  // enclosing thread loops

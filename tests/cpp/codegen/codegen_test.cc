@@ -401,15 +401,15 @@ TEST(CodegenCpu, MathIntrinsicsAndUnroll) {
   PrimExpr xv = load(x, i);
   Stmt vec =
       for_loop(i, 0, lanes, ForKind::Vectorized,
-               seq({store(out, i, call(Intrinsic::Sqrt, {call(Intrinsic::Abs, {xv})})),
-                    store(out, lanes + i, call(Intrinsic::Floor, {xv})),
-                    store(out, 2 * lanes + i, call(Intrinsic::Ceil, {xv})),
-                    store(out, 3 * lanes + i, call(Intrinsic::Round, {xv})),
-                    store(out, 4 * lanes + i, select(call(Intrinsic::IsNan, {xv}), 1.0, 0.0)),
-                    store(out, 5 * lanes + i, call(Intrinsic::Fma, {xv, xv, -1.0})),
+               seq({store(out, i, prim_call(Intrinsic::Sqrt, {prim_call(Intrinsic::Abs, {xv})})),
+                    store(out, lanes + i, prim_call(Intrinsic::Floor, {xv})),
+                    store(out, 2 * lanes + i, prim_call(Intrinsic::Ceil, {xv})),
+                    store(out, 3 * lanes + i, prim_call(Intrinsic::Round, {xv})),
+                    store(out, 4 * lanes + i, select(prim_call(Intrinsic::IsNan, {xv}), 1.0, 0.0)),
+                    store(out, 5 * lanes + i, prim_call(Intrinsic::Fma, {xv, xv, -1.0})),
                     store(out, 6 * lanes + i, xv % 0.75)}));  // float Mod is fmod
-  Stmt unrolled =
-      for_loop(u, 0, lanes, ForKind::Unrolled, store(iabs, u, call(Intrinsic::Abs, {load(ia, u)})));
+  Stmt unrolled = for_loop(u, 0, lanes, ForKind::Unrolled,
+                           store(iabs, u, prim_call(Intrinsic::Abs, {load(ia, u)})));
   PrimFunc f = make_func("math", {x, ia, out, iabs}, 2, seq({vec, unrolled}));
   std::vector<float> xv_host(lanes);
   const float samples[] = {2.5f, -2.5f, 0.5f, 1.5f, -0.49f, 3.7f, kNaN, -1.0f, 16.0f};

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -65,6 +66,32 @@ TEST(StructuralEqual, DeepChainsDoNotOverflowTheStack) {
   }
   for (auto* nodes : {&a_nodes, &b_nodes, &c_nodes})
     while (!nodes->empty()) nodes->pop_back();
+}
+
+// Use counts and consumers count every input slot (a node read twice by one call counts
+// twice) and the function's output once.
+TEST(GraphDataflow, UseCountsAndConsumers) {
+  Expr x = var("x", TensorType{{4}, DType::Float32});
+  Expr r = call("nn.relu", {x});
+  Expr sum = call("add", {r, r});
+  Expr out = tuple({sum, r});
+  Function f = function({x}, out);
+  std::map<const ExprNode*, int> uses = use_counts(f);
+  EXPECT_EQ(uses.at(x.get()), 1);
+  EXPECT_EQ(uses.at(r.get()), 3);
+  EXPECT_EQ(uses.at(sum.get()), 1);
+  EXPECT_EQ(uses.at(out.get()), 1);
+  std::map<const ExprNode*, std::vector<Expr>> readers = consumers(f);
+  EXPECT_EQ(readers.at(r.get()), (std::vector<Expr>{sum, sum, out}));
+  EXPECT_EQ(readers.at(x.get()), (std::vector<Expr>{r}));
+  EXPECT_EQ(readers.count(out.get()), 0u);
+}
+
+TEST(GraphDataflow, JoinNamesKeepsEachPartOnce) {
+  EXPECT_EQ(join_names({"conv1", "bn1"}), "conv1 + bn1");
+  EXPECT_EQ(join_names({"conv1 + bn1", "bn1", "", "relu"}), "conv1 + bn1 + relu");
+  EXPECT_EQ(join_names({"a", "a"}), "a");
+  EXPECT_EQ(join_names({"", ""}), "");
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "ember/ir/simplify.h"
 #include "ember/support/error.h"
@@ -168,6 +170,78 @@ TEST(LoopIR, IntegerConstantsFromFloatsSaturate) {
   // Integer to a narrower integer wraps (trunc), exactly, with no trip through double.
   EXPECT_EQ(int_value(cast(DType::Int32, PrimExpr(int64_t{(int64_t{1} << 32) + 5}))), 5);
   EXPECT_EQ(int_value(cast(DType::Int64, make_const(DType::Int32, -7))), -7);
+}
+
+// A visitor sees every node once, pre-order, through the method of its kind; a method that
+// does not call the base version prunes the walk below it.
+TEST(LoopIR, VisitorHasOneMethodPerNodeKind) {
+  struct Kinds : PrimVisitor {
+    std::vector<std::string> seen;
+    bool prune_let = false;
+    void visit_var(const PrimVarNode* op) override { seen.push_back("var " + op->name); }
+    void visit_load(const LoadNode* op) override {
+      seen.push_back("load " + op->buffer->name);
+      PrimVisitor::visit_load(op);
+    }
+    void visit_call(const PrimCallNode* op) override {
+      seen.push_back("call");
+      PrimVisitor::visit_call(op);
+    }
+    void visit_for(const ForNode* op) override {
+      seen.push_back("for " + op->var.name());
+      PrimVisitor::visit_for(op);
+    }
+    void visit_store(const StoreNode* op) override {
+      seen.push_back("store " + op->buffer->name);
+      PrimVisitor::visit_store(op);
+    }
+    void visit_let_stmt(const LetStmtNode* op) override {
+      seen.push_back("let " + op->var.name());
+      if (!prune_let) PrimVisitor::visit_let_stmt(op);
+    }
+  };
+  Buffer a = make_buffer("A", DType::Float32, {8}), b = make_buffer("B", DType::Float32, {8});
+  PrimVar i("i"), n("n");
+  Stmt s = for_loop(i, 0, 8, ForKind::Serial,
+                    let_stmt(n, i + 1, store(b, i, prim_call(Intrinsic::Sqrt, {load(a, n)}))));
+  Kinds all;
+  all.visit(s);
+  EXPECT_EQ(all.seen, (std::vector<std::string>{"for i", "let n", "var i", "store B", "var i",
+                                                "call", "load A", "var n"}));
+  Kinds pruned;
+  pruned.prune_let = true;
+  pruned.visit(s);
+  EXPECT_EQ(pruned.seen, (std::vector<std::string>{"for i", "let n"}));
+}
+
+// A mutator rebuilds the path to what it changed, shares everything else, and returns the
+// statement itself when nothing changed.
+TEST(LoopIR, MutatorRebuildsOnlyWhatChanged) {
+  struct SqrtToAbs : PrimMutator {
+    PrimExpr visit_call(const PrimExpr& e, const PrimCallNode* op) override {
+      PrimExpr base = PrimMutator::visit_call(e, op);
+      auto* c = base.as<PrimCallNode>();
+      return c->op == Intrinsic::Sqrt ? prim_call(Intrinsic::Abs, c->args) : base;
+    }
+  };
+  Buffer a = make_buffer("A", DType::Float32, {8}), b = make_buffer("B", DType::Float32, {8});
+  PrimVar i("i");
+  Stmt untouched = store(a, i, load(a, i));
+  Stmt changed = store(b, i, prim_call(Intrinsic::Sqrt, {load(a, i)}));
+  Stmt s = for_loop(i, 0, 8, ForKind::Serial, seq({untouched, changed}));
+  Stmt r = SqrtToAbs().mutate(s);
+  EXPECT_EQ(to_string(r), "for i in [0, 8):\n  A[i] = A[i]\n  B[i] = abs(A[i])\n");
+  EXPECT_TRUE(r.as<ForNode>()->body.as<SeqNode>()->seq[0].same_as(untouched));
+  EXPECT_TRUE(SqrtToAbs().mutate(untouched).same_as(untouched));
+}
+
+TEST(LoopIR, PrinterListsParamsArgumentsAndIndices) {
+  Buffer a = make_buffer("A", DType::Float32, {2, 4}), b = make_buffer("B", DType::Int32, {4});
+  PrimVar i("i");
+  PrimFunc f{
+      "k", {a, b}, 1, store(a, i, prim_call(Intrinsic::Fma, {load(a, i), load(a, i), load(a, i)}))};
+  EXPECT_EQ(to_string(f),
+            "func k(A: float32[2, 4], B: int32[4]):\n  A[i] = fma(A[i], A[i], A[i])\n");
 }
 
 }  // namespace
