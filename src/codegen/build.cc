@@ -61,7 +61,7 @@ std::shared_ptr<Library> build_library(const ir::Function& f, const std::string&
         "the chosen schedule knobs as build's `tuned` argument");
   const codegen::Target tgt = codegen::parse_target(target);
   const bool cuda = tgt.is_cuda();
-  std::vector<passes::FusionDecision> fusion;
+  std::vector<runtime::FusionEdge> fusion;
   passes::PipelineTarget pipeline_target{
       cuda, passes::MachineModel::for_vector_bits(tgt.resolved_vector_bits())};
   ir::Function func = passes::run_pipeline(passes::bind_params(f, params), ctx, pipeline_target,
@@ -138,7 +138,7 @@ std::string Library::fusion_graph() const {
   }
   for (size_t k = 0; k < graph->kernels.size(); ++k) {
     auto& kern = graph->kernels[k];
-    const passes::KernelInfo* info = k < kernels.size() ? &kernels[k] : nullptr;
+    const runtime::KernelReport* info = k < kernels.size() ? &kernels[k] : nullptr;
     os << "  subgraph cluster_" << k << " {\n    label=" << quote(kern.name)
        << ";\n    style=filled; color=lightgrey;\n";
     std::string last;

@@ -20,7 +20,7 @@ namespace ember::passes {
 
 ir::Function run_pipeline(const ir::Function& input, const PassContext& raw_ctx,
                           const PipelineTarget& target, const ConstEvaluator& evaluate,
-                          std::vector<FusionDecision>* fusion_decisions) {
+                          std::vector<runtime::FusionEdge>* fusion_decisions) {
   PassContext ctx = raw_ctx.validated();
   const char* env = std::getenv("EMBER_DUMP_IR");
   bool dump = ctx.config_value("dump_ir", env ? env : "0") == "1";

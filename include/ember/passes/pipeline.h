@@ -26,6 +26,6 @@ struct PipelineTarget {
 /// printed to stderr.
 ir::Function run_pipeline(const ir::Function& f, const PassContext& ctx,
                           const PipelineTarget& target, const ConstEvaluator& evaluate,
-                          std::vector<FusionDecision>* fusion_decisions = nullptr);
+                          std::vector<runtime::FusionEdge>* fusion_decisions = nullptr);
 
 }  // namespace ember::passes
