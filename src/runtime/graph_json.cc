@@ -223,8 +223,8 @@ json parse(const std::string& text, const std::string& where) {
   };
   try {
     return json::parse(text, bound_depth);
-  } catch (const json::parse_error& e) {
-    std::string what = e.what();  // "[json.exception.parse_error.101] parse error at ..."
+  } catch (const json::exception& e) {  // a parse error, or a number out of range (406)
+    std::string what = e.what();        // "[json.exception.parse_error.101] parse error at ..."
     size_t tag = what.find("] ");
     malformed(tag == std::string::npos ? what : what.substr(tag + 2));
   }
@@ -419,12 +419,8 @@ void check_value_roles(const ExecGraph& g, const GraphReader& r) {
   }
 }
 
-}  // namespace
-
-void read_graph_json(const std::string& text, const std::string& where,
-                     const std::shared_ptr<void>& buffer, const char* params, uint64_t params_size,
-                     bool gpu_code, Artifact& a) {
-  const json root = parse(text, where);
+void read_graph(const json& root, const std::string& where, const std::shared_ptr<void>& buffer,
+                const char* params, uint64_t params_size, bool gpu_code, Artifact& a) {
   GraphReader r(where);
   auto g = std::make_shared<ExecGraph>();
   ArtifactInfo& info = a.info;
@@ -456,6 +452,20 @@ void read_graph_json(const std::string& text, const std::string& where,
   read_fusion(root, r, info);
   check_value_roles(*g, r);
   a.graph = std::move(g);
+}
+
+}  // namespace
+
+void read_graph_json(const std::string& text, const std::string& where,
+                     const std::shared_ptr<void>& buffer, const char* params, uint64_t params_size,
+                     bool gpu_code, Artifact& a) {
+  const json root = parse(text, where);
+  try {
+    read_graph(root, where, buffer, params, params_size, gpu_code, a);
+  } catch (const json::exception& e) {  // every access is checked first: this is a guard
+    fail(where, " is corrupted: the graph section is inconsistent (", e.what(),
+         "); the file is damaged or was written by an incompatible Ember");
+  }
 }
 
 }  // namespace ember::runtime
