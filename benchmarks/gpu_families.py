@@ -10,7 +10,7 @@ tests/python/models.py, checked and timed on a machine that has only Ember's run
 
 `export` writes, per family F: F.ember (graph, parameters, PTX or CPU code), F.in<i>.npy
 (the inputs), F.pt (the PyTorch state_dict) and F.ref<i>.npy (PyTorch's CPU outputs), plus
-manifest.json; it prints each family's size and the total (the GPU machine takes at most
+manifest.json and include/nlohmann (the header the runtime's sources need, about 1 MiB); it prints each family's size and the total (the GPU machine takes at most
 64 MiB of carried files).
 
 `run` imports only NumPy, the runtime part of `ember` (ember.load, ember.GraphModule) and,
@@ -98,6 +98,9 @@ def export(args):
         total += size
         print(f"{family:18s} {len(lib.kernel_names):3d} kernels  {_size(size)}")
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    # The GPU machine builds the runtime with no package manager: it gets nlohmann/json here.
+    include = ember.deploy.ship_runtime_headers(out)
+    print(f"runtime headers (nlohmann/json) for scripts/gpu_run.sh in {include}")
     print(f"exported {len(manifest['families'])} families for target {args.target!r} to "
           f"{out}: {_size(total)} in all")
     return 1 if failed else 0

@@ -23,10 +23,16 @@ mkdir -p "$build"
 build=$(cd "$build" && pwd)
 pkg=$build/pkg/ember
 
+# The GPU machine has no package manager: the runtime's sources take nlohmann/json from
+# what the export shipped in DIR/include.
+json=()
+if [[ -f $dir/include/nlohmann/json.hpp ]]; then
+  json=(-DEMBER_NLOHMANN_JSON_DIR="$dir/include")
+fi
 # The same configuration as tests/python/test_deploy.py's runtime-only test.
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_RUNTIME_ONLY=ON \
   -DEMBER_BUILD_TESTS=OFF -DPython_EXECUTABLE="$(command -v "$python")" \
-  -DEMBER_PYTHON_OUTPUT_DIR="$pkg" >"$build/configure.log" ||
+  -DEMBER_PYTHON_OUTPUT_DIR="$pkg" "${json[@]}" >"$build/configure.log" ||
   { cat "$build/configure.log" >&2; exit 1; }
 ninja -C "$build" _ember_runtime >"$build/build.log" || { cat "$build/build.log" >&2; exit 1; }
 

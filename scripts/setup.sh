@@ -8,7 +8,8 @@ set -euo pipefail
 
 APT_PACKAGES=(llvm-19-dev libboost-graph-dev libgtest-dev libgmock-dev ccache graphviz
               ninja-build clang-format-19 zlib1g-dev libzstd-dev libedit-dev libxml2-dev
-              libffi-dev libfmt-dev)
+              libffi-dev
+              nlohmann-json3-dev libfmt-dev)  # JSON of the model file; joins and tables
 if [[ " $* " == *" --sanitizers "* ]]; then
   APT_PACKAGES+=(clang-19 libclang-rt-19-dev libfuzzer-19-dev)
 fi

@@ -23,6 +23,7 @@
 
 #include "ember/runtime/artifact.h"
 #include "ember/runtime/graph_executor.h"
+#include "ember/runtime/npy.h"
 #include "ember/support/error.h"
 
 using namespace ember;

@@ -44,7 +44,7 @@ __all__ = ["EmberError", "InternalError", "frontend", "ir", "op", "transform", "
            "KernelReport", "GraphModule", "Tensor", "BenchmarkResult", "set_num_threads", "get_num_threads", "native_vector_lanes",
            "measure_fma_peak", "cuda_available", "tune",
            "load", "LoadedLibrary", "RUNTIME_ONLY", "last_compile_report"]
-__version__ = "0.1.0"
+__version__ = _ember.__version__  # CMakeLists.txt project(VERSION), via the extension
 EmberError.__module__ = "ember"  # shown as ember.EmberError in tracebacks
 InternalError.__module__ = "ember"
 if RUNTIME_ONLY:

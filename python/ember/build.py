@@ -24,29 +24,16 @@ def build(func, target="llvm", params=None):
                          f"body)), got {type(func).__name__}")
     if not isinstance(target, str):
         raise EmberError(f"ember.build: target must be a string such as 'llvm', got {target!r}")
-    if params is None:
-        params = {}
-    if not isinstance(params, dict):
-        raise EmberError("ember.build: params must be a dict of parameter name -> array, got "
-                         f"{type(params).__name__}")
-    inputs = {p.name: p for p in func.params}
-    arrays = {}
-    for name, value in params.items():
-        if name not in inputs:
-            raise EmberError(f"ember.build: params has '{name}', which is not a parameter of "
-                             f"the function; its parameters are {', '.join(inputs) or 'none'}")
-        array = as_array(value, f"ember.build: param '{name}'")
-        expected = inputs[name]
-        if tuple(array.shape) != expected.shape or array.dtype.name != expected.dtype:
-            raise EmberError(f"ember.build: param '{name}' is {array.dtype.name}"
-                             f"{list(array.shape)} but the function declares it as "
-                             f"{expected.type}; pass an array of that shape and dtype")
-        arrays[name] = array
+    # Only converted here (torch tensors become NumPy arrays): the C++ pass bind_params is
+    # the one place that checks names, shapes and dtypes against the function.
+    if isinstance(params, dict):
+        params = {name: as_array(value, f"ember.build: param '{name}'")
+                  for name, value in params.items()}
     ctx = transform.current()
     config, tuned = dict(ctx.config), None
     if "tuning_log" in config:
         tuned = _tuned_table(config.pop("tuning_log"), target)
-    lib = _ember._build(func, target, arrays, ctx.opt_level, ctx.disabled_passes,
+    lib = _ember._build(func, target, params, ctx.opt_level, ctx.disabled_passes,
                         ctx.required_passes, config, tuned)
     for k in lib._kernels():
         if k.get("tuning_note"):

@@ -17,11 +17,13 @@ ember.load(path, sha256="...") (hashlib.sha256(data).hexdigest() of the file you
 The file format is documented in include/ember/runtime/artifact.h.
 """
 import os
+import pathlib
+import shutil
 
 from . import _ember
 from ._ember import EmberError, LoadedLibrary
 
-__all__ = ["load", "LoadedLibrary", "RUNTIME_ONLY_MESSAGE"]
+__all__ = ["load", "LoadedLibrary", "RUNTIME_ONLY_MESSAGE", "ship_runtime_headers"]
 
 RUNTIME_ONLY_MESSAGE = (
     "this is a runtime-only install of Ember (built with EMBER_RUNTIME_ONLY=ON): it can load "
@@ -38,6 +40,22 @@ def load(path, sha256=None):
     you trust. With `sha256` (the file's SHA-256 digest as 64 hex digits), a file whose
     digest differs is refused before anything in it is used."""
     return _ember._load(_path(path, "ember.load"), _digest(sha256), True)
+
+
+def ship_runtime_headers(dest):
+    """Copies the headers the runtime's sources need beyond a C++ compiler, CMake and CUDA
+    (nlohmann/json, header only) to DEST/include, for building the runtime on a machine
+    without a package manager (the GPU machine): configure it there with
+    -DEMBER_NLOHMANN_JSON_DIR=DEST/include (scripts/gpu_run.sh DEST does). Returns
+    DEST/include. The headers come from where this Ember was built with them."""
+    source = pathlib.Path(_ember._nlohmann_json_include_dir) / "nlohmann"
+    if not (source / "json.hpp").is_file():
+        raise EmberError(f"ship_runtime_headers: {source / 'json.hpp'} (where this Ember was "
+                         "built with nlohmann/json) does not exist; install nlohmann-json3-dev "
+                         "(scripts/setup.sh) on this machine")
+    include = pathlib.Path(_path(dest, "ship_runtime_headers")) / "include"
+    shutil.copytree(source, include / "nlohmann", dirs_exist_ok=True)
+    return include
 
 
 def _inspect(path):

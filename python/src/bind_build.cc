@@ -122,28 +122,8 @@ void bind_build(py::module_& m) {
                                  names.push_back(input.name);
                                return names;
                              })
-      .def("_kernels",
-           [](const Library& lib) {
-             py::list out;
-             for (auto& k : lib.kernels) {
-               py::dict d("func"_a = k.func, "name"_a = k.name, "ops"_a = k.ops,
-                          "anchor"_a = k.anchor, "patterns"_a = k.patterns);
-               if (!k.workload.empty()) {  // built with a tuning table (not kept in files)
-                 d["workload"] = k.workload;
-                 d["tuned"] = k.tuned;
-                 d["tuning_note"] = k.tuning_note;
-               }
-               out.append(d);
-             }
-             return out;
-           })
-      .def("_fusion_decisions",
-           [](const Library& lib) {
-             py::list out;
-             for (auto& d : lib.fusion)
-               out.append(py::make_tuple(d.producer, d.consumer, d.fused, d.reason));
-             return out;
-           })
+      .def("_kernels", [](const Library& lib) { return kernel_reports(lib.kernels); })
+      .def("_fusion_decisions", [](const Library& lib) { return fusion_edges(lib.fusion); })
       .def("_fusion_dot", &Library::fusion_graph)
       .def(
           "export",
@@ -174,6 +154,7 @@ void bind_build(py::module_& m) {
           fail("ember.build: the model must be an ir.Function, got ", describe(function));
         ir::Function f = function.cast<std::shared_ptr<ir::FunctionNode>>();
         std::string t = str_arg(target, "ember.build: target");
+        // Converted only: passes::bind_params checks them against the function.
         std::map<std::string, runtime::Tensor> tensors;
         if (!params.is_none()) {
           if (!py::isinstance<py::dict>(params))

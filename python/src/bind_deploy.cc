@@ -45,6 +45,27 @@ std::string code_kind(const LoadedLibrary& lib) {
 
 }  // namespace
 
+py::list kernel_reports(const std::vector<runtime::KernelReport>& kernels) {
+  py::list out;
+  for (const auto& k : kernels) {
+    py::dict d("func"_a = k.func, "name"_a = k.name, "ops"_a = k.ops, "anchor"_a = k.anchor,
+               "patterns"_a = k.patterns);
+    if (!k.workload.empty()) {  // built with a tuning table (not kept in model files)
+      d["workload"] = k.workload;
+      d["tuned"] = k.tuned;
+      d["tuning_note"] = k.tuning_note;
+    }
+    out.append(d);
+  }
+  return out;
+}
+
+py::list fusion_edges(const std::vector<runtime::FusionEdge>& edges) {
+  py::list out;
+  for (const auto& e : edges) out.append(py::make_tuple(e.producer, e.consumer, e.fused, e.reason));
+  return out;
+}
+
 void bind_deploy(py::module_& m) {
   py::class_<LoadedLibrary, std::shared_ptr<LoadedLibrary>>(
       m, "LoadedLibrary",
@@ -72,21 +93,9 @@ void bind_deploy(py::module_& m) {
           },
           "format"_a = "ll")
       // The same report entries as Library._kernels / _fusion_decisions.
-      .def("_kernels",
-           [](const LoadedLibrary& lib) {
-             py::list out;
-             for (const auto& k : lib.info.kernels)
-               out.append(py::dict("func"_a = k.func, "name"_a = k.name, "ops"_a = k.ops,
-                                   "anchor"_a = k.anchor, "patterns"_a = k.patterns));
-             return out;
-           })
+      .def("_kernels", [](const LoadedLibrary& lib) { return kernel_reports(lib.info.kernels); })
       .def("_fusion_decisions",
-           [](const LoadedLibrary& lib) {
-             py::list out;
-             for (const auto& d : lib.info.fusion)
-               out.append(py::make_tuple(d.producer, d.consumer, d.fused, d.reason));
-             return out;
-           })
+           [](const LoadedLibrary& lib) { return fusion_edges(lib.info.fusion); })
       .def("_info",
            [](const LoadedLibrary& lib) {
              const runtime::ExecGraph& g = *lib.graph;
@@ -133,6 +142,9 @@ void bind_deploy(py::module_& m) {
       "path"_a, "sha256"_a = py::none(), "load_code"_a = true,
       "Loads an artifact written by Library.export (with load_code=False: reads and checks it "
       "without loading its code, for inspection).");
+  // Where this build found nlohmann/json (CMakeLists.txt), which the runtime's sources need:
+  // ember.deploy.ship_runtime_headers copies it for a machine that lacks it.
+  m.attr("_nlohmann_json_include_dir") = EMBER_NLOHMANN_JSON_INCLUDE_DIR;
 }
 
 }  // namespace ember::python

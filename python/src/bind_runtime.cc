@@ -10,6 +10,7 @@
 #include "ember/runtime/cuda.h"
 #include "ember/runtime/graph_executor.h"
 #include "ember/runtime/parallel.h"
+#include "ember/runtime/version.h"
 #include "ember/support/error.h"
 
 namespace py = pybind11;
@@ -312,6 +313,7 @@ void check_output_index(const GraphExecutor& ex, int64_t index) {
 }  // namespace
 
 void bind_runtime(py::module_& m) {
+  m.attr("__version__") = runtime::ember_version();  // ember.__version__
   py::class_<Tensor>(m, "Tensor", py::buffer_protocol(),
                      "A dense CPU tensor. np.asarray(t) and torch.from_dlpack(t) share its "
                      "memory; t.numpy() copies.")

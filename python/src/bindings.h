@@ -1,11 +1,12 @@
 #pragma once
 /// The pybind11 bindings, one function per area. module.cc builds `_ember` from all of them;
-/// runtime_module.cc builds `_ember_runtime` from bind_runtime alone (no LLVM).
+/// runtime_module.cc builds `_ember_runtime` from bind_runtime and bind_deploy (no LLVM).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
 #include <string>
 
+#include "ember/runtime/report.h"
 #include "ember/runtime/tensor.h"
 
 namespace ember::python {
@@ -43,5 +44,11 @@ struct ArrayView {
 ArrayView array_view(pybind11::handle value, const std::string& what);
 /// A Tensor with its own copy of `value`: an ember Tensor, or an array as for array_view.
 runtime::Tensor tensor_copy(pybind11::handle value, const std::string& what);
+
+/// The report entries of Library and LoadedLibrary (defined in bind_deploy.cc): one dict per
+/// kernel ({func, name, ops, anchor, patterns}, plus workload, tuned and tuning_note when a
+/// tuning table was given), and one (producer, consumer, fused, reason) per fusion edge.
+pybind11::list kernel_reports(const std::vector<runtime::KernelReport>& kernels);
+pybind11::list fusion_edges(const std::vector<runtime::FusionEdge>& edges);
 
 }  // namespace ember::python

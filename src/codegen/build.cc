@@ -52,8 +52,8 @@ std::vector<runtime::Tensor> evaluate_constant(const ir::Function& f) {
 }
 
 // Without FuseOps every edge between two ops is a kernel boundary: the fusion report says so.
-std::vector<passes::FusionDecision> unfused_edges(const ir::Function& func) {
-  std::vector<passes::FusionDecision> fusion;
+std::vector<runtime::FusionEdge> unfused_edges(const ir::Function& func) {
+  std::vector<runtime::FusionEdge> fusion;
   auto desc = [](const ir::CallNode* n) -> std::string {
     return n->name.empty() ? n->op->name : n->op->name + " '" + n->name + "'";
   };
@@ -101,7 +101,7 @@ std::shared_ptr<Library> build_library(const ir::Function& f, const std::string&
   lower_opts.gpu = cuda;
   lower_opts.vector_bits = pipeline_target.machine.vector_bits;
   lower_opts.tuned = tuned;
-  std::vector<passes::FusionDecision> fusion;
+  std::vector<runtime::FusionEdge> fusion;
   passes::StepLog log(ctx);
 
   ir::Function func = f;
@@ -169,7 +169,7 @@ std::string Library::fusion_graph() const {
   }
   for (size_t k = 0; k < graph->kernels.size(); ++k) {
     auto& kern = graph->kernels[k];
-    const passes::KernelInfo* info = k < kernels.size() ? &kernels[k] : nullptr;
+    const runtime::KernelReport* info = k < kernels.size() ? &kernels[k] : nullptr;
     os << "  subgraph cluster_" << k << " {\n    label=" << quote(kern.name)
        << ";\n    style=filled; color=lightgrey;\n";
     std::string last;

@@ -26,7 +26,10 @@
 #include "ember/runtime/artifact.h"
 #include "ember/runtime/cuda.h"
 #include "ember/runtime/library_module.h"
+#include "ember/runtime/manifest.h"
+#include "ember/runtime/version.h"
 #include "ember/support/error.h"
+#include "fmt/format.h"
 #include "llvm/AsmParser/Parser.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Module.h"
@@ -46,18 +49,16 @@ namespace ember::codegen {
 
 namespace {
 
-constexpr const char* kEmberVersion = "0.1.0";
-
 // The instruction-set features of an LLVM feature string ("+avx2,-avx512f,+fast-gather"):
 // the "+" features LLVM's host detection knows (the runtime checks exactly those with
 // cpuid before loading the code); the others are tuning hints no CPU lacks.
 std::string isa_features(const std::string& features) {
   const llvm::StringMap<bool> known = llvm::sys::getHostCPUFeatures();
-  std::vector<std::string> out;
+  std::vector<std::string> isa;
   std::stringstream all(features);
   for (std::string f; std::getline(all, f, ',');)
-    if (f.size() > 1 && f[0] == '+' && known.count(f.substr(1))) out.push_back(f);
-  return fmt::format("{}", fmt::join(out, ","));
+    if (f.size() > 1 && f[0] == '+' && known.count(f.substr(1))) isa.push_back(f);
+  return fmt::format("{}", fmt::join(isa, ","));
 }
 
 // The kernel manifest as a constant string in the library, where the runtime finds it in
@@ -242,20 +243,16 @@ void export_library(const Library& lib, const std::string& path) {
   if (!lib.graph || !lib.module) fail("export: the Library is empty; build a model first");
   runtime::Artifact a;
   a.graph = lib.graph;
-  a.info.ember_version = kEmberVersion;
+  a.info.ember_version = runtime::ember_version();
   a.info.target = lib.target;
+  // The build's reports are the model file's (the tuning fields are not saved); a kernel
+  // the build did not describe gets its name only.
   for (size_t i = 0; i < lib.graph->kernels.size(); ++i) {
     const auto& k = lib.graph->kernels[i];
-    runtime::KernelReport r{k.func, k.name, {}, "", {}};
-    if (i < lib.kernels.size() && lib.kernels[i].func == k.func) {
-      r.ops = lib.kernels[i].ops;
-      r.anchor = lib.kernels[i].anchor;
-      r.patterns = lib.kernels[i].patterns;
-    }
-    a.info.kernels.push_back(std::move(r));
+    bool described = i < lib.kernels.size() && lib.kernels[i].func == k.func;
+    a.info.kernels.push_back(described ? lib.kernels[i] : runtime::KernelReport{k.func, k.name});
   }
-  for (const auto& d : lib.fusion)
-    a.info.fusion.push_back({d.producer, d.consumer, d.fused, d.reason});
+  a.info.fusion = lib.fusion;
 
   const std::string kind = lib.module->type_key();
   const std::string manifest = runtime::write_kernel_manifest(kernel_signatures(lib.prim_funcs));

@@ -8,6 +8,8 @@ namespace ember::passes {
 
 using namespace ir;
 
+// The one check of `params` against the function (ember.build passes them through): each
+// error names the param and says what to pass instead.
 Function bind_params(const Function& f, const std::map<std::string, runtime::Tensor>& params) {
   if (params.empty()) return f;
   std::map<std::string, const ExprNode*> inputs;
@@ -19,13 +21,16 @@ Function bind_params(const Function& f, const std::map<std::string, runtime::Ten
   for (auto& [name, value] : params) {
     auto it = inputs.find(name);
     if (it == inputs.end())
-      fail("params has '", name, "' but the function has no input of that name; its inputs are: ",
-           fmt::format("{}", fmt::join(names, ", ")));
+      fail("ember.build: params has '", name, "', which is not a parameter of the function; ",
+           names.empty() ? std::string("the function has no parameters")
+                         : "its parameters are " + fmt::format("{}", fmt::join(names, ", ")),
+           " (bind each array to the name of the parameter it replaces)");
     const TensorType& want = it->second->type.tensor();
     TensorType got{value.shape(), value.dtype()};
     if (want != got)
-      fail("param '", name, "' is ", to_string(got), " but the input expects ", to_string(want),
-           "; pass a tensor of that shape and dtype");
+      fail("ember.build: param '", name, "' is ", to_string(got),
+           " but the function declares it as ", to_string(want),
+           "; pass an array of that shape and dtype");
   }
   return rewrite(f, [&](const Expr& e, const std::vector<Expr>&) -> Expr {
     if (e->kind != NodeKind::Var) return nullptr;

@@ -437,7 +437,7 @@ std::string unfused_reason(const OpGraph& g, Fuser& fz, int p, int c) {
 
 }  // namespace
 
-Function fuse_ops(const Function& f, int max_depth, std::vector<FusionDecision>* decisions,
+Function fuse_ops(const Function& f, int max_depth, std::vector<runtime::FusionEdge>* decisions,
                   const MachineModel* machine) {
   if (max_depth < 1) fail("FuseOps.max_depth must be at least 1, got ", max_depth);
   OpGraph g(f);

@@ -95,7 +95,7 @@ void StepLog::operator()(const std::string& step, const std::vector<ir::PrimFunc
 
 ir::Function run_pipeline(const ir::Function& input, const PassContext& raw_ctx,
                           const PipelineTarget& target, const ConstEvaluator& evaluate,
-                          std::vector<FusionDecision>* fusion_decisions, StepLog* log) {
+                          std::vector<runtime::FusionEdge>* fusion_decisions, StepLog* log) {
   PassContext ctx = raw_ctx.validated();
   StepLog own_log(ctx);
   if (!log) {

@@ -5,6 +5,9 @@
 #include "ember/runtime/cpu_features.h"
 
 #include <map>
+#include <sstream>
+
+#include "ember/support/error.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
@@ -190,6 +193,28 @@ std::vector<std::string> checkable_cpu_features() {
   std::vector<std::string> names;
   for (const auto& [name, present] : features()) names.push_back(name);
   return names;
+}
+
+void check_cpu_features(const std::string& features, const std::string& cpu,
+                        const std::string& where) {
+  std::string missing, unknown;
+  std::stringstream list(features);
+  for (std::string f; std::getline(list, f, ',');) {
+    if (f.size() < 2 || f[0] != '+') continue;
+    std::string name = f.substr(1);
+    std::optional<bool> present = host_has_cpu_feature(name);
+    if (!present)
+      unknown += (unknown.empty() ? "" : ", ") + name;
+    else if (!*present)
+      missing += (missing.empty() ? "" : ", ") + name;
+  }
+  if (!missing.empty())
+    fail(where, ": the model was compiled for CPU '", cpu, "', and this CPU lacks ", missing,
+         "; export the model again on (or for) this machine");
+  if (!unknown.empty())
+    fail(where, ": the model's code needs the CPU feature(s) ", unknown,
+         ", which this Ember runtime cannot check on this machine; export the model again "
+         "with this Ember version on (or for) this machine");
 }
 
 }  // namespace ember::runtime

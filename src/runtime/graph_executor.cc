@@ -1,34 +1,21 @@
 #include "ember/runtime/graph_executor.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <limits>
 #include <sstream>
 
 #include "ember/runtime/cuda.h"
-#include "ember/runtime/kernel_error.h"
-#include "ember/support/checked_math.h"
+#include "ember/runtime/memory_plan.h"
 #include "ember/support/error.h"
+#include "launcher.h"
 
 namespace ember::runtime {
 
 namespace {
-using Clock = std::chrono::steady_clock;
-
-constexpr size_t kAlignment = 64;
-
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
 
 std::string type_str(DType dtype, const Shape& shape) {
   return dtype_name(dtype) + shape_str(shape);
-}
-
-size_t value_bytes(const ExecGraph::Value& v) {
-  return static_cast<size_t>(checked_nbytes(v.shape, dtype_bytes(v.dtype), "a model value"));
 }
 
 // "(x, y)": the input names, for error messages.
@@ -51,208 +38,68 @@ std::string fixed(double x, int digits) {
   return buf;
 }
 
-// How a value gets its memory.
-enum class Role { Intermediate, Input, Param, View, Output };
-
-// Best-fit reuse of byte blocks: the executor's intermediate memory plan. Blocks are laid
-// out back to back in one pool, each at a 64-byte aligned offset.
-class BlockPlanner {
- public:
-  int acquire(size_t bytes) {
-    // bytes < 2^63 (value_bytes), so rounding up cannot wrap around.
-    size_t need = std::max(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
-    auto best = free_.end();
-    for (auto it = free_.begin(); it != free_.end(); ++it)
-      if (sizes_[*it] >= need && (best == free_.end() || sizes_[*it] < sizes_[*best])) best = it;
-    if (best != free_.end()) {
-      int block = *best;
-      free_.erase(best);
-      return block;
-    }
-    sizes_.push_back(need);
-    return static_cast<int>(sizes_.size()) - 1;
-  }
-  void release(int block) { free_.push_back(block); }
-  std::vector<size_t> offsets() const {
-    std::vector<size_t> off(sizes_.size());
-    size_t at = 0;
-    for (size_t b = 0; b < sizes_.size(); ++b) off[b] = at, at += sizes_[b];
-    return off;
-  }
-  size_t total() const {
-    int64_t sum = 0;
-    for (size_t s : sizes_)
-      sum = checked_add(sum, static_cast<int64_t>(s), "the model's intermediate memory");
-    return static_cast<size_t>(sum);
-  }
-
- private:
-  std::vector<size_t> sizes_;
-  std::vector<int> free_;
-};
 }  // namespace
 
+// The plan says where each value's memory is (memory_plan.h), the launcher takes it on the
+// device and runs the kernels (launcher.h); the executor binds the two.
 GraphExecutor::GraphExecutor(std::shared_ptr<const ExecGraph> graph, std::shared_ptr<Module> module)
-    : graph_(std::move(graph)), module_(std::move(module)) {
+    : graph_(std::move(graph)) {
   EMBER_CHECK(graph_ != nullptr, "GraphExecutor needs a graph");
-  // A CUDA module: load it first, so a machine without a GPU fails here, clearly.
-  cuda_ = std::dynamic_pointer_cast<cuda::CudaModule>(module_);
-  if (cuda_) cuda_->load(0);
-  auto zeros = [&](const Shape& shape, DType dtype) {
-    return cuda_ ? cuda::zeros(shape, dtype) : Tensor::zeros(shape, dtype);
-  };
+  launcher_ = make_launcher(graph_, module);
+  const MemoryPlan plan = plan_memory(*graph_);
+  pool_bytes_ = plan.pool_bytes;
+  output_is_param_ = plan.output_is_param;
+  root_ = plan.root;
+  allocate(plan);
+  bind_args(plan);
+}
+
+GraphExecutor::~GraphExecutor() = default;
+
+void GraphExecutor::allocate(const MemoryPlan& plan) {
   const ExecGraph& g = *graph_;
   const int n = static_cast<int>(g.values.size());
-  auto check_id = [&](int v, const std::string& where) {
-    EMBER_CHECK(v >= 0 && v < n, where, " refers to value ", v, " but the graph has ", n,
-                " values");
-  };
-
-  // 1. Roles: who owns each value's memory.
-  std::vector<Role> role(n, Role::Intermediate);
-  for (const auto& in : g.inputs) {
-    check_id(in.value, "input '" + in.name + "'");
-    role[in.value] = Role::Input;
-  }
-  for (const auto& p : g.params) {
-    check_id(p.value, "param '" + p.name + "'");
-    const ExecGraph::Value& v = g.values[p.value];
-    if (!p.data.defined() || p.data.shape() != v.shape || p.data.dtype() != v.dtype)
-      fail("parameter '", p.name, "' holds ",
-           p.data.defined() ? type_str(p.data.dtype(), p.data.shape()) : "no data",
-           " but the graph expects ", type_str(v.dtype, v.shape),
-           ": the parameters do not belong to this graph; rebuild or reload the model");
-    EMBER_CHECK(role[p.value] == Role::Intermediate, "value ", p.value, " is a param twice");
-    role[p.value] = Role::Param;
-  }
-  std::vector<int> view_src(n, -1);
-  for (const auto& vw : g.views) {
-    check_id(vw.dst, "view dst");
-    check_id(vw.src, "view src");
-    EMBER_CHECK(role[vw.dst] == Role::Intermediate, "view dst ", vw.dst,
-                " is already an input, param or view");
-    const auto &d = g.values[vw.dst], &s = g.values[vw.src];
-    EMBER_CHECK(d.dtype == s.dtype && shape_numel(d.shape) == shape_numel(s.shape), "view ", vw.dst,
-                " ", type_str(d.dtype, d.shape), " of value ", vw.src, " ",
-                type_str(s.dtype, s.shape), " changes the byte size");
-    role[vw.dst] = Role::View;
-    view_src[vw.dst] = vw.src;
-  }
-  // A chain of views shares the memory of its first non-view value (its root).
-  std::vector<int> root(n);
-  for (int v = 0; v < n; ++v) {
-    int r = v, steps = 0;
-    while (view_src[r] >= 0) {
-      r = view_src[r];
-      EMBER_CHECK(++steps <= n, "views form a cycle through value ", v);
-    }
-    root[v] = r;
-  }
-  // An output (or the root of an output view) keeps its own buffer: later kernels must not
-  // overwrite it, and the caller reads it after run().
-  for (int o : g.outputs) {
-    check_id(o, "output");
-    if (role[root[o]] == Role::Intermediate) role[root[o]] = Role::Output;
-    output_is_param_.push_back(role[root[o]] == Role::Param);
-  }
-
-  // 2. Lifetimes of intermediate roots, in kernel steps.
-  std::vector<int> first(n, -1), last(n, -1);
-  for (size_t k = 0; k < g.kernels.size(); ++k) {
-    const auto& kern = g.kernels[k];
-    EMBER_CHECK(kern.num_inputs >= 0 && kern.num_inputs <= static_cast<int>(kern.args.size()),
-                "kernel '", kern.name, "' has num_inputs ", kern.num_inputs, " of ",
-                kern.args.size(), " args");
-    for (int a : kern.args) {
-      check_id(a, "kernel '" + kern.name + "'");
-      int r = root[a];
-      if (first[r] < 0) first[r] = static_cast<int>(k);
-      last[r] = static_cast<int>(k);
-    }
-  }
-
-  // 3. Plan: at each kernel, first take blocks for values it touches for the first time
-  // (its outputs), then free the values it was the last to touch. Allocating before
-  // releasing means no kernel's output shares memory with its input.
-  BlockPlanner planner;
-  std::vector<int> block(n, -1);
-  for (size_t k = 0; k < g.kernels.size(); ++k) {
-    const auto& args = g.kernels[k].args;
-    for (int a : args) {
-      int r = root[a];
-      if (role[r] == Role::Intermediate && first[r] == static_cast<int>(k) && block[r] < 0)
-        block[r] = planner.acquire(value_bytes(g.values[r]));
-    }
-    for (int a : args) {
-      int r = root[a];
-      if (role[r] == Role::Intermediate && last[r] == static_cast<int>(k) && block[r] >= 0) {
-        planner.release(block[r]);
-        last[r] = -1;  // released once even when the value is several args of this kernel
-      }
-    }
-  }
-  pool_bytes_ = planner.total();
-  std::vector<size_t> offsets = planner.offsets();
-  Shape pool_shape{static_cast<int64_t>(pool_bytes_)};
-  Tensor pool =
-      cuda_ ? cuda::empty(pool_shape, DType::Bool) : Tensor::empty(pool_shape, DType::Bool);
+  Tensor pool = launcher_->alloc({static_cast<int64_t>(plan.pool_bytes)}, DType::Bool, false);
   auto* pool_data = static_cast<char*>(pool.data());
-
-  // 4. Tensors: roots first, then views over their roots' memory.
+  // Roots first, then views over their roots' memory.
   tensors_.resize(n);
-  for (const auto& in : g.inputs)
-    tensors_[in.value] = zeros(g.values[in.value].shape, g.values[in.value].dtype);
-  for (const auto& p : g.params) {
-    if (cuda_) {
-      tensors_[p.value] = cuda::empty(p.data.shape(), p.data.dtype());
-      cuda::copy(tensors_[p.value], p.data);
-    } else {
-      tensors_[p.value] = p.data;
-    }
-  }
+  for (const auto& p : g.params) tensors_[p.value] = launcher_->place_param(p.data);
   for (int v = 0; v < n; ++v) {
     const ExecGraph::Value& val = g.values[v];
-    if (role[v] == Role::Output) {
-      tensors_[v] = zeros(val.shape, val.dtype);
-    } else if (role[v] == Role::Intermediate) {
-      // A value no kernel touches gets a small buffer of its own rather than pool space.
-      tensors_[v] = block[v] >= 0 ? Tensor::view(pool.owner(), pool_data + offsets[block[v]],
-                                                 val.shape, val.dtype, pool.device())
-                                  : zeros(val.shape, val.dtype);
+    const Role role = plan.role[v];
+    if (role == Role::Input || role == Role::Output ||
+        (role == Role::Intermediate && plan.offset[v] < 0)) {
+      // (A value no kernel touches gets a small buffer of its own rather than pool space.)
+      tensors_[v] = launcher_->alloc(val.shape, val.dtype, true);
+    } else if (role == Role::Intermediate) {
+      tensors_[v] = Tensor::view(pool.owner(), pool_data + plan.offset[v], val.shape, val.dtype,
+                                 pool.device());
     }
   }
   for (int v = 0; v < n; ++v) {
-    if (role[v] != Role::View) continue;
-    const Tensor& base = tensors_[root[v]];
+    if (plan.role[v] != Role::View) continue;
+    const Tensor& base = tensors_[plan.root[v]];
     tensors_[v] = Tensor::view(base.owner(), base.data(), g.values[v].shape, g.values[v].dtype,
                                base.device());
   }
+}
 
-  // 5. Kernels and their argument pointers, resolved once; run_bound re-points the slots
-  // of input and output roots.
-  EMBER_CHECK(module_ != nullptr || g.kernels.empty(), "GraphExecutor needs a module");
-  root_ = root;
+// The kernels' argument pointers, resolved once; run_bound re-points the slots of input and
+// output roots.
+void GraphExecutor::bind_args(const MemoryPlan& plan) {
+  const int n = static_cast<int>(graph_->values.size());
   slots_.resize(n);
-  for (int v = 0; v < n; ++v) root_is_output_.push_back(role[v] == Role::Output);
-  for (const auto& kern : g.kernels) {
+  for (int v = 0; v < n; ++v) root_is_output_.push_back(plan.role[v] == Role::Output);
+  for (const auto& kern : graph_->kernels) {
     std::vector<void*> ptrs;
     for (int a : kern.args) {
-      if (role[root[a]] == Role::Input || role[root[a]] == Role::Output)
-        slots_[root[a]].push_back({static_cast<int>(args_.size()), static_cast<int>(ptrs.size())});
+      const Role role = plan.role[plan.root[a]];
+      if (role == Role::Input || role == Role::Output)
+        slots_[plan.root[a]].push_back(
+            {static_cast<int>(args_.size()), static_cast<int>(ptrs.size())});
       ptrs.push_back(tensors_[a].data());
     }
     args_.push_back(std::move(ptrs));
-    if (cuda_) {
-      if (!cuda_->kernels().count(kern.func))
-        fail("kernel '", kern.name, "': the CUDA module has no function '", kern.func,
-             "'; the module does not match the graph, rebuild the model");
-      continue;
-    }
-    KernelFn fn = module_->get_function(kern.func);
-    if (!fn)
-      fail("kernel '", kern.name, "': the module has no function '", kern.func,
-           "'; the module does not match the graph, rebuild the model");
-    fns_.push_back(fn);
   }
 }
 
@@ -302,32 +149,12 @@ void GraphExecutor::set_input(const std::string& name, const Tensor& value) {
   set_input(input_index(name), value);
 }
 
-void GraphExecutor::launch_all() {
-  for (size_t k = 0; k < args_.size(); ++k) cuda_->launch(graph_->kernels[k].func, args_[k]);
-}
-
 void GraphExecutor::run() {
   std::lock_guard<std::mutex> lock(mutex_);
   run_locked();
 }
 
-void GraphExecutor::run_locked() {
-  if (cuda_) {
-    launch_all();
-    cuda::synchronize();
-    return;
-  }
-  KernelErrors errors;
-  KernelErrorScope scope(&errors);
-  for (size_t k = 0; k < fns_.size(); ++k) {
-    fns_[k](args_[k].data());
-    check_kernel(errors, k);
-  }
-}
-
-void GraphExecutor::check_kernel(KernelErrors& errors, size_t k) const {
-  if (errors.failed()) fail(errors.take_message(graph_->kernels[k].name));
-}
+void GraphExecutor::run_locked() { launcher_->run(args_); }
 
 std::vector<Tensor> GraphExecutor::run(const std::vector<Tensor>& inputs) {
   if (static_cast<int>(inputs.size()) != num_inputs())
@@ -346,7 +173,8 @@ void GraphExecutor::point_slots(int root, void* data) {
 }
 
 std::vector<Tensor> GraphExecutor::run_bound(const std::vector<Tensor>& inputs) {
-  if (cuda_) fail("run_bound runs CPU models only; use run(inputs) on a CUDA model");
+  if (device().type != DeviceType::CPU)
+    fail("run_bound runs CPU models only; use run(inputs) on a CUDA model");
   if (static_cast<int>(inputs.size()) != num_inputs())
     fail("run_bound was given ", inputs.size(), " input(s) but the model has ", num_inputs(), ": ",
          names_str(input_names()), "; pass one tensor per input, in this order");
@@ -392,7 +220,7 @@ std::vector<Tensor> GraphExecutor::run_bound(const std::vector<Tensor>& inputs) 
   return outputs;
 }
 
-Device GraphExecutor::device() const { return cuda_ ? Device{DeviceType::CUDA, 0} : Device{}; }
+Device GraphExecutor::device() const { return launcher_->device(); }
 
 Tensor GraphExecutor::get_output(int index) const {
   if (index < 0 || index >= num_outputs())
@@ -416,19 +244,7 @@ BenchmarkResult GraphExecutor::benchmark(int number, int repeat, int warmup) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (int i = 0; i < warmup; ++i) run_locked();
   BenchmarkResult r;
-  for (int i = 0; i < repeat; ++i) {
-    if (cuda_) {  // GPU time between events, launches queued back to back
-      cuda::Event start, stop;
-      start.record();
-      for (int j = 0; j < number; ++j) launch_all();
-      stop.record();
-      r.results_ms.push_back(stop.elapsed_since(start) / number);
-      continue;
-    }
-    auto t0 = Clock::now();
-    for (int j = 0; j < number; ++j) run_locked();
-    r.results_ms.push_back(ms_since(t0) / number);
-  }
+  for (int i = 0; i < repeat; ++i) r.results_ms.push_back(launcher_->time_runs(args_, number));
   // Statistics as numpy computes them (population std, median of an even count averaged).
   std::vector<double> sorted = r.results_ms;
   std::sort(sorted.begin(), sorted.end());
@@ -462,26 +278,7 @@ std::vector<KernelProfile> GraphExecutor::profile(int repeat) {
   run_locked();  // warm up: first-touch page faults and caches should not count against kernel 0
   const size_t num_kernels = graph_->kernels.size();
   std::vector<double> total(num_kernels, 0.0);
-  for (int r = 0; r < repeat; ++r) {
-    if (cuda_) {
-      for (size_t k = 0; k < num_kernels; ++k) {
-        cuda::Event start, stop;
-        start.record();
-        cuda_->launch(graph_->kernels[k].func, args_[k]);
-        stop.record();
-        total[k] += stop.elapsed_since(start);
-      }
-      continue;
-    }
-    KernelErrors errors;
-    KernelErrorScope scope(&errors);
-    for (size_t k = 0; k < fns_.size(); ++k) {
-      auto t0 = Clock::now();
-      fns_[k](args_[k].data());
-      total[k] += ms_since(t0);
-      check_kernel(errors, k);
-    }
-  }
+  for (int r = 0; r < repeat; ++r) launcher_->time_kernels(args_, total);
   double all = 0;
   for (double t : total) all += t / repeat;
   std::vector<KernelProfile> rows;

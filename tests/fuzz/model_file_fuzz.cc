@@ -25,6 +25,8 @@
 
 #include "ember/runtime/artifact.h"
 #include "ember/runtime/graph_executor.h"
+#include "ember/runtime/manifest.h"
+#include "ember/runtime/npy.h"
 #include "ember/support/checked_math.h"
 #include "ember/support/error.h"
 

@@ -364,16 +364,21 @@ def test_runtime_only_build_runs_saved_models(tmp_path):
     cores without a compiler cache; it builds only those three targets.)"""
     build, pkg = tmp_path / "build", tmp_path / "pkg" / "ember"
     pkg.mkdir(parents=True)
-    subprocess.run(["cmake", "-S", str(ROOT), "-B", str(build), "-G", "Ninja",
-                    "-DCMAKE_BUILD_TYPE=Release", "-DEMBER_RUNTIME_ONLY=ON",
-                    "-DEMBER_BUILD_TESTS=OFF", f"-DEMBER_PYTHON_OUTPUT_DIR={pkg}"],
-                   check=True, capture_output=True, timeout=120)
+    # nlohmann/json as a machine without a package manager gets it: shipped by the export.
+    shipped = ember.deploy.ship_runtime_headers(tmp_path / "ship")
+    configure = subprocess.run(
+        ["cmake", "-S", str(ROOT), "-B", str(build), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+         "-DEMBER_RUNTIME_ONLY=ON", "-DEMBER_BUILD_TESTS=OFF", f"-DEMBER_PYTHON_OUTPUT_DIR={pkg}",
+         f"-DEMBER_NLOHMANN_JSON_DIR={shipped}"],
+        check=True, capture_output=True, text=True, timeout=120)
+    assert f"nlohmann/json from {shipped}" in configure.stdout
     subprocess.run(["ninja", "-C", str(build), "-j2", "ember_runtime", "tutorial_04_deploy_cpp",
                     "_ember_runtime"], check=True, capture_output=True, timeout=600)
     for target in ("tutorial_04_deploy_cpp", "_ember_runtime"):
         commands = _commands(build, target).lower()
-        for dependency in ("llvm", "boost", "torch"):
+        for dependency in ("llvm", "boost", "torch", "fmt/", "-lfmt"):
             assert dependency not in commands, f"{target} builds with {dependency}"
+        assert str(shipped).lower() in commands
 
     files = tmp_path / "lesson"
     make_lesson_files(files)
@@ -458,6 +463,7 @@ def test_gpu_families_export_and_run_on_the_cpu(zoo_llvm, tmp_path):
         assert f'"{family}"' in manifest
         for suffix in (".ember", ".in0.npy", ".ref0.npy", ".pt"):
             assert (zoo_llvm / f"{family}{suffix}").exists(), family + suffix
+    assert (zoo_llvm / "include" / "nlohmann" / "json.hpp").is_file()
     done = _families("run", zoo_llvm, "--repeat", "3", "--number", "2")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "target 'llvm'" in done.stdout
@@ -505,6 +511,9 @@ def test_gpu_run_script_uses_the_runtime_only_build(zoo_llvm, tmp_path):
                           text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Ember runtime-only install" in done.stdout
+    # The runtime took nlohmann/json from what the export shipped, as the GPU machine must.
+    configured = (tmp_path / "build" / "configure.log").read_text()
+    assert f"nlohmann/json from {zoo_llvm / 'include'}" in configured
     rows = _table(done.stdout)
     assert set(rows) == {"mlp", "rnn_cell"} and all(r[0] <= 1e-5 for r in rows.values())
 

@@ -129,6 +129,19 @@ def test_build_mistakes():
         ember.build(f, params={"v": np.ones(3, dtype=np.float32)})
     with pytest.raises(EmberError, match="'w'"):
         ember.build(f, params={"w": np.ones(4, dtype=np.float32)})
+    # Checked once, by the C++ pass bind_params: each error names the param and the fix.
+    with pytest.raises(EmberError, match=r"param 'w' is float32\[4\] but the function "
+                                         r"declares it as float32\[3\]; pass an array"):
+        ember.build(f, params={"w": np.ones(4, dtype=np.float32)})
+    with pytest.raises(EmberError, match=r"param 'w' is int64\[3\].*float32\[3\]"):
+        ember.build(f, params={"w": np.ones(3, dtype=np.int64)})
+    with pytest.raises(EmberError, match="'v', which is not a parameter.*no parameters"):
+        ember.build(ir.Function([], ir.const(np.ones(3, dtype=np.float32))),
+                    params={"v": np.ones(3, dtype=np.float32)})
+    with pytest.raises(EmberError, match="params must be a dict"):
+        ember.build(f, params=[np.ones(3, dtype=np.float32)])
+    with pytest.raises(EmberError, match="param 'w' must be a NumPy array"):
+        ember.build(f, params={"w": [1.0, 2.0, 3.0]})
     lib = ember.build(f, params={"w": np.ones(3, dtype=np.float32)})
     with pytest.raises(EmberError, match="pdf"):
         lib.get_source("pdf")

@@ -6,6 +6,7 @@ pins a file."""
 import hashlib
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -14,6 +15,7 @@ import threading
 import time
 
 import numpy as np
+
 import pytest
 
 import ember
@@ -115,6 +117,37 @@ def test_a_bad_escape_in_the_graph_is_an_ember_error(model, tmp_path, capsys):
     assert cli.main(["inspect", str(bad)]) == 1
     err = capsys.readouterr().err
     assert "malformed" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[" * 100 + "]" * 100, "malformed (nesting too deep)"),
+    ('{"ember_version": 1e400}', "malformed (number overflow"),
+    ('{"ember_version": "0.1.0"', "malformed (parse error"),
+    ("[]", "graph is not an object"),
+])
+def test_json_errors_name_the_file(model, tmp_path, text, message):
+    """nlohmann/json's errors (and the depth bound) become EmberErrors naming the file."""
+    _, path = model
+    bad = tmp_path / "bad.ember"
+    edit_graph(path, bad, text_change=lambda _: text)
+    with pytest.raises(EmberError, match=re.escape(message)) as e:
+        ember.load(bad)
+    assert str(bad) in str(e.value)
+
+
+def test_wrong_json_types_name_the_field(model, tmp_path):
+    _, path = model
+    for change, message in [
+            (lambda g: g["values"][0].update(shape=[1.5]), "values[0].shape is not an integer"),
+            (lambda g: g["kernels"][0].update(args="x"), "kernels[0].args is not a list"),
+            (lambda g: g.pop("outputs"), "graph.outputs is missing"),
+            (lambda g: g["fusion"].insert(0, {"producer": "a", "consumer": "b", "fused": 1,
+                                              "reason": ""}), "fusion[0].fused is not true or false"),
+    ]:
+        bad = tmp_path / "typed.ember"
+        edit_graph(path, bad, change)
+        with pytest.raises(EmberError, match=re.escape(message)):
+            ember.load(bad)
 
 
 def test_inspect_does_not_run_the_files_code(model, tmp_path):

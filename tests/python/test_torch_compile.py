@@ -104,10 +104,10 @@ def test_installed_entry_point_needs_no_import(tmp_path):
     here written by hand; the script never imports ember before torch.compile."""
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
         project = tomllib.load(f)["project"]
-    info = tmp_path / f"ember-{project['version']}.dist-info"
+    version = ember.__version__  # pyproject.toml takes it from CMakeLists.txt (dynamic)
+    info = tmp_path / f"ember-{version}.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: ember\n"
-                                   f"Version: {project['version']}\n")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: ember\nVersion: {version}\n")
     group = project["entry-points"]["torch_dynamo_backends"]
     (info / "entry_points.txt").write_text(
         "[torch_dynamo_backends]\n" + "".join(f"{k} = {v}\n" for k, v in group.items()))

@@ -19,8 +19,8 @@ struct Library {
   std::shared_ptr<const runtime::ExecGraph> graph;
   std::shared_ptr<runtime::Module> module;
   std::vector<ir::PrimFunc> prim_funcs;        // the loop IR of each kernel
-  std::vector<passes::KernelInfo> kernels;     // what each kernel computes (fusion report)
-  std::vector<passes::FusionDecision> fusion;  // every op-to-op edge: fused or why not
+  std::vector<runtime::KernelReport> kernels;  // what each kernel computes (fusion report)
+  std::vector<runtime::FusionEdge> fusion;     // every op-to-op edge: fused or why not
   ir::Function function;                       // the graph after the passes
   std::string target;
   std::string get_source(const std::string& format) const;

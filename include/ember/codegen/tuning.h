@@ -12,10 +12,10 @@ namespace ember {
 
 /// One distinct kernel of a built model.
 struct Workload {
-  std::string key;          // passes::workload_key
-  ir::Function group;       // the fused group (its params are the kernel's inputs)
-  passes::KernelInfo info;  // of its first occurrence
-  int count = 0;            // kernels of the model with this key
+  std::string key;             // passes::workload_key
+  ir::Function group;          // the fused group (its params are the kernel's inputs)
+  runtime::KernelReport info;  // of its first occurrence
+  int count = 0;               // kernels of the model with this key
 };
 
 /// The distinct kernels of a built CPU library, in first-use order.

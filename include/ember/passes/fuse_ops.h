@@ -4,6 +4,7 @@
 
 #include "ember/ir/graph.h"
 #include "ember/passes/machine_model.h"
+#include "ember/runtime/report.h"
 
 namespace ember::passes {
 
@@ -19,15 +20,8 @@ namespace ember::passes {
 /// the decision says why ("the fused kernel would be slower: ..."). Without one (GPU builds,
 /// whose schedules the CPU model does not describe) only the pattern rules apply.
 
-/// One edge between two ops of the input graph, and what FuseOps decided about it.
-struct FusionDecision {
-  std::string producer, consumer;  // "op 'source name'"
-  bool fused;
-  std::string reason;  // why not, or which rule fused it
-};
-
 ir::Function fuse_ops(const ir::Function& f, int max_depth = 256,
-                      std::vector<FusionDecision>* decisions = nullptr,
+                      std::vector<runtime::FusionEdge>* decisions = nullptr,
                       const MachineModel* machine = nullptr);
 
 /// The catalog names of the fusion rules a primitive function (a fused group) embodies,

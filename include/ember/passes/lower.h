@@ -10,6 +10,7 @@
 #include "ember/ir/tensor_expr.h"
 #include "ember/passes/schedule_knobs.h"
 #include "ember/runtime/graph_executor.h"
+#include "ember/runtime/report.h"
 
 namespace ember::passes {
 
@@ -21,21 +22,9 @@ struct LowerOptions {
   const std::map<std::string, ScheduleKnobs>* tuned = nullptr;
 };
 
-/// What one kernel computes, for reports.
-struct KernelInfo {
-  std::string func;                   // symbol name
-  std::string name;                   // source names joined by " + "
-  std::vector<std::string> ops;       // op names, in order
-  std::string anchor;                 // the op that sets the loop nest
-  std::vector<std::string> patterns;  // fusion rules that fired (empty for a single op)
-  std::string workload;               // workload key (set when a tuning table was given)
-  bool tuned = false;                 // built with knobs from the tuning table
-  std::string tuning_note;            // why a tuned schedule was not applied
-};
-
 struct LoweredGraph {
   std::vector<ir::PrimFunc> funcs;
-  std::vector<KernelInfo> kernels;  // parallel to funcs
+  std::vector<runtime::KernelReport> kernels;  // parallel to funcs
   runtime::ExecGraph graph;
 };
 

@@ -31,7 +31,7 @@ struct PassEnv {
   const ConstEvaluator& evaluate;
   int fuse_max_depth;
   const MachineModel* fuse_machine;  // FuseOps' cost model; null: pattern rules only
-  std::vector<FusionDecision>* fusion_decisions;
+  std::vector<runtime::FusionEdge>* fusion_decisions;
 };
 
 /// One step of the graph pipeline. A pass may appear more than once (FoldConstant); it runs
@@ -62,7 +62,7 @@ class StepLog {
 /// after each one to `log` (a log of its own from `ctx` when null).
 ir::Function run_pipeline(const ir::Function& f, const PassContext& ctx,
                           const PipelineTarget& target, const ConstEvaluator& evaluate,
-                          std::vector<FusionDecision>* fusion_decisions = nullptr,
+                          std::vector<runtime::FusionEdge>* fusion_decisions = nullptr,
                           StepLog* log = nullptr);
 
 }  // namespace ember::passes

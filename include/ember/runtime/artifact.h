@@ -30,10 +30,12 @@
 /// before these fields may lack them).
 ///
 /// The code section also records what each kernel was compiled for (the kernel manifest,
-/// write_kernel_manifest): in "cpu.so" as a string constant, in "ptx" as comment lines. On
-/// loading, every kernel of the graph must match it, buffer by buffer, so a graph changed
-/// after export (with its checksums fixed) is refused instead of running code over buffers
-/// of the wrong size.
+/// manifest.h), checked against the graph on loading.
+///
+/// The pieces: the container (header, section table, checksums, atomic write) is
+/// src/runtime/container.cc, the graph JSON (nlohmann/json) src/runtime/graph_json.cc, the
+/// manifest manifest.cc, the CPU check cpu_features.cc; this file's functions put them
+/// together.
 ///
 /// A model file holds native code, which runs when the file is loaded: load files only from
 /// sources you trust, and pin one with its SHA-256 digest (LoadOptions::sha256).
@@ -47,27 +49,12 @@
 #include "ember/runtime/cuda.h"
 #include "ember/runtime/graph_executor.h"
 #include "ember/runtime/module.h"
+#include "ember/runtime/report.h"
 #include "ember/runtime/tensor.h"
 
 namespace ember::runtime {
 
 inline constexpr uint32_t kArtifactVersion = 1;
-
-/// How one kernel was formed, for reports (`ember inspect`).
-struct KernelReport {
-  std::string func;                   // symbol in the code
-  std::string name;                   // display name: source names joined by " + "
-  std::vector<std::string> ops;       // ops fused into it, in order (empty if not recorded)
-  std::string anchor;                 // the anchor op (conv2d, dense, ...); "" if not recorded
-  std::vector<std::string> patterns;  // fusion rules that fired (empty for a single op)
-};
-
-/// One edge between two ops of the compiled graph, and what fusion decided about it.
-struct FusionEdge {
-  std::string producer, consumer;
-  bool fused = false;
-  std::string reason;  // why not, or which rule fused it
-};
 
 /// A saved model's description: everything but the graph and the code.
 struct ArtifactInfo {
@@ -107,24 +94,6 @@ Artifact read_artifact(const std::string& path, const std::string& sha256 = "");
 /// The lowercase hex SHA-256 digest of n bytes.
 std::string sha256_hex(const void* data, size_t n);
 
-/// The first and last line of a kernel manifest.
-inline constexpr const char* kManifestBegin = "EMBER KERNEL MANIFEST 1";
-inline constexpr const char* kManifestEnd = "END EMBER KERNEL MANIFEST";
-
-/// The buffers one compiled kernel function takes, in order (inputs, then outputs).
-struct KernelSignature {
-  std::string func;
-  std::vector<ExecGraph::Value> buffers;
-};
-/// The kernel manifest as text: a begin line, one line per kernel ("func float32[1,8]
-/// int64[] ..."), each after `prefix` ("// " in PTX), and an end line.
-std::string write_kernel_manifest(const std::vector<KernelSignature>& kernels,
-                                  const std::string& prefix = "");
-/// The manifest found in `code`; ember::Error naming `where` when it is missing or malformed.
-std::vector<KernelSignature> read_kernel_manifest(const std::string& code,
-                                                  const std::string& prefix,
-                                                  const std::string& where);
-
 /// A model loaded for running: what GraphExecutor takes, and the report. Any number of
 /// executors may run on one LoadedLibrary at once, from different threads: each has its own
 /// buffers, and they share the read-only parameters and code.
@@ -151,10 +120,5 @@ struct LoadOptions {
 /// no-GPU error).
 std::shared_ptr<LoadedLibrary> load_library(const std::string& path,
                                             const LoadOptions& options = {});
-
-/// NumPy .npy files (format 1.0-3.0, little-endian, C order, Ember's dtypes), so C++
-/// programs can exchange inputs and outputs with Python.
-Tensor load_npy(const std::string& path);
-void save_npy(const std::string& path, const Tensor& t);
 
 }  // namespace ember::runtime

@@ -11,11 +11,8 @@
 
 namespace ember::runtime {
 
-class KernelErrors;  // kernel_error.h
-
-namespace cuda {
-class CudaModule;
-}
+class KernelLauncher;  // src/runtime/launcher.h: the device
+struct MemoryPlan;     // memory_plan.h
 
 /// What `ember::build` produces for the executor: values (one per tensor in the compiled
 /// graph), which of them are inputs, parameters and outputs, and the kernel calls in order.
@@ -78,6 +75,7 @@ class GraphExecutor {
   /// all memory is on the GPU and kernels are launched; without a GPU this throws the
   /// "no CUDA driver found" ember::Error.
   GraphExecutor(std::shared_ptr<const ExecGraph> graph, std::shared_ptr<Module> module);
+  ~GraphExecutor();
 
   int num_inputs() const;
   int num_outputs() const;
@@ -118,25 +116,22 @@ class GraphExecutor {
 
  private:
   std::shared_ptr<const ExecGraph> graph_;
-  std::shared_ptr<Module> module_;
-  std::vector<Tensor> tensors_;  // one per value
-  std::vector<KernelFn> fns_;
-  std::vector<std::vector<void*>> args_;    // per kernel, resolved pointers
-  std::shared_ptr<cuda::CudaModule> cuda_;  // set when the kernels run on a GPU
-  std::vector<bool> output_is_param_;       // per output: get_output copies it
+  std::unique_ptr<KernelLauncher> launcher_;  // the CPU or the GPU (it holds the module)
+  std::vector<Tensor> tensors_;               // one per value
+  std::vector<std::vector<void*>> args_;      // per kernel, resolved pointers
+  std::vector<bool> output_is_param_;         // per output: get_output copies it
   // run_bound's bookkeeping: each value's root (the value whose memory a view shares), and
   // the kernel argument slots (kernel, arg) that point into each input or output root.
   std::vector<int> root_;
   std::vector<bool> root_is_output_;
   std::vector<std::vector<std::pair<int, int>>> slots_;
+  void allocate(const MemoryPlan& plan);   // tensors_ as the plan says
+  void bind_args(const MemoryPlan& plan);  // args_ and slots_
   void check_input(int index, const Tensor& value) const;
   void point_slots(int root, void* data);
-  void launch_all();  // GPU: launches every kernel, no wait
   // The unlocked steps of the public calls; callers hold mutex_.
   void set_input_locked(int index, const Tensor& value);
   void run_locked();
-  // ember::Error naming kernel k when it reported bad data (an index out of range).
-  void check_kernel(KernelErrors& errors, size_t k) const;
   size_t pool_bytes_ = 0;
   // Held while a call reads or writes the executor's buffers (set_input, run, benchmark,
   // profile).

@@ -1,6 +1,6 @@
 #pragma once
-/// The runtime's OpenMP thread pool. Generated code calls ember_parallel_for for each
-/// parallel loop, with the loop body outlined into `body`.
+/// The runtime's own thread pool (src/runtime/parallel.cc). Generated code calls
+/// ember_parallel_for for each parallel loop, with the loop body outlined into `body`.
 #include <cstdint>
 
 extern "C" {

@@ -14,6 +14,8 @@ backend name is looked up. A source checkout on PYTHONPATH has no installed meta
 import importlib.metadata
 import sys
 
+from .._ember import __version__
+
 GROUP = "torch_dynamo_backends"
 NAME = "ember"
 TARGET = "ember.torch_compile:ember_backend"
@@ -30,7 +32,7 @@ class _Distribution(importlib.metadata.Distribution):
     """Metadata of the source checkout: a name, a version and the entry point."""
 
     _FILES = {"METADATA": f"Metadata-Version: 2.1\nName: ember-source-checkout\n"
-                          "Version: 0.1.0\n",
+                          f"Version: {__version__}\n",
               "entry_points.txt": f"[{GROUP}]\n{NAME} = {TARGET}\n"}
 
     def read_text(self, filename):

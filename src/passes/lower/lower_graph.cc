@@ -38,8 +38,8 @@ std::vector<const CallNode*> op_calls(const Function& group) {
   return out;
 }
 
-KernelInfo describe(const Function& group, const std::string& func) {
-  KernelInfo k;
+runtime::KernelReport describe(const Function& group, const std::string& func) {
+  runtime::KernelReport k;
   k.func = func;
   k.name = group->name;
   const CallNode* anchor = nullptr;
@@ -55,7 +55,7 @@ KernelInfo describe(const Function& group, const std::string& func) {
 // Lowers `group` with its tuned knobs when options.tuned has its workload. Knobs that do
 // not fit the kernel (a damaged log) fall back to the default schedule, noted in `info`.
 PrimFunc lower_tuned(const Function& group, const std::string& func, const LowerOptions& options,
-                     KernelInfo& info) {
+                     runtime::KernelReport& info) {
   if (!options.tuned || options.gpu) return lower_group(group, func, options);
   info.workload = workload_key(group);
   auto it = options.tuned->find(info.workload);
@@ -182,7 +182,7 @@ LoweredGraph lower_graph(const Function& f, const LowerOptions& options) {
         }
         Function group = c->fn ? c->fn : as_group(c);
         std::string func = symbol_name(group->name, out.funcs.size());
-        KernelInfo info = describe(group, func);
+        runtime::KernelReport info = describe(group, func);
         out.funcs.push_back(lower_tuned(group, func, options, info));
         runtime::ExecGraph::Kernel k;
         k.func = func;

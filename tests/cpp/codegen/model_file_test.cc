@@ -12,6 +12,7 @@
 #include "ember/codegen/build.h"
 #include "ember/runtime/artifact.h"
 #include "ember/runtime/cpu_features.h"
+#include "ember/runtime/manifest.h"
 #include "ember/support/error.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/TargetParser/Host.h"

@@ -80,7 +80,7 @@ TEST(FuseOps, TwoConvBranchesThatDoNotRejoinElementwiseStaySeparate) {
   Expr b1 = conv(a, 4, 2, "conv2");
   Expr b2 = conv(a, 4, 3, "conv3");
   Expr y = call("concatenate", {b1, b2}, Attrs({{"axis", int64_t{1}}}), "cat");
-  std::vector<FusionDecision> why;
+  std::vector<runtime::FusionEdge> why;
   Function f = fuse_ops(function({x}, y), 256, &why);
   auto g = groups(f);
   ASSERT_EQ(g.size(), 4u) << to_string(f);
@@ -201,7 +201,7 @@ TEST(FuseOps, IntermediateThatIsAlsoAnOutputIsNotFusedAway) {
   Expr x = input();
   Expr a = conv(x, 4, 1, "conv1");
   Expr r = call("nn.relu", {a}, {}, "relu1");
-  std::vector<FusionDecision> why;
+  std::vector<runtime::FusionEdge> why;
   Function f = fuse_ops(function({x}, tuple({a, r})), 256, &why);
   auto g = groups(f);
   ASSERT_EQ(g.size(), 2u) << to_string(f);

@@ -108,7 +108,7 @@ Function exp_broadcast(int64_t cols) {
 TEST(FuseOps, CostRuleDeclinesAProducerRecomputedPerElementOfABroadcast) {
   for (int bits : {256, 512}) {
     MachineModel m = MachineModel::for_vector_bits(bits);
-    std::vector<FusionDecision> why;
+    std::vector<runtime::FusionEdge> why;
     Function wide = fuse_ops(exp_broadcast(4096), 256, &why, &m);
     EXPECT_EQ(groups(wide).size(), 2u) << bits << " bits\n" << to_string(wide);
     ASSERT_EQ(why.size(), 1u);
@@ -136,7 +136,7 @@ TEST(FuseOps, CostRuleDeclinesAGemmThatItsReductionWouldSlowDown) {
     // A row sum reads the GEMM's output along its vector axis, one tile at a time: kept.
     EXPECT_EQ(groups(fuse_ops(dense_sum(1), 256, nullptr, &m)).size(), 1u) << bits;
     // A column sum would run the GEMM without its register tiles: declined.
-    std::vector<FusionDecision> why;
+    std::vector<runtime::FusionEdge> why;
     Function f = fuse_ops(dense_sum(0), 256, &why, &m);
     EXPECT_EQ(groups(f).size(), 2u) << bits << " bits\n" << to_string(f);
     ASSERT_EQ(why.size(), 1u);

@@ -16,6 +16,7 @@
 #include "ember/codegen/build.h"
 #include "ember/codegen/export.h"
 #include "ember/runtime/library_module.h"
+#include "ember/runtime/npy.h"
 #include "ember/support/error.h"
 
 namespace ember {

@@ -18,6 +18,7 @@
 #include "ember/codegen/build.h"
 #include "ember/runtime/artifact.h"
 #include "ember/runtime/cuda.h"
+#include "ember/runtime/manifest.h"
 #include "ember/support/error.h"
 
 namespace ember {

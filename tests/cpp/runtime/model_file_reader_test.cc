@@ -17,6 +17,7 @@
 #include "../expect_error.h"
 #include "ember/runtime/artifact.h"
 #include "ember/runtime/graph_executor.h"
+#include "ember/runtime/manifest.h"
 
 namespace ember::runtime {
 namespace {

@@ -14,6 +14,7 @@
 #include "ember/ir/graph.h"
 #include "ember/ir/op.h"
 #include "ember/runtime/artifact.h"
+#include "ember/runtime/npy.h"
 #include "ember/runtime/tensor.h"
 #include "ember/support/checked_math.h"
 

@@ -1,0 +1,13 @@
+#pragma once
+/// NumPy .npy files (format 1.0-3.0, little-endian, C order, Ember's dtypes), so C++
+/// programs can exchange inputs and outputs with Python.
+#include <string>
+
+#include "ember/runtime/tensor.h"
+
+namespace ember::runtime {
+
+Tensor load_npy(const std::string& path);
+void save_npy(const std::string& path, const Tensor& t);
+
+}  // namespace ember::runtime
