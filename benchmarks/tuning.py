@@ -8,6 +8,18 @@ share of the measured FMA peak; end to end, PyTorch eager vs Ember without and w
 Logs are kept in --log-dir (one per model): a second run resumes and only re-times. Flops
 per kernel come from benchmarks/kernels.py's parser of the graph text. Never part of the
 test pass/fail.
+
+    --spaces          only print the number of valid knob settings of each conv/dense
+                      workload (no measuring; a few seconds)
+    --compare-search  random vs model-guided search at equal trials, on the workloads of
+                      --compare-workloads: each workload's space (a random sample of at most
+                      --space-cap settings, the default included) is measured once, then
+                      every strategy is replayed on those timings with the same seeds and
+                      budgets (--budgets, --seeds), so that all see the same numbers. The
+                      timings are kept in --log-dir (compare-*.json): a second run only
+                      replays (about 3 minutes). The first takes about 15 minutes at one
+                      thread on a 2-core AVX2 machine (4 x 160 candidates). Run it on a quiet
+                      machine: under load the timings, hence the table, are mostly noise.
 """
 import argparse
 import os
@@ -79,6 +91,136 @@ def e2e_times(model, inputs, libs, rounds=7):
     return [float(np.median(s)) for s in samples]
 
 
+ANCHORS = ("conv", "dense", "matmul")
+
+
+def model_workloads(name, target):
+    """[(workload dict, knob space)] of the conv/dense/matmul kernels of model `name`."""
+    model, inputs = e2e.make(name, 1)
+    mod, params = ember.frontend.from_pytorch(model, inputs)
+    lib = ember.build(mod, target=target, params=params)
+    vector_bits = _ember._target_vector_bits(target)
+    return [(w, _ember._knob_space(w["group"], vector_bits))
+            for w in _ember._extract_workloads(lib) if any(a in w["anchor"] for a in ANCHORS)]
+
+
+def print_spaces(models, target):
+    print("| model | workload | anchor | kernels | valid knob settings |")
+    print("|---|---|---|---:|---:|")
+    for name in models:
+        sizes = []
+        for w, space in model_workloads(name, target):
+            sizes.append(len(space))
+            print(f"| {name} | {w['name'][:48]} | {w['anchor']} | {w['count']} | {len(space)} |")
+        print(f"| {name} | (min / median / max) | | | {min(sizes)} / "
+              f"{int(np.median(sizes))} / {max(sizes)} |")
+
+
+# The workloads of --compare-search: a 3x3 and a 1x1 conv of ResNet-50, two BERT denses.
+COMPARE = "resnet50:layer1.0.conv2,resnet50:layer3.1.conv1,bert_s128:attn.q,bert_s128:fc1"
+
+
+def measured_space(name, w, space, args):
+    """{knob tuple: ms or None (failed)} for a sample of `space`, cached in --log-dir."""
+    from ember.tuning import LocalRunner, cpu_model
+    from ember.tuning._log import knob_tuple
+    import json
+    import random
+    sample = space[:1] + random.Random(0).sample(space[1:], min(len(space) - 1,
+                                                                args.space_cap - 1))
+    safe = "".join(c if c.isalnum() else "_" for c in w["name"])[:40]
+    path = os.path.join(args.log_dir, f"compare-{name}-{safe}.json")
+    where = {"key": w["key"], "cpu": cpu_model(), "threads": args.threads,
+             "template": _ember._schedule_template_version}
+    table = {}
+    if os.path.exists(path):
+        with open(path) as fh:
+            saved = json.load(fh)
+        if all(saved.get(k) == v for k, v in where.items()):
+            table = {tuple(t): ms for t, ms in saved["results"]}
+    todo = [k for k in sample if knob_tuple(k) not in table]
+    if todo:
+        runner = LocalRunner(timeout_s=30)
+        runner.start([w], args.target, args.threads)
+        t0 = time.perf_counter()
+        try:
+            for i in range(0, len(todo), 8):
+                batch = todo[i:i + 8]
+                for k, r in zip(batch, runner.measure(0, batch, args.min_repeat_ms, 5)):
+                    table[knob_tuple(k)] = r[1] if r[0] == "ok" else None
+                print(f"#   {w['name'][:40]}: measured {min(i + 8, len(todo))}/{len(todo)} "
+                      f"({time.perf_counter() - t0:.0f} s)", flush=True)
+        finally:
+            runner.close()
+        with open(path, "w") as fh:
+            json.dump({**where, "results": [[list(t), ms] for t, ms in table.items()]}, fh)
+    return sample, table
+
+
+def replay(space, table, strategy, seed, budget, batch=8):
+    """Best ms found by `strategy` after `budget` trials on the measured `table`."""
+    from ember.tuning._search import Search
+    from ember.tuning._log import knob_tuple
+    search = Search(space, set(), seed, strategy=strategy)
+    best, trials = float("inf"), 0
+    while trials < budget:
+        cands = search.next_batch(min(batch, budget - trials))
+        if not cands:
+            break
+        for k in cands:
+            ms = table[knob_tuple(k)]
+            search.observe(k, "ok" if ms else "failed", ms)
+            if ms:
+                best = min(best, ms)
+        trials += len(cands)
+    return best
+
+
+def compare_search(args):
+    budgets = [int(b) for b in args.budgets.split(",")]
+    seeds = range(args.seeds)
+    strategies = ["random", "evolution", "model"]
+    print(f"# search strategies at equal trials: median over seeds 0..{args.seeds - 1} of the "
+          f"best time found, as a ratio to the best of the measured sample (1.00 = found it)")
+    cols = " | ".join(f"{s} @{b}" for b in budgets for s in strategies)
+    rows, ratios = [], {(s, b): [] for s in strategies for b in budgets}
+    models = {}
+    for spec in args.compare_workloads.split(","):
+        name, pattern = spec.split(":", 1)
+        if name not in models:
+            models[name] = model_workloads(name, args.target)
+        found = [(w, sp) for w, sp in models[name] if w["name"].startswith(pattern)]
+        if not found:
+            print(f"# no workload of {name} starts with {pattern!r}")
+            continue
+        w, space = found[0]
+        t0 = time.perf_counter()
+        sample, table = measured_space(name, w, space, args)
+        optimum = min(ms for ms in table.values() if ms)
+        cells = []
+        for b in budgets:
+            for s in strategies:
+                r = float(np.median([replay(sample, table, s, seed, b) for seed in seeds]))
+                ratios[s, b].append(r / optimum)
+                cells.append(f"{r / optimum:.3f}")
+        default = table[tuple(int(sample[0].get(k, 0)) for k in _knob_names())]
+        rows.append(f"| {name} {w['name'][:32]} | {len(sample)}/{len(space)} | "
+                    f"{default or float('nan'):.3f} | {optimum:.3f} | " + " | ".join(cells) + " |")
+        print(f"# {w['name'][:40]}: {time.perf_counter() - t0:.0f} s", flush=True)
+    print(f"\n| workload | measured/space | default ms | best ms | {cols} |")
+    print("|---|---:|---:|---:|" + "---:|" * len(budgets) * len(strategies))
+    for r in rows:
+        print(r)
+    geo = [f"{float(np.exp(np.mean(np.log(ratios[s, b])))):.3f}" if ratios[s, b] else "n/a"
+           for b in budgets for s in strategies]
+    print("| geometric mean | | | | " + " | ".join(geo) + " |")
+
+
+def _knob_names():
+    from ember.tuning._log import KNOBS
+    return KNOBS
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default="resnet50,bert_s128")
@@ -87,10 +229,23 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--target", default="llvm")
     p.add_argument("--runner", default="local")
+    p.add_argument("--spaces", action="store_true")
+    p.add_argument("--compare-search", action="store_true")
+    p.add_argument("--compare-workloads", default=COMPARE)
+    p.add_argument("--space-cap", type=int, default=160)
+    p.add_argument("--budgets", default="16,32,64")
+    p.add_argument("--seeds", type=int, default=9)
+    p.add_argument("--min-repeat-ms", type=float, default=5.0)
     args = p.parse_args()
     ember.set_num_threads(args.threads)
     torch.set_num_threads(args.threads)
     os.makedirs(args.log_dir, exist_ok=True)
+    if args.spaces:
+        return print_spaces(args.models.split(","), args.target)
+    if args.compare_search:
+        print(f"# {platform.processor() or platform.machine()}, target {args.target!r}, "
+              f"{args.threads} thread(s), load average {os.getloadavg()[0]:.1f} at start")
+        return compare_search(args)
     print(f"# ember.tune: {platform.processor() or platform.machine()}, target {args.target!r}, "
           f"{args.threads} thread(s), {args.trials} trials per workload, load average "
           f"{os.getloadavg()[0]:.1f} at start")

@@ -3,7 +3,21 @@
     PYTHONPATH=python python3 tutorials/08_schedule_tuning.py
 
 Ember's default CPU schedule picks each kernel's register tile and loop order from a model
-of the machine (lesson 02 showed schedules). ember.tune measures the alternatives instead:
+of the machine (lesson 02 showed schedules). ember.tune measures the alternatives instead.
+The knobs (include/ember/passes/schedule_knobs.h; 0 leaves the schedule's own choice):
+
+    tile_rows, tile_vectors  the register tile: accumulators = rows x vectors
+    tile_axis                which output axis the tile's rows run along (1-based), where
+                             several share the vector loads (a blocked conv: rows or columns)
+    loop_order               the weights' axes inside (1) or outside (2) the tile loop
+    pad_rows                 rows per tile of a kernel that pads its input itself
+    unroll                   steps of the innermost reduction loop unrolled together
+    row_block                rows of a GEMM computed at once under a layer norm
+
+A conv or dense kernel of ResNet-50 or BERT has 124 to 1246 valid settings
+(`python3 benchmarks/tuning.py --spaces`). The search measures the default first, then 8
+random settings, then the ones an xgboost cost model trained on the times so far predicts
+fastest (search="model"; "evolution" and "random" are the alternatives):
 
     records = ember.tune(mod, params, trials=64, log="model.tune.json")
     with ember.transform.PassContext(config={"tuning_log": "model.tune.json"}):

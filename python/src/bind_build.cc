@@ -1,6 +1,7 @@
 // Build bindings: ember::build and the Library it returns, plus codegen queries.
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 
@@ -25,26 +26,22 @@ passes::ScheduleKnobs knobs_arg(py::handle h) {
   passes::ScheduleKnobs k;
   for (auto item : h.cast<py::dict>()) {
     std::string key = str_arg(item.first, "schedule knobs: a key");
-    int64_t v = item.second.cast<int64_t>();
-    if (key == "tile_rows")
-      k.tile_rows = v;
-    else if (key == "tile_vectors")
-      k.tile_vectors = v;
-    else if (key == "loop_order")
-      k.loop_order = static_cast<int>(v);
-    else if (key == "pad_rows")
-      k.pad_rows = v;
-    else
-      fail("unknown schedule knob '", key,
-           "'; the knobs are tile_rows, tile_vectors, "
-           "loop_order, pad_rows");
+    auto& fields = passes::ScheduleKnobs::fields;
+    auto f = std::find_if(fields.begin(), fields.end(), [&](auto& f) { return key == f.first; });
+    if (f == fields.end()) {
+      std::string names;
+      for (auto& n : fields) names += (names.empty() ? "" : ", ") + std::string(n.first);
+      fail("unknown schedule knob '", key, "'; the knobs are ", names);
+    }
+    k.*(f->second) = item.second.cast<int64_t>();
   }
   return k;
 }
 
 py::dict knobs_dict(const passes::ScheduleKnobs& k) {
-  return py::dict("tile_rows"_a = k.tile_rows, "tile_vectors"_a = k.tile_vectors,
-                  "loop_order"_a = k.loop_order, "pad_rows"_a = k.pad_rows);
+  py::dict out;
+  for (auto& f : passes::ScheduleKnobs::fields) out[f.first] = k.*(f.second);
+  return out;
 }
 
 ir::Function function_arg(py::handle h, const char* what) {

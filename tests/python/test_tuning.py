@@ -87,10 +87,13 @@ def test_the_best_entry_is_applied_and_other_knobs_give_the_same_numbers(tmp_pat
     group = ember._ember._extract_workloads(lib)[0]
     space = ember._ember._knob_space(group["group"], ember._ember._target_vector_bits("llvm"))
     assert len(space) > 4
+    # A spread of the space, every knob that varies among them.
+    sample = space[1::max(1, len(space) // 8)]
+    assert {k for s in sample for k in s if s[k] != space[0][k]} >= {"tile_rows", "unroll"}
     base = {"workload": group["key"], "name": "fc", "cpu": cpu_model(),
             "vector_bits": ember._ember._target_vector_bits("llvm"),
             "threads": ember.get_num_threads(), "template": 1, "status": "ok", "error": None}
-    for i, knobs in enumerate(space[1:]):
+    for i, knobs in enumerate(sample):
         log = str(tmp_path / f"{i}.json")
         with open(log, "w") as fh:  # the chosen knobs are the fastest entry's
             fh.write(json.dumps({**base, "knobs": knobs, "ms": 1.0}) + "\n")
@@ -156,7 +159,7 @@ def _faulty(workload, knobs):
 
 
 def test_crashing_and_hanging_trials_are_recorded_as_failed(tmp_path):
-    f, params, _ = dense_model(m=4)
+    f, params, _ = dense_model(m=4, k=5)  # 5 steps of reduction: no unroll knob, a small space
     lib = ember.build(f, params=params)
     group = ember._ember._extract_workloads(lib)[0]["group"]
     space = ember._ember._knob_space(group, ember._ember._target_vector_bits("llvm"))
@@ -189,3 +192,74 @@ def test_torch_compile_passes_the_log_through(tmp_path):
         got = torch.compile(model, backend="ember", options={"tuning_log": log})(x)
         torch.testing.assert_close(got, model(x), rtol=1e-4, atol=1e-4)
     torch._dynamo.reset()
+
+
+def test_search_strategies_each_measure_the_default_first_and_every_candidate_once():
+    from ember.tuning._log import knob_tuple
+    from ember.tuning._search import Search
+    f, params, _ = dense_model(m=6, k=32)
+    lib = ember.build(f, params=params)
+    group = ember._ember._extract_workloads(lib)[0]["group"]
+    space = ember._ember._knob_space(group, ember._ember._target_vector_bits("llvm"))
+    # A made-up cost: the search must find the cheap corner (many accumulators, unrolled).
+    def cost(k):
+        return 1.0 / (k["tile_rows"] * k["tile_vectors"]) + 0.1 / k["unroll"]
+    best = {}
+    for strategy in ("random", "evolution", "model"):
+        search = Search(space, set(), seed=1, strategy=strategy)
+        seen = []
+        while len(seen) < 32:
+            batch = search.next_batch(8)
+            for k in batch:
+                search.observe(k, "ok", cost(k))
+            seen += batch
+        assert seen[0] is space[0] and len({knob_tuple(k) for k in seen}) == len(seen)
+        best[strategy] = min(cost(k) for k in seen)
+    assert best["model"] <= best["random"] and best["evolution"] <= best["random"], best
+    with pytest.raises(ValueError, match="search strategy"):
+        Search(space, set(), strategy="annealing")
+
+
+def test_tune_takes_a_search_strategy(tmp_path):
+    f, params, _ = dense_model()
+    log = str(tmp_path / "t.json")
+    records = ember.tune(f, params, trials=3, log=log, progress=False, min_repeat_ms=0.2,
+                         repeat=2, search="random")
+    assert records[0].trials == 3
+    with pytest.raises(ember.EmberError, match="search must be one of model, evolution, random"):
+        ember.tune(f, params, trials=3, log=log, progress=False, search="beam")
+
+
+def _blocked_conv_workload():
+    """The second conv of a two-conv chain, which the layout pass blocks (NCHW16c)."""
+    x = ir.var("x", shape=(1, 16, 10, 10))
+    w1, w2 = ir.var("w1", shape=(16, 16, 3, 3)), ir.var("w2", shape=(16, 16, 3, 3))
+    y = op.nn.conv2d(op.nn.relu(op.nn.conv2d(x, w1, padding=1)), w2, padding=1)
+    rng = np.random.default_rng(2)
+    params = {n: rng.standard_normal((16, 16, 3, 3)).astype("float32") for n in ("w1", "w2")}
+    lib = ember.build(ir.Function([x, w1, w2], op.nn.relu(y)), params=params)
+    return [w for w in ember._ember._extract_workloads(lib) if "conv" in w["anchor"]][-1]
+
+
+def test_a_blocked_conv_may_take_its_register_tile_along_rows_or_columns():
+    w = _blocked_conv_workload()
+    vb = ember._ember._target_vector_bits("llvm")
+    space = ember._ember._knob_space(w["group"], vb)
+    axes = {k["tile_axis"] for k in space}
+    assert len(axes) == 2 and 0 not in axes, (w["anchor"], axes)
+    other = next(k for k in space if k["tile_axis"] != space[0]["tile_axis"])
+    rng = np.random.default_rng(3)
+    inputs = [rng.standard_normal(p.shape).astype(p.dtype) for p in w["group"].params]
+    outs = []
+    for knobs in ({}, other, {"tile_axis": other["tile_axis"], "unroll": 4}):
+        m = ember.GraphModule(ember._ember._build_kernel(w["group"], "llvm", knobs))
+        for i, a in enumerate(inputs):
+            m.set_input(i, a)
+        m.run()
+        outs.append(m.get_output(0).numpy())
+    for o in outs[1:]:
+        np.testing.assert_allclose(o, outs[0], rtol=1e-4, atol=1e-4)
+    with pytest.raises(ember.EmberError, match="tile_axis=9 is not one of"):
+        ember._ember._build_kernel(w["group"], "llvm", {"tile_axis": 9})
+    with pytest.raises(ember.EmberError, match="unknown schedule knob 'unrol'.*unroll"):
+        ember._ember._build_kernel(w["group"], "llvm", {"unrol": 2})

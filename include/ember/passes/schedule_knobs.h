@@ -2,8 +2,11 @@
 /// The knobs of the default CPU schedule that a tuner may set per kernel (issue #13), and
 /// what the schedule reports about them. A knob left at 0 is the schedule's own choice, so
 /// an untuned build and a build with default knobs are the same code.
+#include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "ember/passes/machine_model.h"
 
@@ -13,14 +16,27 @@ namespace ember::passes {
 struct ScheduleKnobs {
   int64_t tile_rows = 0;     // rows of the register tile (choose_register_tile's `rows`)
   int64_t tile_vectors = 0;  // vectors of the register tile along the innermost axis
-  int loop_order = 0;        // 1: the vector input's axes loop inside the tile, 2: outside
+  int64_t loop_order = 0;    // 1: the vector input's axes loop inside the tile, 2: outside
   int64_t pad_rows = 0;      // rows per tile of a kernel that computes its padded input
-  bool operator==(const ScheduleKnobs& o) const {
-    return tile_rows == o.tile_rows && tile_vectors == o.tile_vectors &&
-           loop_order == o.loop_order && pad_rows == o.pad_rows;
-  }
+  int64_t unroll = 0;        // the register tile's innermost reduction loop unrolled by this
+  int64_t tile_axis = 0;     // 1 + the output axis of the register tile's rows
+  int64_t row_block = 0;     // rows of a GEMM computed per block under a row statistic
+
+  /// Every knob by name, in this order (the log, the Python dicts and str() use it).
+  using Field = std::pair<const char*, int64_t ScheduleKnobs::*>;
+  static constexpr std::array<Field, 7> fields = {{
+      {"tile_rows", &ScheduleKnobs::tile_rows},
+      {"tile_vectors", &ScheduleKnobs::tile_vectors},
+      {"loop_order", &ScheduleKnobs::loop_order},
+      {"pad_rows", &ScheduleKnobs::pad_rows},
+      {"unroll", &ScheduleKnobs::unroll},
+      {"tile_axis", &ScheduleKnobs::tile_axis},
+      {"row_block", &ScheduleKnobs::row_block},
+  }};
+
+  bool operator==(const ScheduleKnobs& o) const;
   bool operator<(const ScheduleKnobs& o) const;
-  /// "tile_rows=4,tile_vectors=2,loop_order=0,pad_rows=0"
+  /// "tile_rows=4,tile_vectors=2,loop_order=0,..."
   std::string str() const;
 };
 
@@ -31,8 +47,11 @@ struct KnobSpace {
   int64_t vectors = 0;        // vectors along the innermost axis (tile_vectors divides it)
   int64_t registers_per_vector = 1;
   int vector_registers = 16;
-  bool loop_order = false;   // the loop-order choice arose
-  int64_t pad_rows_max = 0;  // rows of the padded-input tile's axis (0: none)
+  bool loop_order = false;     // the loop-order choice arose
+  int64_t pad_rows_max = 0;    // rows of the padded-input tile's axis (0: none)
+  int64_t unroll_extent = 0;   // the unrolled reduction loop's extent (0: none)
+  std::vector<int> tile_axes;  // output axes the register tile's rows may take (>= 2)
+  int64_t row_block_max = 0;   // rows a GEMM under a row statistic is blocked over (0: none)
   ScheduleKnobs used;
 };
 
@@ -49,5 +68,15 @@ RegisterTile tuned_register_tile(RegisterTile tile, int64_t rows, int64_t cols, 
 bool tuned_loop_order(bool dflt, const ScheduleKnobs& knobs, KnobSpace& space);
 /// Rows per tile of a padded-input kernel whose row axis has `extent` rows.
 int64_t tuned_pad_rows(int64_t dflt, int64_t extent, const ScheduleKnobs& knobs, KnobSpace& space);
+/// How many iterations of a register tile's innermost reduction loop (`extent` of them) run
+/// unrolled in one step: 1 (the default) or a divisor of `extent`, so there is no tail.
+int64_t tuned_unroll(int64_t extent, const ScheduleKnobs& knobs, KnobSpace& space);
+/// The output axis of the register tile's rows: `dflt` or, with the knob, another of
+/// `choices` (axes whose rows share the vector loads: a blocked conv's row or column).
+int tuned_tile_axis(int dflt, const std::vector<int>& choices, const ScheduleKnobs& knobs,
+                    KnobSpace& space);
+/// Rows per block of a GEMM under a row statistic: `dflt` or a divisor of `extent` (two
+/// blocks or more).
+int64_t tuned_row_block(int64_t dflt, int64_t extent, const ScheduleKnobs& knobs, KnobSpace& space);
 
 }  // namespace ember::passes

@@ -22,10 +22,12 @@ constexpr int kScheduleTemplateVersion = 1;
 std::string workload_key(const ir::Function& group);
 
 /// The distinct knob settings of `group`'s default CPU schedule for `vector_bits`, the
-/// default's first: register tiles whose accumulators fit in the vector registers, both
-/// loop orders, padded-input row tiles of 2..64 rows, where the kernel has them. Settings
-/// that schedule the kernel alike (a knob that does not arise) are listed once. A kernel
-/// without knobs (a custom lowering, an elementwise op) has the default only.
+/// default's first, where the kernel has each knob: every row block (divisors) and register
+/// tile axis, and for each of them the register tiles whose accumulators fit in the vector
+/// registers, both loop orders, padded-input row tiles of 2..64 rows, reduction unrolls of
+/// 1..16 that divide the loop. Settings that schedule the kernel alike (a knob that does not
+/// arise) are listed once. A kernel without knobs (a custom lowering, an elementwise op) has
+/// the default only.
 std::vector<ScheduleKnobs> knob_space(const ir::Function& group, int vector_bits);
 
 }  // namespace ember::passes

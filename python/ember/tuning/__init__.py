@@ -6,8 +6,9 @@ keep the fastest in a JSON-lines log that builds apply.
         lib = ember.build(mod, params=params)
 
 A workload is one distinct kernel (anchor op, shapes, dtypes, fused epilogue: the key of
-passes/tuning.h); its knobs are the default CPU schedule's (register tile rows and vectors,
-loop order, padded-input row tile). The default schedule is always the first candidate, so
+passes/tuning.h); its knobs are the default CPU schedule's (register tile rows, vectors and
+row axis, loop order, padded-input row tile, reduction unroll, row block of a GEMM under a
+layer norm: schedule_knobs.h). The default schedule is always the first candidate, so
 the best entry is never slower than the default as measured. See _runner.py for how trials
 are isolated and _log.py for the log format.
 """
@@ -19,7 +20,7 @@ from ..runtime import get_num_threads
 from . import _log
 from ._log import cpu_model
 from ._runner import LocalRunner
-from ._search import Search
+from ._search import STRATEGIES, Search
 
 __all__ = ["tune", "LocalRunner", "cpu_model", "TuneRecord"]
 
@@ -68,16 +69,21 @@ def _runner_for(runner, timeout_s):
 
 def tune(mod, params=None, target="llvm", trials=64, log="model.tune.json", runner="local",
          batch=8, repeat=5, min_repeat_ms=5.0, timeout_s=20.0, seed=0, progress=True,
-         max_workloads=None):
+         max_workloads=None, search="model"):
     """Tunes every distinct conv/dense/... kernel of `mod` (an ir.Function; `params` as for
     ember.build) for the CPU `target`: up to `trials` measured candidates per workload, in
     batches of `batch` (compiled in parallel, then measured one at a time: median of `repeat`
     timings of at least min_repeat_ms each), appended to the JSON-lines `log`. Candidates
     already in the log (this CPU, vector width and thread count) are not measured again.
-    Ctrl-C stops the search and keeps what was measured. Returns a TuneRecord per workload."""
+    Ctrl-C stops the search and keeps what was measured. `search` picks the candidates:
+    "model" (a random start, then an xgboost cost model's ranking; evolutionary without
+    xgboost), "evolution" or "random" (_search.py). Returns a TuneRecord per workload."""
     from ..build import build
     if not isinstance(trials, int) or trials < 1:
         raise _ember.EmberError(f"ember.tune: trials must be an int >= 1, got {trials!r}")
+    if search not in STRATEGIES:
+        raise _ember.EmberError(f"ember.tune: search must be one of {', '.join(STRATEGIES)}, "
+                                f"got {search!r}")
     log = str(log)
     vector_bits = _ember._target_vector_bits(target)
     if not target.startswith("llvm"):
@@ -108,15 +114,16 @@ def tune(mod, params=None, target="llvm", trials=64, log="model.tune.json", runn
             rec = TuneRecord(w, len(space))
             records.append(rec)
             done = seen.get(w["key"], [])
-            search = Search(space, {_log.knob_tuple(e["knobs"]) for e in done}, seed + index)
+            picker = Search(space, {_log.knob_tuple(e["knobs"]) for e in done}, seed + index,
+                            strategy=search)
             for e in done:
                 rec.add(e)
-                search.observe(e["knobs"], e["status"], e.get("ms"))
+                picker.observe(e["knobs"], e["status"], e.get("ms"))
             if bar is not None:
                 bar.update(min(rec.trials, min(trials, len(space))))
             measured = False
             while rec.trials < trials:
-                cands = search.next_batch(min(batch, trials - rec.trials))
+                cands = picker.next_batch(min(batch, trials - rec.trials))
                 if not cands:
                     break
                 results = runner.measure(index, cands, min_repeat_ms, repeat)
@@ -124,7 +131,7 @@ def tune(mod, params=None, target="llvm", trials=64, log="model.tune.json", runn
                     entry = _entry(w, cpu, vector_bits, threads, knobs, space, result)
                     _log.append(log, entry)
                     rec.add(entry)
-                    search.observe(knobs, entry["status"], entry["ms"])
+                    picker.observe(knobs, entry["status"], entry["ms"])
                     if entry["status"] != "ok":
                         logger.info("tuning %s %s: %s: %s", w["name"], knobs, entry["status"],
                                     entry["error"])

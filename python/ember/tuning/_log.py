@@ -20,7 +20,9 @@ from .. import _ember
 
 logger = logging.getLogger("ember")
 
-KNOBS = ("tile_rows", "tile_vectors", "loop_order", "pad_rows")
+# The schedule knobs (ScheduleKnobs::fields in schedule_knobs.h); a missing one is 0.
+KNOBS = ("tile_rows", "tile_vectors", "loop_order", "pad_rows", "unroll", "tile_axis",
+         "row_block")
 
 
 def cpu_model():

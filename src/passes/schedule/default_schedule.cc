@@ -169,20 +169,31 @@ int register_tile_axis(const PrimExpr& o_body, const Stage& o, const Stage& r,
   return -1;
 }
 
-// Computes `r`'s loops as a register tile: its reduction loops outside, then `d` (when
-// >= 0) unrolled, then the innermost axis as `tile.vectors` unrolled vectors. Every
-// accumulator of the tile then lives in a register for the whole reduction.
-void schedule_register_tile(Stage& r, int d, const RegisterTile& tile) {
-  IterVar last = r.axes().back(), vec_group;
+// The extent of `r`'s innermost reduction loop, which the `unroll` knob splits.
+int64_t inner_reduce_extent(const Stage& r) {
+  std::vector<IterVar> axes = r.reduce_axes();
+  return axes.empty() ? 1 : axes.back()->extent;
+}
+
+// Computes `r`'s loops as a register tile: its reduction loops outside (the innermost one
+// `unroll` steps at a time), then `d` (when >= 0) unrolled, then the innermost axis as
+// `tile.vectors` unrolled vectors. Every accumulator of the tile then lives in a register
+// for the whole reduction.
+void schedule_register_tile(Stage& r, int d, const RegisterTile& tile, int64_t unroll = 1) {
+  IterVar last = r.axes().back(), vec_group, k_in;
   std::vector<IterVar> order;
   for (size_t k = 0; k + 1 < r.axes().size(); ++k)
     if (static_cast<int>(k) != d) order.push_back(r.axes()[k]);
-  for (auto& a : r.reduce_axes()) order.push_back(a);
+  std::vector<IterVar> reduce = r.reduce_axes();
+  if (unroll > 1) std::tie(reduce.back(), k_in) = r.split(reduce.back(), unroll);
+  for (auto& a : reduce) order.push_back(a);
+  if (k_in) order.push_back(k_in);
   if (d >= 0) order.push_back(r.axes()[d]);
   if (tile.vectors > 1) std::tie(vec_group, last) = r.split(last, tile.lanes);
   if (vec_group) order.push_back(vec_group);
   order.push_back(last);
   r.reorder(order);
+  if (k_in) r.unroll(k_in);
   if (d >= 0) r.unroll(r.axes()[d]);
   if (vec_group) r.unroll(vec_group);
   r.vectorize(last);
@@ -191,19 +202,22 @@ void schedule_register_tile(Stage& r, int d, const RegisterTile& tile) {
 // A GEMM computed a block of rows at a time (a register tile of `rt` inside): column tiles
 // outside row tiles, so each weight panel is read once per block, then the reduction
 // loops, then the register tile.
-void schedule_gemm_block(Stage& r, int d, const RegisterTile& rt) {
+void schedule_gemm_block(Stage& r, int d, const RegisterTile& rt, int64_t unroll) {
   std::vector<IterVar> axes = r.axes();
-  IterVar rows = axes[d], rows_in, cols = axes.back(), cols_out, group;
+  IterVar rows = axes[d], rows_in, cols = axes.back(), cols_out, group, k_in;
   if (rt.rows > 1) std::tie(rows, rows_in) = r.split(rows, rt.rows, SplitTail::Shift);
   if (cols->extent > rt.cols()) std::tie(cols_out, cols) = r.split(cols, rt.cols());
   if (rt.vectors > 1) std::tie(group, cols) = r.split(cols, rt.lanes);
   std::vector<IterVar> order(axes.begin(), axes.begin() + d);
   for (IterVar a : {cols_out, rows})
     if (a) order.push_back(a);
-  for (auto& a : r.reduce_axes()) order.push_back(a);
-  for (IterVar a : {rows_in, group, cols})
+  std::vector<IterVar> reduce = r.reduce_axes();
+  if (unroll > 1) std::tie(reduce.back(), k_in) = r.split(reduce.back(), unroll);
+  for (auto& a : reduce) order.push_back(a);
+  for (IterVar a : {k_in, rows_in, group, cols})
     if (a) order.push_back(a);
   r.reorder(order);
+  if (k_in) r.unroll(k_in);
   if (rows_in) r.unroll(rows_in);
   if (group) r.unroll(group);
   r.vectorize(cols);
@@ -235,7 +249,7 @@ int64_t vector_lanes(const Stage& o, int vector_bits) {
 // loads R2 shares (the channel of a conv under a pooling). Returns false, changing
 // nothing, when the group does not have this form.
 IterVar schedule_two_anchors(Schedule& sch, Stage& o, const PrimExpr& body, Stage& r1,
-                             int vector_bits) {
+                             int vector_bits, const ScheduleKnobs& knobs, KnobSpace& space) {
   const size_t n = o.axes().size();
   if (n < 2 || !reads_elementwise(body, o, r1)) return nullptr;
   PrimExpr r1_body = sch.expanded_body(r1);
@@ -287,7 +301,13 @@ IterVar schedule_two_anchors(Schedule& sch, Stage& o, const PrimExpr& body, Stag
   });
   std::vector<IterVar> axes = o.axes();
   IterVar d_inner, rows_inner, last_outer, last_vec = axes.back();
-  if (d >= 0) std::tie(axes[d], d_inner) = o.split(axes[d], kTile);
+  int64_t tile_rows = kTile;
+  if (d >= 0)
+    tile_rows = tuned_register_tile(RegisterTile{kTile, 1, lanes}, axes[d]->extent, lanes,
+                                    o.tensor().dtype(), MachineModel::for_vector_bits(vector_bits),
+                                    knobs, space)
+                    .rows;
+  if (d >= 0) std::tie(axes[d], d_inner) = o.split(axes[d], tile_rows);
   if (overlap && rows != d && axes[rows]->extent >= 2 * kRows)
     std::tie(axes[rows], rows_inner) = o.split(axes[rows], kRows);
   if (axes.back()->extent > lanes) std::tie(last_outer, last_vec) = o.split(axes.back(), lanes);
@@ -306,7 +326,8 @@ IterVar schedule_two_anchors(Schedule& sch, Stage& o, const PrimExpr& body, Stag
 
   r1.compute_at(o, inner_axes.empty() ? tile : inner_axes.back());
   if (d >= 0)
-    schedule_register_tile(r1, d, RegisterTile{kTile, 1, lanes});
+    schedule_register_tile(r1, d, RegisterTile{tile_rows, 1, lanes},
+                           tuned_unroll(inner_reduce_extent(r1), knobs, space));
   else
     schedule_reduction_tile(r1, true);
 
@@ -342,7 +363,7 @@ IterVar schedule_two_anchors(Schedule& sch, Stage& o, const PrimExpr& body, Stag
   e->vectorize(vec2);
   acc.compute_at(*e, at);
   if (d_in_r2)
-    schedule_register_tile(acc, d, RegisterTile{kTile, 1, lanes2});
+    schedule_register_tile(acc, d, RegisterTile{tile_rows, 1, lanes2});
   else
     schedule_reduction_tile(acc, true);
   return tile;
@@ -377,7 +398,8 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits, const Schedule
   PrimExpr body = sch.expanded_body(o);
   std::vector<Stage*> reds = reductions_read(sch, o, body);
   if (reds.size() == 1)
-    if (IterVar tile = schedule_two_anchors(sch, o, body, *reds[0], vector_bits)) return tile;
+    if (IterVar tile = schedule_two_anchors(sch, o, body, *reds[0], vector_bits, knobs, space))
+      return tile;
   IterVar last = axes.back();
   bool along = true;
   for (Stage* r : reds) along &= reads_along(body, r->tensor().operator->(), last->var.get());
@@ -390,6 +412,12 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits, const Schedule
   std::vector<Stage*> row_gemms;
   int64_t row_block = 1;
   int tile_axis = tiled ? register_tile_axis(body, o, *reds[0], 2) : -1;
+  if (tile_axis >= 0) {  // tuning may take another axis whose rows share the vector loads
+    std::vector<int> choices;
+    for (int d = 0; d + 1 < static_cast<int>(axes.size()); ++d)
+      if (axes[d]->extent >= 2 && vector_input_ignores(*reds[0], d)) choices.push_back(d);
+    tile_axis = tuned_tile_axis(tile_axis, choices, knobs, space);
+  }
   // No axis shares the vector loads (a depthwise conv in NCHW reads its own input rows for
   // every output row): rows of the axis outside the vectors still give independent
   // accumulators, each row loading its own vectors under a shared broadcast.
@@ -509,6 +537,7 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits, const Schedule
       IterVar& rows = tile_axes.back();
       row_block =
           choose_row_block(machine, rows->extent, last->extent * dtype_bytes(o.tensor().dtype()));
+      row_block = tuned_row_block(row_block, rows->extent, knobs, space);
       if (row_block < rows->extent) rows = o.split(rows, row_block).first;
     }
     tile = o.fuse(tile_axes);
@@ -532,9 +561,11 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits, const Schedule
       DType t = o.tensor().dtype();
       RegisterTile gt = choose_register_tile(machine, row_block, last->extent, t);
       gt = tuned_register_tile(gt, row_block, last->extent, t, machine, knobs, space);
-      schedule_gemm_block(*r, static_cast<int>(r->axes().size()) - 2, gt);
+      schedule_gemm_block(*r, static_cast<int>(r->axes().size()) - 2, gt,
+                          tuned_unroll(inner_reduce_extent(*r), knobs, space));
     } else if (tiled) {
-      schedule_register_tile(*r, tile_axis, rt);
+      schedule_register_tile(*r, tile_axis, rt,
+                             tuned_unroll(inner_reduce_extent(*r), knobs, space));
     } else {
       schedule_reduction_tile(*r, along);
     }

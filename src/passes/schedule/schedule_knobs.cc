@@ -1,20 +1,27 @@
 #include "ember/passes/schedule_knobs.h"
 
-#include <tuple>
+#include <algorithm>
 
 #include "ember/support/error.h"
 
 namespace ember::passes {
 
+bool ScheduleKnobs::operator==(const ScheduleKnobs& o) const {
+  return std::all_of(fields.begin(), fields.end(),
+                     [&](const Field& f) { return this->*f.second == o.*f.second; });
+}
+
 bool ScheduleKnobs::operator<(const ScheduleKnobs& o) const {
-  return std::tie(tile_rows, tile_vectors, loop_order, pad_rows) <
-         std::tie(o.tile_rows, o.tile_vectors, o.loop_order, o.pad_rows);
+  for (const Field& f : fields)
+    if (this->*f.second != o.*f.second) return this->*f.second < o.*f.second;
+  return false;
 }
 
 std::string ScheduleKnobs::str() const {
-  return "tile_rows=" + std::to_string(tile_rows) +
-         ",tile_vectors=" + std::to_string(tile_vectors) +
-         ",loop_order=" + std::to_string(loop_order) + ",pad_rows=" + std::to_string(pad_rows);
+  std::string out;
+  for (const Field& f : fields)
+    out += (out.empty() ? "" : ",") + std::string(f.first) + "=" + std::to_string(this->*f.second);
+  return out;
 }
 
 RegisterTile tuned_register_tile(RegisterTile tile, int64_t rows, int64_t cols, DType t,
@@ -57,6 +64,47 @@ int64_t tuned_pad_rows(int64_t dflt, int64_t extent, const ScheduleKnobs& knobs,
   space.pad_rows_max = extent;
   // Tiles of more than half the rows are one tile of all of them.
   space.used.pad_rows = 2 * rows > extent ? extent : rows;
+  return rows;
+}
+
+int64_t tuned_unroll(int64_t extent, const ScheduleKnobs& knobs, KnobSpace& space) {
+  const int64_t u = knobs.unroll ? knobs.unroll : 1;
+  if (u < 1 || extent % u != 0)
+    fail("schedule knob unroll=", knobs.unroll, " does not divide the ", extent,
+         " iterations of this kernel's reduction loop; re-run ember.tune for it");
+  space.unroll_extent = extent;
+  space.used.unroll = u;
+  return u;
+}
+
+int tuned_tile_axis(int dflt, const std::vector<int>& choices, const ScheduleKnobs& knobs,
+                    KnobSpace& space) {
+  int d = dflt;
+  if (knobs.tile_axis) {
+    d = static_cast<int>(knobs.tile_axis - 1);
+    if (std::find(choices.begin(), choices.end(), d) == choices.end()) {
+      std::string valid;
+      for (int c : choices) valid += (valid.empty() ? "" : ", ") + std::to_string(c + 1);
+      fail("schedule knob tile_axis=", knobs.tile_axis, " is not one of ", valid,
+           " for this kernel; re-run ember.tune for it");
+    }
+  }
+  if (choices.size() > 1) {  // a knob only where there is a choice
+    space.tile_axes = choices;
+    space.used.tile_axis = d + 1;
+  }
+  return d;
+}
+
+int64_t tuned_row_block(int64_t dflt, int64_t extent, const ScheduleKnobs& knobs,
+                        KnobSpace& space) {
+  const int64_t rows = knobs.row_block ? knobs.row_block : dflt;
+  // Blocks of all the rows would be one row per tile (the schedule splits only smaller ones).
+  if (rows < 1 || extent % rows != 0 || (rows == extent && extent > 1))
+    fail("schedule knob row_block=", knobs.row_block, " does not divide the ", extent,
+         " rows of this kernel into two or more blocks; re-run ember.tune for it");
+  space.row_block_max = extent;
+  space.used.row_block = rows;
   return rows;
 }
 

@@ -90,28 +90,63 @@ std::vector<ScheduleKnobs> knob_space(const ir::Function& group, int vector_bits
   const KnobSpace base = schedule_space(group, vector_bits, {});
   std::vector<ScheduleKnobs> out = {base.used};
   std::set<ScheduleKnobs> seen = {base.used};
-  std::vector<int64_t> rows = {0}, vectors = {0}, pad_rows = {0};
-  std::vector<int> orders = {0};
-  if (base.tile_rows_max > 0) {
-    rows.clear();
-    for (int64_t r = 1; r <= std::min<int64_t>(base.tile_rows_max, 16); ++r) rows.push_back(r);
-    vectors.clear();
-    for (int64_t v = 1; v <= std::min<int64_t>(base.vectors, 8); ++v)
-      if (base.vectors % v == 0) vectors.push_back(v);
-    if (base.tile_rows_max > 1) orders = {1, 2};
+  // The row block and the tile axis bound the register tile's rows: the other knobs' ranges
+  // are read from the schedule with those two set.
+  std::vector<ScheduleKnobs> shapes;
+  std::vector<int64_t> row_blocks = {0}, tile_axes = {0};
+  if (base.row_block_max > 0) {
+    row_blocks.clear();
+    for (int64_t b = 1; 2 * b <= base.row_block_max; ++b)
+      if (base.row_block_max % b == 0) row_blocks.push_back(b);
+    if (row_blocks.empty()) row_blocks.push_back(1);
   }
-  if (base.pad_rows_max > 0) pad_rows = values_up_to(base.pad_rows_max, {2, 4, 8, 16, 32, 64});
-  for (int64_t r : rows)
-    for (int64_t v : vectors) {
-      // Accumulators beyond the vector registers spill on every step: not worth a trial.
-      if (r * v * base.registers_per_vector > base.vector_registers) continue;
-      for (int order : orders)
-        for (int64_t p : pad_rows) {
-          ScheduleKnobs k{r, v, order, p};
-          ScheduleKnobs used = schedule_space(group, vector_bits, k).used;
-          if (seen.insert(used).second) out.push_back(used);
-        }
+  if (!base.tile_axes.empty()) {
+    tile_axes.clear();
+    for (int d : base.tile_axes) tile_axes.push_back(d + 1);
+  }
+  for (int64_t b : row_blocks)
+    for (int64_t d : tile_axes) {
+      ScheduleKnobs k;
+      k.row_block = b;
+      k.tile_axis = d;
+      shapes.push_back(k);
     }
+  for (const ScheduleKnobs& shape : shapes) {
+    const KnobSpace s = schedule_space(group, vector_bits, shape);
+    std::vector<int64_t> rows = {0}, vectors = {0}, pad_rows = {0}, unrolls = {0}, orders = {0};
+    if (s.tile_rows_max > 0) {
+      rows.clear();
+      for (int64_t r = 1; r <= std::min<int64_t>(s.tile_rows_max, 16); ++r) rows.push_back(r);
+      vectors.clear();
+      for (int64_t v = 1; v <= std::min<int64_t>(s.vectors, 8); ++v)
+        if (s.vectors % v == 0) vectors.push_back(v);
+      if (s.tile_rows_max > 1) orders = {1, 2};
+    }
+    if (s.pad_rows_max > 0) pad_rows = values_up_to(s.pad_rows_max, {2, 4, 8, 16, 32, 64});
+    // Unrolled steps that divide the loop, up to 16 (beyond that the code only grows).
+    if (s.unroll_extent > 0) {
+      unrolls.clear();
+      for (int64_t u : {1, 2, 3, 4, 6, 8, 16})
+        if (u <= s.unroll_extent && s.unroll_extent % u == 0) unrolls.push_back(u);
+    }
+    for (int64_t r : rows)
+      for (int64_t v : vectors) {
+        // Accumulators beyond the vector registers spill on every step: not worth a trial.
+        if (r * v * s.registers_per_vector > s.vector_registers) continue;
+        for (int64_t order : orders)
+          for (int64_t p : pad_rows)
+            for (int64_t u : unrolls) {
+              ScheduleKnobs k = shape;
+              k.tile_rows = r;
+              k.tile_vectors = v;
+              k.loop_order = order;
+              k.pad_rows = p;
+              k.unroll = u;
+              ScheduleKnobs used = schedule_space(group, vector_bits, k).used;
+              if (seen.insert(used).second) out.push_back(used);
+            }
+      }
+  }
   return out;
 }
 

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <set>
@@ -10,6 +11,7 @@
 #include "../expect_error.h"
 #include "../passes/pass_test_util.h"
 #include "ember/ir/op.h"
+#include "ember/passes/lower.h"
 #include "ember/passes/tuning.h"
 #include "ember/runtime/graph_executor.h"
 
@@ -35,6 +37,44 @@ Function dense_group(int64_t m, int64_t n, int64_t k) {
   Expr a = var("a", TensorType{{m, k}, DType::Float32});
   Expr b = var("b", TensorType{{n, k}, DType::Float32});
   return function({a, b}, call("nn.dense", {a, b}, {}, "fc"), "fc");
+}
+
+// conv2d (3x3, padding 1) + relu + 3x3/2 max pooling: a two-anchor kernel.
+Function conv_pool_group(int64_t c, int64_t k, int64_t hw) {
+  Expr x = var("x", TensorType{{1, c, hw, hw}, DType::Float32});
+  Expr w = var("w", TensorType{{k, c, 3, 3}, DType::Float32});
+  Expr y = call("nn.conv2d", {x, w}, Attrs({{"padding", std::vector<int64_t>{1, 1}}}), "c");
+  y = call("nn.max_pool2d", {call("nn.relu", {y}, {}, "r")},
+           Attrs({{"pool_size", std::vector<int64_t>{3, 3}},
+                  {"strides", std::vector<int64_t>{2, 2}},
+                  {"padding", std::vector<int64_t>{1, 1}}}),
+           "mp");
+  return function({x, w}, y, "conv_pool");
+}
+
+// dense + residual add + layer norm: a GEMM computed in row blocks under a row statistic.
+Function dense_norm_group(int64_t m, int64_t n, int64_t k) {
+  Expr a = var("a", TensorType{{m, k}, DType::Float32});
+  Expr b = var("b", TensorType{{n, k}, DType::Float32});
+  Expr r = var("r", TensorType{{m, n}, DType::Float32});
+  Expr g = var("g", TensorType{{n}, DType::Float32});
+  Expr be = var("be", TensorType{{n}, DType::Float32});
+  Expr y = call("add", {call("nn.dense", {a, b}, {}, "fc"), r}, {}, "add");
+  return function({a, b, r, g, be}, call("nn.layer_norm", {y, g, be}, {}, "norm"), "fc_norm");
+}
+
+std::vector<Function> tunable_groups() {
+  return {conv_relu_group(8, 16, 14, "c"), dense_group(5, 64, 32), conv_pool_group(8, 16, 12),
+          dense_norm_group(16, 32, 24)};
+}
+
+// Every knob of `space` set to a value other than the default's somewhere.
+std::set<std::string> knobs_varied(const std::vector<passes::ScheduleKnobs>& space) {
+  std::set<std::string> out;
+  for (auto& k : space)
+    for (auto& [name, field] : passes::ScheduleKnobs::fields)
+      if (k.*field != space[0].*field) out.insert(name);
+  return out;
 }
 
 std::vector<float> run(const Function& group, const passes::ScheduleKnobs& knobs) {
@@ -70,12 +110,43 @@ TEST(Tuning, KnobSpaceStartsWithDefaultAndIsDistinct) {
   }
 }
 
+TEST(Tuning, EachKernelKindHasItsKnobs) {
+  using Names = std::set<std::string>;
+  Names tile = {"tile_rows", "tile_vectors", "loop_order", "unroll"};
+  EXPECT_EQ(knobs_varied(passes::knob_space(dense_group(5, 64, 32), 256)), tile);
+  // A row of 14 pixels is one vector (no tile_vectors).
+  EXPECT_EQ(knobs_varied(passes::knob_space(conv_relu_group(8, 16, 14, "c"), 256)),
+            (Names{"tile_rows", "loop_order", "unroll"}));
+  // The two-anchor kernel's register tile (rows only: its vectors are one row of the pooling)
+  // and the unrolled reduction of its pooling window.
+  EXPECT_EQ(knobs_varied(passes::knob_space(conv_pool_group(8, 16, 12), 256)),
+            (Names{"tile_rows", "unroll"}));
+  Names norm = knobs_varied(passes::knob_space(dense_norm_group(16, 32, 24), 256));
+  EXPECT_TRUE(norm.count("row_block") && norm.count("unroll") && norm.count("tile_rows"));
+}
+
+TEST(Tuning, DefaultKnobsGiveTheSameLoopIR) {
+  passes::LowerOptions opts;
+  opts.vector_bits = 256;
+  for (const Function& g : tunable_groups()) {
+    std::string plain = ir::to_string(passes::lower_group(g, "k", opts));
+    // All zero (the schedule's choices), and the values it chose spelt out.
+    EXPECT_EQ(ir::to_string(passes::lower_group(g, "k", opts, {})), plain) << g->name;
+    auto space = passes::knob_space(g, 256);
+    EXPECT_EQ(ir::to_string(passes::lower_group(g, "k", opts, space[0])), plain) << g->name;
+    // Every other setting changes the code (the space lists each schedule once).
+    for (size_t i = 1; i < space.size(); i += std::max<size_t>(1, space.size() / 12))
+      EXPECT_NE(ir::to_string(passes::lower_group(g, "k", opts, space[i])), plain)
+          << g->name << " " << space[i].str();
+  }
+}
+
 TEST(Tuning, DefaultKnobsGiveTheDefaultCodeAndOthersTheSameNumbers) {
-  for (const Function& g : {conv_relu_group(8, 16, 14, "c"), dense_group(5, 64, 32)}) {
+  for (const Function& g : tunable_groups()) {
     auto space = passes::knob_space(g, 256);
     std::vector<float> ref = run(g, {});
     EXPECT_EQ(run(g, space[0]), ref);  // the default, spelt out: bit-identical
-    for (size_t i = 1; i < space.size(); i += 3) {
+    for (size_t i = 1; i < space.size(); i += std::max<size_t>(1, space.size() / 6)) {
       std::vector<float> got = run(g, space[i]);
       ASSERT_EQ(got.size(), ref.size());
       for (size_t j = 0; j < ref.size(); ++j)
@@ -92,6 +163,24 @@ TEST(Tuning, KnobsOutOfRangeAreUserErrors) {
   k = {};
   k.tile_vectors = 3;
   EXPECT_ERROR_WITH(build_kernel(g, "llvm -vector-bits=256", k), "tile_vectors=3");
+  k = {};
+  k.unroll = 3;
+  EXPECT_ERROR_WITH(build_kernel(g, "llvm -vector-bits=256", k), "unroll=3", "32 iterations");
+  k = {};
+  k.loop_order = 7;
+  EXPECT_ERROR_WITH(build_kernel(conv_relu_group(8, 16, 14, "c"), "llvm -vector-bits=256", k),
+                    "loop_order=7");
+  k = {};
+  k.row_block = 5;
+  EXPECT_ERROR_WITH(build_kernel(dense_norm_group(16, 32, 24), "llvm -vector-bits=256", k),
+                    "row_block=5", "16 rows");
+  k.row_block = 16;
+  EXPECT_ERROR_WITH(build_kernel(dense_norm_group(16, 32, 24), "llvm -vector-bits=256", k),
+                    "row_block=16", "two or more blocks");
+  k = {};
+  k.tile_rows = 40;
+  EXPECT_ERROR_WITH(build_kernel(conv_pool_group(8, 16, 12), "llvm -vector-bits=256", k),
+                    "tile_rows=40");
 }
 
 TEST(Tuning, PassContextRejectsUnknownConfigKeys) {
