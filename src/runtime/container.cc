@@ -15,6 +15,7 @@
 #include <fstream>
 #include <random>
 
+#include "bytes.h"
 #include "ember/runtime/artifact.h"
 #include "ember/support/error.h"
 
@@ -57,18 +58,8 @@ bool write_all(int fd, const char* data, size_t n) {
   return true;
 }
 
-// Little-endian integers (x86-64 and AArch64 Linux are little-endian; memcpy keeps the
-// reads alignment-safe).
-template <class T>
-void put(std::string& out, T v) {
-  out.append(reinterpret_cast<const char*>(&v), sizeof(T));
-}
-template <class T>
-T get(const char* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
-}
+using bytes::get;
+using bytes::put;
 
 // The header and section table of `sections`.
 std::string header(const std::vector<std::pair<std::string, const std::string*>>& sections) {

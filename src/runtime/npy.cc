@@ -6,24 +6,14 @@
 #include <cstring>
 #include <fstream>
 
+#include "bytes.h"
 #include "ember/support/checked_math.h"
 #include "ember/support/error.h"
 
 namespace ember::runtime {
 
-namespace {
-// Little-endian integers (memcpy keeps the reads alignment-safe).
-template <class T>
-void put(std::string& out, T v) {
-  out.append(reinterpret_cast<const char*>(&v), sizeof(T));
-}
-template <class T>
-T get(const char* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
-}
-}  // namespace
+using bytes::get;
+using bytes::put;
 
 namespace {
 const char* npy_descr(DType t) {
