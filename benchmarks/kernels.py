@@ -13,12 +13,13 @@ nn.conv2d_blocked or nn.dense_packed, shown with its real, blocked shapes) — a
 whose two batched products q k^T and p v are counted — the useful flops come from the anchor's
 operand and result shapes: 2*M*N*K for products, 2*N*Cout*OH*OW*Cin/groups*KH*KW for
 convolutions (a kernel with two anchors, e.g. depthwise -> pointwise, counts both). The peak
-is measured in the same run, before and after the models (the higher counts), by
+is measured in the same run, before the models and after each one (the highest counts), by
 ember.measure_fma_peak: independent float32 FMA chains that Ember compiles at the target's
 vector width, one thread. Prints one Markdown row per kernel, sorted by model
 then time, the totals per model and, per model, how many workloads are distinct; batch-1
 dense kernels also against the read bandwidth of an Ember-compiled streaming sum over a
-buffer the size of their weights. Never part of the test pass/fail.
+buffer the size of their weights, each pair timed in the same cache state (both warm: run
+back to back; both cold: after evicting the caches). Never part of the test pass/fail.
 """
 import argparse
 import contextlib
@@ -164,7 +165,29 @@ def match_kernels(report, graph_kernels):
     return out
 
 
-def stream_gbps(nbytes, target, repeat=20):
+def _flush_caches(_buf=[]):
+    """Evicts the caches (writes 64 MB, more than this machine's L2 + L3)."""
+    if not _buf:
+        _buf.append(np.zeros(16 << 20, dtype=np.float32))
+    _buf[0] += 1.0
+
+
+def _time_ms(m, cold, repeat):
+    """Median ms of `repeat` runs of module m: back to back (warm caches: its data stays in
+    L2/L3 when it fits), or each after evicting the caches (cold: read from memory, as a
+    model's weights are when the kernel's turn comes)."""
+    if not cold:
+        return m.benchmark(number=3, repeat=repeat).median
+    times = []
+    for _ in range(repeat):
+        _flush_caches()
+        t0 = time.perf_counter()
+        m.run()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return float(np.median(times))
+
+
+def stream_gbps(nbytes, target, cold, repeat=20):
     """Read bandwidth (GB/s) of an Ember-compiled float32 sum over a buffer of `nbytes`: the
     bound a batch-1 dense (a GEMV, which reads each weight once) can reach."""
     n = nbytes // 4
@@ -173,27 +196,50 @@ def stream_gbps(nbytes, target, repeat=20):
     m = ember.GraphModule(lib)
     m.set_input(0, np.random.default_rng(0).standard_normal(n, dtype=np.float32))
     m.run()
-    return nbytes / (m.benchmark(number=3, repeat=repeat).median * 1e6)
+    return nbytes / (_time_ms(m, cold, repeat) * 1e6)
+
+
+def standalone_ms(lib, kernel_name, target, repeat=20):
+    """(warm ms, cold ms) of one kernel of `lib` built and run on its own (random inputs), or
+    None when the build has no such workload."""
+    from ember import _ember
+    from ember.tuning._runner import _inputs, input_specs
+    for w in _ember._extract_workloads(lib):
+        if w["name"] != kernel_name:
+            continue
+        m = ember.GraphModule(_ember._build_kernel(w["group"], target, {}))
+        for i, a in enumerate(_inputs(input_specs(w["group"]))):
+            m.set_input(i, a)
+        m.run()
+        return _time_ms(m, False, repeat), _time_ms(m, True, repeat)
+    return None
 
 
 def print_gemv_bandwidth(rows, target):
     """Batch-1 dense kernels (M1): weight bytes read per second against the streaming sum's
-    bandwidth over a buffer of the same size, measured now."""
+    bandwidth over a buffer of the same size, measured now, each pair in the same cache
+    state: the kernel alone, run back to back, against the sum run back to back (warm), and
+    the kernel alone after evicting the caches against the sum after evicting them (cold).
+    The in-model time (the profile's, caches as the model leaves them) is shown beside."""
     gemv = [r for r in rows if "dense" in r["anchor"] and r["shape"].startswith("M1 ")]
     if not gemv:
         return
     print("\nBatch-1 dense against an Ember-compiled streaming sum over its weights' bytes "
-          "(1 thread):\n")
-    print("| model | kernel | shape | weight MB | ms | GB/s | streaming sum GB/s | % |")
-    print("|---|---|---|---:|---:|---:|---:|---:|")
+          "(1 thread; GB/s of weights read):\n")
+    print("| model | kernel | shape | weight MB | in model ms | in model GB/s | alone warm GB/s "
+          "| sum warm GB/s | % warm | alone cold GB/s | sum cold GB/s | % cold |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in gemv:
         n, k = (int(v) for v in re.findall(r"[NK](\d+)", r["shape"]))
         nbytes = 4 * n * k
         gbps = nbytes / (r["ms"] * 1e6) if r["ms"] else None
-        bound = stream_gbps(nbytes, target)
+        alone = standalone_ms(r["lib"], r["kernel"], target)
+        warm, cold = (nbytes / (t * 1e6) for t in alone) if alone else (None, None)
+        sum_warm, sum_cold = stream_gbps(nbytes, target, False), stream_gbps(nbytes, target, True)
         print(f"| {r['model']} | {r['kernel']} | {r['shape']} | {nbytes / 1e6:.1f} "
-              f"| {fmt(r['ms'], 3)} | {fmt(gbps)} | {bound:.1f} "
-              f"| {fmt(100 * gbps / bound if gbps else None)} |")
+              f"| {fmt(r['ms'], 3)} | {fmt(gbps)} | {fmt(warm)} | {sum_warm:.1f} "
+              f"| {fmt(100 * warm / sum_warm if warm else None)} | {fmt(cold)} "
+              f"| {sum_cold:.1f} | {fmt(100 * cold / sum_cold if cold else None)} |")
 
 
 def fmt(v, digits=1):
@@ -237,7 +283,7 @@ def main():
             return False
         return True
 
-    have_peak = measure_peak()  # again after the models: the higher one counts (less noise)
+    have_peak = measure_peak()  # again after each model: the highest one counts (less noise)
     rows, summaries = [], []
     for name in names:
         model, inputs = e2e.make(name, 1)
@@ -271,7 +317,7 @@ def main():
             anchor = " + ".join(o["op"].replace("nn.", "") for o in products) or k.anchor
             gflops = flops / (ms * 1e6) if flops and ms else None
             row = {"model": name, "kernel": k.name, "anchor": anchor, "shape": shape,
-                   "ms": ms, "flops": flops, "gflops": gflops}
+                   "ms": ms, "flops": flops, "gflops": gflops, "lib": lib}
             model_rows.append(row)
             distinct.setdefault((anchor, shape), []).append(row)
         model_rows.sort(key=lambda r: -(r["ms"] or 0))
@@ -285,13 +331,15 @@ def main():
                           "gflops": flops / (kern_ms * 1e6) if kern_ms else None})
         print(f"# {name}: built in {build_s:.1f} s, {len(report)} kernels, profiled",
               flush=True)
+        if have_peak:  # the clock drifts over minutes: a peak beside every model
+            measure_peak()
 
     peak = None
-    if have_peak and measure_peak():
+    if have_peak:
         peak = max(peaks)
         print(f"# single-thread FMA peak (ember.measure_fma_peak, float32, {args.target!r}): "
-              f"{peak:.1f} GFLOP/s (the higher of {peaks[0]:.1f} before and {peaks[1]:.1f} "
-              "after the models)")
+              f"{peak:.1f} GFLOP/s (the highest of {', '.join(f'{p:.1f}' for p in peaks)}: "
+              "before the models and after each)")
     for r in rows:
         r["pct"] = 100 * r["gflops"] / peak if r["gflops"] and peak else None
     print("\n| model | kernel | anchor | shape | ms | GFLOP/s | % peak |")
