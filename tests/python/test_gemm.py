@@ -7,6 +7,7 @@ Tolerance: float32 sums of K products in any order, compared with float64: rtol 
 atol 1e-5 * sqrt(K) (the inputs are standard normal, so the sums grow like sqrt(K)).
 """
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -120,3 +121,22 @@ def test_reductions_fused_onto_a_gemm_match_unfused(bits, m, n, k):
     assert len(kernels) == 1 and kernels[0].anchor.startswith("nn.dense"), lib.fusion_report()
     for a, b in zip(fused, unfused):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_row_statistics_over_a_gemm_block_walk_rows_contiguously():
+    """dense -> add -> layer norm at BERT's shape computes a block of GEMM rows, then the
+    layer norm's sum and variance of each row: the loop over a row's elements sits inside
+    the loop over the block's rows, so each statistic reads its row contiguously (and LLVM
+    vectorizes the sum) instead of one element of every row per step."""
+    rng = np.random.default_rng(0)
+    x = ir.var("x", (128, 96), "float32")
+    r = ir.var("r", (128, 768), "float32")
+    w = ir.const(rng.standard_normal((768, 96)).astype("float32"))
+    y = op.nn.layer_norm(op.add(op.nn.dense(x, w), r))
+    lib = ember.build(ir.Function([x, r], y), target="llvm -vector-bits=256")
+    lines = lib.get_source("loop").splitlines()
+    for stat in ("layer_norm_sum", "layer_norm_var"):
+        rows = [i for i, l in enumerate(lines) if re.match(rf"\s*for {stat}\.\w+ in \[0, 64\)", l)]
+        elems = [i for i, l in enumerate(lines) if re.match(rf"\s*for {stat}\.r0 in \[0, 768\)", l)]
+        assert len(rows) == 1 and len(elems) == 1, "\n".join(lines)
+        assert rows[0] < elems[0], "\n".join(lines)

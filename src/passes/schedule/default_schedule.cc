@@ -68,10 +68,36 @@ std::vector<Stage*> reductions_read(Schedule& sch, const Stage& reader, const Pr
   return out;
 }
 
-// Reduction loops outside the innermost spatial loop, which is vectorized when asked.
+// Does `r` read the inputs that its reduction walks contiguously along its innermost
+// reduction axis (a row statistic: a sum over the last axis), none along its innermost data
+// axis?
+bool contiguous_along_reduction(const Stage& r) {
+  auto* red = r.body().as<ReduceNode>();
+  if (!red || r.reduce_axes().empty() || r.axes().empty()) return false;
+  const PrimVarNode* k = r.reduce_axes().back()->var.get();
+  const PrimVarNode* j = r.axes().back()->var.get();
+  bool along_k = false, along_j = false;
+  visit_prim(red->source, [&](const PrimExpr& e) {
+    auto* p = e.as<ProducerLoadNode>();
+    if (!p || p->indices.empty() || !uses_var(e, k)) return;  // (a row's mean: per row)
+    along_k |= uses_var(p->indices.back(), k);
+    along_j |= uses_var(p->indices.back(), j);
+  });
+  return along_k && !along_j;
+}
+
+// Reduction loops outside the innermost spatial loop, which is vectorized when asked. A
+// row statistic that is not vectorized keeps its reduction loops innermost instead: it
+// then reads each row contiguously (LLVM vectorizes the reassociable sum), not one element
+// of every row per step (a layer norm over a block of 64 GEMM rows read 64 strided rows).
 void schedule_reduction_tile(Stage& r, bool vectorize_inner) {
   std::vector<IterVar> order = r.axes();
   if (order.empty()) return;
+  if (!vectorize_inner && contiguous_along_reduction(r)) {
+    for (auto& a : r.reduce_axes()) order.push_back(a);
+    r.reorder(order);
+    return;
+  }
   IterVar last = order.back();
   order.pop_back();
   for (auto& a : r.reduce_axes()) order.push_back(a);
