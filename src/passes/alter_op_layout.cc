@@ -32,6 +32,10 @@ Expr pack_dense(const CallNode* c, const std::vector<Expr>& in, const MachineMod
                        : in[1];
   int64_t n = wt.shape[matmul ? 1 : 0];
   int64_t block = vector_lanes_for(machine, n, wt.dtype);
+  // A short row that no vector divides is one vector of its own length in the register tile
+  // (choose_register_tile): one panel of all of it, so that vector is one contiguous load
+  // rather than a gather across two panels (the 10 logits of a classifier: 1.6x).
+  if (n % block != 0 && n <= 4 * machine.lanes(wt.dtype)) block = n;
   Expr packed = call("nn.pack_dense_weight", {weight}, Attrs().with("block", block), in[1]->name);
   return call("nn.dense_packed", {in[0], packed}, c->attrs.with("units", n), c->name);
 }

@@ -140,3 +140,18 @@ def test_row_statistics_over_a_gemm_block_walk_rows_contiguously():
         elems = [i for i, l in enumerate(lines) if re.match(rf"\s*for {stat}\.r0 in \[0, 768\)", l)]
         assert len(rows) == 1 and len(elems) == 1, "\n".join(lines)
         assert rows[0] < elems[0], "\n".join(lines)
+
+
+@pytest.mark.parametrize("bits", WIDTHS)
+def test_short_rows_pack_into_one_panel(bits):
+    """N = 10 (a classifier's logits) is a row no vector divides: the register tile takes it as
+    one vector of 10 lanes, so the weight is packed as one panel of 10 columns, whose k-th
+    row is one contiguous load (two 8-wide panels would make it a gather across them)."""
+    rng = np.random.default_rng(1)
+    x = ir.var("x", (1, 300), "float32")
+    w = rng.standard_normal((10, 300)).astype("float32")
+    f = ir.Function([x], op.nn.dense(x, ir.const(w)))
+    data = [rng.standard_normal((1, 300)).astype("float32")]
+    lib, (got,) = build_run(f, data, bits)
+    assert "float32[1, 300, 10]" in lib.get_source("loop"), lib.get_source("loop")
+    assert_gemm_close(got, data[0].astype(np.float64) @ w.T.astype(np.float64), 300, "N=10")

@@ -45,7 +45,11 @@ TEST(AlterOpLayout, BlockIsTheWidestVectorThatDividesTheUnits) {
   EXPECT_EQ(block_for(1000, 512), 8);  // 1000 = 125 x 8: half of AVX-512's 16 lanes
   EXPECT_EQ(block_for(1024, 512), 16);
   EXPECT_EQ(block_for(12, 256), 4);
-  EXPECT_EQ(block_for(10, 256), 8);  // nothing divides 10: full width, padded with zeros
+  // Nothing divides 10: one panel of 10, which the register tile loads as one vector.
+  EXPECT_EQ(block_for(10, 256), 10);
+  EXPECT_EQ(block_for(10, 512), 10);
+  EXPECT_EQ(block_for(40, 256), 8);  // 40 = 5 x 8
+  EXPECT_EQ(block_for(90, 256), 8);  // too long for one vector: padded panels of 8
 }
 
 TEST(AlterOpLayout, WeightsThatAreInputsAreLeftAlone) {
