@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "ember/passes/alter_op_layout.h"
+#include "ember/passes/batch_shared_dense.h"
 #include "ember/passes/fold_constant.h"
 #include "ember/passes/fold_pad_into_conv.h"
 #include "ember/passes/fold_scale_axis.h"
@@ -48,6 +49,8 @@ const std::vector<GraphPass>& graph_passes() {
       {"FoldConstant", 2, false, fold_constants},
       // After constant folding, so that the attention scale is one constant.
       {"RecognizeAttention", 1, false, graph_only<recognize_attention>},
+      // Before AlterOpLayout packs each dense's weight: one batched dense per shared weight.
+      {"BatchSharedDense", 2, false, graph_only<batch_shared_dense>},
       {"AlterOpLayout", 3, true,
        [](const Function& f, const PassEnv& env) {
          return alter_op_layout(f, env.target.machine);

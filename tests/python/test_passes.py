@@ -204,3 +204,51 @@ def test_reduction_fuses_onto_the_matmul_output_without_storing_it():
     ref = np.maximum(data.astype(np.float64) @ w.T.astype(np.float64), 0).sum(axis=1)
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(got, unfused, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("bits", [256, 512])
+def test_batch_shared_dense_matches_pytorch_and_unbatched(bits):
+    """BatchSharedDense: an unrolled LSTM cell (16 steps) and a Siamese pair of branches
+    sharing one Linear. The input projections of every step become one dense over 16 rows
+    (fewer kernels); the numbers match PyTorch (float32 rtol 1e-4) and the build with the
+    pass disabled (1e-5)."""
+    import torch
+
+    class Unrolled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cell = torch.nn.LSTMCell(24, 20)
+
+        def forward(self, x):
+            h = c = torch.zeros(1, 20)
+            for t in range(x.shape[0]):
+                h, c = self.cell(x[t:t + 1], (h, c))
+            return h
+
+    class Siamese(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(17, 9)
+
+        def forward(self, a, b):
+            return torch.cat([torch.relu(self.fc(a)), self.fc(torch.tanh(b))])
+
+    torch.manual_seed(0)
+    for model, inputs in ((Unrolled(), (torch.randn(16, 24),)),
+                          (Siamese(), (torch.randn(3, 17), torch.randn(5, 17)))):
+        model.eval()
+        mod, params = ember.frontend.from_pytorch(model, inputs)
+        outs, kernels = {}, {}
+        for name, disabled in (("on", []), ("off", ["BatchSharedDense"])):
+            with PassContext(opt_level=3, disabled_passes=disabled):
+                lib = ember.build(mod, target=f"llvm -vector-bits={bits}", params=params)
+            m = ember.GraphModule(lib)
+            for i, x in enumerate(inputs):
+                m.set_input(i, x.numpy())
+            m.run()
+            outs[name], kernels[name] = m.get_output(0).numpy(), len(lib.fusion_report())
+        with torch.no_grad():
+            want = model(*inputs).numpy()
+        np.testing.assert_allclose(outs["on"], want, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(outs["on"], outs["off"], rtol=1e-5, atol=1e-5)
+        assert kernels["on"] < kernels["off"], kernels

@@ -35,11 +35,11 @@ inline ir::Expr f32(const std::string& name, std::vector<int64_t> shape) {
 }
 
 // Compiles `f` with ember::build, runs it on `inputs` and returns copies of its outputs.
-// The folding passes are off, so the graph runs as it is given.
+// The folding and batching passes are off, so the graph runs as it is given.
 inline std::vector<runtime::Tensor> run(const ir::Function& f,
                                         const std::vector<runtime::Tensor>& inputs = {}) {
   PassContext ctx;
-  ctx.disabled_passes = {"SimplifyInference", "FoldConstant", "FoldScaleAxis"};
+  ctx.disabled_passes = {"SimplifyInference", "FoldConstant", "FoldScaleAxis", "BatchSharedDense"};
   auto lib = ember::build(f, "llvm", {}, ctx);
   runtime::GraphExecutor ex(lib->graph, lib->module);
   for (size_t i = 0; i < inputs.size(); ++i) ex.set_input(static_cast<int>(i), inputs[i]);
