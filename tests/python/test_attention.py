@@ -83,13 +83,11 @@ def test_one_kernel_without_the_score_matrix(name, model, inputs):
     fused = compile_model(model, inputs)
     kernels = [k for k in fused.fusion_report() if "nn.attention" in k.ops]
     assert len(kernels) == 1 and PATTERN in kernels[0].patterns, fused.fusion_report()
-    # No kernel allocates a buffer as large as the scores, and no executor value is one. The
-    # kernel's one scratch beside its tiles is K transposed: K's size (S is whole key blocks).
+    # No kernel allocates a buffer as large as the scores, and no executor value is one: the
+    # attention kernel's buffers are per task (a block of queries).
     allocs = allocations(fused)
     assert allocs, fused.get_source("loop")[:2000]
-    k_numel = (inputs[1] if len(inputs) > 1 else inputs[0]).numel()
-    assert all(size < n * n or (name == "keys_t" and size == k_numel) for name, size in allocs), \
-        allocs
+    assert all(size < n * n for name, size in allocs), allocs
     graph = fused.get_source("graph")
     assert "nn.softmax" not in graph and "nn.batch_matmul" not in graph, graph
 
@@ -169,3 +167,50 @@ def test_tile_shapes_match_torch(lq, s, d, causal):
     got = run_lib(compile_model(model, (q, k, v)), (q, k, v))[0]
     with torch.no_grad():
         np.testing.assert_allclose(got, model(q, k, v).numpy(), **TOL)
+
+
+def padding_mask(b, lq, s, kind, seed):
+    """A BERT-style key-padding mask [b, 1, 1, s] (the last quarter dropped) or a bool
+    [lq, s] one with random drops (every row keeps key 0)."""
+    g = torch.Generator().manual_seed(seed)
+    if kind == "pad":
+        m = torch.zeros(b, 1, 1, s)
+        m[..., s - s // 4:] = -10000.0
+        return m
+    keep = torch.rand(lq, s, generator=g) > 0.3
+    keep[:, 0] = True
+    return keep
+
+
+# Sizes no tile, vector or block divides (1, 7, 17, 127 queries and keys), the BERT ones,
+# head dims 32, 64 and 80, with and without masks; against torch's SDPA at rtol 1e-4,
+# atol 1e-5 (sums in another order; exp within a few ulp), at 1 and 2 threads. The suite
+# also runs with EMBER_VECTOR_BITS=512 (the AVX-512 tiles).
+@pytest.mark.parametrize("lq,s,d,mask,threads", [
+    (1, 1, 64, None, 1),
+    (1, 384, 64, "pad", 1),
+    (7, 7, 32, "bool", 1),
+    (17, 17, 80, "pad", 2),
+    (7, 127, 80, None, 1),
+    (127, 127, 64, "pad", 2),
+    (128, 128, 80, "bool", 1),
+    (384, 384, 64, "pad", 2),
+    (512, 512, 32, None, 1),
+    (129, 17, 64, "bool", 1),
+])
+def test_awkward_sizes_match_torch_sdpa(lq, s, d, mask, threads):
+    q, k, v = qkv(1, 3, lq, s, d, seed=lq * 1000 + s)
+    m = padding_mask(1, lq, s, mask, seed=s) if mask else None
+    inputs = (q, k, v) if m is None else (q, k, v, m)
+    args = [ir.var(n, shape=tuple(x.shape), dtype=str(x.numpy().dtype))
+            for n, x in zip(("q", "k", "v", "mask"), inputs)]
+    out = op.nn.attention(*args[:3], mask=args[3] if m is not None else None, name="attn")
+    lib = ember.build(ir.Function(args, out), target="llvm")
+    before = ember.get_num_threads()
+    ember.set_num_threads(threads)
+    try:
+        got = run_lib(lib, inputs)[0]
+    finally:
+        ember.set_num_threads(before)
+    want = F.scaled_dot_product_attention(q, k, v, attn_mask=m).numpy()
+    np.testing.assert_allclose(got, want, **TOL)

@@ -20,14 +20,31 @@
 // running max m and sum l of exp(s - m) and an output accumulator O = sum exp(s - m) v.
 // When a block raises the max to m', everything so far is rescaled by exp(m - m'):
 //   l = l * exp(m - m') + rowsum(exp(S_blk - m')),  O = O * exp(m - m') + exp(S_blk - m') V_blk,
-// and O / l at the end is exactly softmax(S) V. Only one (rows x keys) score tile and the
-// (rows x Ev) accumulator live at a time, on the stack of the thread that owns the (batch,
-// query block); the L x S score matrix never exists. K is transposed once, before the query
-// blocks, into a scratch buffer of K's size.
+// and O / l at the end is exactly softmax(S) V. Only one (keys x rows) score tile and the
+// (Ev x rows) accumulator live at a time, on the stack of the thread that owns the (batch,
+// query block); the L x S score matrix never exists.
+//
+// Everything is transposed so that the queries run along the vectors (`CpuKernel`): per task
+// (a batch entry and a block of BL queries, BL whole vectors) Q^T [E, BL] is gathered once,
+// scaled; per key block of BS keys
+//   S^T = K_blk Q^T          register tiles of R keys x VB query vectors: per e, R broadcasts
+//                            from K's rows and VB loads of Q^T feed R*VB FMAs; the epilogue
+//                            masks the tile and folds it into each query's block max
+//                            (vertical: a vector max, no horizontal reduction);
+//   alpha = exp(m - m')      all queries as vectors;
+//   P^T = exp(S^T - m')      in place, summed into l vertically;
+//   O^T = O^T alpha + V^T P^T  register tiles of R output features x VB query vectors: per
+//                            key, R broadcasts from V's row and VB loads of P^T.
+// So both products are GEMM micro-kernels on operands as stored (no transposed copy of K or
+// V), the softmax has no horizontal reduction, and no hot loop has a lane mask: rows that a
+// tile does not divide get a remainder tile, pad queries (the last block's rows past L)
+// repeat the last query and are not stored, pad keys (the last block's keys past S) repeat
+// the last key and score -inf. At the end out = (O^T)^T / l.
 //
 // A row whose keys seen so far are all masked has m = -inf; exponentials then use 0 as the
 // max (otherwise exp(-inf - -inf) would poison the row with NaN before an unmasked key
 // arrives). A row that stays fully masked ends with 0 / 0 = NaN, as softmax gives.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -155,8 +172,8 @@ Tensor attention_compute(const std::vector<Tensor>& in, const Attrs& attrs, cons
 namespace {
 
 constexpr int64_t kQueryBlock = 64;     // query rows per task, about
-constexpr int64_t kTileRows = 6;        // rows of a register tile of two vectors
-constexpr int64_t kKeyBlock = 64;       // keys per tile (rounded to whole vectors)
+constexpr int64_t kKeyBlock = 64;       // keys per score tile, about
+constexpr int64_t kMaxTileRows = 12;    // rows of a register tile, at most
 constexpr int64_t kRowsPerBlock = 128;  // GPU threads per block, one query row each
 
 using Body = std::function<Stmt(PrimExpr)>;
@@ -167,13 +184,12 @@ Stmt serial(const std::string& name, PrimExpr extent, const Body& body) {
 }
 
 // A loop over [0, extent) whose innermost part runs as vectors of `lanes` when they divide
-// the extent, the loop over the vectors being of kind `tiles`; the body has no loops.
-Stmt vector_loop(const std::string& name, int64_t extent, int64_t lanes, const Body& body,
-                 ForKind tiles = ForKind::Serial) {
+// the extent; the body has no loops.
+Stmt vector_loop(const std::string& name, int64_t extent, int64_t lanes, const Body& body) {
   if (lanes <= 1 || extent % lanes != 0) return serial(name, extent, body);
   PrimVar outer(name + ".o"), inner(name + ".v");
   if (extent == lanes) return for_loop(inner, 0, lanes, ForKind::Vectorized, body(inner));
-  return for_loop(outer, 0, extent / lanes, tiles,
+  return for_loop(outer, 0, extent / lanes, ForKind::Serial,
                   for_loop(inner, 0, lanes, ForKind::Vectorized, body(outer * lanes + inner)));
 }
 
@@ -188,32 +204,24 @@ Stmt vectorized(const std::string& name, int64_t extent, const Body& body) {
   return for_loop(v, 0, extent, ForKind::Vectorized, body(v));
 }
 
-// The vector length along `extent` values: `lanes` where they divide it, else scalars.
-int64_t lanes_or_one(int64_t extent, int64_t lanes) {
-  return lanes > 1 && extent % lanes == 0 ? lanes : 1;
-}
-
-// Rows of a register tile with `vectors` vectors per row: as many as keep 12 accumulators
-// or fewer (AVX2's 16 registers, less the operands), dividing `rows`.
-int64_t tile_rows(int64_t rows, int64_t vectors) {
-  for (int64_t r = 2 * kTileRows / vectors; r > 1; --r)
-    if (rows % r == 0) return r;
-  return 1;
-}
-
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
-// Query rows per task: the rows in blocks of about kQueryBlock, each rounded up to whole
-// register tiles of kTileRows (the rows past L repeat the last row and are not stored).
-int64_t query_block(int64_t L) {
-  int64_t blocks = (L + kQueryBlock - 1) / kQueryBlock;
-  int64_t rows = (L + blocks - 1) / blocks;
-  return rows <= kTileRows ? rows : round_up(rows, kTileRows);
-}
+int64_t ceil_div(int64_t x, int64_t m) { return (x + m - 1) / m; }
+int64_t round_up(int64_t x, int64_t m) { return ceil_div(x, m) * m; }
 
 // a * b + c rounded once (an FMA instruction; the code generator never contracts itself).
 PrimExpr fma(PrimExpr a, PrimExpr b, PrimExpr c) {
   return prim_call(Intrinsic::Fma, {std::move(a), std::move(b), std::move(c)});
+}
+
+// Rows [0, extent) in tiles of `rows`: a loop over the whole tiles, then one tile of the
+// remainder, so that every tile has constant extents (no guard in the hot loop).
+// `tile(start, rows)` builds one tile.
+Stmt row_tiles(const std::string& name, int64_t extent, int64_t rows,
+               const std::function<Stmt(PrimExpr, int64_t)>& tile) {
+  std::vector<Stmt> parts;
+  if (extent >= rows)
+    parts.push_back(serial(name, extent / rows, [&](PrimExpr t) { return tile(t * rows, rows); }));
+  if (extent % rows != 0) parts.push_back(tile(PrimExpr(extent / rows * rows), extent % rows));
+  return seq(parts);
 }
 
 // What both kernel forms share: the buffers, the sizes and the score of one (row, key).
@@ -297,6 +305,257 @@ struct Operands {
   }
 };
 
+// exp(x) for the softmax's x = s - max <= 0 (or NaN, which it keeps), in about 15 vector
+// instructions where prim_math's general exp takes 45 (NaN and range checks, two scalings):
+// n = round(x log2 e) by adding 1.5 * 2^23 (the integer lands in the low mantissa bits),
+// r = x - n ln 2 in two parts, e^r by its degree-7 Taylor polynomial (|r| <= ln 2 / 2: a
+// relative error under 1e-8), times 2^n made in the exponent bits. x is clamped to -88
+// first, where n = -127 makes those bits zero: exp(-inf) (a masked key) is exactly 0, and
+// results below 2^-126 flush to 0. Float32 only; other types take prim_math's exp.
+PrimExpr softmax_exp(const PrimExpr& value) {
+  if (value.dtype() != DType::Float32) return exp(value);
+  auto f = [](double c) { return make_const(DType::Float32, c); };
+  auto i32 = [](int64_t c) { return make_const(DType::Int32, static_cast<double>(c)); };
+  PrimVar x("sx", DType::Float32), t("sx_t", DType::Float32), n("sx_n", DType::Float32),
+      r("sx_r", DType::Float32);
+  const double magic = 12582912.0;  // 1.5 * 2^23: its float's bits are 0x4B400000
+  PrimExpr clamped = select(PrimExpr(x) < f(-88.0), f(-88.0), x);  // NaN stays
+  PrimExpr poly = f(1.0 / 5040);
+  for (double c : {1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0})
+    poly = fma(poly, r, f(c));
+  // reinterpret(t) = 0x4B400000 + n, so this is (n + 127) << 23 without overflow.
+  PrimExpr bits =
+      binary(BinaryOp::Shl, reinterpret(DType::Int32, t) - i32(0x4B400000 - 127), i32(23));
+  PrimExpr body = poly * reinterpret(DType::Float32, bits);
+  body = let(r, fma(n, f(2.12194440e-4), fma(n, f(-0.693359375), clamped)), body);
+  body = let(n, PrimExpr(t) - f(magic), body);
+  body = let(t, fma(clamped, f(1.4426950408889634), f(magic)), body);
+  return let(x, value, body);
+}
+
+// The CPU kernel's sizes (see the essay at the top).
+struct Blocking {
+  int64_t lanes;   // vector lanes
+  int64_t BL;      // query rows per task, whole vectors
+  int64_t num_qb;  // query blocks (tasks) per batch
+  int64_t BS;      // keys per key block
+  int64_t num_kb;  // key blocks; num_kb * BS >= S
+  int64_t VB;      // query vectors of a register tile
+  int64_t R;       // rows (keys or output features) of a register tile, at most
+};
+
+// Query and key blocks of about kQueryBlock and kKeyBlock, split evenly (so 384 keys are six
+// blocks of 64, 100 two of 50); register tiles of R rows x VB vectors of queries, with the
+// accumulators, VB query vectors and one broadcast row value in the vector registers.
+Blocking choose_blocking(const Operands& o, int vector_bits) {
+  Blocking k;
+  k.lanes = std::max<int64_t>(1, vector_bits / (8 * dtype_bytes(o.t)));
+  k.BL = round_up(ceil_div(o.L, ceil_div(o.L, kQueryBlock)), k.lanes);
+  k.num_qb = ceil_div(o.L, k.BL);
+  k.num_kb = ceil_div(o.S, kKeyBlock);
+  k.BS = ceil_div(o.S, k.num_kb);
+  const int64_t vectors = k.BL / k.lanes;
+  k.VB = vectors % 2 == 0 ? 2 : vectors % 3 == 0 ? 3 : 1;
+  const int64_t registers = vector_bits >= 512 ? 32 : 16;
+  k.R = std::clamp<int64_t>((registers - k.VB - 2) / k.VB, 1, kMaxTileRows);
+  return k;
+}
+
+// The greater of the two, a compare and a select (x86's maxps): max's NaN propagation and
+// signed-zero order cost four more instructions per vector, and a NaN score reaches the
+// output through exp(s - m) and the row sum anyway.
+PrimExpr maximum(PrimExpr a, PrimExpr b) { return select(b > a, b, a); }
+
+// The CPU kernel of one nn.attention group; build() returns it. Each method is one stage of
+// a task (one batch entry, one block of BL queries); the layouts are transposed so that
+// queries run along the vectors everywhere (see the essay at the top).
+class CpuKernel {
+ public:
+  CpuKernel(const Function& group, const std::string& func_name, int vector_bits)
+      : o(group, func_name), k(choose_blocking(o, vector_bits)) {
+    const DType t = o.t;
+    const int64_t BL = k.BL;
+    qt = make_buffer("queries_t", t, {o.E, BL}, BufferScope::Local);
+    st = make_buffer("scores_t", t, {k.BS, BL}, BufferScope::Local);
+    ot = make_buffer("out_t", t, {o.Ev, BL}, BufferScope::Local);
+    m = make_buffer("row_max", t, {BL}, BufferScope::Local);
+    l = make_buffer("row_sum", t, {BL}, BufferScope::Local);
+    m_blk = make_buffer("block_max", t, {BL}, BufferScope::Local);
+    safe = make_buffer("safe_max", t, {BL}, BufferScope::Local);
+    alpha = make_buffer("rescale", t, {BL}, BufferScope::Local);
+    tile = make_buffer("register_tile", t, {k.R * k.VB * k.lanes}, BufferScope::Local);
+  }
+
+  PrimFunc build() {
+    Stmt body = seq({init(), transpose_queries(), key_blocks(), store_rows()});
+    for (const Buffer& buf : {tile, alpha, safe, m_blk, l, m, ot, st, qt})
+      body = allocate(buf, body);
+    body = let_stmt(row0, PrimExpr(task) % k.num_qb * k.BL, body);
+    body = let_stmt(b, PrimExpr(task) / k.num_qb, body);
+    o.f.body = for_loop(task, 0, o.B * k.num_qb, ForKind::Parallel, body);
+    verify(o.f);
+    return o.f;
+  }
+
+ private:
+  using TileBody = std::function<Stmt(PrimExpr, PrimExpr, PrimExpr)>;
+
+  // Whether the rows of the last query block, or the keys of the last key block, run past
+  // L or S (the pad queries repeat the last one and are never stored; the pad keys repeat
+  // the last one and score -inf).
+  bool pad_queries() const { return k.num_qb * k.BL != o.L; }
+  bool pad_keys() const { return k.num_kb * k.BS != o.S; }
+  int64_t query_vectors() const { return k.BL / k.lanes; }
+
+  // Every element of a register tile of `rows` rows x VB vectors of queries (group `ig`),
+  // unrolled, so the tile's indices are constants and LLVM keeps it in registers:
+  // body(r, i, t) for tile row r, query i of the block and element t of `tile`.
+  Stmt each_in_tile(int64_t rows, PrimExpr ig, const TileBody& body) const {
+    return unrolled("r.i", rows, [&](PrimExpr r) {
+      return unrolled("v.i", k.VB, [&](PrimExpr vb) {
+        return vectorized("i", k.lanes, [&](PrimExpr lane) {
+          return body(r, (ig * k.VB + vb) * k.lanes + lane, (r * k.VB + vb) * k.lanes + lane);
+        });
+      });
+    });
+  }
+
+  // A register-tiled product over the query groups and the row tiles of `rows` (tiles of
+  // R, then the remainder): the tile is zeroed, `step(start, e)` accumulated over `extent`,
+  // then `epilogue(start)` writes it out.
+  Stmt tiled_product(const std::string& name, int64_t rows, PrimExpr extent,
+                     const std::function<TileBody(PrimExpr, PrimExpr)>& step,
+                     const std::function<TileBody(PrimExpr)>& epilogue) const {
+    return serial("ig", query_vectors() / k.VB, [&](PrimExpr ig) {
+      return row_tiles(name, rows, k.R, [&](PrimExpr start, int64_t n) {
+        Stmt zero = each_in_tile(
+            n, ig, [&](PrimExpr, PrimExpr, PrimExpr t) { return store(tile, t, o.zero); });
+        Stmt accumulate =
+            serial("e", extent, [&](PrimExpr e) { return each_in_tile(n, ig, step(start, e)); });
+        return seq({zero, accumulate, each_in_tile(n, ig, epilogue(start))});
+      });
+    });
+  }
+
+  // Per task: no keys seen yet (max -inf, sum 0, output 0).
+  Stmt init() const {
+    Stmt state = vector_loop("i", k.BL, k.lanes, [&](PrimExpr i) {
+      return seq({store(m, i, o.neg_inf), store(l, i, o.zero)});
+    });
+    Stmt out = serial("d", o.Ev, [&](PrimExpr d) {
+      return vector_loop("i", k.BL, k.lanes,
+                         [&](PrimExpr i) { return store(ot, d * k.BL + i, o.zero); });
+    });
+    return seq({state, out});
+  }
+
+  // Q^T of the task's queries, times the scale: [E, BL].
+  Stmt transpose_queries() const {
+    return serial("e", o.E, [&](PrimExpr e) {
+      return vector_loop("i", k.BL, k.lanes, [&](PrimExpr i) {
+        PrimExpr row = pad_queries() ? min(row0 + i, PrimExpr(o.L - 1)) : row0 + i;
+        return store(qt, e * k.BL + i, load(o.q, (b * o.L + row) * o.E + e) * o.scale);
+      });
+    });
+  }
+
+  // S^T = K_blk Q^T, masked, into scores_t [BS, BL], and each query's running max over it:
+  // tiles of R keys (broadcast from K's rows) x VB vectors of queries (from Q^T).
+  Stmt scores() const {
+    auto key = [&](PrimExpr j) {  // the key row read for block row j
+      return pad_keys() ? min(col0 + j, PrimExpr(o.S - 1)) : col0 + j;
+    };
+    auto step = [&](PrimExpr j0, PrimExpr e) -> TileBody {
+      return [=, this](PrimExpr r, PrimExpr i, PrimExpr t) {
+        PrimExpr kv = load(o.k, (b * o.S + key(j0 + r)) * o.E + e);
+        return store(tile, t, fma(kv, load(qt, e * k.BL + i), load(tile, t)));
+      };
+    };
+    auto epilogue = [&](PrimExpr j0) -> TileBody {
+      return [=, this](PrimExpr r, PrimExpr i, PrimExpr t) {
+        PrimExpr j = col0 + j0 + r, row = row0 + i;
+        PrimExpr mask_row = pad_queries() ? min(row, PrimExpr(o.L - 1)) : row;
+        PrimExpr x = o.masked(load(tile, t), b, row, j, mask_row, key(j0 + r));
+        if (pad_keys()) x = select(j < PrimExpr(o.S), x, o.neg_inf);
+        PrimExpr at = (j0 + r) * k.BL + i;
+        return seq({store(st, at, x), store(m_blk, i, maximum(load(m_blk, i), load(st, at)))});
+      };
+    };
+    return tiled_product("j.o", k.BS, o.E, step, epilogue);
+  }
+
+  // For all queries as vectors: the new max (and its safe form: 0 while every key so far
+  // is masked), the rescale factor alpha = exp(m - m') and the rescaled sum.
+  Stmt softmax_factors() const {
+    return vector_loop("i", k.BL, k.lanes, [&](PrimExpr i) {
+      PrimExpr m_new = load(m_blk, i);
+      return seq({store(safe, i, select(m_new == o.neg_inf, o.zero, m_new)),
+                  store(alpha, i, softmax_exp(load(m, i) - load(safe, i))), store(m, i, m_new),
+                  store(l, i, load(l, i) * load(alpha, i))});
+    });
+  }
+
+  // P^T = exp(S^T - m') in place, added to the queries' sums.
+  Stmt exponentials() const {
+    return serial("ig", query_vectors(), [&](PrimExpr ig) {
+      return serial("j", k.BS, [&](PrimExpr j) {
+        return vectorized("i", k.lanes, [&](PrimExpr lane) {
+          PrimExpr i = ig * k.lanes + lane, at = j * k.BL + i;
+          return seq({store(st, at, softmax_exp(load(st, at) - load(safe, i))),
+                      store(l, i, load(l, i) + load(st, at))});
+        });
+      });
+    });
+  }
+
+  // O^T = O^T * alpha + V_blk^T P^T: tiles of R output features (broadcast from V's rows) x
+  // VB vectors of queries (from P^T), over the block's real keys only (a pad key's value
+  // times its zero probability could be NaN).
+  Stmt weighted_values() const {
+    PrimExpr keys = pad_keys() ? min(PrimExpr(k.BS), o.S - col0) : PrimExpr(k.BS);
+    auto step = [&](PrimExpr d0, PrimExpr j) -> TileBody {
+      return [=, this](PrimExpr r, PrimExpr i, PrimExpr t) {
+        PrimExpr vv = load(o.v, (b * o.S + col0 + j) * o.Ev + d0 + r);
+        return store(tile, t, fma(vv, load(st, j * k.BL + i), load(tile, t)));
+      };
+    };
+    auto epilogue = [&](PrimExpr d0) -> TileBody {
+      return [=, this](PrimExpr r, PrimExpr i, PrimExpr t) {
+        PrimExpr at = (d0 + r) * k.BL + i;
+        return store(ot, at, fma(load(ot, at), load(alpha, i), load(tile, t)));
+      };
+    };
+    return tiled_product("d.o", o.Ev, keys, step, epilogue);
+  }
+
+  // The key blocks (under causality only those up to the task's last query), each with the
+  // online-softmax update.
+  Stmt key_blocks() const {
+    PrimExpr blocks = k.num_kb;
+    if (o.causal) blocks = min(PrimExpr(k.num_kb), (row0 + (k.BL - 1)) / k.BS + 1);
+    Stmt start =
+        vector_loop("i", k.BL, k.lanes, [&](PrimExpr i) { return store(m_blk, i, load(m, i)); });
+    PrimVar kb("kb");
+    Stmt block = seq({start, scores(), softmax_factors(), exponentials(), weighted_values()});
+    return for_loop(kb, 0, blocks, ForKind::Serial, let_stmt(col0, kb * k.BS, block));
+  }
+
+  // out = (O^T)^T / l for the task's real queries.
+  Stmt store_rows() const {
+    return serial("i", k.BL, [&](PrimExpr i) {
+      Stmt row = vector_loop("d", o.Ev, k.lanes, [&](PrimExpr d) {
+        return store(o.out, (b * o.L + row0 + i) * o.Ev + d, load(ot, d * k.BL + i) / load(l, i));
+      });
+      return pad_queries() ? if_then_else(row0 + i < PrimExpr(o.L), row) : row;
+    });
+  }
+
+  Operands o;
+  Blocking k;
+  Buffer qt, st, ot, m, l, m_blk, safe, alpha, tile;
+  PrimVar task{"task"}, b{"b"}, row0{"row0"}, col0{"col0"};
+};
+
 }  // namespace
 
 PrimFunc lower_attention_rows(const Function& group, const std::string& func_name,
@@ -308,200 +567,7 @@ namespace {
 PrimFunc lower_attention(const Function& group, const std::string& func_name, int vector_bits,
                          bool gpu) {
   if (gpu) return lower_attention_rows(group, func_name, ForKind::GpuBlockX, ForKind::GpuThreadX);
-  Operands o(group, func_name);
-  const DType t = o.t;
-  const int64_t B = o.B, L = o.L, S = o.S, E = o.E, Ev = o.Ev;
-  const Buffer &q = o.q, &k = o.k, &v = o.v, &out = o.out;
-  const PrimExpr &scale = o.scale, &neg_inf = o.neg_inf, &zero = o.zero;
-  const bool causal = o.causal;
-  const int64_t lanes = std::max(1, vector_bits / (8 * dtype_bytes(t)));
-  const int64_t BL = query_block(L);
-  int64_t BS = std::min(S, kKeyBlock);
-  if (lanes > 1) BS = round_up(BS, lanes);
-  const int64_t num_qb = (L + BL - 1) / BL, num_kb = (S + BS - 1) / BS;
-  const int64_t SP = num_kb * BS;  // keys padded to whole key blocks
-
-  Buffer s = make_buffer("score_tile", t, {BL, BS}, BufferScope::Local);
-  // K^T of every batch, keys padded with zeros (their scores are masked to -inf): written
-  // once before the query blocks, so each block's score tile loads contiguous keys. (A
-  // transposed tile per query block and key block cost a quarter of the kernel at seq 384.)
-  Buffer kt = make_buffer("keys_t", t, {B, E, SP});
-  Buffer acc = make_buffer("out_acc", t, {BL, Ev}, BufferScope::Local);
-  // Per-row state, padded to whole vectors so that the rescale factors are computed as
-  // vectors (the pad rows hold -inf maxima and are never stored).
-  const int64_t BLp = lanes > 1 ? round_up(BL, lanes) : BL;
-  Buffer m = make_buffer("row_max", t, {BLp}, BufferScope::Local);
-  Buffer l = make_buffer("row_sum", t, {BLp}, BufferScope::Local);
-  Buffer m_blk = make_buffer("block_max", t, {BLp}, BufferScope::Local);
-  Buffer alpha_b = make_buffer("rescale", t, {BLp}, BufferScope::Local);
-  Buffer safe_b = make_buffer("safe_max", t, {BLp}, BufferScope::Local);
-  const int64_t width = BS % lanes == 0 ? lanes : 1;  // partial sums per row
-  Buffer red = make_buffer("row_reduce", t, {width}, BufferScope::Local);
-
-  PrimVar task("task"), b("b"), row0("row0"), col0("col0");
-  auto at = [](const Buffer& buf, PrimExpr i) { return load(buf, std::move(i)); };
-
-  // --- K^T, parallel over the batch. Contiguous stores (a gather from k) beat contiguous
-  // loads and a scatter.
-  PrimVar kb_b("b");
-  Stmt transpose_keys = for_loop(kb_b, 0, B, ForKind::Parallel, serial("e", E, [&](PrimExpr e) {
-                                   return vector_loop("c", SP, lanes, [&](PrimExpr c) {
-                                     PrimExpr x =
-                                         at(k, (kb_b * S + min(c, PrimExpr(S - 1))) * E + e);
-                                     if (SP != S) x = select(c < PrimExpr(S), x, zero);
-                                     return store(kt, (kb_b * E + e) * SP + c, x);
-                                   });
-                                 }));
-
-  // --- one key block: scores, online-softmax update of every row.
-  // Scores as a register tile of R rows x VB vectors of keys: per e, R broadcasts of q and
-  // VB vector loads of K^T feed R * VB FMAs (one row alone would load one vector per FMA).
-  // The tile is zeroed, accumulated, then scaled and masked while it is in registers.
-  const int64_t nvec = BS / lanes_or_one(BS, lanes);
-  const int64_t vlen = BS / nvec;  // lanes of one vector of keys
-  const int64_t VB = nvec % 2 == 0 ? 2 : 1, R = tile_rows(BL, VB);
-  auto row_of = [&](PrimExpr r) { return min(row0 + r, PrimExpr(L - 1)); };
-  Stmt dot = serial("r.o", BL / R, [&](PrimExpr ro) {
-    return serial("c.o", nvec / VB, [&](PrimExpr cg) {
-      auto each = [&](const std::function<Stmt(PrimExpr, PrimExpr, PrimExpr)>& body) {
-        return unrolled("r.i", R, [&](PrimExpr ri) {
-          return unrolled("c.i", VB, [&](PrimExpr vb) {
-            return vectorized("c", vlen, [&](PrimExpr lane) {
-              PrimExpr r = ro * R + ri, c = (cg * VB + vb) * vlen + lane;
-              return body(r, c, r * BS + c);
-            });
-          });
-        });
-      };
-      Stmt zero_tile = each([&](PrimExpr, PrimExpr, PrimExpr t) { return store(s, t, zero); });
-      Stmt accumulate = serial("e", E, [&](PrimExpr e) {
-        return each([&](PrimExpr r, PrimExpr c, PrimExpr t) {
-          PrimExpr qv = at(q, (b * L + row_of(r)) * E + e);
-          return store(s, t, fma(qv, at(kt, (b * E + e) * SP + col0 + c), at(s, t)));
-        });
-      });
-      Stmt scale_and_mask = each([&](PrimExpr r, PrimExpr c, PrimExpr t) {
-        PrimExpr j = col0 + c;
-        PrimExpr x = o.masked(at(s, t) * scale, b, row0 + r, j, row_of(r),
-                              S % BS == 0 ? j : min(j, PrimExpr(S - 1)));
-        if (S % BS != 0) x = select(j < PrimExpr(S), x, neg_inf);
-        return store(s, t, x);
-      });
-      return seq({zero_tile, accumulate, scale_and_mask});
-    });
-  });
-  // Row max and row sum of row r over one partial result per vector lane, folded at the end.
-  auto lane_reduce = [&](PrimExpr r, PrimExpr init,
-                         const std::function<PrimExpr(PrimExpr, PrimExpr)>& op,
-                         const std::function<PrimExpr(PrimExpr)>& value, bool write_back) {
-    PrimVar co("c.o"), w("w"), w1("w");
-    Stmt step = for_loop(w, 0, width, width > 1 ? ForKind::Vectorized : ForKind::Serial, [&] {
-      PrimExpr c = co * width + w, x = value(c);
-      if (!write_back) return store(red, w, op(at(red, w), x));
-      // Store x, then reduce what was stored (x itself would be computed twice).
-      return seq({store(s, r * BS + c, x), store(red, w, op(at(red, w), at(s, r * BS + c)))});
-    }());
-    return seq(
-        {vector_loop("w", width, lanes, [&](PrimExpr i) { return store(red, i, init); }),
-         for_loop(co, 0, BS / width, ForKind::Serial, step),
-         for_loop(w1, 1, width - 1, ForKind::Serial, store(red, 0, op(at(red, 0), at(red, w1))))});
-  };
-  // The greater of the two, a compare and a select (x86's maxps): max's NaN propagation and
-  // signed-zero order cost four more instructions per vector, and a NaN score reaches the
-  // output through exp(s - m) and the row sum anyway.
-  auto maximum = [](PrimExpr a, PrimExpr b) { return select(b > a, b, a); };
-  auto plus = [](PrimExpr a, PrimExpr b) { return a + b; };
-  // The online-softmax update in three passes over the rows: each row's new max; then, for
-  // all rows at once as vectors, its safe form and the rescale factor alpha = exp(m - m');
-  // then each row's P = exp(S - m') in place, its sum, and the rescaled sum and accumulator.
-  Stmt row_maxes = serial("r", BL, [&](PrimExpr r) {
-    return seq({lane_reduce(
-                    r, at(m, r), maximum, [&](PrimExpr c) { return at(s, r * BS + c); }, false),
-                store(m_blk, r, at(red, 0))});
-  });
-  Stmt factors = vector_loop("r", BLp, lanes, [&](PrimExpr r) {
-    PrimExpr m_new = at(m_blk, r);
-    PrimExpr safe = select(m_new == neg_inf, zero, m_new);
-    return seq(
-        {store(alpha_b, r, exp(at(m, r) - safe)), store(safe_b, r, safe), store(m, r, m_new)});
-  });
-  PrimVar m_safe("m_safe", t), alpha("alpha", t);
-  Stmt exps = serial("r", BL, [&](PrimExpr r) {
-    // P = exp(S - m) in place, summed on the way.
-    Stmt exps_and_sum = lane_reduce(
-        r, zero, plus, [&](PrimExpr c) { return exp(at(s, r * BS + c) - m_safe); }, true);
-    Stmt rescale = vector_loop("d", Ev, lanes, [&](PrimExpr d) {
-      return store(acc, r * Ev + d, at(acc, r * Ev + d) * alpha);
-    });
-    Stmt body = seq({exps_and_sum, store(l, r, at(l, r) * alpha + at(red, 0)), rescale});
-    return let_stmt(m_safe, at(safe_b, r), let_stmt(alpha, at(alpha_b, r), body));
-  });
-  Stmt update = seq({row_maxes, factors, exps});
-  // acc += P V as a register tile of R rows x VB vectors of the output: per key, R
-  // broadcasts of p and VB vector loads of v, summed in a small tile of its own (constant
-  // indices once unrolled, so LLVM keeps it in registers) and added to acc at the end.
-  // Only real keys: a clamped tail key's value times its zero probability could be NaN.
-  PrimExpr keys = S % BS == 0 ? PrimExpr(BS) : min(PrimExpr(BS), S - col0);
-  const int64_t nvd = Ev / lanes_or_one(Ev, lanes), dlen = Ev / nvd;
-  const int64_t VBd = nvd % 2 == 0 ? 2 : 1, Rp = tile_rows(BL, VBd);
-  Buffer pt = make_buffer("pv_tile", t, {Rp * VBd * dlen}, BufferScope::Local);
-  Stmt pv = serial("r.o", BL / Rp, [&](PrimExpr ro) {
-    return serial("d.o", nvd / VBd, [&](PrimExpr dg) {
-      auto each = [&](const std::function<Stmt(PrimExpr, PrimExpr, PrimExpr)>& body) {
-        return unrolled("r.i", Rp, [&](PrimExpr ri) {
-          return unrolled("d.i", VBd, [&](PrimExpr vb) {
-            return vectorized("d", dlen, [&](PrimExpr lane) {
-              return body(ro * Rp + ri, (dg * VBd + vb) * dlen + lane,
-                          (ri * VBd + vb) * dlen + lane);
-            });
-          });
-        });
-      };
-      Stmt zero_tile = each([&](PrimExpr, PrimExpr, PrimExpr i) { return store(pt, i, zero); });
-      Stmt accumulate = serial("c", keys, [&](PrimExpr c) {
-        return each([&](PrimExpr r, PrimExpr d, PrimExpr i) {
-          PrimExpr p = at(s, r * BS + c), j = col0 + c;
-          return store(pt, i, fma(p, at(v, (b * S + j) * Ev + d), at(pt, i)));
-        });
-      });
-      Stmt add = each([&](PrimExpr r, PrimExpr d, PrimExpr i) {
-        return store(acc, r * Ev + d, at(acc, r * Ev + d) + at(pt, i));
-      });
-      return seq({zero_tile, accumulate, add});
-    });
-  });
-  update = seq({update, pv});
-  PrimExpr key_blocks = num_kb;
-  if (causal) key_blocks = min(PrimExpr(num_kb), (row0 + (BL - 1)) / BS + 1);
-  PrimVar kb("kb");
-  Stmt key_loop =
-      for_loop(kb, 0, key_blocks, ForKind::Serial, let_stmt(col0, kb * BS, seq({dot, update})));
-
-  // --- per task: init, key blocks, normalise and store.
-  Stmt init = seq({vector_loop("r", BLp, lanes,
-                               [&](PrimExpr r) {
-                                 return seq({store(m, r, neg_inf), store(l, r, zero),
-                                             store(m_blk, r, neg_inf)});
-                               }),
-                   serial("r", BL, [&](PrimExpr r) {
-                     return vector_loop("d", Ev, lanes,
-                                        [&](PrimExpr d) { return store(acc, r * Ev + d, zero); });
-                   })});
-  Stmt finish = serial("r", BL, [&](PrimExpr r) {
-    Stmt st = vector_loop("d", Ev, lanes, [&](PrimExpr d) {
-      return store(out, (b * L + row0 + r) * Ev + d, at(acc, r * Ev + d) / at(l, r));
-    });
-    return L % BL == 0 ? st : if_then_else(row0 + r < PrimExpr(L), st);
-  });
-  Stmt body = seq({init, key_loop, finish});
-  for (const Buffer& buf : {pt, red, safe_b, alpha_b, m_blk, l, m, acc, s})
-    body = allocate(buf, body);
-  body = let_stmt(row0, PrimExpr(task) % num_qb * BL, body);
-  body = let_stmt(b, PrimExpr(task) / num_qb, body);
-  o.f.body =
-      allocate(kt, seq({transpose_keys, for_loop(task, 0, B * num_qb, ForKind::Parallel, body)}));
-  verify(o.f);
-  return o.f;
+  return CpuKernel(group, func_name, vector_bits).build();
 }
 
 }  // namespace
