@@ -140,6 +140,8 @@ def measured_space(name, w, space, args):
             saved = json.load(fh)
         if all(saved.get(k) == v for k, v in where.items()):
             table = {tuple(t): ms for t, ms in saved["results"]}
+            if any(len(t) != len(_knob_names()) for t in table):  # written before a new knob
+                table = {}
     todo = [k for k in sample if knob_tuple(k) not in table]
     if todo:
         runner = LocalRunner(timeout_s=30)
