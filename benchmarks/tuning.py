@@ -5,9 +5,11 @@ share of the measured FMA peak; end to end, PyTorch eager vs Ember without and w
     PYTHONPATH=python:tests/python python3 benchmarks/tuning.py [--models resnet50,bert_s128]
         [--trials 64] [--log-dir tuning_logs] [--threads 1] [--runner local|ray]
 
-Logs are kept in --log-dir (one per model): a second run resumes and only re-times. Flops
-per kernel come from benchmarks/kernels.py's parser of the graph text. Never part of the
-test pass/fail.
+Logs are kept in --log-dir (one per model): a second run resumes and only re-times (use a
+fresh --log-dir for a full run). Flops per kernel come from benchmarks/kernels.py's parser
+of the graph text. The tuning time is printed per workload and in all, split into compiling
+and measuring as the runner counts them, with the cost per trial (which, times the trials
+of a longer run, estimates it). Never part of the test pass/fail.
 
     --spaces          only print the number of valid knob settings of each conv/dense
                       workload (no measuring; a few seconds)
@@ -138,6 +140,8 @@ def measured_space(name, w, space, args):
             saved = json.load(fh)
         if all(saved.get(k) == v for k, v in where.items()):
             table = {tuple(t): ms for t, ms in saved["results"]}
+            if any(len(t) != len(_knob_names()) for t in table):  # written before a new knob
+                table = {}
     todo = [k for k in sample if knob_tuple(k) not in table]
     if todo:
         runner = LocalRunner(timeout_s=30)
@@ -252,7 +256,7 @@ def main():
     # The peak is measured before and after (the higher counts: less disturbed); the % peak
     # columns are printed at the end.
     peaks = [ember.measure_fma_peak(args.target, seconds=1.0)]
-    summary, rows = [], []
+    summary, rows, all_records = [], [], []
     for name in args.models.split(","):
         model, inputs = e2e.make(name, 1)
         mod, params = ember.frontend.from_pytorch(model, inputs)
@@ -261,6 +265,7 @@ def main():
         records = ember.tune(mod, params, target=args.target, trials=args.trials, log=log,
                              runner=args.runner)
         tune_s = time.perf_counter() - t0
+        all_records += records
         lib = ember.build(mod, target=args.target, params=params)
         flops = kernel_flops(lib)
         groups = {w["key"]: w["group"] for w in _ember._extract_workloads(lib)}
@@ -279,12 +284,19 @@ def main():
     peak = max(peaks + [ember.measure_fma_peak(args.target, seconds=1.0)])
     print(f"# single-thread FMA peak: {peak:.1f} GFLOP/s (the higher of before and after)\n")
     print("| model | workload | kernels | trials | default ms | tuned ms | speed-up "
-          "| default % peak | tuned % peak |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+          "| default % peak | tuned % peak | tuning s |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, r, ms, f in rows:
         pct = ["n/a" if not f else f"{100 * f / (t * 1e6) / peak:.1f}" for t in ms]
         print(f"| {name} | {r.name[:40]} | {r.count} | {r.trials}/{r.space_size} | {ms[0]:.3f} "
-              f"| {ms[1]:.3f} | {ms[0] / ms[1]:.2f}x | {pct[0]} | {pct[1]} |")
+              f"| {ms[1]:.3f} | {ms[0] / ms[1]:.2f}x | {pct[0]} | {pct[1]} | {r.tune_s:.0f} |")
+    total = sum(r.tune_s for r in all_records)
+    compiling = sum(r.compile_s for r in all_records)
+    measuring = sum(r.measure_s for r in all_records)
+    print(f"\n# tuning wall time {total / 60:.1f} min for {len(all_records)} workloads: "
+          f"compiling {compiling / 60:.1f} min, measuring {measuring / 60:.1f} min (final "
+          f"rounds included), other {(total - compiling - measuring) / 60:.1f} min; "
+          f"{total / max(1, sum(r.trials for r in all_records)):.2f} s per trial (a fresh log)")
     print("\n| model | tuning min | PyTorch ms | Ember ms | Ember tuned ms | PyTorch/Ember "
           "| PyTorch/tuned | tuned kernels |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")

@@ -30,11 +30,11 @@ def build(func, target="llvm", params=None):
         params = {name: as_array(value, f"ember.build: param '{name}'")
                   for name, value in params.items()}
     ctx = transform.current()
-    config, tuned = dict(ctx.config), None
+    config, tuned, tuning = dict(ctx.config), None, None
     if "tuning_log" in config:
-        tuned = _tuned_table(config.pop("tuning_log"), target)
+        tuned, tuning = _tuned_table(config.pop("tuning_log"), target)
     lib = _ember._build(func, target, params, ctx.opt_level, ctx.disabled_passes,
-                        ctx.required_passes, config, tuned)
+                        ctx.required_passes, config, tuned, tuning)
     for k in lib._kernels():
         if k.get("tuning_note"):
             logger.warning("kernel %s: %s", k["name"], k["tuning_note"])
@@ -53,21 +53,25 @@ attach_reports(Library)
 
 
 def _tuned_table(path, target):
-    """{workload: knobs} from the tuning log at `path` for this CPU and `target`'s vector
-    width; {} (with a warning) for a log that does not exist or a GPU target."""
+    """({workload: knobs}, where) from the tuning log at `path` for this CPU and `target`'s
+    vector width, `where` ({log, cpu, vector_bits, threads}) saying which entries were used
+    (kept in the Library and its model file); ({}, None) with a warning for a GPU target,
+    ({}, where) for a log that does not exist."""
     from .tuning import _log
     from .runtime import get_num_threads
     if not target.startswith("llvm"):
         logger.warning("tuning log %s ignored: tuning applies to CPU targets, not %r", path,
                        target)
-        return {}
+        return {}, None
     import os
+    vector_bits, threads = _ember._target_vector_bits(target), get_num_threads()
+    where = {"log": os.fspath(path), "cpu": _log.cpu_model(), "vector_bits": vector_bits,
+             "threads": threads}
     if not os.path.exists(path):
         logger.warning("tuning log %s does not exist: building with the default schedules",
                        path)
-        return {}
-    vector_bits = _ember._target_vector_bits(target)
-    return _log.best(_log.read(path, vector_bits=vector_bits), threads=get_num_threads())
+        return {}, where
+    return _log.best(_log.read(path, vector_bits=vector_bits), threads=threads), where
 
 
 def native_vector_lanes(dtype="float32"):

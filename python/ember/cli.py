@@ -149,10 +149,18 @@ def _inspect(args):
     for i, t in enumerate(info["outputs"]):
         print(f"output   {i}: {_type(t)}")
     print(f"params   {len(info['params'])} tensors, {_size(info['param_bytes'])}")
+    tuning = lib._tuning()
+    if tuning:
+        print(f"tuning   {tuning['log']}: measured on {tuning['cpu']} ({tuning['vector_bits']}"
+              f"-bit vectors, {tuning['threads']} thread(s))")
     kernels = lib._kernels()
     rows = [(str(i), k["name"], " -> ".join(k["ops"]) or "-", k["anchor"] or "-",
              ", ".join(k["patterns"]) or "-") for i, k in enumerate(kernels)]
     head = ("#", "kernel", "ops", "anchor", "fusion patterns")
+    if tuning:  # the knobs each tuned kernel was built with (those not left to the schedule)
+        rows = [r + (",".join(f"{n}={v}" for n, v in k["knobs"].items() if v)
+                     if k.get("tuned") else "-",) for r, k in zip(rows, kernels)]
+        head += ("tuned knobs",)
     widths = [max(len(r[c]) for r in rows + [head]) for c in range(len(head))]
     fmt = "  ".join("{:<%d}" % w for w in widths)
     print(f"\nkernels  {len(kernels)}")

@@ -14,14 +14,16 @@ __all__ = ["FusionReport", "KernelReport", "attach_reports"]
 class KernelReport:
     """One kernel: `name` (source names joined by " + "), `ops` (op names in order),
     `anchor` (the op that sets the loop nest), `patterns` (fusion rules that fired),
-    `func` (the symbol); for a build with a tuning log, `workload` (its key) and `tuned`
-    (whether the log's schedule was applied; None when no log was given)."""
+    `func` (the symbol); for a build with a tuning log, `workload` (its key), `tuned`
+    (whether the log's schedule was applied; None when no log was given) and `knobs` (the
+    schedule knobs applied, a dict; None when not tuned). A model file keeps all of them."""
 
     def __init__(self, d):
         self.name, self.ops, self.anchor = d["name"], list(d["ops"]), d["anchor"]
         self.patterns, self.func = list(d["patterns"]), d["func"]
         self.workload = d.get("workload") or None
         self.tuned = d.get("tuned") if self.workload else None
+        self.knobs = dict(d["knobs"]) if self.tuned else None
 
     def __repr__(self):
         return f"KernelReport(name={self.name!r}, ops={self.ops}, patterns={self.patterns})"
@@ -29,11 +31,14 @@ class KernelReport:
 
 class FusionReport(list):
     """One KernelReport per kernel, in execution order. `unfused` lists each pair of
-    adjacent ops that were not fused, as (producer, consumer, reason)."""
+    adjacent ops that were not fused, as (producer, consumer, reason). `tuning`: for a build
+    with a tuning log, {log, cpu, vector_bits, threads} (where its entries were measured),
+    else None."""
 
-    def __init__(self, kernels, unfused):
+    def __init__(self, kernels, unfused, tuning=None):
         super().__init__(kernels)
         self.unfused = unfused
+        self.tuning = tuning
 
     def __str__(self):
         rows = [(str(i), k.name, " -> ".join(k.ops), ", ".join(k.patterns) or "-")
@@ -44,8 +49,13 @@ class FusionReport(list):
             head += ("tuned",)
         widths = [max(len(r[c]) for r in rows + [head]) for c in range(len(head))]
         fmt = "  ".join("{:<%d}" % w for w in widths)
-        lines = [f"Fusion report: {len(self)} kernels", fmt.format(*head),
-                 fmt.format(*("-" * w for w in widths))]
+        lines = [f"Fusion report: {len(self)} kernels"]
+        if self.tuning:
+            t = self.tuning
+            lines.append(f"Tuning log {t['log']}: {sum(bool(k.tuned) for k in self)} kernels "
+                         f"tuned, measured on {t['cpu']} ({t['vector_bits']}-bit vectors, "
+                         f"{t['threads']} thread(s))")
+        lines += [fmt.format(*head), fmt.format(*("-" * w for w in widths))]
         lines += [fmt.format(*r) for r in rows]
         if self.unfused:
             lines.append("")
@@ -57,7 +67,7 @@ class FusionReport(list):
 def _fusion_report(lib):
     """Which ops each kernel computes, and which adjacent ops were not fused and why."""
     unfused = [(p, c, why) for p, c, fused, why in lib._fusion_decisions() if not fused]
-    return FusionReport([KernelReport(k) for k in lib._kernels()], unfused)
+    return FusionReport([KernelReport(k) for k in lib._kernels()], unfused, lib._tuning())
 
 
 def _fusion_graph(lib, path=None):
@@ -91,5 +101,7 @@ def _fusion_graph(lib, path=None):
 def attach_reports(cls):
     """Gives a library class fusion_report() (and fusion_graph() when it has the DOT text)."""
     cls.fusion_report = _fusion_report
+    cls.tuning = property(lambda lib: lib._tuning(), doc="The tuning log the build applied: "
+                          "{log, cpu, vector_bits, threads}, or None.")
     if hasattr(cls, "_fusion_dot"):
         cls.fusion_graph = _fusion_graph

@@ -121,6 +121,7 @@ void bind_build(py::module_& m) {
                              })
       .def("_kernels", [](const Library& lib) { return kernel_reports(lib.kernels); })
       .def("_fusion_decisions", [](const Library& lib) { return fusion_edges(lib.fusion); })
+      .def("_tuning", [](const Library& lib) { return tuning_info(lib.tuning); })
       .def("_fusion_dot", &Library::fusion_graph)
       .def(
           "export",
@@ -146,7 +147,7 @@ void bind_build(py::module_& m) {
       "_build",
       [](py::handle function, py::handle target, py::handle params, int opt_level,
          std::vector<std::string> disabled, std::vector<std::string> required,
-         std::map<std::string, std::string> config, py::handle tuned) {
+         std::map<std::string, std::string> config, py::handle tuned, py::handle tuning) {
         if (!py::isinstance<ir::FunctionNode>(function))
           fail("ember.build: the model must be an ir.Function, got ", describe(function));
         ir::Function f = function.cast<std::shared_ptr<ir::FunctionNode>>();
@@ -170,14 +171,26 @@ void bind_build(py::module_& m) {
         if (!tuned.is_none())
           for (auto item : tuned.cast<py::dict>())
             table[item.first.cast<std::string>()] = knobs_arg(item.second);
-        // Compiling touches no Python object: let other Python threads run meanwhile.
-        py::gil_scoped_release release;
-        return build(f, t, tensors, ctx, tuned.is_none() ? nullptr : &table);
+        runtime::TuningInfo info;  // where the table's entries were measured
+        if (!tuning.is_none()) {
+          auto d = tuning.cast<py::dict>();
+          info = {d["log"].cast<std::string>(), d["cpu"].cast<std::string>(),
+                  d["vector_bits"].cast<int64_t>(), d["threads"].cast<int64_t>()};
+        }
+        std::shared_ptr<Library> lib;
+        {
+          // Compiling touches no Python object: let other Python threads run meanwhile.
+          py::gil_scoped_release release;
+          lib = build(f, t, tensors, ctx, tuned.is_none() ? nullptr : &table);
+        }
+        lib->tuning = info;
+        return lib;
       },
       "function"_a, "target"_a = "llvm", "params"_a = py::none(), "opt_level"_a = 3,
       "disabled_passes"_a = std::vector<std::string>{},
       "required_passes"_a = std::vector<std::string>{},
-      "config"_a = std::map<std::string, std::string>{}, "tuned"_a = py::none());
+      "config"_a = std::map<std::string, std::string>{}, "tuned"_a = py::none(),
+      "tuning"_a = py::none());
   m.def("_known_config_keys", &passes::known_config_keys);
   bind_tuning(m);
   m.def("_known_passes", [] {

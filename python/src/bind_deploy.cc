@@ -50,14 +50,23 @@ py::list kernel_reports(const std::vector<runtime::KernelReport>& kernels) {
   for (const auto& k : kernels) {
     py::dict d("func"_a = k.func, "name"_a = k.name, "ops"_a = k.ops, "anchor"_a = k.anchor,
                "patterns"_a = k.patterns);
-    if (!k.workload.empty()) {  // built with a tuning table (not kept in model files)
+    if (!k.workload.empty()) {  // built with a tuning table (also kept in model files)
       d["workload"] = k.workload;
       d["tuned"] = k.tuned;
       d["tuning_note"] = k.tuning_note;
+      py::dict knobs;
+      for (const auto& [name, value] : k.knobs) knobs[name.c_str()] = value;
+      d["knobs"] = knobs;
     }
     out.append(d);
   }
   return out;
+}
+
+py::object tuning_info(const runtime::TuningInfo& t) {
+  if (t.log.empty()) return py::none();
+  return py::dict("log"_a = t.log, "cpu"_a = t.cpu, "vector_bits"_a = t.vector_bits,
+                  "threads"_a = t.threads);
 }
 
 py::list fusion_edges(const std::vector<runtime::FusionEdge>& edges) {
@@ -96,6 +105,7 @@ void bind_deploy(py::module_& m) {
       .def("_kernels", [](const LoadedLibrary& lib) { return kernel_reports(lib.info.kernels); })
       .def("_fusion_decisions",
            [](const LoadedLibrary& lib) { return fusion_edges(lib.info.fusion); })
+      .def("_tuning", [](const LoadedLibrary& lib) { return tuning_info(lib.info.tuning); })
       .def("_info",
            [](const LoadedLibrary& lib) {
              const runtime::ExecGraph& g = *lib.graph;

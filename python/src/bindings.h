@@ -50,5 +50,7 @@ runtime::Tensor tensor_copy(pybind11::handle value, const std::string& what);
 /// tuning table was given), and one (producer, consumer, fused, reason) per fusion edge.
 pybind11::list kernel_reports(const std::vector<runtime::KernelReport>& kernels);
 pybind11::list fusion_edges(const std::vector<runtime::FusionEdge>& edges);
+/// {log, cpu, vector_bits, threads} of the tuning log a build applied, None when none.
+pybind11::object tuning_info(const runtime::TuningInfo& t);
 
 }  // namespace ember::python

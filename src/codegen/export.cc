@@ -245,14 +245,15 @@ void export_library(const Library& lib, const std::string& path) {
   a.graph = lib.graph;
   a.info.ember_version = runtime::ember_version();
   a.info.target = lib.target;
-  // The build's reports are the model file's (the tuning fields are not saved); a kernel
-  // the build did not describe gets its name only.
+  // The build's reports are the model file's (with the tuning fields); a kernel the build
+  // did not describe gets its name only.
   for (size_t i = 0; i < lib.graph->kernels.size(); ++i) {
     const auto& k = lib.graph->kernels[i];
     bool described = i < lib.kernels.size() && lib.kernels[i].func == k.func;
     a.info.kernels.push_back(described ? lib.kernels[i] : runtime::KernelReport{k.func, k.name});
   }
   a.info.fusion = lib.fusion;
+  a.info.tuning = lib.tuning;
 
   const std::string kind = lib.module->type_key();
   const std::string manifest = runtime::write_kernel_manifest(kernel_signatures(lib.prim_funcs));

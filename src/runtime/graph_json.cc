@@ -17,7 +17,7 @@ namespace {
 using json = nlohmann::json;
 using ordered_json = nlohmann::ordered_json;
 
-// Bounds a damaged file must not get past: nesting (the graph nests 3 deep; the parser's
+// Bounds a damaged file must not get past: nesting (the graph nests 4 deep; the parser's
 // recursion must stay shallow) and one value's bytes (1 PB: a corrupted shape must not ask
 // for it).
 constexpr int kMaxDepth = 32;
@@ -87,13 +87,19 @@ ordered_json kernels_json(const Artifact& a) {
     const ExecGraph::Kernel& k = a.graph->kernels[i];
     KernelReport none;
     const KernelReport& r = i < reports.size() ? reports[i] : none;
-    kernels.push_back({{"func", k.func},
-                       {"name", k.name},
-                       {"args", k.args},
-                       {"num_inputs", k.num_inputs},
-                       {"ops", r.ops},
-                       {"anchor", r.anchor},
-                       {"patterns", r.patterns}});
+    ordered_json item = {{"func", k.func},        {"name", k.name},
+                         {"args", k.args},        {"num_inputs", k.num_inputs},
+                         {"ops", r.ops},          {"anchor", r.anchor},
+                         {"patterns", r.patterns}};
+    if (!r.workload.empty()) {  // built with a tuning log
+      ordered_json knobs = ordered_json::object();
+      for (const auto& [name, value] : r.knobs) knobs[name] = value;
+      item["workload"] = r.workload;
+      item["tuned"] = r.tuned;
+      item["tuning_note"] = r.tuning_note;
+      item["knobs"] = knobs;
+    }
+    kernels.push_back(std::move(item));
   }
   return kernels;
 }
@@ -133,6 +139,11 @@ std::string write_graph_json(const Artifact& a, const std::vector<size_t>& param
       {"launch", launch_json(info)}};
   const ordered_json body = graph_body(a, param_offsets);  // (items() does not keep it alive)
   for (const auto& field : body.items()) root[field.key()] = field.value();
+  if (!info.tuning.log.empty())
+    root["tuning"] = {{"log", info.tuning.log},
+                      {"cpu", info.tuning.cpu},
+                      {"vector_bits", info.tuning.vector_bits},
+                      {"threads", info.tuning.threads}};
   try {
     return layout(root);
   } catch (const json::type_error& e) {  // a name that is not UTF-8
@@ -343,6 +354,17 @@ void read_kernel(const json& k, const GraphReader& r, const std::string& path, b
   }
   KernelReport report{kern.func, kern.name, r.strings(k, "ops", path), r.string(k, "anchor", path),
                       r.strings(k, "patterns", path)};
+  if (r.optional(k, "workload")) {  // built with a tuning log
+    report.workload = r.string(k, "workload", path);
+    const json& tuned = r.field(k, "tuned", path);
+    if (!tuned.is_boolean()) r.error(path + ".tuned", "is not true or false");
+    report.tuned = tuned.get<bool>();
+    report.tuning_note = r.string(k, "tuning_note", path);
+    const json& knobs = r.field(k, "knobs", path);
+    if (!knobs.is_object()) r.error(path + ".knobs", "is not an object");
+    for (const auto& [name, value] : knobs.items())
+      report.knobs.emplace_back(name, r.integer(value, path + ".knobs." + name));
+  }
   info.kernels.push_back(std::move(report));
   g.kernels.push_back(std::move(kern));
 }
@@ -450,6 +472,12 @@ void read_graph(const json& root, const std::string& where, const std::shared_pt
     read_kernel(kernels[i], r, index_path("kernels", i), gpu_code, *g, info);
   read_views_and_outputs(root, r, *g);
   read_fusion(root, r, info);
+  if (const json* t = r.optional(root, "tuning")) {  // built with a tuning log
+    info.tuning = {r.string(*t, "log", "graph.tuning"), r.string(*t, "cpu", "graph.tuning"),
+                   r.integer(*t, "vector_bits", "graph.tuning"),
+                   r.integer(*t, "threads", "graph.tuning")};
+    if (info.tuning.log.empty()) r.error("graph.tuning.log", "is empty");
+  }
   check_value_roles(*g, r);
   a.graph = std::move(g);
 }

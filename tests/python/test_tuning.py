@@ -263,3 +263,73 @@ def test_a_blocked_conv_may_take_its_register_tile_along_rows_or_columns():
         ember._ember._build_kernel(w["group"], "llvm", {"tile_axis": 9})
     with pytest.raises(ember.EmberError, match="unknown schedule knob 'unrol'.*unroll"):
         ember._ember._build_kernel(w["group"], "llvm", {"unrol": 2})
+
+
+def test_a_one_row_dense_tunes_column_tiles_and_partial_sums():
+    """ResNet-50's fc (1 x 2048 -> 1000 with bias: a GEMV on packed weight panels) has >= 100
+    settings; partial sums change the loop nest, not the numbers."""
+    rng = np.random.default_rng(4)
+    x, w = ir.var("x", shape=(1, 2048)), ir.var("w", shape=(1000, 2048))
+    b = ir.var("b", shape=(1000,))
+    f = ir.Function([x, w, b], op.nn.bias_add(op.nn.dense(x, w), b))
+    params = {"w": rng.standard_normal((1000, 2048)).astype("float32"),
+              "b": rng.standard_normal(1000).astype("float32")}
+    lib = ember.build(f, params=params)
+    [work] = ember._ember._extract_workloads(lib)
+    assert work["anchor"] == "nn.dense_packed"
+    space = ember._ember._knob_space(work["group"], ember._ember._target_vector_bits("llvm"))
+    assert len(space) >= 100
+    assert {k["partial_sums"] for k in space} >= {1, 2, 4, 8}
+    assert {k["tile_vectors"] for k in space} >= {1, 2, 3, 4, 5}
+    inputs = [rng.standard_normal(p.shape).astype("float32") for p in work["group"].params]
+    loops, outs = [], []
+    for knobs in ({}, {"tile_vectors": 1, "partial_sums": 8, "unroll": 2}):
+        kernel = ember._ember._build_kernel(work["group"], "llvm", knobs)
+        loops.append(kernel.get_source("loop"))
+        m = ember.GraphModule(kernel)
+        for i, a in enumerate(inputs):
+            m.set_input(i, a)
+        m.run()
+        outs.append(m.get_output(0).numpy())
+    assert loops[0] != loops[1] and "partial" in loops[1] and "partial" not in loops[0]
+    np.testing.assert_allclose(outs[1], outs[0], rtol=1e-4, atol=1e-3)
+
+
+def test_a_tuned_model_file_keeps_its_knobs_and_where_they_were_measured(tmp_path, capsys):
+    f, params, x = dense_model(m=6)
+    lib = ember.build(f, params=params)
+    work = ember._ember._extract_workloads(lib)[0]
+    vb = ember._ember._target_vector_bits("llvm")
+    space = ember._ember._knob_space(work["group"], vb)
+    knobs = space[1]
+    log = str(tmp_path / "t.json")
+    base = {"workload": work["key"], "name": "fc", "cpu": cpu_model(), "vector_bits": vb,
+            "threads": ember.get_num_threads(), "template": 1, "status": "ok", "error": None}
+    with open(log, "w") as fh:
+        fh.write(json.dumps({**base, "knobs": knobs, "ms": 1.0}) + "\n")
+        fh.write(json.dumps({**base, "knobs": space[0], "ms": 2.0}) + "\n")
+    tuned, got = run(f, params, x, log)
+    where = {"log": log, "cpu": cpu_model(), "vector_bits": vb,
+             "threads": ember.get_num_threads()}
+    assert tuned.tuning == where
+    tuned.export(tmp_path / "tuned.ember")
+    loaded = ember.load(tmp_path / "tuned.ember")
+    assert loaded.tuning == where
+    for report in (tuned.fusion_report(), loaded.fusion_report()):
+        assert report.tuning == where and [k.tuned for k in report] == [True]
+        assert report[0].knobs == knobs and report[0].workload == work["key"]
+        assert f"Tuning log {log}: 1 kernels tuned" in str(report)
+    m = ember.GraphModule(loaded)
+    m.set_input(0, x)
+    m.run()
+    np.testing.assert_array_equal(m.get_output(0).numpy(), got)
+    # `ember inspect` shows them too.
+    from ember import cli
+    cli.main(["inspect", str(tmp_path / "tuned.ember")])
+    text = capsys.readouterr().out
+    assert f"tuning   {log}: measured on {cpu_model()}" in text and "tuned knobs" in text
+    # A model built without a log records none.
+    lib.export(tmp_path / "plain.ember")
+    plain = ember.load(tmp_path / "plain.ember")
+    assert plain.tuning is None and lib.tuning is None
+    assert [(k.tuned, k.knobs, k.workload) for k in plain.fusion_report()] == [(None, None, None)]

@@ -21,6 +21,7 @@ struct Library {
   std::vector<ir::PrimFunc> prim_funcs;        // the loop IR of each kernel
   std::vector<runtime::KernelReport> kernels;  // what each kernel computes (fusion report)
   std::vector<runtime::FusionEdge> fusion;     // every op-to-op edge: fused or why not
+  runtime::TuningInfo tuning;                  // the tuning log applied (set by Python's build)
   ir::Function function;                       // the graph after the passes
   std::string target;
   std::string get_source(const std::string& format) const;

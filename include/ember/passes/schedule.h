@@ -126,6 +126,13 @@ class Schedule {
   /// that each halve the last axis; `t` becomes a read of the last level (no longer a
   /// reduction, so it can be inlined). Returns the partial stage, then the levels.
   std::vector<Tensor> tree_reduce(const Tensor& t, int64_t factor);
+  /// TVM's rfactor on the CPU: the innermost reduction axis k of `t` (which `factor`
+  /// divides) runs as k = ko * factor + f, and a new stage `t.partial` [t's axes with f
+  /// inserted before the innermost one] reduces over ko (and the other reduction axes) for
+  /// each f: `factor` independent partial sums, each reading every factor-th k. `t` becomes
+  /// their sum, partial 0 first, which is no longer a reduction (so it can be inlined).
+  /// Returns the partial tensor.
+  Tensor rfactor(const Tensor& t, int64_t factor);
   bool has_stage(const Tensor& t) const;
   /// The stage's expression with every inlined stage substituted into it.
   ir::PrimExpr expanded_body(const Stage& s) const;

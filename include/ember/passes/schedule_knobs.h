@@ -21,10 +21,11 @@ struct ScheduleKnobs {
   int64_t unroll = 0;        // the register tile's innermost reduction loop unrolled by this
   int64_t tile_axis = 0;     // 1 + the output axis of the register tile's rows
   int64_t row_block = 0;     // rows of a GEMM computed per block under a row statistic
+  int64_t partial_sums = 0;  // a one-row tile's reduction as this many interleaved sums
 
   /// Every knob by name, in this order (the log, the Python dicts and str() use it).
   using Field = std::pair<const char*, int64_t ScheduleKnobs::*>;
-  static constexpr std::array<Field, 7> fields = {{
+  static constexpr std::array<Field, 8> fields = {{
       {"tile_rows", &ScheduleKnobs::tile_rows},
       {"tile_vectors", &ScheduleKnobs::tile_vectors},
       {"loop_order", &ScheduleKnobs::loop_order},
@@ -32,6 +33,7 @@ struct ScheduleKnobs {
       {"unroll", &ScheduleKnobs::unroll},
       {"tile_axis", &ScheduleKnobs::tile_axis},
       {"row_block", &ScheduleKnobs::row_block},
+      {"partial_sums", &ScheduleKnobs::partial_sums},
   }};
 
   bool operator==(const ScheduleKnobs& o) const;
@@ -45,6 +47,7 @@ struct ScheduleKnobs {
 struct KnobSpace {
   int64_t tile_rows_max = 0;  // extent of the register tile's row axis (0: no register tile)
   int64_t vectors = 0;        // vectors along the innermost axis (tile_vectors divides it)
+  bool any_vectors = false;   // tile_vectors may be any count up to `vectors` (shifted tile)
   int64_t registers_per_vector = 1;
   int vector_registers = 16;
   bool loop_order = false;     // the loop-order choice arose
@@ -52,6 +55,7 @@ struct KnobSpace {
   int64_t unroll_extent = 0;   // the unrolled reduction loop's extent (0: none)
   std::vector<int> tile_axes;  // output axes the register tile's rows may take (>= 2)
   int64_t row_block_max = 0;   // rows a GEMM under a row statistic is blocked over (0: none)
+  int64_t partial_extent = 0;  // the reduction loop a one-row tile may split (0: none)
   ScheduleKnobs used;
 };
 
@@ -60,10 +64,11 @@ struct KnobSpace {
 // an ember::Error naming it.
 
 /// The register tile `tile` (chosen for `rows` x `cols` outputs of type `t`) with the
-/// knobs' rows and vectors.
+/// knobs' rows and vectors. With `any_vectors` (a tile whose last column tile is shifted
+/// back) the vectors need not divide the row, only fit in it.
 RegisterTile tuned_register_tile(RegisterTile tile, int64_t rows, int64_t cols, DType t,
                                  const MachineModel& m, const ScheduleKnobs& knobs,
-                                 KnobSpace& space);
+                                 KnobSpace& space, bool any_vectors = false);
 /// Whether the vector input's axes loop inside the tile (`dflt`: the schedule's choice).
 bool tuned_loop_order(bool dflt, const ScheduleKnobs& knobs, KnobSpace& space);
 /// Rows per tile of a padded-input kernel whose row axis has `extent` rows.
@@ -75,6 +80,9 @@ int64_t tuned_unroll(int64_t extent, const ScheduleKnobs& knobs, KnobSpace& spac
 /// `choices` (axes whose rows share the vector loads: a blocked conv's row or column).
 int tuned_tile_axis(int dflt, const std::vector<int>& choices, const ScheduleKnobs& knobs,
                     KnobSpace& space);
+/// Partial sums of a one-row register tile's innermost reduction loop (`extent` steps): 1
+/// (the default: one accumulator chain per vector) or a divisor of `extent`.
+int64_t tuned_partial_sums(int64_t extent, const ScheduleKnobs& knobs, KnobSpace& space);
 /// Rows per block of a GEMM under a row statistic: `dflt` or a divisor of `extent` (two
 /// blocks or more).
 int64_t tuned_row_block(int64_t dflt, int64_t extent, const ScheduleKnobs& knobs, KnobSpace& space);

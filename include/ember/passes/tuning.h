@@ -25,9 +25,10 @@ std::string workload_key(const ir::Function& group);
 /// default's first, where the kernel has each knob: every row block (divisors) and register
 /// tile axis, and for each of them the register tiles whose accumulators fit in the vector
 /// registers, both loop orders, padded-input row tiles of 2..64 rows, reduction unrolls of
-/// 1..16 that divide the loop. Settings that schedule the kernel alike (a knob that does not
-/// arise) are listed once. A kernel without knobs (a custom lowering, an elementwise op) has
-/// the default only.
+/// 1..16 that divide the loop; for a one-row tile (a GEMV) also any number of vectors up to
+/// 8 and 1..16 partial sums that divide the reduction loop. Settings that schedule the kernel alike
+/// (a knob that does not arise) are listed once. A kernel without knobs (a custom lowering, an
+/// elementwise op) has the default only.
 std::vector<ScheduleKnobs> knob_space(const ir::Function& group, int vector_bits);
 
 }  // namespace ember::passes

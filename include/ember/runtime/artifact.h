@@ -19,8 +19,10 @@
 ///
 /// The graph JSON holds "values" [{shape, dtype}], "inputs" [{name, value}], "params"
 /// [{name, value, offset, nbytes}] (offset into "params"), "kernels" [{func, name, args,
-/// num_inputs, ops, anchor, patterns}], "views" [{dst, src}], "outputs" [ids], "fusion"
-/// [{producer, consumer, fused, reason}] (the fusion report), and "target",
+/// num_inputs, ops, anchor, patterns}, and for a build with a tuning log workload, tuned,
+/// tuning_note, knobs {name: value}], "views" [{dst, src}], "outputs" [ids], "fusion"
+/// [{producer, consumer, fused, reason}] (the fusion report), "tuning" {log, cpu,
+/// vector_bits, threads} (only for a build with a tuning log), and "target",
 /// "cpu", "features" (what the code needs from the CPU), "imports" (runtime functions the
 /// code calls, see LibraryModule) and "ember_version".
 /// What a "ptx" section needs to run (cuda::CudaModule): "arch" (the GPU architecture the
@@ -67,6 +69,7 @@ struct ArtifactInfo {
   std::map<std::string, cuda::LaunchDims> launch;  // GPU code: per kernel func
   std::vector<KernelReport> kernels;               // one per graph kernel, same order
   std::vector<FusionEdge> fusion;
+  TuningInfo tuning;  // the tuning log the build applied ("tuning"; log "" when none)
   /// Filled by reading: (kind, bytes) of each section, and the file size.
   std::vector<std::pair<std::string, uint64_t>> sections;
   uint64_t file_bytes = 0;

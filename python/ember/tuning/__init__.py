@@ -12,6 +12,7 @@ layer norm: schedule_knobs.h). The default schedule is always the first candidat
 the best entry is never slower than the default as measured. See _runner.py for how trials
 are isolated and _log.py for the log format.
 """
+import inspect
 import logging
 import time
 
@@ -29,11 +30,14 @@ logger = logging.getLogger("ember")
 
 class TuneRecord:
     """One workload's outcome: key, name, count (kernels with it), trials measured in all
-    (this run and before), default_ms, best_ms and best knobs (None until measured)."""
+    (this run and before), default_ms, best_ms and best knobs (None until measured); and
+    the seconds this run spent on it: tune_s (wall), compile_s and measure_s (as the runner
+    counts them; 0 for a runner that does not)."""
 
     def __init__(self, workload, space_size):
         self.key, self.name, self.count = workload["key"], workload["name"], workload["count"]
         self.space_size, self.trials = space_size, 0
+        self.tune_s = self.compile_s = self.measure_s = 0.0
         self.default_ms = self.best_ms = self.knobs = None
         self.confirmed = False  # best_ms and default_ms come from the final round
 
@@ -69,11 +73,13 @@ def _runner_for(runner, timeout_s):
 
 def tune(mod, params=None, target="llvm", trials=64, log="model.tune.json", runner="local",
          batch=8, repeat=5, min_repeat_ms=5.0, timeout_s=20.0, seed=0, progress=True,
-         max_workloads=None, search="model"):
+         max_workloads=None, search="model", cutoff=2.0):
     """Tunes every distinct conv/dense/... kernel of `mod` (an ir.Function; `params` as for
     ember.build) for the CPU `target`: up to `trials` measured candidates per workload, in
     batches of `batch` (compiled in parallel, then measured one at a time: median of `repeat`
-    timings of at least min_repeat_ms each), appended to the JSON-lines `log`. Candidates
+    timings of at least min_repeat_ms each; a candidate whose first run already takes
+    `cutoff` times the best time so far is timed by that run alone, None times every
+    candidate fully), appended to the JSON-lines `log`. Candidates
     already in the log (this CPU, vector width and thread count) are not measured again.
     Ctrl-C stops the search and keeps what was measured. `search` picks the candidates:
     "model" (a random start, then an xgboost cost model's ranking; evolutionary without
@@ -108,11 +114,13 @@ def tune(mod, params=None, target="llvm", trials=64, log="model.tune.json", runn
     records = []
     runner = _runner_for(runner, timeout_s)
     runner.start([w for w, _ in workloads], target, threads)
+    takes_cutoff = "cutoff_ms" in inspect.signature(runner.measure).parameters
     bar = _progress(progress, sum(min(trials, len(s)) for _, s in workloads))
     try:
         for index, (w, space) in enumerate(workloads):
             rec = TuneRecord(w, len(space))
             records.append(rec)
+            started, before = time.perf_counter(), dict(getattr(runner, "stats", {}))
             done = seen.get(w["key"], [])
             picker = Search(space, {_log.knob_tuple(e["knobs"]) for e in done}, seed + index,
                             strategy=search)
@@ -126,7 +134,10 @@ def tune(mod, params=None, target="llvm", trials=64, log="model.tune.json", runn
                 cands = picker.next_batch(min(batch, trials - rec.trials))
                 if not cands:
                     break
-                results = runner.measure(index, cands, min_repeat_ms, repeat)
+                cut = {}
+                if takes_cutoff and cutoff is not None and rec.best_ms is not None:
+                    cut = {"cutoff_ms": cutoff * rec.best_ms}
+                results = runner.measure(index, cands, min_repeat_ms, repeat, **cut)
                 for knobs, result in zip(cands, results):
                     entry = _entry(w, cpu, vector_bits, threads, knobs, space, result)
                     _log.append(log, entry)
@@ -143,6 +154,10 @@ def tune(mod, params=None, target="llvm", trials=64, log="model.tune.json", runn
             if measured or not rec.confirmed:
                 _confirm(runner, index, w, space, rec, log, (cpu, vector_bits, threads),
                          min_repeat_ms, repeat)
+            rec.tune_s = time.perf_counter() - started
+            after = getattr(runner, "stats", {})
+            rec.compile_s = after.get("compile_s", 0.0) - before.get("compile_s", 0.0)
+            rec.measure_s = after.get("measure_s", 0.0) - before.get("measure_s", 0.0)
     except KeyboardInterrupt:
         logger.warning("ember.tune interrupted: the log %s keeps the %d trial(s) measured", log,
                        sum(r.trials for r in records))

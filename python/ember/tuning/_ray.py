@@ -53,12 +53,12 @@ class _Measurer:
     def cpu(self):
         return cpu_model()
 
-    def measure(self, index, specs, default, candidate, min_repeat_ms, repeat):
+    def measure(self, index, specs, default, candidate, min_repeat_ms, repeat, cutoff_ms=None):
         kernel = self.kernels.get(index)
         if kernel is None:
             kernel = self.kernels[index] = Kernel(specs, _load(default))
         try:
-            out, ms = kernel.run(_load(candidate), min_repeat_ms, repeat)
+            out, ms = kernel.run(_load(candidate), min_repeat_ms, repeat, cutoff_ms)
         except Exception as e:  # noqa: BLE001
             return "failed", None, f"run: {type(e).__name__}: {e}", cpu_model()
         error = check(out, kernel.reference)
@@ -78,6 +78,7 @@ class RayRunner:
         self.ray, self.address, self.timeout_s = ray, address, float(timeout_s)
         self.compile_threads = compile_threads or multiprocessing.cpu_count()
         self.actors, self.defaults = [], {}
+        self.stats = {"compile_s": 0.0, "measure_s": 0.0}
 
     def start(self, workloads, target, threads):
         ray = self.ray
@@ -98,8 +99,9 @@ class RayRunner:
             self.ray.kill(a)
         self.actors = []
 
-    def measure(self, index, candidates, min_repeat_ms, repeat):
+    def measure(self, index, candidates, min_repeat_ms, repeat, cutoff_ms=None):
         group = self.workloads[index]["group"]
+        start = time.monotonic()
         if index not in self.defaults:
             self.defaults[index] = _export(group, self.target, {})
 
@@ -111,6 +113,8 @@ class RayRunner:
 
         with concurrent.futures.ThreadPoolExecutor(self.compile_threads) as pool:
             built = list(pool.map(compile_one, candidates))  # all before any measurement
+        self.stats["compile_s"] += time.monotonic() - start
+        start = time.monotonic()
         results = [None] * len(candidates)
         todo = []
         for i, (data, error) in enumerate(built):
@@ -125,7 +129,8 @@ class RayRunner:
                 if slot not in running and todo:
                     i = todo.pop(0)
                     ref = self.actors[slot].measure.remote(index, specs, self.defaults[index],
-                                                           built[i][0], min_repeat_ms, repeat)
+                                                           built[i][0], min_repeat_ms, repeat,
+                                                           cutoff_ms)
                     running[slot] = (i, ref, time.monotonic())
             refs = [r for _, r, _ in running.values()]
             ready, _ = self.ray.wait(refs, num_returns=1, timeout=0.5)
@@ -141,6 +146,7 @@ class RayRunner:
                     results[i] = ("failed", None, f"timed out after {self.timeout_s:.1f} s")
                     self._replace(slot)
                     del running[slot]
+        self.stats["measure_s"] += time.monotonic() - start
         return results
 
     def _replace(self, slot):

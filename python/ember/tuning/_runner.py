@@ -2,9 +2,12 @@
 or hangs costs one trial, not the tuning run.
 
 The worker is forked from the tuning process (it inherits the workloads' groups) and serves
-one batch at a time: it compiles the batch's candidates on a thread pool, then measures them
-one after another (nothing compiles while a measurement runs), sending each result as it
-comes. The parent waits for each message with a timeout; when the worker dies or hangs it
+one batch at a time: it compiles the batch's distinct candidates on a thread pool, then
+measures them one after another (nothing compiles while a measurement runs), sending each
+result as it comes. A candidate whose first timed run is already `cutoff_ms` or slower (a
+clear loser: the tuner passes twice the best time so far) is not timed again: its one run
+is its time. The runner adds up the seconds spent compiling and measuring (`stats`), which
+benchmarks/tuning.py reports. The parent waits for each message with a timeout; when the worker dies or hangs it
 is killed, the candidate it was measuring is recorded as failed, and a fresh worker takes
 the rest. A worker that dies while compiling gets the batch again one candidate at a time,
 so that the culprit is found.
@@ -45,9 +48,9 @@ class Kernel:
         # Also warms the thread pool and caches up, so the first candidate is timed fairly.
         self.reference = self.run(default_lib, 20.0, 1)[0]
 
-    def run(self, lib, min_repeat_ms=0.0, repeat=0):
+    def run(self, lib, min_repeat_ms=0.0, repeat=0, cutoff_ms=None):
         """(output, median ms of `repeat` timings, each the mean of enough runs to last
-        min_repeat_ms)."""
+        min_repeat_ms; or the one timed run when that took cutoff_ms or more)."""
         m = GraphModule(lib)
         for i, a in enumerate(self.inputs):
             m.set_input(i, a)
@@ -56,6 +59,8 @@ class Kernel:
         if not repeat:
             return out, None
         once = max(m.benchmark(number=1, repeat=1, warmup=1).median, 1e-4)
+        if cutoff_ms is not None and once >= cutoff_ms:
+            return out, once
         number = max(1, int(min_repeat_ms / once))
         return out, m.benchmark(number=number, repeat=repeat, warmup=0).median
 
@@ -77,7 +82,7 @@ def _worker(conn, workloads, target, threads, compile_threads, before_measure):
         task = conn.recv()
         if task is None:
             return
-        index, candidates, min_repeat_ms, repeat = task
+        index, candidates, min_repeat_ms, repeat, cutoff_ms = task
         group = workloads[index]["group"]
         kernel = kernels.get(index)
         if kernel is None:
@@ -90,25 +95,31 @@ def _worker(conn, workloads, target, threads, compile_threads, before_measure):
             except Exception as e:  # noqa: BLE001 (recorded as a failed trial)
                 return None, f"compile: {type(e).__name__}: {e}"
 
-        if compile_threads > 1 and len(candidates) > 1:
+        # Each distinct setting is compiled once (the final round measures some twice).
+        start = time.monotonic()
+        distinct = list({tuple(sorted(k.items())): k for k in candidates}.values())
+        if compile_threads > 1 and len(distinct) > 1:
             with concurrent.futures.ThreadPoolExecutor(compile_threads) as pool:
-                built = list(pool.map(compile_one, candidates))
+                libs = dict(zip([tuple(sorted(k.items())) for k in distinct],
+                                pool.map(compile_one, distinct)))
         else:
-            built = [compile_one(k) for k in candidates]
-        conn.send(("compiled",))
+            libs = {tuple(sorted(k.items())): compile_one(k) for k in distinct}
+        built = [libs[tuple(sorted(k.items()))] for k in candidates]
+        conn.send(("compiled", time.monotonic() - start))
         for i, (lib, error) in enumerate(built):
             conn.send(("measuring", i))
+            start = time.monotonic()
             status, ms = "failed", None
             if lib is not None:
                 try:
                     if before_measure is not None:
                         before_measure(workloads[index], candidates[i])
-                    out, ms = kernel.run(lib, min_repeat_ms, repeat)
+                    out, ms = kernel.run(lib, min_repeat_ms, repeat, cutoff_ms)
                     error = check(out, kernel.reference)
                     status = "ok" if error is None else "wrong"
                 except Exception as e:  # noqa: BLE001
                     error = f"run: {type(e).__name__}: {e}"
-            conn.send(("result", i, status, ms, error))
+            conn.send(("result", i, status, ms, error, time.monotonic() - start))
 
 
 class LocalRunner:
@@ -123,6 +134,7 @@ class LocalRunner:
         self.compile_threads = compile_threads or multiprocessing.cpu_count()
         self.before_measure = before_measure
         self._proc = self._conn = None
+        self.stats = {"compile_s": 0.0, "measure_s": 0.0}
 
     def start(self, workloads, target, threads):
         self.workloads, self.target, self.threads = workloads, target, threads
@@ -152,8 +164,10 @@ class LocalRunner:
                 pass
         self._kill()
 
-    def measure(self, index, candidates, min_repeat_ms, repeat):
-        """[(status, ms, error)] for each candidate of workload `index`, in order."""
+    def measure(self, index, candidates, min_repeat_ms, repeat, cutoff_ms=None):
+        """[(status, ms, error)] for each candidate of workload `index`, in order; a
+        candidate whose first run takes cutoff_ms or more is timed by that run alone."""
+        self.cutoff_ms = cutoff_ms
         results = [None] * len(candidates)
         pending = list(range(len(candidates)))
         while pending:
@@ -179,7 +193,7 @@ class LocalRunner:
         if self._proc is None or not self._proc.is_alive():
             self._kill()
             self._spawn()
-        self._conn.send((index, knobs, min_repeat_ms, repeat))
+        self._conn.send((index, knobs, min_repeat_ms, repeat, self.cutoff_ms))
         # Compiling a batch may take a while; each measurement gets timeout_s.
         timeout, current, received = self.timeout_s * (1 + len(knobs)), None, 0
         while received < len(knobs):
@@ -197,10 +211,12 @@ class LocalRunner:
                 return False, None if current is None else slots[current], why
             if msg[0] == "compiled":
                 timeout = self.timeout_s
+                self.stats["compile_s"] += msg[1]
             elif msg[0] == "measuring":
                 current = msg[1]
             else:
-                _, i, status, ms, error = msg
+                _, i, status, ms, error, seconds = msg
+                self.stats["measure_s"] += seconds
                 results[slots[i]] = (status, ms, error)
                 current, received = None, received + 1
         return True, None, None

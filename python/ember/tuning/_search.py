@@ -15,10 +15,10 @@ STRATEGIES = ("model", "evolution", "random")
 
 
 def _features(knobs):
-    """The knobs and what they add up to: accumulators (rows x vectors) and the FMAs of one
-    unrolled reduction step (accumulators x unroll)."""
+    """The knobs and what they add up to: accumulators (rows x vectors x partial sums) and
+    the FMAs of one unrolled reduction step (accumulators x unroll)."""
     k = dict(zip(KNOBS, knob_tuple(knobs)))
-    acc = k["tile_rows"] * max(k["tile_vectors"], 1)
+    acc = k["tile_rows"] * max(k["tile_vectors"], 1) * max(k["partial_sums"], 1)
     return list(knob_tuple(knobs)) + [acc, acc * max(k["unroll"], 1)]
 
 

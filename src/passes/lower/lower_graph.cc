@@ -63,6 +63,8 @@ PrimFunc lower_tuned(const Function& group, const std::string& func, const Lower
   try {
     PrimFunc f = lower_group(group, func, options, it->second);
     info.tuned = true;
+    for (auto& [name, field] : ScheduleKnobs::fields)
+      info.knobs.emplace_back(name, it->second.*field);
     return f;
   } catch (const Error& e) {
     info.tuning_note =

@@ -487,11 +487,23 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits, const Schedule
   if (tiled && tile_axis < 0 && axes.size() >= 2 && axes[axes.size() - 2]->extent >= 2)
     tile_axis = static_cast<int>(axes.size()) - 2;
   RegisterTile rt{1, 1, vector_lanes(o, vector_bits)};
+  int64_t partial_sums = 1;
   if (tiled) {
     int64_t tile_rows = tile_axis >= 0 ? axes[tile_axis]->extent : 1;
     rt = choose_register_tile(machine, tile_rows, last->extent, o.tensor().dtype(), rows_share);
-    rt =
-        tuned_register_tile(rt, tile_rows, last->extent, o.tensor().dtype(), machine, knobs, space);
+    // A one-row tile (a GEMV: a batch-1 dense streams its weights once) may take any number
+    // of vectors (the last column tile shifted back), and its reduction may run as partial
+    // sums: independent accumulator chains, added in the epilogue (tuning only).
+    rt = tuned_register_tile(rt, tile_rows, last->extent, o.tensor().dtype(), machine, knobs, space,
+                             tile_rows == 1);
+    if (tile_rows == 1)
+      partial_sums = tuned_partial_sums(inner_reduce_extent(*reds[0]), knobs, space);
+  }
+  if (partial_sums > 1) {
+    Tensor part = sch.rfactor(reds[0]->tensor(), partial_sums);
+    reds[0]->compute_inline();
+    reds[0] = &sch[part];
+    body = sch.expanded_body(o);
   }
   if (rt.rows == 1) tile_axis = -1;
   IterVar tile_inner;
@@ -625,6 +637,10 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits, const Schedule
       gt = tuned_register_tile(gt, row_block, last->extent, t, machine, knobs, space);
       schedule_gemm_block(*r, static_cast<int>(r->axes().size()) - 2, gt,
                           tuned_unroll(inner_reduce_extent(*r), knobs, space));
+    } else if (partial_sums > 1) {  // the partial sums are the tile's rows
+      schedule_register_tile(*r, static_cast<int>(r->axes().size()) - 2,
+                             RegisterTile{partial_sums, rt.vectors, rt.lanes},
+                             tuned_unroll(inner_reduce_extent(*r), knobs, space));
     } else if (tiled) {
       schedule_register_tile(*r, tile_axis, rt,
                              tuned_unroll(inner_reduce_extent(*r), knobs, space));

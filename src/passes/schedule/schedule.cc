@@ -335,4 +335,44 @@ std::vector<Tensor> Schedule::tree_reduce(const Tensor& t, int64_t factor) {
   return out;
 }
 
+Tensor Schedule::rfactor(const Tensor& t, int64_t factor) {
+  Stage& s = (*this)[t];
+  auto* red = s.body_.as<ReduceNode>();
+  EMBER_CHECK(red && red->op == ReduceOp::Sum, "rfactor of ", t->name, ", which is not a sum");
+  EMBER_CHECK(s.relations_.empty() && s.attach_ == AttachKind::Root,
+              "rfactor must come before the schedule of ", t->name);
+  EMBER_CHECK(!t->axes.empty(), "rfactor of the scalar ", t->name);
+  const IterVar& k = red->axes.back();
+  EMBER_CHECK(factor >= 1 && k->extent % factor == 0, "rfactor of ", t->name, ": ", factor,
+              " does not divide the ", k->extent, " steps of ", k->var.name());
+  IterVar ko = iter_var(k->var.name() + ".o", k->extent / factor, true);
+  IterVar f = iter_var(t->name + ".f", factor);
+  std::vector<IterVar> axes, reduce_axes(red->axes.begin(), red->axes.end() - 1);
+  reduce_axes.push_back(ko);
+  VarMap map;
+  for (auto& a : t->axes) {
+    axes.push_back(iter_var(a->var.name(), a->extent));
+    map.emplace_back(a->var.get(), axes.back()->var);
+  }
+  map.emplace_back(k->var.get(), ko->var * PrimExpr(factor) + f->var);
+  axes.insert(axes.end() - 1, f);
+  Tensor part = make_tensor(t->name + ".partial", t->dtype, axes,
+                            sum(substitute(red->source, map), reduce_axes));
+  PrimExpr total;
+  for (int64_t i = 0; i < factor; ++i) {
+    std::vector<PrimExpr> index;
+    for (auto& a : t->axes) index.push_back(a->var);
+    index.insert(index.end() - 1, PrimExpr(i));
+    total = i == 0 ? part(index) : total + part(index);
+  }
+  s.body_ = total;
+  s.root_axes_ = t->axes;
+  s.leaf_ = s.root_axes_;
+  s.kinds_.clear();
+  std::vector<std::unique_ptr<Stage>> added;
+  added.push_back(std::make_unique<Stage>(part, this));
+  insert_before(s, std::move(added));
+  return part;
+}
+
 }  // namespace ember::passes

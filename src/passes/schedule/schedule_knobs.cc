@@ -26,10 +26,12 @@ std::string ScheduleKnobs::str() const {
 
 RegisterTile tuned_register_tile(RegisterTile tile, int64_t rows, int64_t cols, DType t,
                                  const MachineModel& m, const ScheduleKnobs& knobs,
-                                 KnobSpace& space) {
+                                 KnobSpace& space, bool any_vectors) {
   const int64_t full = m.lanes(t);
   space.tile_rows_max = rows;
-  space.vectors = cols % tile.lanes == 0 ? cols / tile.lanes : 1;
+  space.vectors =
+      cols % tile.lanes == 0 || any_vectors ? std::max<int64_t>(1, cols / tile.lanes) : 1;
+  space.any_vectors = any_vectors && space.vectors > 1;
   space.registers_per_vector = (tile.lanes + full - 1) / full;
   space.vector_registers = m.vector_registers;
   if (knobs.tile_rows) {
@@ -39,9 +41,12 @@ RegisterTile tuned_register_tile(RegisterTile tile, int64_t rows, int64_t cols, 
     tile.rows = knobs.tile_rows;
   }
   if (knobs.tile_vectors) {
-    if (knobs.tile_vectors < 1 || space.vectors % knobs.tile_vectors != 0)
-      fail("schedule knob tile_vectors=", knobs.tile_vectors, " does not divide the ",
-           space.vectors, " vectors of this kernel; re-run ember.tune for it");
+    // With any_vectors the last column tile is shifted back: any count up to the row fits.
+    const int64_t v = knobs.tile_vectors;
+    if (v < 1 || (space.any_vectors ? v > space.vectors : space.vectors % v != 0))
+      fail("schedule knob tile_vectors=", v,
+           space.any_vectors ? " does not fit in the " : " does not divide the ", space.vectors,
+           " vectors of this kernel; re-run ember.tune for it");
     tile.vectors = knobs.tile_vectors;
   }
   space.used.tile_rows = tile.rows;
@@ -94,6 +99,16 @@ int tuned_tile_axis(int dflt, const std::vector<int>& choices, const ScheduleKno
     space.used.tile_axis = d + 1;
   }
   return d;
+}
+
+int64_t tuned_partial_sums(int64_t extent, const ScheduleKnobs& knobs, KnobSpace& space) {
+  const int64_t p = knobs.partial_sums ? knobs.partial_sums : 1;
+  if (p < 1 || extent % p != 0)
+    fail("schedule knob partial_sums=", knobs.partial_sums, " does not divide the ", extent,
+         " iterations of this kernel's reduction loop; re-run ember.tune for it");
+  space.partial_extent = extent;
+  space.used.partial_sums = p;
+  return p;
 }
 
 int64_t tuned_row_block(int64_t dflt, int64_t extent, const ScheduleKnobs& knobs,

@@ -93,7 +93,7 @@ std::vector<ScheduleKnobs> knob_space(const ir::Function& group, int vector_bits
   // The row block and the tile axis bound the register tile's rows: the other knobs' ranges
   // are read from the schedule with those two set.
   std::vector<ScheduleKnobs> shapes;
-  std::vector<int64_t> row_blocks = {0}, tile_axes = {0};
+  std::vector<int64_t> row_blocks = {0}, tile_axes = {0}, partials = {0};
   if (base.row_block_max > 0) {
     row_blocks.clear();
     for (int64_t b = 1; 2 * b <= base.row_block_max; ++b)
@@ -104,13 +104,22 @@ std::vector<ScheduleKnobs> knob_space(const ir::Function& group, int vector_bits
     tile_axes.clear();
     for (int d : base.tile_axes) tile_axes.push_back(d + 1);
   }
+  // Partial sums of a one-row tile: divisors of its reduction loop, up to 16 (accumulators
+  // beyond the registers are filtered below).
+  if (base.partial_extent > 0) {
+    partials.clear();
+    for (int64_t p : {1, 2, 3, 4, 6, 8, 12, 16})
+      if (p <= base.partial_extent && base.partial_extent % p == 0) partials.push_back(p);
+  }
   for (int64_t b : row_blocks)
-    for (int64_t d : tile_axes) {
-      ScheduleKnobs k;
-      k.row_block = b;
-      k.tile_axis = d;
-      shapes.push_back(k);
-    }
+    for (int64_t d : tile_axes)
+      for (int64_t p : partials) {
+        ScheduleKnobs k;
+        k.row_block = b;
+        k.tile_axis = d;
+        k.partial_sums = p;
+        shapes.push_back(k);
+      }
   for (const ScheduleKnobs& shape : shapes) {
     const KnobSpace s = schedule_space(group, vector_bits, shape);
     std::vector<int64_t> rows = {0}, vectors = {0}, pad_rows = {0}, unrolls = {0}, orders = {0};
@@ -119,7 +128,7 @@ std::vector<ScheduleKnobs> knob_space(const ir::Function& group, int vector_bits
       for (int64_t r = 1; r <= std::min<int64_t>(s.tile_rows_max, 16); ++r) rows.push_back(r);
       vectors.clear();
       for (int64_t v = 1; v <= std::min<int64_t>(s.vectors, 8); ++v)
-        if (s.vectors % v == 0) vectors.push_back(v);
+        if (s.vectors % v == 0 || s.any_vectors) vectors.push_back(v);
       if (s.tile_rows_max > 1) orders = {1, 2};
     }
     if (s.pad_rows_max > 0) pad_rows = values_up_to(s.pad_rows_max, {2, 4, 8, 16, 32, 64});
@@ -132,7 +141,8 @@ std::vector<ScheduleKnobs> knob_space(const ir::Function& group, int vector_bits
     for (int64_t r : rows)
       for (int64_t v : vectors) {
         // Accumulators beyond the vector registers spill on every step: not worth a trial.
-        if (r * v * s.registers_per_vector > s.vector_registers) continue;
+        const int64_t p = std::max<int64_t>(shape.partial_sums, 1);
+        if (r * v * p * s.registers_per_vector > s.vector_registers) continue;
         for (int64_t order : orders)
           for (int64_t p : pad_rows)
             for (int64_t u : unrolls) {

@@ -63,9 +63,18 @@ Function dense_norm_group(int64_t m, int64_t n, int64_t k) {
   return function({a, b, r, g, be}, call("nn.layer_norm", {y, g, be}, {}, "norm"), "fc_norm");
 }
 
+// A one-row dense on packed weight panels [n / 8, k, 8] + bias (ResNet-50's fc: a GEMV).
+Function gemv_group(int64_t n, int64_t k) {
+  Expr a = var("a", TensorType{{1, k}, DType::Float32});
+  Expr w = var("w", TensorType{{(n + 7) / 8, k, 8}, DType::Float32});
+  Expr bias = var("bias", TensorType{{n}, DType::Float32});
+  Expr y = call("nn.dense_packed", {a, w}, Attrs({{"units", n}}), "fc");
+  return function({a, w, bias}, call("nn.bias_add", {y, bias}, {}, "fc.bias"), "fc");
+}
+
 std::vector<Function> tunable_groups() {
   return {conv_relu_group(8, 16, 14, "c"), dense_group(5, 64, 32), conv_pool_group(8, 16, 12),
-          dense_norm_group(16, 32, 24)};
+          dense_norm_group(16, 32, 24), gemv_group(200, 96)};
 }
 
 // Every knob of `space` set to a value other than the default's somewhere.
@@ -153,6 +162,53 @@ TEST(Tuning, DefaultKnobsGiveTheDefaultCodeAndOthersTheSameNumbers) {
         ASSERT_NEAR(got[j], ref[j], 1e-4 * (1 + std::fabs(ref[j]))) << space[i].str();
     }
   }
+}
+
+// A GEMV streams each weight once: what it can tune is how many panels a tile reads at once
+// (any count, the last tile shifted back), how many independent partial sums each vector
+// keeps, and the unrolled steps; each setting is another loop nest with the same numbers.
+TEST(Tuning, GemvTunesItsColumnTileAndPartialSums) {
+  Function fc = gemv_group(1000, 2048);  // ResNet-50's fc
+  auto space = passes::knob_space(fc, 256);
+  EXPECT_GE(space.size(), 100u);
+  EXPECT_EQ(knobs_varied(space), (std::set<std::string>{"tile_vectors", "unroll", "partial_sums"}));
+  std::set<int64_t> vectors;
+  for (auto& k : space) {
+    vectors.insert(k.tile_vectors);
+    EXPECT_LE(k.tile_vectors * k.partial_sums, 16) << k.str();
+  }
+  EXPECT_EQ(vectors, (std::set<int64_t>{1, 2, 3, 4, 5, 6, 7, 8}));  // not only 1 and 5
+
+  Function g = gemv_group(200, 96);
+  passes::LowerOptions opts;
+  opts.vector_bits = 256;
+  passes::ScheduleKnobs one, four;
+  one.tile_vectors = four.tile_vectors = 3;  // 25 vectors: the last tile shifted back
+  four.partial_sums = 4;
+  four.unroll = 2;
+  std::string a = ir::to_string(passes::lower_group(g, "k", opts, one));
+  std::string b = ir::to_string(passes::lower_group(g, "k", opts, four));
+  EXPECT_NE(a, b);
+  EXPECT_EQ(a.find("partial"), std::string::npos) << a;
+  EXPECT_NE(b.find("dense.partial"), std::string::npos) << b;
+  std::vector<float> ref = run(g, {}), x = run(g, one), y = run(g, four);
+  ASSERT_EQ(x.size(), ref.size());
+  ASSERT_EQ(y.size(), ref.size());
+  for (size_t j = 0; j < ref.size(); ++j) {
+    EXPECT_EQ(x[j], ref[j]);                                    // the same sum in the same order
+    EXPECT_NEAR(y[j], ref[j], 1e-4 * (1 + std::fabs(ref[j])));  // four sums, then added
+  }
+  passes::ScheduleKnobs bad;
+  bad.partial_sums = 5;
+  EXPECT_ERROR_WITH(build_kernel(g, "llvm -vector-bits=256", bad), "partial_sums=5",
+                    "96 iterations");
+  bad = {};
+  bad.tile_vectors = 26;
+  EXPECT_ERROR_WITH(build_kernel(g, "llvm -vector-bits=256", bad), "tile_vectors=26",
+                    "does not fit in the 25 vectors");
+  // A kernel with rows keeps its accumulators in rows: no partial sums there.
+  EXPECT_EQ(knobs_varied(passes::knob_space(dense_group(5, 64, 32), 256)).count("partial_sums"),
+            0u);
 }
 
 TEST(Tuning, KnobsOutOfRangeAreUserErrors) {
