@@ -35,7 +35,7 @@ class LLVMCodeGen {
   llvm::Value* emit_binary(const ir::BinaryNode* op);
   llvm::Value* emit_compare(const ir::CompareNode* op);
   llvm::Value* emit_cast(DType to, DType from, llvm::Value* v);
-  llvm::Value* emit_vector_fptosi_sat(llvm::Type* ty, llvm::Value* v);
+  llvm::Value* emit_fptosi_sat(llvm::Type* ty, llvm::Value* v);
   llvm::Value* emit_call(const ir::PrimCallNode* op);
   /// Intrinsic::Barrier; only a GPU target has one (the CPU target fails an internal check).
   virtual llvm::Value* emit_barrier();

@@ -296,6 +296,7 @@ class Fuser {
 
   struct Cost {
     double cycles = 0, flops = 0;
+    bool latency_bound = false;  // the dependency chains, not the ports, bound its time
   };
 
   // The estimated cost of `members` (topological order) as one kernel returning `out`.
@@ -308,7 +309,9 @@ class Fuser {
       Function fn = group_function(g_, members, out, &inputs);
       PrimFunc k = lower_group(fn, "cost", LowerOptions{machine_->vector_bits, false});
       KernelWork w = kernel_work(k, *machine_);
-      c = {estimated_cycles(w, *machine_), w.flops};
+      c = {estimated_cycles(w, *machine_), w.flops,
+           w.latency_cycles > std::max({w.instructions / machine_->fma_ports,
+                                        w.loads / machine_->load_ports, w.stores, w.chain_cycles})};
     }
     return cost_cache_[members] = c;
   }
@@ -348,6 +351,8 @@ class Fuser {
       std::snprintf(buf, sizeof buf, " (it would repeat work: %.1fx the flops)",
                     together.flops / std::max(apart.flops, 1.0));
       why += buf;
+    } else if (together.latency_bound) {
+      why += " (one dependency chain per element, too long for the out-of-order window)";
     }
     return why;
   }

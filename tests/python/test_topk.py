@@ -141,3 +141,32 @@ def test_two_output_kernel_exports_and_reloads(tmp_path):
         m.run()
         np.testing.assert_allclose(np.asarray(m.get_output(0)), want.values.numpy(), **SOFTMAX)
         np.testing.assert_array_equal(np.asarray(m.get_output(1)), want.indices.numpy())
+
+
+@pytest.mark.parametrize("inner", [8, 12, 6, 3, 16])
+def test_softmax_topk_along_a_middle_axis(inner):
+    """A middle axis: rows that are neighbours in memory take their max and sum together as
+    vectors (blocks of 8, 4, 2 or 1 inner positions); a -inf logit and a large one inside."""
+    x, y = distinct(3, 40, inner, scale=0.05), distinct(2, 33, inner, scale=0.05)
+    x[1, 5, :] = 95.0 + np.arange(inner)  # past float32 exp overflow without the max
+    y[0, 7, 1] = -np.inf
+    class Model(torch.nn.Module):
+        def forward(self, x, y):
+            return (torch.topk(torch.softmax(x, dim=1), 4, dim=1)
+                    + torch.topk(torch.log_softmax(y, dim=1), 3, dim=1, largest=False))
+
+    inputs = (t(x), t(y))
+    mod, params = ember.frontend.from_pytorch(Model().eval(), inputs)
+    lib = ember.build(mod, target="llvm", params=params)
+    patterns = [p for k in lib.fusion_report() for p in k.patterns]
+    assert "softmax->topk" in patterns and "log_softmax->topk" in patterns, lib.fusion_report()
+    m = ember.GraphModule(lib)
+    for n, a in enumerate(inputs):
+        m.set_input(n, a.numpy())
+    m.run()
+    got = [np.asarray(m.get_output(n)) for n in range(4)]
+    for (vals, idx), data, k, largest, fn in ((got[:2], x, 4, True, torch.softmax),
+                                              (got[2:], y, 3, False, torch.log_softmax)):
+        want = torch.topk(fn(t(data), dim=1), k, dim=1, largest=largest)
+        np.testing.assert_allclose(vals, want.values.numpy(), **SOFTMAX)
+        np.testing.assert_array_equal(idx, want.indices.numpy())

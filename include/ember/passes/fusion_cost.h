@@ -21,6 +21,8 @@ struct KernelWork {
   double io_bytes = 0;           // size of the kernel's parameters (its inputs and outputs)
   double chain_cycles = 0;       // latency of accumulations that wait on the previous one
                                  // (acc = fma(a, b, acc)), divided among unrolled copies
+  double latency_cycles = 0;     // each stored value's dependency chain, overlapped with
+                                 // other runs only as far as the out-of-order window holds
 };
 
 /// Counts the work of `f`; vector loops count one instruction per `m.lanes(dtype)` lanes.

@@ -35,7 +35,9 @@
 // selects on x itself: softmax is monotonic, so the k best logits are the k best
 // probabilities, and only those k winners are turned into exp(x - m) / s (or x - m - log s).
 // No softmax tensor is written or read. (Logits whose probabilities round to the same value
-// keep their logit order.)
+// keep their logit order.) Along a middle axis (inner positions after it), the rows of up to
+// a vector of neighbouring inner positions take m and s together, as vectors over those
+// positions (as the softmax kernel does), so exp is never computed one strided lane at a time.
 #include <cmath>
 #include <functional>
 #include <string>
@@ -206,6 +208,54 @@ PrimFunc lower_topk(const Function& group, const std::string& func_name, int vec
 
   std::vector<Buffer> scratch{pos};
   if (local) scratch.insert(scratch.end(), {best_v, best_i});
+  PrimExpr r_outer = inner == 1 ? PrimExpr(row) : PrimExpr(row) / inner;
+  PrimExpr r_inner = inner == 1 ? PrimExpr(int64_t{0}) : PrimExpr(row) % inner;
+  auto row_offsets = [&](Stmt s) {
+    return let_stmt(in0, r_outer * (n * inner) + r_inner,
+                    let_stmt(out0, r_outer * (k * inner) + r_inner, s));
+  };
+  // Rows along a middle axis (inner > 1) that are neighbours in memory: `block` of them take
+  // their statistics together, as vectors over the inner positions (the softmax kernel's
+  // form), so exp runs as vectors; a row alone would run it one lane at a time, strided.
+  int64_t block = 1;
+  if ((softmax || log_softmax) && !gpu && inner > 1)
+    for (int64_t b = std::max(1, vector_bits / (8 * dtype_bytes(t))); b > 1; b /= 2)
+      if (inner % b == 0) {
+        block = b;
+        break;
+      }
+  if (block > 1) {
+    Buffer bmax = make_buffer("block_max", t, {block}, BufferScope::Local);
+    Buffer bsum = make_buffer("block_sum", t, {block}, BufferScope::Local);
+    PrimVar rb("row_block"), b0("b0");
+    auto at = [&](PrimExpr j, PrimExpr w) { return load(in, b0 + j * inner + w); };
+    auto lanes_loop = [&](auto fn) { return loop("w", 0, block, ForKind::Vectorized, fn); };
+    auto over_row = [&](auto fn) {
+      return loop("j", 0, n, ForKind::Serial,
+                  [&](PrimExpr j) { return lanes_loop([&](PrimExpr w) { return fn(j, w); }); });
+    };
+    Stmt stats =
+        seq({lanes_loop([&](PrimExpr w) { return store(bmax, w, make_const(t, -INFINITY)); }),
+             over_row([&](PrimExpr j, PrimExpr w) {
+               return store(bmax, w, max(load(bmax, w), at(j, w)));
+             }),
+             lanes_loop([&](PrimExpr w) { return store(bsum, w, make_const(t, 0.0)); }),
+             over_row([&](PrimExpr j, PrimExpr w) {
+               return store(bsum, w, load(bsum, w) + exp(at(j, w) - load(bmax, w)));
+             })});
+    for (const Buffer& b : scratch) body = allocate(b, body);
+    Stmt rows_of_block = loop("w", 0, block, ForKind::Serial, [&](PrimExpr w) {
+      return let_stmt(
+          row, PrimExpr(rb) * block + w,
+          row_offsets(let_stmt(mx, load(bmax, w), let_stmt(total, load(bsum, w), body))));
+    });
+    PrimExpr first = PrimExpr(rb) * block;
+    Stmt blk =
+        let_stmt(b0, first / inner * (n * inner) + first % inner, seq({stats, rows_of_block}));
+    f.body = for_loop(rb, 0, rows / block, ForKind::Parallel, allocate(bmax, allocate(bsum, blk)));
+    verify(f);
+    return f;
+  }
   if (softmax || log_softmax) {
     // Contiguous rows are reduced as vectors on the CPU.
     int64_t lanes = gpu || inner != 1 ? 1 : std::max(1, vector_bits / (8 * dtype_bytes(t)));
@@ -221,10 +271,7 @@ PrimFunc lower_topk(const Function& group, const std::string& func_name, int vec
                 let_stmt(mx, load(red, 0), seq({take_sum, let_stmt(total, load(red, 0), body)}))});
   }
   for (const Buffer& b : scratch) body = allocate(b, body);
-  PrimExpr r_outer = inner == 1 ? PrimExpr(row) : PrimExpr(row) / inner;
-  PrimExpr r_inner = inner == 1 ? PrimExpr(int64_t{0}) : PrimExpr(row) % inner;
-  body = let_stmt(in0, r_outer * (n * inner) + r_inner,
-                  let_stmt(out0, r_outer * (k * inner) + r_inner, body));
+  body = row_offsets(body);
 
   if (gpu) {
     const int64_t threads = std::min(rows, kRowsPerBlock);
