@@ -119,6 +119,81 @@ Stmt row_reduce(const Buffer& red, int64_t lanes, int64_t n, PrimExpr init,
   return seq(s);
 }
 
+// One topk kernel's row: its buffers and the statements that select and write its k best.
+// The input row starts at `in0` and the output row at `out0`, both with stride `inner`.
+struct TopkRow {
+  DType t;
+  int64_t n, k, inner;
+  bool largest, local;
+  Buffer in, values, indices;
+  Buffer best_v, best_i, pos;  // the sorted list and the slot being filled
+  PrimVar in0{"in0"}, out0{"out0"};
+
+  PrimExpr elem(PrimExpr j) const { return load(in, in0 + j * inner); }
+  PrimExpr out_at(PrimExpr s) const { return out0 + s * inner; }
+  PrimExpr beats(PrimExpr a, PrimExpr b) const {
+    PrimExpr strict = largest ? a > b : a < b;
+    if (!is_float(t)) return strict;
+    PrimExpr nan_first = largest ? logical_and(is_nan(a), logical_not(is_nan(b)))
+                                 : logical_and(is_nan(b), logical_not(is_nan(a)));
+    return logical_or(strict, nan_first);
+  }
+  // The sorted list: local buffers, or the output row itself for a large k.
+  PrimExpr slot(PrimExpr s) const { return local ? s : out_at(s); }
+
+  // Inserts (x, j) into the list whose slot m is free (or holds the entry to drop).
+  Stmt insert(PrimExpr x, PrimExpr j, PrimExpr m) const {
+    Stmt shift = loop("t", 0, m, ForKind::Serial, [&](PrimExpr i) {
+      PrimExpr s = m - i;
+      return if_then_else(
+          beats(x, load(best_v, slot(s - 1))),
+          seq({store(best_v, slot(s), load(best_v, slot(s - 1))),
+               store(best_i, slot(s), load(best_i, slot(s - 1))), store(pos, 0, s - 1)}));
+    });
+    PrimExpr at = slot(load(pos, 0));
+    return seq({store(pos, 0, m), shift, store(best_v, at, x), store(best_i, at, j)});
+  }
+
+  Stmt select_best() const {
+    PrimVar x("x", t);
+    Stmt fill = loop("j", 0, k, ForKind::Serial,
+                     [&](PrimExpr j) { return let_stmt(x, elem(j), insert(x, j, j)); });
+    Stmt rest = loop("j", k, n, ForKind::Serial, [&](PrimExpr j) {
+      return let_stmt(x, elem(j),
+                      if_then_else(beats(x, load(best_v, slot(k - 1))), insert(x, j, k - 1)));
+    });
+    return n > k ? seq({fill, rest}) : fill;
+  }
+
+  // The k winners to the output, made probabilities when the softmax was folded in (the
+  // row's max `mx` and sum of exponentials `total`). Null when they are already there.
+  Stmt finish(bool softmax, bool log_softmax, const PrimVar& mx, const PrimVar& total) const {
+    auto result = [&](PrimExpr v) -> PrimExpr {
+      if (softmax) return exp(v - mx) / total;
+      if (log_softmax) return v - mx - log(total);
+      return v;
+    };
+    Stmt finish;
+    if (local || softmax || log_softmax)
+      finish = loop("s", 0, k, ForKind::Serial, [&](PrimExpr s) {
+        Stmt v = store(values, out_at(s), result(load(best_v, slot(s))));
+        return local ? seq({v, store(indices, out_at(s), load(best_i, slot(s)))}) : v;
+      });
+    return finish;
+  }
+};
+
+// Wraps a row's `body` in the row loop: parallel on the CPU, one row per GPU thread.
+Stmt row_loop(const PrimVar& row, int64_t rows, Stmt body, bool gpu) {
+  if (!gpu) return for_loop(row, 0, rows, ForKind::Parallel, body);
+  const int64_t threads = std::min(rows, kRowsPerBlock);
+  PrimVar block("block"), thread("thread");
+  PrimExpr r = PrimExpr(block) * threads + thread;
+  body = let_stmt(row, r, rows % threads ? if_then_else(r < PrimExpr(rows), body) : body);
+  return for_loop(block, 0, (rows + threads - 1) / threads, ForKind::GpuBlockX,
+                  for_loop(thread, 0, threads, ForKind::GpuThreadX, body));
+}
+
 // Builds the kernel of a group holding one topk call on its parameter (Op::lower).
 PrimFunc lower_topk(const Function& group, const std::string& func_name, int vector_bits,
                     bool gpu) {
@@ -143,69 +218,21 @@ PrimFunc lower_topk(const Function& group, const std::string& func_name, int vec
 
   PrimFunc f;
   f.name = func_name;
-  Buffer in = make_buffer("p0", t, in_t.shape);
-  Buffer values = make_buffer("topk_values", t, out_t.shape);
-  Buffer indices = make_buffer("topk_indices", DType::Int64, out_t.shape);
-  f.params = {in, values, indices};
+  TopkRow r{t, n, k, inner, largest, k <= kMaxLocalK};
+  r.in = make_buffer("p0", t, in_t.shape);
+  r.values = make_buffer("topk_values", t, out_t.shape);
+  r.indices = make_buffer("topk_indices", DType::Int64, out_t.shape);
+  f.params = {r.in, r.values, r.indices};
   f.num_inputs = 1;
+  r.best_v = r.local ? make_buffer("best_values", t, {k}, BufferScope::Local) : r.values;
+  r.best_i =
+      r.local ? make_buffer("best_indices", DType::Int64, {k}, BufferScope::Local) : r.indices;
+  r.pos = make_buffer("insert_at", DType::Int64, {1}, BufferScope::Local);
 
-  PrimVar row("row"), in0("in0"), out0("out0");
-  auto elem = [&](PrimExpr j) { return load(in, in0 + j * inner); };
-  auto out_at = [&](PrimExpr s) { return out0 + s * inner; };
-  auto beats = [&](PrimExpr a, PrimExpr b) {
-    PrimExpr strict = largest ? a > b : a < b;
-    if (!is_float(t)) return strict;
-    PrimExpr nan_first = largest ? logical_and(is_nan(a), logical_not(is_nan(b)))
-                                 : logical_and(is_nan(b), logical_not(is_nan(a)));
-    return logical_or(strict, nan_first);
-  };
-
-  // The sorted list: local buffers, or the output row itself for a large k.
-  const bool local = k <= kMaxLocalK;
-  Buffer best_v = local ? make_buffer("best_values", t, {k}, BufferScope::Local) : values;
-  Buffer best_i =
-      local ? make_buffer("best_indices", DType::Int64, {k}, BufferScope::Local) : indices;
-  auto slot = [&](PrimExpr s) { return local ? s : out_at(s); };
-  Buffer pos = make_buffer("insert_at", DType::Int64, {1}, BufferScope::Local);
-
-  // Inserts (x, j) into the list whose slot m is free (or holds the entry to drop).
-  auto insert = [&](PrimExpr x, PrimExpr j, PrimExpr m) {
-    Stmt shift = loop("t", 0, m, ForKind::Serial, [&](PrimExpr i) {
-      PrimExpr s = m - i;
-      return if_then_else(
-          beats(x, load(best_v, slot(s - 1))),
-          seq({store(best_v, slot(s), load(best_v, slot(s - 1))),
-               store(best_i, slot(s), load(best_i, slot(s - 1))), store(pos, 0, s - 1)}));
-    });
-    PrimExpr at = slot(load(pos, 0));
-    return seq({store(pos, 0, m), shift, store(best_v, at, x), store(best_i, at, j)});
-  };
-  PrimVar x("x", t);
-  Stmt fill = loop("j", 0, k, ForKind::Serial,
-                   [&](PrimExpr j) { return let_stmt(x, elem(j), insert(x, j, j)); });
-  Stmt rest = loop("j", k, n, ForKind::Serial, [&](PrimExpr j) {
-    return let_stmt(x, elem(j),
-                    if_then_else(beats(x, load(best_v, slot(k - 1))), insert(x, j, k - 1)));
-  });
-  Stmt select_best = n > k ? seq({fill, rest}) : fill;
-
-  // The k winners to the output, made probabilities when the softmax was folded in.
-  PrimVar mx("row_max", t), total("row_sum", t);
-  auto result = [&](PrimExpr v) -> PrimExpr {
-    if (softmax) return exp(v - mx) / total;
-    if (log_softmax) return v - mx - log(total);
-    return v;
-  };
-  Stmt finish;
-  if (local || softmax || log_softmax)
-    finish = loop("s", 0, k, ForKind::Serial, [&](PrimExpr s) {
-      Stmt v = store(values, out_at(s), result(load(best_v, slot(s))));
-      return local ? seq({v, store(indices, out_at(s), load(best_i, slot(s)))}) : v;
-    });
-  Stmt body = seq({select_best, finish});
-
-  std::vector<Buffer> scratch{pos};
-  if (local) scratch.insert(scratch.end(), {best_v, best_i});
+  PrimVar row("row"), mx("row_max", t), total("row_sum", t);
+  Stmt body = seq({r.select_best(), r.finish(softmax, log_softmax, mx, total)});
+  std::vector<Buffer> scratch{r.pos};
+  if (r.local) scratch.insert(scratch.end(), {r.best_v, r.best_i});
   if (softmax || log_softmax) {
     // Contiguous rows are reduced as vectors on the CPU.
     int64_t lanes = gpu || inner != 1 ? 1 : std::max(1, vector_bits / (8 * dtype_bytes(t)));
@@ -214,6 +241,7 @@ PrimFunc lower_topk(const Function& group, const std::string& func_name, int vec
     scratch.push_back(red);
     auto maximum = [](PrimExpr a, PrimExpr b) { return max(a, b); };
     auto plus = [](PrimExpr a, PrimExpr b) { return a + b; };
+    auto elem = [&](PrimExpr j) { return r.elem(j); };
     Stmt take_max = row_reduce(red, lanes, n, make_const(t, -INFINITY), maximum, elem);
     Stmt take_sum = row_reduce(red, lanes, n, make_const(t, 0.0), plus,
                                [&](PrimExpr j) { return exp(elem(j) - mx); });
@@ -223,19 +251,9 @@ PrimFunc lower_topk(const Function& group, const std::string& func_name, int vec
   for (const Buffer& b : scratch) body = allocate(b, body);
   PrimExpr r_outer = inner == 1 ? PrimExpr(row) : PrimExpr(row) / inner;
   PrimExpr r_inner = inner == 1 ? PrimExpr(int64_t{0}) : PrimExpr(row) % inner;
-  body = let_stmt(in0, r_outer * (n * inner) + r_inner,
-                  let_stmt(out0, r_outer * (k * inner) + r_inner, body));
-
-  if (gpu) {
-    const int64_t threads = std::min(rows, kRowsPerBlock);
-    PrimVar block("block"), thread("thread");
-    PrimExpr r = PrimExpr(block) * threads + thread;
-    body = let_stmt(row, r, rows % threads ? if_then_else(r < PrimExpr(rows), body) : body);
-    f.body = for_loop(block, 0, (rows + threads - 1) / threads, ForKind::GpuBlockX,
-                      for_loop(thread, 0, threads, ForKind::GpuThreadX, body));
-  } else {
-    f.body = for_loop(row, 0, rows, ForKind::Parallel, body);
-  }
+  body = let_stmt(r.in0, r_outer * (n * inner) + r_inner,
+                  let_stmt(r.out0, r_outer * (k * inner) + r_inner, body));
+  f.body = row_loop(row, rows, body, gpu);
   verify(f);
   return f;
 }
