@@ -90,7 +90,8 @@ void bind_tuning(py::module_& m) {
 
 }  // namespace
 
-void bind_build(py::module_& m) {
+// Library: a compiled model, its sources, reports and export.
+static void bind_library(py::module_& m) {
   py::class_<Library, std::shared_ptr<Library>>(m, "Library", "A compiled model.")
       .def(
           "get_source",
@@ -142,7 +143,10 @@ void bind_build(py::module_& m) {
       .def("_create_executor", [](const Library& lib) {
         return std::make_shared<runtime::GraphExecutor>(lib.graph, lib.module);
       });
+}
 
+void bind_build(py::module_& m) {
+  bind_library(m);
   m.def(
       "_build",
       [](py::handle function, py::handle target, py::handle params, int opt_level,

@@ -106,7 +106,8 @@ const TensorType& tensor_type(const ExprNode& e) {
 
 }  // namespace
 
-void bind_ir(py::module_& m) {
+// Registered ops: Op (its schema) and list_ops.
+static void bind_ops(py::module_& m) {
   py::class_<Op>(m, "Op", "A registered operator (see list_ops).")
       .def_readonly("name", &Op::name)
       .def_readonly("num_inputs", &Op::num_inputs)
@@ -139,7 +140,10 @@ void bind_ir(py::module_& m) {
       "get_op", [](py::handle name) { return get_op(str_arg(name, "get_op: the op name")); },
       py::return_value_policy::reference);
   m.def("list_ops", &list_ops, "Names of every registered op.");
+}
 
+// TensorType and Type.
+static void bind_types(py::module_& m) {
   py::class_<TensorType>(m, "TensorType")
       .def_property_readonly("shape", [](const TensorType& t) { return shape_tuple(t.shape); })
       .def_property_readonly("dtype", [](const TensorType& t) { return dtype_name(t.dtype); })
@@ -152,7 +156,10 @@ void bind_ir(py::module_& m) {
       .def("__eq__", [](const Type& a, const Type& b) { return a == b; })
       .def("__str__", [](const Type& t) { return to_string(t); })
       .def("__repr__", [](const Type& t) { return "Type(" + to_string(t) + ")"; });
+}
 
+// The graph IR nodes.
+static void bind_nodes(py::module_& m) {
   py::class_<ExprNode, PyExpr>(m, "Expr", "A graph IR node (immutable).")
       .def_property_readonly("type", [](const ExprNode& e) { return e.type; })
       .def_property_readonly("name", [](const ExprNode& e) { return e.name; })
@@ -200,7 +207,10 @@ void bind_ir(py::module_& m) {
            "params"_a, "body"_a, "name"_a = "main")
       .def_property_readonly("params", [](const FunctionNode& f) { return to_py(f.params); })
       .def_property_readonly("body", [](const FunctionNode& f) { return to_py(f.body); });
+}
 
+// Graph builders and helpers (var, const, call, ..., structural_equal).
+static void bind_graph_functions(py::module_& m) {
   m.def(
       "var",
       [](py::handle name, py::handle shape, py::handle dtype) {
@@ -229,6 +239,13 @@ void bind_ir(py::module_& m) {
   m.def("structural_equal", [](py::handle a, py::handle b) {
     return structural_equal(expr_arg(a, "structural_equal: a"), expr_arg(b, "structural_equal: b"));
   });
+}
+
+void bind_ir(py::module_& m) {
+  bind_ops(m);
+  bind_types(m);
+  bind_nodes(m);
+  bind_graph_functions(m);
 }
 
 }  // namespace ember::python

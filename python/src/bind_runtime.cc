@@ -312,8 +312,8 @@ void check_output_index(const GraphExecutor& ex, int64_t index) {
 
 }  // namespace
 
-void bind_runtime(py::module_& m) {
-  m.attr("__version__") = runtime::ember_version();  // ember.__version__
+// ember.Tensor: the data tensor, its buffer protocol, DLPack and numpy views.
+static void bind_tensor(py::module_& m) {
   py::class_<Tensor>(m, "Tensor", py::buffer_protocol(),
                      "A dense CPU tensor. np.asarray(t) and torch.from_dlpack(t) share its "
                      "memory; t.numpy() copies.")
@@ -366,22 +366,11 @@ void bind_runtime(py::module_& m) {
       .def_static("from_dlpack", &from_dlpack, "value"_a,
                   "A tensor sharing the memory of a DLPack producer (a CPU or CUDA torch "
                   "tensor): no copy.");
-  m.def("cuda_available", &runtime::cuda::available,
-        "True when a CUDA driver and GPU are present (never raises).");
+}
 
-  py::class_<BenchmarkResult>(m, "BenchmarkResult", "Timings in milliseconds.")
-      .def_readonly("mean", &BenchmarkResult::mean)
-      .def_readonly("median", &BenchmarkResult::median)
-      .def_readonly("max", &BenchmarkResult::max)
-      .def_readonly("min", &BenchmarkResult::min)
-      .def_readonly("std", &BenchmarkResult::std)
-      .def_readonly("results", &BenchmarkResult::results_ms)
-      .def("__str__", &BenchmarkResult::str)
-      .def("__repr__", [](const BenchmarkResult& r) {
-        return "BenchmarkResult(mean=" + std::to_string(r.mean) +
-               " ms, median=" + std::to_string(r.median) + " ms)";
-      });
-
+// GraphExecutor: inputs and outputs by name or index, run, benchmark. Over 80 lines: it is
+// one py::class_ statement, a list of methods.
+static void bind_graph_executor(py::module_& m) {
   py::class_<GraphExecutor, std::shared_ptr<GraphExecutor>>(m, "GraphExecutor")
       .def("num_inputs", &GraphExecutor::num_inputs)
       .def("num_outputs", &GraphExecutor::num_outputs)
@@ -486,7 +475,27 @@ void bind_runtime(py::module_& m) {
                    ? "cuda:" + std::to_string(ex.device().id)
                    : std::string("cpu");
       });
+}
 
+void bind_runtime(py::module_& m) {
+  m.attr("__version__") = runtime::ember_version();  // ember.__version__
+  bind_tensor(m);
+  m.def("cuda_available", &runtime::cuda::available,
+        "True when a CUDA driver and GPU are present (never raises).");
+
+  py::class_<BenchmarkResult>(m, "BenchmarkResult", "Timings in milliseconds.")
+      .def_readonly("mean", &BenchmarkResult::mean)
+      .def_readonly("median", &BenchmarkResult::median)
+      .def_readonly("max", &BenchmarkResult::max)
+      .def_readonly("min", &BenchmarkResult::min)
+      .def_readonly("std", &BenchmarkResult::std)
+      .def_readonly("results", &BenchmarkResult::results_ms)
+      .def("__str__", &BenchmarkResult::str)
+      .def("__repr__", [](const BenchmarkResult& r) {
+        return "BenchmarkResult(mean=" + std::to_string(r.mean) +
+               " ms, median=" + std::to_string(r.median) + " ms)";
+      });
+  bind_graph_executor(m);
   m.def(
       "set_num_threads",
       [](py::handle n) {

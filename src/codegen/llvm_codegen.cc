@@ -760,57 +760,43 @@ void LLVMCodeGen::emit_vectorized_for(const ForNode* op) {
   mask_ = nullptr;
 }
 
-void LLVMCodeGen::emit_parallel_for(const ForNode* op) {
-  llvm::Type* t = value_type(op->var.dtype());
-  Value* begin = int_cast(emit(op->min), t);
-  Value* extent = emit(op->extent);
-  if (parallel_depth_ > 0) {  // the pool is already busy: nested loops run serially
-    emit_serial_loop(op, begin, b_.CreateAdd(begin, int_cast(extent, t)), false);
-    return;
-  }
-
-  // Everything the body reads from outside travels in a closure struct.
-  std::vector<const PrimVarNode*> free_vars;
-  std::vector<const BufferNode*> free_buffers;
+LLVMCodeGen::Closure LLVMCodeGen::make_closure(const ForNode* op, Value* begin) {
+  Closure c;
   std::set<const void*> seen;
   auto use_buffer = [&](const Buffer& b) {
-    if (buffers_.count(b.get()) && seen.insert(b.get()).second) free_buffers.push_back(b.get());
+    if (buffers_.count(b.get()) && seen.insert(b.get()).second) c.buffers.push_back(b.get());
   };
   visit_prim(
       op->body,
       [&](const PrimExpr& e) {
         if (auto* v = e.as<PrimVarNode>(); v && vars_.count(v) && seen.insert(v).second)
-          free_vars.push_back(v);
+          c.vars.push_back(v);
         if (auto* l = e.as<LoadNode>()) use_buffer(l->buffer);
       },
       [&](const Stmt& s) {
         if (auto* st = s.as<StoreNode>()) use_buffer(st->buffer);
       });
-  std::vector<llvm::Type*> scalar_types{t};
+  c.scalar_types = {begin->getType()};
   std::vector<Value*> fields{begin};
-  for (auto* v : free_vars) {
-    scalar_types.push_back(vars_[v]->getType());
+  for (auto* v : c.vars) {
+    c.scalar_types.push_back(vars_[v]->getType());
     fields.push_back(vars_[v]);
   }
-  std::vector<llvm::Type*> field_types = scalar_types;
-  for (auto* b : free_buffers) {
-    field_types.push_back(b_.getPtrTy());
+  c.field_types = c.scalar_types;
+  for (auto* b : c.buffers) {
+    c.field_types.push_back(b_.getPtrTy());
     fields.push_back(buffers_[b]);
   }
-  llvm::StructType* closure_type = llvm::StructType::get(ctx_, field_types);
-  llvm::AllocaInst* closure = entry_alloca(closure_type, "closure");
+  c.type = llvm::StructType::get(ctx_, c.field_types);
+  c.value = entry_alloca(c.type, "closure");
   for (size_t i = 0; i < fields.size(); ++i)
-    b_.CreateStore(fields[i], b_.CreateStructGEP(closure_type, closure, i));
+    b_.CreateStore(fields[i], b_.CreateStructGEP(c.type, c.value, i));
+  return c;
+}
 
-  // void body(i64 begin, i64 end, ptr closure) unpacks the closure and calls the noalias impl.
-  llvm::Type* i64 = b_.getInt64Ty();
-  std::string name = func_name_ + ".parallel" + std::to_string(num_outlined_++);
-  llvm::Function* body = make_function(
-      name, llvm::FunctionType::get(b_.getVoidTy(), {i64, i64, b_.getPtrTy()}, false), false);
-  std::vector<llvm::Type*> impl_scalars{i64, i64};
-  impl_scalars.insert(impl_scalars.end(), scalar_types.begin(), scalar_types.end());
-  llvm::Function* impl = make_impl(name, impl_scalars, free_buffers.size());
-
+void LLVMCodeGen::emit_outlined_body(const ForNode* op, const Closure& c, llvm::Function* body,
+                                     llvm::Function* impl) {
+  llvm::Type* t = value_type(op->var.dtype());
   llvm::BasicBlock* saved_block = b_.GetInsertBlock();
   llvm::Function* saved_func = func_;
   auto saved_vars = std::move(vars_);
@@ -820,23 +806,23 @@ void LLVMCodeGen::emit_parallel_for(const ForNode* op) {
 
   b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", body));
   std::vector<Value*> call_args{body->getArg(0), body->getArg(1)};
-  for (size_t i = 0; i < fields.size(); ++i)
+  for (size_t i = 0; i < c.field_types.size(); ++i)
     call_args.push_back(
-        b_.CreateLoad(field_types[i], b_.CreateStructGEP(closure_type, body->getArg(2), i)));
+        b_.CreateLoad(c.field_types[i], b_.CreateStructGEP(c.type, body->getArg(2), i)));
   b_.CreateCall(impl, call_args);
   b_.CreateRetVoid();
 
   func_ = impl;
   b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", impl));
   Value* min = impl->getArg(2);
-  for (size_t i = 0; i < free_vars.size(); ++i) {
-    impl->getArg(3 + i)->setName(free_vars[i]->name);
-    vars_[free_vars[i]] = impl->getArg(3 + i);
+  for (size_t i = 0; i < c.vars.size(); ++i) {
+    impl->getArg(3 + i)->setName(c.vars[i]->name);
+    vars_[c.vars[i]] = impl->getArg(3 + i);
   }
-  for (size_t i = 0; i < free_buffers.size(); ++i) {
-    llvm::Argument* arg = impl->getArg(3 + free_vars.size() + i);
-    arg->setName(free_buffers[i]->name);
-    buffers_[free_buffers[i]] = arg;
+  for (size_t i = 0; i < c.buffers.size(); ++i) {
+    llvm::Argument* arg = impl->getArg(3 + c.vars.size() + i);
+    arg->setName(c.buffers[i]->name);
+    buffers_[c.buffers[i]] = arg;
   }
   ++parallel_depth_;
   emit_serial_loop(op, b_.CreateAdd(min, int_cast(impl->getArg(0), t)),
@@ -848,10 +834,34 @@ void LLVMCodeGen::emit_parallel_for(const ForNode* op) {
   vars_ = std::move(saved_vars);
   buffers_ = std::move(saved_buffers);
   b_.SetInsertPoint(saved_block);
+}
+
+void LLVMCodeGen::emit_parallel_for(const ForNode* op) {
+  llvm::Type* t = value_type(op->var.dtype());
+  Value* begin = int_cast(emit(op->min), t);
+  Value* extent = emit(op->extent);
+  if (parallel_depth_ > 0) {  // the pool is already busy: nested loops run serially
+    emit_serial_loop(op, begin, b_.CreateAdd(begin, int_cast(extent, t)), false);
+    return;
+  }
+
+  // Everything the body reads from outside travels in a closure struct.
+  Closure closure = make_closure(op, begin);
+
+  // void body(i64 begin, i64 end, ptr closure) unpacks the closure and calls the noalias impl.
+  llvm::Type* i64 = b_.getInt64Ty();
+  std::string name = func_name_ + ".parallel" + std::to_string(num_outlined_++);
+  llvm::Function* body = make_function(
+      name, llvm::FunctionType::get(b_.getVoidTy(), {i64, i64, b_.getPtrTy()}, false), false);
+  std::vector<llvm::Type*> impl_scalars{i64, i64};
+  impl_scalars.insert(impl_scalars.end(), closure.scalar_types.begin(), closure.scalar_types.end());
+  llvm::Function* impl = make_impl(name, impl_scalars, closure.buffers.size());
+  emit_outlined_body(op, closure, body, impl);
+
   llvm::FunctionCallee parallel_for = module_->getOrInsertFunction(
       "ember_parallel_for",
       llvm::FunctionType::get(b_.getInt32Ty(), {i64, b_.getPtrTy(), b_.getPtrTy()}, false));
-  b_.CreateCall(parallel_for, {int_cast(extent, i64), body, closure});
+  b_.CreateCall(parallel_for, {int_cast(extent, i64), body, closure.value});
 }
 
 Value* LLVMCodeGen::emit_accumulation(const StoreNode* op) {

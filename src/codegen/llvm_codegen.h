@@ -53,6 +53,22 @@ class LLVMCodeGen {
   void emit_for(const ir::ForNode* op);
   /// Parallel loop: outlined body plus a call to ember_parallel_for (serial when nested).
   virtual void emit_parallel_for(const ir::ForNode* op);
+  /// What a parallel loop's body reads from outside it, stored in a struct on the stack.
+  struct Closure {
+    std::vector<const ir::PrimVarNode*> vars;
+    std::vector<const ir::BufferNode*> buffers;
+    std::vector<llvm::Type*> scalar_types;  // the loop's begin, then `vars`
+    std::vector<llvm::Type*> field_types;   // `scalar_types`, then a pointer per buffer
+    llvm::StructType* type = nullptr;
+    llvm::AllocaInst* value = nullptr;
+  };
+  /// Stores `begin` and the free variables and buffers of `op`'s body in a new closure.
+  Closure make_closure(const ir::ForNode* op, llvm::Value* begin);
+  /// Fills the outlined `body(i64 begin, i64 end, ptr closure)`, which unpacks the closure
+  /// and calls `impl`, and `impl`, the loop over [min + begin, min + end); then returns to
+  /// the insertion point it was called at.
+  void emit_outlined_body(const ir::ForNode* op, const Closure& c, llvm::Function* body,
+                          llvm::Function* impl);
   /// Loop bound to a GPU block/thread index; only a GPU target has them.
   virtual void emit_gpu_for(const ir::ForNode* op);
   void emit_vectorized_for(const ir::ForNode* op);

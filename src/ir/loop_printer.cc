@@ -84,6 +84,8 @@ const char* intrinsic_name(Intrinsic op) {
   return "?";
 }
 
+// One case per expression kind, each a few lines: over 80 lines because the kinds are
+// many, not because a case is long.
 void print_expr(std::ostream& os, const PrimExpr& e) {
   if (!e) {
     os << "<null>";

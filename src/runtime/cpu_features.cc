@@ -32,11 +32,28 @@ Regs cpuid(unsigned leaf, unsigned subleaf = 0) {
 
 bool bit(unsigned reg, int b) { return (reg >> b) & 1u; }
 
-std::map<std::string, bool> detect() {
-  std::map<std::string, bool> f;
-  const unsigned max_leaf = cpuid(0).eax;
-  if (max_leaf < 1) return f;
-  const Regs l1 = cpuid(1);
+using Features = std::map<std::string, bool>;
+
+// The register state the OS saves on a context switch (XCR0): AVX needs YMM, AVX-512
+// the opmask and ZMM state, AMX the tile state, APX the extended GPRs.
+struct SavedState {
+  bool avx = false, avx512 = false, amx = false, apx = false;
+};
+
+SavedState saved_state(const Regs& l1) {
+  unsigned xcr0 = 0, xcr0_high = 0;
+  const bool osxsave = bit(l1.ecx, 27);
+  if (osxsave) __asm__ volatile("xgetbv" : "=a"(xcr0), "=d"(xcr0_high) : "c"(0));
+  SavedState s;
+  s.avx = osxsave && bit(l1.ecx, 28) && (xcr0 & 0x6) == 0x6;
+  s.avx512 = s.avx && (xcr0 & 0xe0) == 0xe0;
+  s.amx = osxsave && (xcr0 & 0x60000) == 0x60000;
+  s.apx = osxsave && bit(xcr0, 19);
+  return s;
+}
+
+// Leaf 1.
+void detect_leaf1(Features& f, const Regs& l1, bool avx_save) {
   f["cx8"] = bit(l1.edx, 8);
   f["cmov"] = bit(l1.edx, 15);
   f["mmx"] = bit(l1.edx, 23);
@@ -54,22 +71,14 @@ std::map<std::string, bool> detect() {
   f["popcnt"] = bit(l1.ecx, 23);
   f["aes"] = bit(l1.ecx, 25);
   f["rdrnd"] = bit(l1.ecx, 30);
-
-  // The register state the OS saves on a context switch (XCR0): AVX needs YMM, AVX-512
-  // the opmask and ZMM state, AMX the tile state, APX the extended GPRs.
-  unsigned xcr0 = 0, xcr0_high = 0;
-  const bool osxsave = bit(l1.ecx, 27);
-  if (osxsave) __asm__ volatile("xgetbv" : "=a"(xcr0), "=d"(xcr0_high) : "c"(0));
-  const bool avx_save = osxsave && bit(l1.ecx, 28) && (xcr0 & 0x6) == 0x6;
-  const bool avx512_save = avx_save && (xcr0 & 0xe0) == 0xe0;
-  const bool amx_save = osxsave && (xcr0 & 0x60000) == 0x60000;
-  const bool apx_save = osxsave && bit(xcr0, 19);
-
   f["avx"] = avx_save;
   f["fma"] = bit(l1.ecx, 12) && avx_save;
   f["xsave"] = bit(l1.ecx, 26) && avx_save;
   f["f16c"] = bit(l1.ecx, 29) && avx_save;
+}
 
+// The extended leaves 0x80000001 and 0x80000008.
+void detect_extended(Features& f, bool avx_save) {
   const unsigned max_ext = cpuid(0x80000000).eax;
   const Regs e1 = max_ext >= 0x80000001 ? cpuid(0x80000001) : Regs();
   f["sahf"] = bit(e1.ecx, 0);
@@ -86,8 +95,11 @@ std::map<std::string, bool> detect() {
   f["clzero"] = bit(e8.ebx, 0);
   f["rdpru"] = bit(e8.ebx, 4);
   f["wbnoinvd"] = bit(e8.ebx, 9);
+}
 
-  const Regs l7 = max_leaf >= 7 ? cpuid(7, 0) : Regs();
+// Leaf 7, subleaf 0.
+void detect_leaf7(Features& f, const Regs& l7, const SavedState& saved) {
+  const bool avx_save = saved.avx, avx512_save = saved.avx512, amx_save = saved.amx;
   f["fsgsbase"] = bit(l7.ebx, 0);
   f["sgx"] = bit(l7.ebx, 2);
   f["bmi"] = bit(l7.ebx, 3);
@@ -135,9 +147,11 @@ std::map<std::string, bool> detect() {
   f["avx512fp16"] = bit(l7.edx, 23) && avx512_save;
   f["amx-tile"] = bit(l7.edx, 24) && amx_save;
   f["amx-int8"] = bit(l7.edx, 25) && amx_save;
+}
 
-  // Leaf 7, subleaf 1 exists when subleaf 0 says so (EAX is the highest subleaf).
-  const Regs l71 = max_leaf >= 7 && l7.eax >= 1 ? cpuid(7, 1) : Regs();
+// Leaf 7, subleaf 1.
+void detect_leaf7_1(Features& f, const Regs& l71, const SavedState& saved) {
+  const bool avx_save = saved.avx, avx512_save = saved.avx512, amx_save = saved.amx;
   f["sha512"] = bit(l71.eax, 0);
   f["sm3"] = bit(l71.eax, 1);
   f["sm4"] = bit(l71.eax, 2);
@@ -156,9 +170,24 @@ std::map<std::string, bool> detect() {
   f["usermsr"] = bit(l71.edx, 15);
   f["avx10.1-256"] = bit(l71.edx, 19);
   // APX: extended GPRs and the instructions that use them, one CPUID bit and one XCR0 bit.
-  const bool apx = bit(l71.edx, 21) && apx_save;
+  const bool apx = bit(l71.edx, 21) && saved.apx;
   for (const char* name : {"egpr", "push2pop2", "ppx", "ndd", "ccmp", "nf", "cf", "zu"})
     f[name] = apx;
+}
+
+std::map<std::string, bool> detect() {
+  Features f;
+  const unsigned max_leaf = cpuid(0).eax;
+  if (max_leaf < 1) return f;
+  const Regs l1 = cpuid(1);
+  const SavedState saved = saved_state(l1);
+  const bool avx_save = saved.avx;
+  detect_leaf1(f, l1, avx_save);
+  detect_extended(f, avx_save);
+  const Regs l7 = max_leaf >= 7 ? cpuid(7, 0) : Regs();
+  detect_leaf7(f, l7, saved);
+  // Leaf 7, subleaf 1 exists when subleaf 0 says so (EAX is the highest subleaf).
+  detect_leaf7_1(f, max_leaf >= 7 && l7.eax >= 1 ? cpuid(7, 1) : Regs(), saved);
 
   const Regs ld = max_leaf >= 0xd ? cpuid(0xd, 1) : Regs();
   f["xsaveopt"] = bit(ld.eax, 0) && avx_save;

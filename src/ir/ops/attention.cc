@@ -266,8 +266,8 @@ struct Operands {
     Ev = ot.shape[nb + 1];
     S = k->shape[nb];
     E = k->shape[nb + 1];
-    scale = make_const(t, call->attrs.get_float("scale", 1.0));
-    causal = call->attrs.get_int("causal", 0) != 0;
+    scale = make_const(t, attr_float(call->attrs, "scale"));
+    causal = attr_int(call->attrs, "causal") != 0;
     neg_inf = make_const(t, -INFINITY);
     zero = make_const(t, 0.0);
   }

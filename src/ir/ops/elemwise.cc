@@ -189,7 +189,7 @@ using UnaryFn = std::function<PrimExpr(const PrimExpr& x, const Attrs& attrs)>;
 using AttrNorm = std::function<void(Attrs& attrs, const TypeContext& ctx)>;
 
 const Op* register_unary(const std::string& name, UnaryFn fn, Accept accept = Accept::Float,
-                         AttrNorm norm = nullptr) {
+                         AttrNorm norm = nullptr, std::vector<AttrSpec> attrs = {}) {
   TypeRelation rel = [accept, norm](const std::vector<Type>& args, Attrs& attrs,
                                     const TypeContext& ctx) {
     check_arity(args, 1, ctx);
@@ -205,7 +205,7 @@ const Op* register_unary(const std::string& name, UnaryFn fn, Accept accept = Ac
     return compute(stage, out.shape,
                    [&](const std::vector<PrimVar>& i) { return fn(x(as_exprs(i)), attrs); });
   };
-  return register_op({name, 1, OpPattern::ElemWise, rel, rule});
+  return register_op(with_attrs({name, 1, OpPattern::ElemWise, rel, rule}, std::move(attrs)));
 }
 
 // A unary op that is a prim_math function of x alone.
@@ -252,18 +252,13 @@ PrimExpr cst(const PrimExpr& like, double v) { return make_const(like.dtype(), v
 [[maybe_unused]] const Op* kClip = register_unary(
     "clip",
     [](const PrimExpr& x, const Attrs& attrs) {
-      PrimExpr lo = cst(x, attrs.get_float("a_min", 0.0));
-      PrimExpr hi = cst(x, attrs.get_float("a_max", 0.0));
+      PrimExpr lo = cst(x, attr_float(attrs, "a_min"));
+      PrimExpr hi = cst(x, attr_float(attrs, "a_max"));
       return min(max(x, lo), hi);  // torch.clamp: a_min > a_max gives a_max everywhere
     },
-    Accept::Float,
-    [](Attrs& attrs, const TypeContext& ctx) {
-      if (!attrs.has("a_min") || !attrs.has("a_max"))
-        ctx.fail("needs both the a_min and a_max attributes");
-      // Store as floats so the compute rule reads one representation.
-      attrs = attrs.with("a_min", attrs.get_float("a_min", 0.0))
-                  .with("a_max", attrs.get_float("a_max", 0.0));
-    });
+    Accept::Float, nullptr,
+    {required_attr("a_min", AttrKind::Float, "the lower bound"),
+     required_attr("a_max", AttrKind::Float, "the upper bound")});
 
 // Float tests with a bool result: isnan, isinf, isfinite.
 const Op* register_predicate(const std::string& name, PrimExpr (*fn)(const PrimExpr&)) {
@@ -297,15 +292,12 @@ PrimExpr relu6_shifted(const PrimExpr& x) {
 [[maybe_unused]] const Op* kRelu =
     register_unary("nn.relu", [](const PrimExpr& x, const Attrs&) { return max(x, cst(x, 0.0)); });
 
-[[maybe_unused]] const Op* kLeakyRelu = register_unary(
-    "nn.leaky_relu",
-    [](const PrimExpr& x, const Attrs& attrs) {
-      return select(x > cst(x, 0.0), x, x * cst(x, attrs.get_float("alpha", 0.01)));
-    },
-    Accept::Float,
-    [](Attrs& attrs, const TypeContext&) {
-      attrs = attrs.with("alpha", attrs.get_float("alpha", 0.01));
-    });
+[[maybe_unused]] const Op* kLeakyRelu =
+    register_unary("nn.leaky_relu",
+                   [](const PrimExpr& x, const Attrs& attrs) {
+                     return select(x > cst(x, 0.0), x, x * cst(x, attr_float(attrs, "alpha")));
+                   },
+                   Accept::Float, nullptr, {float_attr("alpha", 0.01, "the slope for x < 0")});
 
 // torch's formulas: erf form 0.5 x (1 + erf(x / sqrt 2)); tanh form
 // 0.5 x (1 + tanh(u)), u = sqrt(2 / pi) (x + 0.044715 x^3), computed as the equal
@@ -314,7 +306,7 @@ PrimExpr relu6_shifted(const PrimExpr& x) {
 [[maybe_unused]] const Op* kGelu = register_unary(
     "nn.gelu",
     [](const PrimExpr& x, const Attrs& attrs) {
-      if (attrs.get_str("approximate", "none") == "tanh") {
+      if (attr_str(attrs, "approximate") == "tanh") {
         PrimExpr inner = cst(x, 2 * 0.7978845608028654) * (x + cst(x, 0.044715) * (x * x * x));
         return x * sigmoid(inner);
       }
@@ -322,11 +314,11 @@ PrimExpr relu6_shifted(const PrimExpr& x) {
     },
     Accept::Float,
     [](Attrs& attrs, const TypeContext& ctx) {
-      std::string mode = attrs.get_str("approximate", "none");
+      std::string mode = attr_str(attrs, "approximate");
       if (mode != "none" && mode != "tanh")
         ctx.fail("approximate = '" + mode + "' is not supported; use 'none' or 'tanh'");
-      attrs = attrs.with("approximate", mode);
-    });
+    },
+    {str_attr("approximate", "none", "'none' (erf) or 'tanh'")});
 
 // torch's x / (1 + e^-x): for x < -89 e^-x is inf and the result -0, as in torch.
 [[maybe_unused]] const Op* kSilu = register_unary(
@@ -343,14 +335,13 @@ PrimExpr relu6_shifted(const PrimExpr& x) {
 Type cast_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
   check_arity(args, 1, ctx);
   const TensorType& x = tensor_arg(args, 0, "the input", ctx);
-  std::string name = attrs.get_str("dtype", "float32");
+  std::string name = attr_str(attrs, "dtype");
   DType to;
   try {
     to = dtype_from_name(name);
   } catch (const Error&) {
     ctx.fail("dtype '" + name + "' is not supported; use float32, float64, int32, int64 or bool");
   }
-  attrs = attrs.with("dtype", name);
   return TensorType{x.shape, to};
 }
 
@@ -363,7 +354,8 @@ Tensor cast_compute(const std::vector<Tensor>& in, const Attrs&, const TensorTyp
 }
 
 [[maybe_unused]] const Op* kCast =
-    register_op({"cast", 1, OpPattern::ElemWise, cast_rel, cast_compute});
+    register_op(with_attrs({"cast", 1, OpPattern::ElemWise, cast_rel, cast_compute},
+                           {str_attr("dtype", "float32", "the result's dtype")}));
 
 }  // namespace
 }  // namespace ember::ir

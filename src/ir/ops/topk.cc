@@ -131,10 +131,10 @@ PrimFunc lower_topk(const Function& group, const std::string& func_name, int vec
   const TensorType& in_t = group->params[0]->type.tensor();
   const TensorType& out_t = c->type.fields.at(0);
   const DType t = in_t.dtype;
-  const int64_t axis = c->attrs.get_int("axis", -1), k = c->attrs.get_int("k", 1);
-  const bool largest = c->attrs.get_int("largest", 1) != 0;
-  const bool softmax = c->attrs.get_int("softmax", 0) != 0;
-  const bool log_softmax = c->attrs.get_int("log_softmax", 0) != 0;
+  const int64_t axis = attr_int(c->attrs, "axis"), k = attr_int(c->attrs, "k");
+  const bool largest = attr_int(c->attrs, "largest") != 0;
+  const bool softmax = attr_int(c->attrs, "softmax") != 0;
+  const bool log_softmax = attr_int(c->attrs, "log_softmax") != 0;
   const int64_t n = in_t.shape.at(axis);
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < in_t.ndim(); ++d) {

@@ -129,163 +129,196 @@ class ScheduleLowering {
 
   // Emits the loop nest of `st` over `region` (one entry per spatial axis).
   Stmt emit_stage(const Stage* st, const std::vector<Region>& region, VarRanges known) {
-    const TensorNode* t = st->tensor().operator->();
-    const auto& leaf = st->leaf_axes();
-    size_t n_spatial = st->axes().size();
+    Nest nest(*this, st, region, std::move(known));
+    nest.compute_extents();
+    nest.bind_axis_values();
+    nest.compute_root_values();
+    nest.infer_child_regions();
+    nest.build_innermost();
+    return nest.wrap_loops();
+  }
 
-    // Extents of every axis, root first, then through the relations.
+  // One stage's loop nest while emit_stage builds it; each phase (a method, in the order
+  // emit_stage calls them) fills the fields that the later ones read.
+  struct Nest {
+    Nest(ScheduleLowering& self, const Stage* st, const std::vector<Region>& region,
+         VarRanges known)
+        : self(self),
+          st(st),
+          region(region),
+          known(std::move(known)),
+          t(st->tensor().operator->()),
+          leaf(st->leaf_axes()),
+          n_spatial(st->axes().size()) {}
+
+    ScheduleLowering& self;
+    const Stage* st;
+    const std::vector<Region>& region;
+    VarRanges known;  // ranges of the variables in scope, growing with the lets made here
+    const TensorNode* t;
+    const std::vector<IterVar>& leaf;
+    const size_t n_spatial;
+    // compute_extents
     std::map<const IterVarNode*, int64_t> ext;
-    for (size_t i = 0; i < st->root_axes().size(); ++i) {
-      auto& a = st->root_axes()[i];
-      ext[a.get()] = i < n_spatial ? region[i].extent : a->extent;
-    }
     std::vector<std::pair<const IterVarNode*, int64_t>> split_guards;  // value < extent
-    for (auto& r : st->relations()) {
-      if (r.kind == IterRelation::Split) {
-        int64_t e = ext.at(r.parent.get());
-        ext[r.outer.get()] = (e + r.factor - 1) / r.factor;
-        ext[r.inner.get()] = r.factor;
-        if (e % r.factor && r.tail == SplitTail::Guard)
-          split_guards.emplace_back(r.parent.get(), e);
-      } else {
-        ext[r.fused.get()] = ext.at(r.outer.get()) * ext.at(r.inner.get());
-      }
-    }
-
-    // Loop variables and the position of each leaf.
+    // bind_axis_values
     std::vector<PrimVar> loop_var;
     std::map<const IterVarNode*, size_t> pos_of;
-    // An attached stage's loops are named after it, so printed nests stay unambiguous.
-    std::string prefix = st->attach_kind() == AttachKind::At ? t->name + "." : "";
-    for (size_t i = 0; i < leaf.size(); ++i) {
-      loop_var.push_back(PrimVar(prefix + leaf[i]->var.name()));
-      pos_of[leaf[i].get()] = i;
-    }
-
-    // Values of every axis in terms of the leaves; fuse-derived ones are let-bound at the
-    // loop that defines them.
     std::map<const IterVarNode*, PrimExpr> value;
-    std::map<const IterVarNode*, size_t> depth;  // deepest leaf position a value uses
-    for (size_t i = 0; i < leaf.size(); ++i) {
-      value[leaf[i].get()] = loop_var[i];
-      depth[leaf[i].get()] = i;
-    }
-    std::vector<std::vector<std::pair<PrimVar, PrimExpr>>> lets(leaf.size());
-    for (auto it = st->relations().rbegin(); it != st->relations().rend(); ++it) {
-      if (it->kind == IterRelation::Split) {
-        PrimExpr start = value.at(it->outer.get()) * it->factor;
-        int64_t e = ext.at(it->parent.get());
-        if (it->tail == SplitTail::Shift && e % it->factor) {
-          // The tile's first value, let-bound with its range so that regions stay affine.
-          PrimVar s(it->parent->var.name() + ".start");
-          size_t d = depth.at(it->outer.get());
-          lets[d].emplace_back(s, min(start, PrimExpr(e - it->factor)));
-          known[s.get()] = {0, e - it->factor};
-          start = s;
-        }
-        value[it->parent.get()] = start + value.at(it->inner.get());
-        depth[it->parent.get()] = std::max(depth.at(it->outer.get()), depth.at(it->inner.get()));
-      } else {
-        PrimExpr f = value.at(it->fused.get());
-        size_t d = depth.at(it->fused.get());
-        int64_t inner_ext = ext.at(it->inner.get());
-        PrimVar vo(it->outer->var.name()), vi(it->inner->var.name());
-        lets[d].emplace_back(vo, f / inner_ext);
-        lets[d].emplace_back(vi, f % inner_ext);
-        value[it->outer.get()] = vo;
-        value[it->inner.get()] = vi;
-        depth[it->outer.get()] = depth[it->inner.get()] = d;
-        known[vo.get()] = {0, ext.at(it->outer.get()) - 1};
-        known[vi.get()] = {0, inner_ext - 1};
-      }
-    }
-    for (size_t i = 0; i < leaf.size(); ++i)
-      known[loop_var[i].get()] = {0, ext.at(leaf[i].get()) - 1};
-
-    // Root values (absolute indices) and the guard.
+    std::vector<std::vector<std::pair<PrimVar, PrimExpr>>> lets;
+    // compute_root_values
     VarMap root_map;
     std::vector<PrimExpr> out_index;
-    PrimExpr guard = make_const(DType::Bool, 1);
-    for (size_t i = 0; i < st->root_axes().size(); ++i) {
-      auto& a = st->root_axes()[i];
-      PrimExpr v = value.at(a.get());
-      if (i < n_spatial) {
-        PrimExpr abs_v = simplify(region[i].min + v);
-        if (region[i].clipped) guard = logical_and(guard, in_bounds(abs_v, t->shape[i], known));
-        root_map.emplace_back(a->var.get(), abs_v);
-        out_index.push_back(abs_v);
-      } else {
-        root_map.emplace_back(a->var.get(), v);
+    PrimExpr guard, reduce_guard;
+    // infer_child_regions
+    std::vector<std::vector<const Stage*>> attached;
+    std::map<const Stage*, std::vector<Region>> child_region;
+    PrimExpr body_expr;
+    // build_innermost
+    size_t first_reduce = 0;
+    std::vector<std::vector<PrimExpr>> hoisted;  // [i + 1]: inside loop i
+    Stmt update, init;
+
+    // Extents of every axis, root first, then through the relations.
+    void compute_extents() {
+      for (size_t i = 0; i < st->root_axes().size(); ++i) {
+        auto& a = st->root_axes()[i];
+        ext[a.get()] = i < n_spatial ? region[i].extent : a->extent;
+      }
+      for (auto& r : st->relations()) {
+        if (r.kind == IterRelation::Split) {
+          int64_t e = ext.at(r.parent.get());
+          ext[r.outer.get()] = (e + r.factor - 1) / r.factor;
+          ext[r.inner.get()] = r.factor;
+          if (e % r.factor && r.tail == SplitTail::Guard)
+            split_guards.emplace_back(r.parent.get(), e);
+        } else {
+          ext[r.fused.get()] = ext.at(r.outer.get()) * ext.at(r.inner.get());
+        }
       }
     }
-    // Guards of split reduction axes apply to the update only, not to the init.
-    PrimExpr reduce_guard = make_const(DType::Bool, 1);
-    for (auto& [iv, e] : split_guards) {
-      PrimExpr v = simplify(value.at(iv));
-      auto b = const_bound(v, known);
-      if (b && b->max < e) continue;
-      if (iv->reduce)
-        reduce_guard = logical_and(reduce_guard, v < PrimExpr(e));
-      else
-        guard = logical_and(guard, v < PrimExpr(e));
+
+    // Loop variables, the position of each leaf, and the values of every axis in terms of
+    // the leaves; fuse-derived ones are let-bound at the loop that defines them.
+    void bind_axis_values() {
+      // An attached stage's loops are named after it, so printed nests stay unambiguous.
+      std::string prefix = st->attach_kind() == AttachKind::At ? t->name + "." : "";
+      for (size_t i = 0; i < leaf.size(); ++i) {
+        loop_var.push_back(PrimVar(prefix + leaf[i]->var.name()));
+        pos_of[leaf[i].get()] = i;
+      }
+
+      std::map<const IterVarNode*, size_t> depth;  // deepest leaf position a value uses
+      for (size_t i = 0; i < leaf.size(); ++i) {
+        value[leaf[i].get()] = loop_var[i];
+        depth[leaf[i].get()] = i;
+      }
+      lets.resize(leaf.size());
+      for (auto it = st->relations().rbegin(); it != st->relations().rend(); ++it) {
+        if (it->kind == IterRelation::Split) {
+          PrimExpr start = value.at(it->outer.get()) * it->factor;
+          int64_t e = ext.at(it->parent.get());
+          if (it->tail == SplitTail::Shift && e % it->factor) {
+            // The tile's first value, let-bound with its range so that regions stay affine.
+            PrimVar s(it->parent->var.name() + ".start");
+            size_t d = depth.at(it->outer.get());
+            lets[d].emplace_back(s, min(start, PrimExpr(e - it->factor)));
+            known[s.get()] = {0, e - it->factor};
+            start = s;
+          }
+          value[it->parent.get()] = start + value.at(it->inner.get());
+          depth[it->parent.get()] = std::max(depth.at(it->outer.get()), depth.at(it->inner.get()));
+        } else {
+          PrimExpr f = value.at(it->fused.get());
+          size_t d = depth.at(it->fused.get());
+          int64_t inner_ext = ext.at(it->inner.get());
+          PrimVar vo(it->outer->var.name()), vi(it->inner->var.name());
+          lets[d].emplace_back(vo, f / inner_ext);
+          lets[d].emplace_back(vi, f % inner_ext);
+          value[it->outer.get()] = vo;
+          value[it->inner.get()] = vi;
+          depth[it->outer.get()] = depth[it->inner.get()] = d;
+          known[vo.get()] = {0, ext.at(it->outer.get()) - 1};
+          known[vi.get()] = {0, inner_ext - 1};
+        }
+      }
+      for (size_t i = 0; i < leaf.size(); ++i)
+        known[loop_var[i].get()] = {0, ext.at(leaf[i].get()) - 1};
+    }
+
+    // Root values (absolute indices) and the guard.
+    void compute_root_values() {
+      guard = make_const(DType::Bool, 1);
+      for (size_t i = 0; i < st->root_axes().size(); ++i) {
+        auto& a = st->root_axes()[i];
+        PrimExpr v = value.at(a.get());
+        if (i < n_spatial) {
+          PrimExpr abs_v = simplify(region[i].min + v);
+          if (region[i].clipped) guard = logical_and(guard, in_bounds(abs_v, t->shape[i], known));
+          root_map.emplace_back(a->var.get(), abs_v);
+          out_index.push_back(abs_v);
+        } else {
+          root_map.emplace_back(a->var.get(), v);
+        }
+      }
+      // Guards of split reduction axes apply to the update only, not to the init.
+      reduce_guard = make_const(DType::Bool, 1);
+      for (auto& [iv, e] : split_guards) {
+        PrimExpr v = simplify(value.at(iv));
+        auto b = const_bound(v, known);
+        if (b && b->max < e) continue;
+        if (iv->reduce)
+          reduce_guard = logical_and(reduce_guard, v < PrimExpr(e));
+        else
+          guard = logical_and(guard, v < PrimExpr(e));
+      }
     }
 
     // Children computed at one of this stage's loops: their regions and buffers.
-    std::vector<std::vector<const Stage*>> attached(leaf.size());
-    for (auto& s : sch_.stages())
-      if (s->attach_kind() == AttachKind::At && s->attach_stage() == st)
-        attached[pos_of.at(s->attach_axis().get())].push_back(s.get());
-    std::map<const Stage*, std::vector<Region>> child_region;
-    PrimExpr body_expr = substitute(bodies_.at(st), root_map);
-    // Consumers first: a child may be read by this stage or by a child attached at the same
-    // or a deeper loop (a conv computed at the tile loop that a pooling tile reads), whose
-    // region must be known before the producer's can be inferred.
-    std::vector<std::pair<size_t, const Stage*>> order;
-    for (size_t p = 0; p < leaf.size(); ++p)
-      for (const Stage* c : attached[p]) order.emplace_back(p, c);
-    for (auto it = order.rbegin(); it != order.rend(); ++it) {
-      auto [p, c] = *it;
-      VarRanges inner;
-      for (size_t q = p + 1; q < leaf.size(); ++q)
-        inner[loop_var[q].get()] = {0, ext.at(leaf[q].get()) - 1};
-      for (size_t q = p + 1; q < leaf.size(); ++q)
-        for (auto& [v, e] : lets[q]) inner[v.get()] = known.at(v.get());
-      // Region origins are expressions of the loops outside the attach point, which
-      // enclose both the child's nest and this stage's reads of it.
-      std::vector<Read> reads{{body_expr, inner}};
-      for (auto& [q, r] : order)
-        if (q >= p && r != c && child_region.count(r))
-          reads.push_back(reads_of(r, child_region.at(r), inner));
-      std::vector<Region> reg = infer_region(c, reads, known);
-      std::vector<int64_t> shape;
-      std::vector<PrimExpr> mins;
-      for (auto& r : reg) {
-        shape.push_back(r.extent);
-        mins.push_back(r.min);
+    void infer_child_regions() {
+      attached.resize(leaf.size());
+      for (auto& s : self.sch_.stages())
+        if (s->attach_kind() == AttachKind::At && s->attach_stage() == st)
+          attached[pos_of.at(s->attach_axis().get())].push_back(s.get());
+      body_expr = substitute(self.bodies_.at(st), root_map);
+      // Consumers first: a child may be read by this stage or by a child attached at the
+      // same or a deeper loop (a conv computed at the tile loop that a pooling tile reads),
+      // whose region must be known before the producer's can be inferred.
+      std::vector<std::pair<size_t, const Stage*>> order;
+      for (size_t p = 0; p < leaf.size(); ++p)
+        for (const Stage* c : attached[p]) order.emplace_back(p, c);
+      for (auto it = order.rbegin(); it != order.rend(); ++it) {
+        auto [p, c] = *it;
+        VarRanges inner;
+        for (size_t q = p + 1; q < leaf.size(); ++q)
+          inner[loop_var[q].get()] = {0, ext.at(leaf[q].get()) - 1};
+        for (size_t q = p + 1; q < leaf.size(); ++q)
+          for (auto& [v, e] : lets[q]) inner[v.get()] = known.at(v.get());
+        // Region origins are expressions of the loops outside the attach point, which
+        // enclose both the child's nest and this stage's reads of it.
+        std::vector<Read> reads{{body_expr, inner}};
+        for (auto& [q, r] : order)
+          if (q >= p && r != c && child_region.count(r))
+            reads.push_back(self.reads_of(r, child_region.at(r), inner));
+        std::vector<Region> reg = self.infer_region(c, reads, known);
+        std::vector<int64_t> shape;
+        std::vector<PrimExpr> mins;
+        for (auto& r : reg) {
+          shape.push_back(r.extent);
+          mins.push_back(r.min);
+        }
+        child_region[c] = reg;
+        Buffer b = make_buffer(c->tensor()->name, c->tensor()->dtype, shape, BufferScope::Local);
+        self.realized_[c->tensor().operator->()] = {b, mins};
       }
-      child_region[c] = reg;
-      Buffer b = make_buffer(c->tensor()->name, c->tensor()->dtype, shape, BufferScope::Local);
-      realized_[c->tensor().operator->()] = {b, mins};
     }
 
-    // The innermost statement(s).
-    const Realized& self = realized_.at(t);
-    std::vector<PrimExpr> rel_index = out_index;
-    for (size_t d = 0; d < self.mins.size(); ++d)
-      rel_index[d] = simplify(rel_index[d] - self.mins[d]);
-    PrimExpr flat = simplify(flat_index(self.buffer, rel_index));
-    Stmt update, init;
-    size_t first_reduce = leaf.size();
-    for (size_t i = 0; i < leaf.size(); ++i)
-      if (leaf[i]->reduce) {
-        first_reduce = i;
-        break;
-      }
-    // Each part of the guard is tested just inside the deepest loop it depends on, when that
-    // loop is outside the reduction loops: a clipped row of a tile is then skipped whole,
-    // and the accumulation inside stays unconditional (so it can live in registers).
-    std::vector<std::vector<PrimExpr>> hoisted(leaf.size() + 1);  // [i + 1]: inside loop i
-    if (!leaf.empty()) {
+    // Each part of the guard is tested just inside the deepest loop it depends on, when
+    // that loop is outside the reduction loops: a clipped row of a tile is then skipped
+    // whole, and the accumulation inside stays unconditional (so it can live in registers).
+    void hoist_guards() {
+      hoisted.resize(leaf.size() + 1);
+      if (leaf.empty()) return;
       std::map<const PrimVarNode*, int> depth_of;
       for (size_t i = 0; i < leaf.size(); ++i) {
         depth_of[loop_var[i].get()] = static_cast<int>(i);
@@ -305,56 +338,79 @@ class ScheduleLowering {
       }
       guard = kept;
     }
-    if (auto* red = body_expr.as<ReduceNode>()) {
-      PrimExpr src = realize(red->source);
-      PrimExpr acc = load(self.buffer, flat);
-      PrimExpr combined = red->op == ReduceOp::Sum   ? multiply_add(src, acc)
-                          : red->op == ReduceOp::Max ? max(acc, src)
-                                                     : min(acc, src);
-      update = if_then_else(logical_and(guard, reduce_guard), store(self.buffer, flat, combined));
-      init = if_then_else(guard, store(self.buffer, flat, reduce_identity(red->op, t->dtype)));
-    } else {
-      EMBER_CHECK(!contains_reduce(body_expr), "a reduction must be the whole body of ", t->name);
-      update = if_then_else(guard, store(self.buffer, flat, realize(body_expr)));
+
+    // The innermost statement(s): the update, and a reduction's init.
+    void build_innermost() {
+      const Realized& out = self.realized_.at(t);
+      std::vector<PrimExpr> rel_index = out_index;
+      for (size_t d = 0; d < out.mins.size(); ++d)
+        rel_index[d] = simplify(rel_index[d] - out.mins[d]);
+      PrimExpr flat = simplify(flat_index(out.buffer, rel_index));
+      first_reduce = leaf.size();
+      for (size_t i = 0; i < leaf.size(); ++i)
+        if (leaf[i]->reduce) {
+          first_reduce = i;
+          break;
+        }
+      hoist_guards();
+      if (auto* red = body_expr.as<ReduceNode>()) {
+        PrimExpr src = self.realize(red->source);
+        PrimExpr acc = load(out.buffer, flat);
+        PrimExpr combined = red->op == ReduceOp::Sum   ? multiply_add(src, acc)
+                            : red->op == ReduceOp::Max ? max(acc, src)
+                                                       : min(acc, src);
+        update = if_then_else(logical_and(guard, reduce_guard), store(out.buffer, flat, combined));
+        init = if_then_else(guard, store(out.buffer, flat, reduce_identity(red->op, t->dtype)));
+      } else {
+        EMBER_CHECK(!contains_reduce(body_expr), "a reduction must be the whole body of ", t->name);
+        update = if_then_else(guard, store(out.buffer, flat, self.realize(body_expr)));
+      }
     }
 
-    // Wrap loops from the inside out.
-    auto guarded = [&](size_t level, Stmt body) {
+    // `body` under the guards hoisted to `level`.
+    Stmt guarded(size_t level, Stmt body) const {
       PrimExpr cond = make_const(DType::Bool, 1);
       for (auto& part : hoisted[level]) cond = logical_and(cond, part);
       return hoisted[level].empty() ? body : if_then_else(cond, body);
-    };
-    auto wrap = [&](size_t i, Stmt body, bool with_children) {
+    }
+
+    // Leaf loop `i` around `body`, with its lets, its guards and (`with_children`) the
+    // stages attached at it.
+    Stmt wrap(size_t i, Stmt body, bool with_children) {
       Stmt inner = guarded(i + 1, body);
       if (with_children && !attached[i].empty()) {
         // Allocate the tiles, compute each child, then the rest of this loop's body.
         std::vector<Stmt> parts;
         for (const Stage* c : attached[i])
-          parts.push_back(emit_stage(c, child_region.at(c), known));
+          parts.push_back(self.emit_stage(c, child_region.at(c), known));
         parts.push_back(inner);
         inner = seq(parts);
         for (auto c = attached[i].rbegin(); c != attached[i].rend(); ++c)
-          inner = allocate(realized_.at((*c)->tensor().operator->()).buffer, inner);
+          inner = allocate(self.realized_.at((*c)->tensor().operator->()).buffer, inner);
       }
       for (auto it = lets[i].rbegin(); it != lets[i].rend(); ++it)
         inner = let_stmt(it->first, it->second, inner);
       return for_loop(loop_var[i], PrimExpr(int64_t{0}), PrimExpr(ext.at(leaf[i].get())),
                       st->kind_of(leaf[i]), inner);
-    };
-    Stmt body = update;
-    for (size_t i = leaf.size(); i-- > 0;) {
-      body = wrap(i, body, true);
-      if (i == first_reduce) {
-        Stmt init_nest = init;
-        for (size_t j = leaf.size(); j-- > i + 1;)
-          if (!leaf[j]->reduce) init_nest = wrap(j, init_nest, false);
-        body = seq({init_nest, body});
-      }
     }
-    if (leaf.empty() && init) body = seq({init, body});
-    body = guarded(0, body);
-    return body;
-  }
+
+    // Wraps the loops from the inside out, the init nest before the reduction loops.
+    Stmt wrap_loops() {
+      Stmt body = update;
+      for (size_t i = leaf.size(); i-- > 0;) {
+        body = wrap(i, body, true);
+        if (i == first_reduce) {
+          Stmt init_nest = init;
+          for (size_t j = leaf.size(); j-- > i + 1;)
+            if (!leaf[j]->reduce) init_nest = wrap(j, init_nest, false);
+          body = seq({init_nest, body});
+        }
+      }
+      if (leaf.empty() && init) body = seq({init, body});
+      body = guarded(0, body);
+      return body;
+    }
+  };
 
   // An expression that reads tensors, and the ranges of the variables that vary in it.
   struct Read {

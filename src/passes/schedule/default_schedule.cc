@@ -294,27 +294,12 @@ int64_t vector_lanes(const Stage& o, int vector_bits) {
   return lanes;
 }
 
-// Two anchors in one kernel: the output O reads a reduction R1 (a pooling, a pointwise conv)
-// that reads another reduction R2 (the conv before it) through windows or across channels:
-//
-//   parallel for T in fuse(the outer axes that R1's reads of R2 depend on):
-//     R2 tile: what R1 reads below T (bound inference: window rows, all input channels)
-//     for the other axes (a pointwise conv's output channels, the vectors of a row):
-//       R1 tile (kTile x lanes register tile where an axis allows it)
-//       vectorized: O = epilogue
-//
-// Axes that R2's region does not depend on loop inside T, so R2 is computed once per tile,
-// not once per output channel of a pointwise conv. A conv under a pooling computes the rows
-// that neighbouring windows share once per tile row (3x3/2 pooling: 3 conv rows per row).
-// The register tile is on an axis whose vector loads R1 shares (a pointwise conv's output
-// channel) or, failing that, on an axis that R1 reads R2 at unchanged and whose vector
-// loads R2 shares (the channel of a conv under a pooling). Returns false, changing
-// nothing, when the group does not have this form.
-IterVar schedule_two_anchors(Schedule& sch, Stage& o, const PrimExpr& body, Stage& r1,
-                             int vector_bits, const ScheduleKnobs& knobs, KnobSpace& space) {
+// The second anchor R2 of a two-anchor group (see schedule_two_anchors), or null when the
+// group does not have that form; `dep[j]`: R1 reads R2 along R1's axis j.
+Stage* second_anchor(Schedule& sch, const Stage& o, const PrimExpr& body, const Stage& r1,
+                     const PrimExpr& r1_body, std::vector<bool>& dep) {
   const size_t n = o.axes().size();
   if (n < 2 || !reads_elementwise(body, o, r1)) return nullptr;
-  PrimExpr r1_body = sch.expanded_body(r1);
   Stage* r2 = nullptr;
   for (auto& s : sch.stages()) {
     if (s.get() == &r1 || !is_reduction(*s) || !reads_tensor(r1_body, *s)) continue;
@@ -327,19 +312,27 @@ IterVar schedule_two_anchors(Schedule& sch, Stage& o, const PrimExpr& body, Stag
         reads_tensor(sch.expanded_body(*s), *r2))
       return nullptr;
   const TensorNode* t2 = r2->tensor().operator->();
-  std::vector<bool> dep(n);
+  dep.assign(n, false);
   for (size_t j = 0; j < n; ++j) dep[j] = reads_along(r1_body, t2, r1.axes()[j]->var.get());
   // R1 must read R2 along its innermost axis; a reduction over R2's rows (a global pooling)
   // is attached into R1's reduction loop instead (attach_into_reduction).
   bool any_tile = false;
   for (size_t j = 0; j + 1 < n; ++j) any_tile |= dep[j];
   if (!dep[n - 1] || !any_tile) return nullptr;
-  const int64_t lanes = vector_lanes(o, vector_bits);
+  return r2;
+}
 
+// The register tile's axis of a two-anchor group (-1: none): one whose vector loads R1
+// shares, else one that R1 reads R2 at unchanged and whose vector loads R2 shares
+// (`d_in_r2` then).
+int two_anchor_tile_axis(const PrimExpr& body, const Stage& o, const Stage& r1,
+                         const PrimExpr& r1_body, const Stage& r2, bool& d_in_r2) {
+  const size_t n = o.axes().size();
+  const TensorNode* t2 = r2.tensor().operator->();
   int d = register_tile_axis(body, o, r1);
-  bool d_in_r2 = false;
+  d_in_r2 = false;
   for (int k = static_cast<int>(n) - 2; d < 0 && k >= 0; --k) {
-    if (r1.axes()[k]->extent < kTile || !vector_input_ignores(*r2, k)) continue;
+    if (r1.axes()[k]->extent < kTile || !vector_input_ignores(r2, k)) continue;
     bool same = true;
     visit_prim(r1_body, [&](const PrimExpr& e) {
       auto* p = e.as<ProducerLoadNode>();
@@ -347,10 +340,12 @@ IterVar schedule_two_anchors(Schedule& sch, Stage& o, const PrimExpr& body, Stag
     });
     if (same) d = k, d_in_r2 = true;
   }
+  return d;
+}
 
-  // Windows that overlap along the rows (3x3/2 pooling) share R2's rows between
-  // neighbouring outputs: a tile of kRows output rows computes each shared row once.
-  const int rows = static_cast<int>(n) - 2;
+// Do R1's windows overlap along the rows (axis `rows`, 3x3/2 pooling), so that
+// neighbouring outputs share R2's rows?
+bool windows_overlap(const PrimExpr& r1_body, const Stage& r1, const TensorNode* t2, int rows) {
   bool overlap = false;
   visit_prim(r1_body, [&](const PrimExpr& e) {
     auto* p = e.as<ProducerLoadNode>();
@@ -361,38 +356,14 @@ IterVar schedule_two_anchors(Schedule& sch, Stage& o, const PrimExpr& body, Stag
     auto w = bound(index, window), s = bound(index, step);
     overlap |= w && s && w->second > s->second - 1;
   });
-  std::vector<IterVar> axes = o.axes();
-  IterVar d_inner, rows_inner, last_outer, last_vec = axes.back();
-  int64_t tile_rows = kTile;
-  if (d >= 0)
-    tile_rows = tuned_register_tile(RegisterTile{kTile, 1, lanes}, axes[d]->extent, lanes,
-                                    o.tensor().dtype(), MachineModel::for_vector_bits(vector_bits),
-                                    knobs, space)
-                    .rows;
-  if (d >= 0) std::tie(axes[d], d_inner) = o.split(axes[d], tile_rows);
-  if (overlap && rows != d && axes[rows]->extent >= 2 * kRows)
-    std::tie(axes[rows], rows_inner) = o.split(axes[rows], kRows);
-  if (axes.back()->extent > lanes) std::tie(last_outer, last_vec) = o.split(axes.back(), lanes);
-  if (last_vec->extent > 1) o.vectorize(last_vec);
-  std::vector<IterVar> tile_axes, inner_axes, order;
-  for (size_t j = 0; j + 1 < n; ++j) (dep[j] ? tile_axes : inner_axes).push_back(axes[j]);
-  if (rows_inner) inner_axes.push_back(rows_inner);
-  if (last_outer) inner_axes.push_back(last_outer);
-  order = tile_axes;
-  order.insert(order.end(), inner_axes.begin(), inner_axes.end());
-  if (d_inner) order.push_back(d_inner);
-  order.push_back(last_vec);
-  o.reorder(order);
-  IterVar tile = o.fuse(tile_axes);
-  o.parallel(tile);
+  return overlap;
+}
 
-  r1.compute_at(o, inner_axes.empty() ? tile : inner_axes.back());
-  if (d >= 0)
-    schedule_register_tile(r1, d, RegisterTile{tile_rows, 1, lanes},
-                           tuned_unroll(inner_reduce_extent(r1), knobs, space));
-  else
-    schedule_reduction_tile(r1, true);
-
+// R2's tile inside the two-anchor tile loop `tile` (see the comment below), with its
+// register tile on axis `d` of `tile_rows` rows when `d_in_r2`.
+void schedule_second_anchor(Schedule& sch, Stage& o, Stage& r1, Stage* r2, const IterVar& tile,
+                            int d, bool d_in_r2, int64_t tile_rows, int vector_bits) {
+  const size_t n = o.axes().size();
   // R2's tile spans whole rows (windows at a row's ends would clip a narrower tile and
   // mask every accumulation), so it gets vectors of its own width. It accumulates in a
   // register tile of its own (cache_write), as a conv alone does. The elementwise ops between
@@ -428,6 +399,71 @@ IterVar schedule_two_anchors(Schedule& sch, Stage& o, const PrimExpr& body, Stag
     schedule_register_tile(acc, d, RegisterTile{tile_rows, 1, lanes2});
   else
     schedule_reduction_tile(acc, true);
+}
+
+// Two anchors in one kernel: the output O reads a reduction R1 (a pooling, a pointwise conv)
+// that reads another reduction R2 (the conv before it) through windows or across channels:
+//
+//   parallel for T in fuse(the outer axes that R1's reads of R2 depend on):
+//     R2 tile: what R1 reads below T (bound inference: window rows, all input channels)
+//     for the other axes (a pointwise conv's output channels, the vectors of a row):
+//       R1 tile (kTile x lanes register tile where an axis allows it)
+//       vectorized: O = epilogue
+//
+// Axes that R2's region does not depend on loop inside T, so R2 is computed once per tile,
+// not once per output channel of a pointwise conv. A conv under a pooling computes the rows
+// that neighbouring windows share once per tile row (3x3/2 pooling: 3 conv rows per row).
+// The register tile is on an axis whose vector loads R1 shares (a pointwise conv's output
+// channel) or, failing that, on an axis that R1 reads R2 at unchanged and whose vector
+// loads R2 shares (the channel of a conv under a pooling). Returns false, changing
+// nothing, when the group does not have this form.
+IterVar schedule_two_anchors(Schedule& sch, Stage& o, const PrimExpr& body, Stage& r1,
+                             int vector_bits, const ScheduleKnobs& knobs, KnobSpace& space) {
+  const size_t n = o.axes().size();
+  PrimExpr r1_body = sch.expanded_body(r1);
+  std::vector<bool> dep;
+  Stage* r2 = second_anchor(sch, o, body, r1, r1_body, dep);
+  if (!r2) return nullptr;
+  const int64_t lanes = vector_lanes(o, vector_bits);
+  bool d_in_r2 = false;
+  int d = two_anchor_tile_axis(body, o, r1, r1_body, *r2, d_in_r2);
+
+  // Windows that overlap along the rows (3x3/2 pooling) share R2's rows between
+  // neighbouring outputs: a tile of kRows output rows computes each shared row once.
+  const int rows = static_cast<int>(n) - 2;
+  bool overlap = windows_overlap(r1_body, r1, r2->tensor().operator->(), rows);
+  std::vector<IterVar> axes = o.axes();
+  IterVar d_inner, rows_inner, last_outer, last_vec = axes.back();
+  int64_t tile_rows = kTile;
+  if (d >= 0)
+    tile_rows = tuned_register_tile(RegisterTile{kTile, 1, lanes}, axes[d]->extent, lanes,
+                                    o.tensor().dtype(), MachineModel::for_vector_bits(vector_bits),
+                                    knobs, space)
+                    .rows;
+  if (d >= 0) std::tie(axes[d], d_inner) = o.split(axes[d], tile_rows);
+  if (overlap && rows != d && axes[rows]->extent >= 2 * kRows)
+    std::tie(axes[rows], rows_inner) = o.split(axes[rows], kRows);
+  if (axes.back()->extent > lanes) std::tie(last_outer, last_vec) = o.split(axes.back(), lanes);
+  if (last_vec->extent > 1) o.vectorize(last_vec);
+  std::vector<IterVar> tile_axes, inner_axes, order;
+  for (size_t j = 0; j + 1 < n; ++j) (dep[j] ? tile_axes : inner_axes).push_back(axes[j]);
+  if (rows_inner) inner_axes.push_back(rows_inner);
+  if (last_outer) inner_axes.push_back(last_outer);
+  order = tile_axes;
+  order.insert(order.end(), inner_axes.begin(), inner_axes.end());
+  if (d_inner) order.push_back(d_inner);
+  order.push_back(last_vec);
+  o.reorder(order);
+  IterVar tile = o.fuse(tile_axes);
+  o.parallel(tile);
+
+  r1.compute_at(o, inner_axes.empty() ? tile : inner_axes.back());
+  if (d >= 0)
+    schedule_register_tile(r1, d, RegisterTile{tile_rows, 1, lanes},
+                           tuned_unroll(inner_reduce_extent(r1), knobs, space));
+  else
+    schedule_reduction_tile(r1, true);
+  schedule_second_anchor(sch, o, r1, r2, tile, d, d_in_r2, tile_rows, vector_bits);
   return tile;
 }
 
@@ -451,29 +487,69 @@ bool reads_output_sized(const PrimExpr& body, const Stage& o, const Stage& r) {
   return found;
 }
 
-// Tiles `o` (parallel outer, vector inner); returns the loop its reductions attach at.
-// `knobs` override its choices where set (tuning); `space` records them.
-IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits, const ScheduleKnobs& knobs,
-                        KnobSpace& space) {
-  std::vector<IterVar> axes = o.axes();
-  if (axes.empty()) return nullptr;
-  PrimExpr body = sch.expanded_body(o);
-  std::vector<Stage*> reds = reductions_read(sch, o, body);
-  if (reds.size() == 1)
-    if (IterVar tile = schedule_two_anchors(sch, o, body, *reds[0], vector_bits, knobs, space))
-      return tile;
-  IterVar last = axes.back();
-  bool along = true;
-  for (Stage* r : reds) along &= reads_along(body, r->tensor().operator->(), last->var.get());
+// schedule_output's decisions, one phase per method, each reading what the earlier ones
+// decided: the register tile's shape (size_register_tile), the splits of o's axes
+// (split_axes), the parallel tile loop (choose_tile_loop), and the stages computed inside
+// it (attach_in_tile).
+struct OutputTiling {
+  OutputTiling(Schedule& sch, Stage& o, int vector_bits, const ScheduleKnobs& knobs,
+               KnobSpace& space, std::vector<IterVar> axes, PrimExpr body,
+               std::vector<Stage*> reds);
+  void size_register_tile();
+  void split_axes();
+  bool choose_tile_loop();
+  void tile_register_tiles();
+  void tile_row_statistics();
+  void attach_in_tile();
 
-  // A reduction read elementwise along the vector axis (conv, dense, matmul, pooling) is
-  // computed as a register tile: rows of the axis whose vector input it shares, times
-  // several vectors of the innermost axis, sized by the machine model.
-  const MachineModel machine = MachineModel::for_vector_bits(vector_bits);
-  const bool tiled = along && reds.size() == 1 && reads_elementwise(body, o, *reds[0]);
-  std::vector<Stage*> row_gemms;
+  Schedule& sch;
+  Stage& o;
+  const int vector_bits;
+  const ScheduleKnobs& knobs;
+  KnobSpace& space;
+  std::vector<IterVar> axes;  // o's axes; a split axis is replaced by its outer part
+  PrimExpr body;              // re-expanded when a GEMV's reduction becomes partial sums
+  std::vector<Stage*> reds;
+  const MachineModel machine;
+  IterVar last;
+  bool along = true;  // o reads every reduction along its innermost axis
+  // size_register_tile
+  bool tiled = false;
+  int tile_axis = -1;
+  RegisterTile rt;
+  int64_t partial_sums = 1;  // a GEMV's reduction as independent partial sums (tuning)
+  // split_axes
+  IterVar tile_inner, outer_vec;
+  // choose_tile_loop
+  std::vector<IterVar> outer;
+  std::vector<Stage*> pads, row_gemms;
   int64_t row_block = 1;
-  int tile_axis = tiled ? register_tile_axis(body, o, *reds[0], 2) : -1;
+  IterVar tile, reduction_at;
+};
+
+OutputTiling::OutputTiling(Schedule& sch, Stage& o, int vector_bits, const ScheduleKnobs& knobs,
+                           KnobSpace& space, std::vector<IterVar> axes, PrimExpr body,
+                           std::vector<Stage*> reds)
+    : sch(sch),
+      o(o),
+      vector_bits(vector_bits),
+      knobs(knobs),
+      space(space),
+      axes(std::move(axes)),
+      body(std::move(body)),
+      reds(std::move(reds)),
+      machine(MachineModel::for_vector_bits(vector_bits)) {
+  last = this->axes.back();
+  for (Stage* r : this->reds)
+    along &= reads_along(this->body, r->tensor().operator->(), last->var.get());
+}
+
+// A reduction read elementwise along the vector axis (conv, dense, matmul, pooling) is
+// computed as a register tile: rows of the axis whose vector input it shares, times
+// several vectors of the innermost axis, sized by the machine model.
+void OutputTiling::size_register_tile() {
+  tiled = along && reds.size() == 1 && reads_elementwise(body, o, *reds[0]);
+  tile_axis = tiled ? register_tile_axis(body, o, *reds[0], 2) : -1;
   if (tile_axis >= 0) {  // tuning may take another axis whose rows share the vector loads
     std::vector<int> choices;
     for (int d = 0; d + 1 < static_cast<int>(axes.size()); ++d)
@@ -486,8 +562,7 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits, const Schedule
   const bool rows_share = tile_axis >= 0;
   if (tiled && tile_axis < 0 && axes.size() >= 2 && axes[axes.size() - 2]->extent >= 2)
     tile_axis = static_cast<int>(axes.size()) - 2;
-  RegisterTile rt{1, 1, vector_lanes(o, vector_bits)};
-  int64_t partial_sums = 1;
+  rt = RegisterTile{1, 1, vector_lanes(o, vector_bits)};
   if (tiled) {
     int64_t tile_rows = tile_axis >= 0 ? axes[tile_axis]->extent : 1;
     rt = choose_register_tile(machine, tile_rows, last->extent, o.tensor().dtype(), rows_share);
@@ -506,11 +581,15 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits, const Schedule
     body = sch.expanded_body(o);
   }
   if (rt.rows == 1) tile_axis = -1;
-  IterVar tile_inner;
+}
+
+// Splits o's axes into the register tile's rows and vectors (unrolled inside) and the
+// loops outside them.
+void OutputTiling::split_axes() {
   if (tile_axis >= 0)
     std::tie(axes[tile_axis], tile_inner) = o.split(axes[tile_axis], rt.rows, SplitTail::Shift);
 
-  IterVar outer_vec, vec_group, inner_vec = last;
+  IterVar vec_group, inner_vec = last;
   // A row that the tile's columns do not divide (54 pixels of an unpadded 3x3 conv in NCHW)
   // shifts its last tile back over columns already computed: a guard would run every lane
   // on its own (a conv's accumulation 17x slower, an elementwise row 3x). A kernel's
@@ -543,20 +622,21 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits, const Schedule
     std::iter_swap(a, b);
     o.reorder(order);
   }
+}
 
-  // The tile loop: reductions are computed inside it, so it must enclose the vector loop.
-  std::vector<IterVar> outer(axes.begin(), axes.end() - 1);
+// The tile loop: reductions are computed inside it, so it must enclose the vector loop.
+// Returns false when there is none (the reductions stay root nests, computed before o).
+bool OutputTiling::choose_tile_loop() {
+  outer.assign(axes.begin(), axes.end() - 1);
   int64_t rows = 1;
   for (auto& a : outer) rows *= a->extent;
   // Without reductions the tile only sets the parallel grain: whole rows, unless there are
   // too few rows to keep the threads busy (per-iteration index arithmetic is not free).
   bool row_tile = reds.empty() && rows >= 64;
-  std::vector<Stage*> pads;
   for (auto& st : sch.stages())
     if (tiled && st->attach_kind() == AttachKind::Root && !is_reduction(*st) &&
         padded_input_of_reduction(sch, *st) && windowed_pad(*reds[0], *st))
       pads.push_back(st.get());
-  IterVar tile, reduction_at;
   if (along && outer_vec && !row_tile && !pads.empty() && outer.size() >= 2) {
     // The tile is a block of whole rows: the padded rows it reads are computed once per
     // tile (kPadRows + window - 1 of them: 1.1x the rows for a 3x3 window; 4 rows gave 1.5x
@@ -567,59 +647,72 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits, const Schedule
     tile = o.fuse(outer);
     reduction_at = outer_vec;
   } else if (along && (outer_vec || tile_inner) && !row_tile) {
-    // Every axis outside the register tile is a tile axis: the reduction is computed one
-    // register tile at a time (a blocked conv's row of pixels x a vector of channels).
-    pads.clear();
-    if (outer_vec) outer.push_back(outer_vec);
-    // (reds[0] exists when tile_axis >= 0: the register tile is on a single reduction.)
-    if (tile_axis >= 0 && !outer_vec &&
-        tuned_loop_order(
-            weights_stream_inside(*reds[0], machine) &&
-                !(reads_output_sized(body, o, *reds[0]) && tensor_bytes(o) > machine.l2_bytes),
-            knobs, space)) {
-      // Axes that only the vector input (a conv's weights) depends on loop innermost: the
-      // broadcast input's tile stays in L1 while the weights stream past (weights_stream_inside).
-      // Not when the epilogue also reads a tensor as large as the output (a residual) and
-      // the output is larger than the L2: each tile would then touch two memory streams per
-      // output-channel block, which defeats the prefetchers (ResNet-50's expanding 1x1
-      // convs with their residual add: 30% slower that way).
-      std::stable_partition(outer.begin(), outer.end(), [&](const IterVar& a) {
-        int k = static_cast<int>(std::find(axes.begin(), axes.end(), a) - axes.begin());
-        return k == tile_axis || a->extent == 1 || vector_input_ignores(*reds[0], k) ||
-               !input_ignores(*reds[0], k);
-      });
-      o.reorder(outer);
-    }
-    tile = o.fuse(outer);
+    tile_register_tiles();
   } else if (!outer.empty()) {
-    // The reductions do not depend on the innermost axis (a row statistic): the tile is the
-    // leading axes they do depend on, so each statistic is computed once per tile, and the
-    // remaining axes loop inside it (a norm over several trailing axes).
-    size_t used = reds.empty() ? outer.size() : 1;
-    for (size_t d = 0; d < outer.size(); ++d)
-      for (Stage* r : reds)
-        if (reads_along(body, r->tensor().operator->(), outer[d]->var.get()))
-          used = std::max(used, d + 1);
-    std::vector<IterVar> tile_axes(outer.begin(), outer.begin() + used);
-    // A GEMM under a row statistic (dense -> add -> layer norm): the tile is a block of rows
-    // whose GEMM output fits in L2, computed once with the GEMM's register tiles, then
-    // reduced and normalised from cache; the GEMM never runs twice.
-    for (Stage* r : reds)
-      if (reds.size() > 1 && register_tile_axis(body, o, *r, 2) == static_cast<int>(used) - 1)
-        row_gemms.push_back(r);
-    if (!row_gemms.empty()) {
-      IterVar& rows = tile_axes.back();
-      row_block =
-          choose_row_block(machine, rows->extent, last->extent * dtype_bytes(o.tensor().dtype()));
-      row_block = tuned_row_block(row_block, rows->extent, knobs, space);
-      if (row_block < rows->extent) rows = o.split(rows, row_block).first;
-    }
-    tile = o.fuse(tile_axes);
+    tile_row_statistics();
   } else if (outer_vec) {
     o.parallel(outer_vec);
     if (along) tile = outer_vec;
   }
-  if (!tile) return nullptr;  // reductions stay root nests, computed before this one
+  return tile != nullptr;
+}
+
+// Every axis outside the register tile is a tile axis: the reduction is computed one
+// register tile at a time (a blocked conv's row of pixels x a vector of channels).
+void OutputTiling::tile_register_tiles() {
+  pads.clear();
+  if (outer_vec) outer.push_back(outer_vec);
+  // (reds[0] exists when tile_axis >= 0: the register tile is on a single reduction.)
+  if (tile_axis >= 0 && !outer_vec &&
+      tuned_loop_order(
+          weights_stream_inside(*reds[0], machine) &&
+              !(reads_output_sized(body, o, *reds[0]) && tensor_bytes(o) > machine.l2_bytes),
+          knobs, space)) {
+    // Axes that only the vector input (a conv's weights) depends on loop innermost: the
+    // broadcast input's tile stays in L1 while the weights stream past (weights_stream_inside).
+    // Not when the epilogue also reads a tensor as large as the output (a residual) and
+    // the output is larger than the L2: each tile would then touch two memory streams per
+    // output-channel block, which defeats the prefetchers (ResNet-50's expanding 1x1
+    // convs with their residual add: 30% slower that way).
+    std::stable_partition(outer.begin(), outer.end(), [&](const IterVar& a) {
+      int k = static_cast<int>(std::find(axes.begin(), axes.end(), a) - axes.begin());
+      return k == tile_axis || a->extent == 1 || vector_input_ignores(*reds[0], k) ||
+             !input_ignores(*reds[0], k);
+    });
+    o.reorder(outer);
+  }
+  tile = o.fuse(outer);
+}
+
+// The reductions do not depend on the innermost axis (a row statistic): the tile is the
+// leading axes they do depend on, so each statistic is computed once per tile, and the
+// remaining axes loop inside it (a norm over several trailing axes).
+void OutputTiling::tile_row_statistics() {
+  size_t used = reds.empty() ? outer.size() : 1;
+  for (size_t d = 0; d < outer.size(); ++d)
+    for (Stage* r : reds)
+      if (reads_along(body, r->tensor().operator->(), outer[d]->var.get()))
+        used = std::max(used, d + 1);
+  std::vector<IterVar> tile_axes(outer.begin(), outer.begin() + used);
+  // A GEMM under a row statistic (dense -> add -> layer norm): the tile is a block of rows
+  // whose GEMM output fits in L2, computed once with the GEMM's register tiles, then
+  // reduced and normalised from cache; the GEMM never runs twice.
+  for (Stage* r : reds)
+    if (reds.size() > 1 && register_tile_axis(body, o, *r, 2) == static_cast<int>(used) - 1)
+      row_gemms.push_back(r);
+  if (!row_gemms.empty()) {
+    IterVar& rows = tile_axes.back();
+    row_block =
+        choose_row_block(machine, rows->extent, last->extent * dtype_bytes(o.tensor().dtype()));
+    row_block = tuned_row_block(row_block, rows->extent, knobs, space);
+    if (row_block < rows->extent) rows = o.split(rows, row_block).first;
+  }
+  tile = o.fuse(tile_axes);
+}
+
+// Runs the tile loop in parallel and computes the padded inputs and the reductions inside
+// it, each with its own tiling.
+void OutputTiling::attach_in_tile() {
   o.parallel(tile);
 
   for (Stage* p : pads) {
@@ -648,7 +741,26 @@ IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits, const Schedule
       schedule_reduction_tile(*r, along);
     }
   }
-  return tile;
+}
+
+// Tiles `o` (parallel outer, vector inner); returns the loop its reductions attach at.
+// `knobs` override its choices where set (tuning); `space` records them.
+IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits, const ScheduleKnobs& knobs,
+                        KnobSpace& space) {
+  std::vector<IterVar> axes = o.axes();
+  if (axes.empty()) return nullptr;
+  PrimExpr body = sch.expanded_body(o);
+  std::vector<Stage*> reds = reductions_read(sch, o, body);
+  if (reds.size() == 1)
+    if (IterVar tile = schedule_two_anchors(sch, o, body, *reds[0], vector_bits, knobs, space))
+      return tile;
+  OutputTiling t(sch, o, vector_bits, knobs, space, axes, body, reds);
+  t.size_register_tile();
+  t.split_axes();
+  if (!t.choose_tile_loop())
+    return nullptr;  // reductions stay root nests, computed before this one
+  t.attach_in_tile();
+  return t.tile;
 }
 
 // A reduction R read by another reduction S along S's innermost reduction axis (a sum over

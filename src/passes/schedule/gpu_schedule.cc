@@ -164,18 +164,10 @@ std::pair<const ProducerLoadNode*, const ProducerLoadNode*> product_operands(con
   return {a, b};
 }
 
-bool schedule_tiled(Schedule& sch, int64_t volume) {
-  Stage* o = prepare(sch);
-  if (!o || o->axes().empty()) return false;
-  PrimExpr body = sch.expanded_body(*o);
-  std::vector<Stage*> reds = reductions_read(sch, body);
-  if (reds.size() != 1) return false;
-  Stage& r = *reds[0];
-  auto [a, b] = product_operands(r);
-  if (!a || !reductions_read(sch, sch.expanded_body(r)).empty()) return false;
-  // The output reads the anchor at its own index (0 on a dimension of size 1, as
-  // broadcasting reads it): the tile of one is the tile of the other.
-  const size_t n = o->axes().size();
+// Does `o` read the anchor `r` at its own index (0 on a dimension of size 1, as
+// broadcasting reads it)? Then the tile of one is the tile of the other.
+bool reads_at_own_index(const PrimExpr& body, const Stage& o, const Stage& r) {
+  const size_t n = o.axes().size();
   if (r.axes().size() != n) return false;
   bool identity = true;
   visit_prim(body, [&](const PrimExpr& e) {
@@ -183,16 +175,25 @@ bool schedule_tiled(Schedule& sch, int64_t volume) {
     if (!p || p->producer != r.tensor().ref()) return;
     for (size_t d = 0; d < n; ++d) {
       int64_t c = -1;
-      identity &= p->indices[d].get() == o->axes()[d]->var.get() ||
-                  (o->axes()[d]->extent == 1 && as_int(p->indices[d], &c) && c == 0);
+      identity &= p->indices[d].get() == o.axes()[d]->var.get() ||
+                  (o.axes()[d]->extent == 1 && as_int(p->indices[d], &c) && c == 0);
     }
   });
-  if (!identity) return false;
+  return identity;
+}
 
-  // Axes only `a` depends on form one side of the tile, axes only `b` depends on the
-  // other; axes both depend on (batch) get a tile of 1. Each side's volume goes to its
-  // innermost axes first, and so does its register tile.
-  std::vector<int64_t> tile(n, 1), reg(n, 1);
+// The block's tile (`tile`, per axis of `o`) and each thread's register tile (`reg`) for
+// the product `a * b` that `r` sums; returns the threads per block.
+//
+// Axes only `a` depends on form one side of the tile, axes only `b` depends on the
+// other; axes both depend on (batch) get a tile of 1. Each side's volume goes to its
+// innermost axes first, and so does its register tile.
+int64_t size_block_tile(const Stage& o, const Stage& r, const ProducerLoadNode* a,
+                        const ProducerLoadNode* b, int64_t volume, std::vector<int64_t>& tile,
+                        std::vector<int64_t>& reg) {
+  const size_t n = o.axes().size();
+  tile.assign(n, 1);
+  reg.assign(n, 1);
   std::vector<size_t> side[2];
   for (size_t d = 0; d < n; ++d) {
     const PrimVarNode* v = r.axes()[d]->var.get();
@@ -203,7 +204,7 @@ bool schedule_tiled(Schedule& sch, int64_t volume) {
   }
   int64_t ext[2] = {1, 1};
   for (int s = 0; s < 2; ++s)
-    for (size_t d : side[s]) ext[s] *= o->axes()[d]->extent;
+    for (size_t d : side[s]) ext[s] *= o.axes()[d]->extent;
   int64_t want[2];
   want[0] = std::min(pow2_ceil(ext[0]), int64_t{64});
   want[1] = std::min({pow2_ceil(ext[1]), volume / want[0], kThreads});
@@ -213,7 +214,7 @@ bool schedule_tiled(Schedule& sch, int64_t volume) {
   for (int s = 0; s < 2; ++s) {
     int64_t left = want[s], reg_left = std::min(reg_side, want[s]);
     for (auto it = side[s].rbegin(); it != side[s].rend(); ++it) {
-      tile[*it] = std::min(left, pow2_ceil(o->axes()[*it]->extent));
+      tile[*it] = std::min(left, pow2_ceil(o.axes()[*it]->extent));
       left /= tile[*it];
       reg[*it] = std::min(reg_left, tile[*it]);
       reg_left /= reg[*it];
@@ -221,30 +222,33 @@ bool schedule_tiled(Schedule& sch, int64_t volume) {
   }
   int64_t threads = 1;
   for (size_t d = 0; d < n; ++d) threads *= tile[d] / reg[d];
-  if (threads < 32) return false;  // too small a tile to be worth a block
+  return threads;
+}
 
-  // Output: one block per tile; its threads stride over the tile for the epilogue.
+// Output: one block per tile; its threads stride over the tile for the epilogue. Returns
+// the block loop.
+IterVar bind_output_tiles(Stage& o, const std::vector<int64_t>& tile, int64_t threads) {
   std::vector<IterVar> outer, inner;
-  for (size_t d = 0; d < n; ++d) {
-    auto [xo, xi] = o->split(o->axes()[d], tile[d]);
+  for (size_t d = 0; d < tile.size(); ++d) {
+    auto [xo, xi] = o.split(o.axes()[d], tile[d]);
     outer.push_back(xo);
     inner.push_back(xi);
   }
   std::vector<IterVar> order = outer;
   order.insert(order.end(), inner.begin(), inner.end());
-  o->reorder(order);
-  IterVar bx = o->fuse(outer);
-  o->bind(bx, ForKind::GpuBlockX);
-  bind_strided(*o, inner, threads);
+  o.reorder(order);
+  IterVar bx = o.fuse(outer);
+  o.bind(bx, ForKind::GpuBlockX);
+  bind_strided(o, inner, threads);
+  return bx;
+}
 
-  // Operands: staged per chunk by all threads (cache_read of a computed operand, such as
-  // a conv's padded input, computes it there from its inlined producers).
-  std::vector<Tensor> copies;
-  for (const TensorRef& p : {a->producer, b->producer})
-    copies.push_back(sch.cache_read(Tensor(p), {r.tensor()}));  // `a`, `b` now dangle
-
-  // The anchor: accumulated in the block's tile, a reduction chunk at a time.
-  r.compute_at(*o, bx);
+// The anchor: accumulated in the block's tile at `bx`, a reduction chunk at a time, each
+// thread's `reg` register tile unrolled. Returns the chunk loop.
+IterVar accumulate_in_block(Stage& r, Stage& o, const IterVar& bx,
+                            const std::vector<int64_t>& reg) {
+  const size_t n = reg.size();
+  r.compute_at(o, bx);
   std::vector<IterVar> raxes = r.reduce_axes();
   int64_t rest = 1;
   for (size_t k = 1; k < raxes.size(); ++k) rest *= raxes[k]->extent;
@@ -265,7 +269,33 @@ bool schedule_tiled(Schedule& sch, int64_t volume) {
   r.bind(r.fuse(thread_axes), ForKind::GpuThreadX);
   for (auto& x : reg_axes)
     if (x->extent > 1) r.unroll(x);
+  return ko;
+}
 
+bool schedule_tiled(Schedule& sch, int64_t volume) {
+  Stage* o = prepare(sch);
+  if (!o || o->axes().empty()) return false;
+  PrimExpr body = sch.expanded_body(*o);
+  std::vector<Stage*> reds = reductions_read(sch, body);
+  if (reds.size() != 1) return false;
+  Stage& r = *reds[0];
+  auto [a, b] = product_operands(r);
+  if (!a || !reductions_read(sch, sch.expanded_body(r)).empty()) return false;
+  if (!reads_at_own_index(body, *o, r)) return false;
+
+  std::vector<int64_t> tile, reg;
+  int64_t threads = size_block_tile(*o, r, a, b, volume, tile, reg);
+  if (threads < 32) return false;  // too small a tile to be worth a block
+
+  IterVar bx = bind_output_tiles(*o, tile, threads);
+
+  // Operands: staged per chunk by all threads (cache_read of a computed operand, such as
+  // a conv's padded input, computes it there from its inlined producers).
+  std::vector<Tensor> copies;
+  for (const TensorRef& p : {a->producer, b->producer})
+    copies.push_back(sch.cache_read(Tensor(p), {r.tensor()}));  // `a`, `b` now dangle
+
+  IterVar ko = accumulate_in_block(r, *o, bx, reg);
   for (const Tensor& copy : copies) {
     Stage& c = sch[copy];
     c.compute_at(r, ko);
@@ -285,13 +315,9 @@ void collect_reductions(Schedule& sch, const PrimExpr& body, std::vector<Stage*>
   }
 }
 
-bool schedule_block_reduce(Schedule& sch) {
-  Stage* o = prepare(sch);
-  if (!o || o->axes().empty()) return false;
-  PrimExpr body = sch.expanded_body(*o);
-  std::vector<Stage*> reds;
-  collect_reductions(sch, body, reds);
-  if (reds.empty()) return false;
+// Is the longest of `reds` (none a sum of products, all with output axes) long enough for
+// a block of threads?
+bool worth_block_reduce(const std::vector<Stage*>& reds) {
   int64_t longest = 0;
   for (Stage* r : reds) {
     if (r->axes().empty() || product_operands(*r).first) return false;
@@ -299,7 +325,70 @@ bool schedule_block_reduce(Schedule& sch) {
     for (auto& k : r->reduce_axes()) total *= k->extent;
     longest = std::max(longest, total);
   }
-  if (longest < kMinBlockReduce) return false;
+  return longest >= kMinBlockReduce;
+}
+
+// Each reduction as partials and a tree, keyed by the tree's last level, with the rank of
+// the reduction's output.
+struct ReductionTrees {
+  std::map<const TensorNode*, std::vector<Tensor>> tree_of_top;
+  std::map<const TensorNode*, size_t> rank;
+};
+
+// One block per row (the fused `rows`), its threads strided over the row's elements
+// (`in_row`). Returns the block loop.
+IterVar bind_rows(Stage& o, std::vector<IterVar> rows, const std::vector<IterVar>& in_row) {
+  std::vector<IterVar> order = rows;
+  order.insert(order.end(), in_row.begin(), in_row.end());
+  o.reorder(order);
+  IterVar bx;
+  if (in_row.empty()) {
+    // One element per row, stored by one thread: a loop of one thread split off the last
+    // row axis before the fuse, so the row stays affine in the block index (and the trees
+    // computed at the block loop cover one row).
+    auto [r, t] = o.split(rows.back(), 1);
+    rows.back() = r;
+    bx = o.fuse(rows);
+    o.bind(bx, ForKind::GpuBlockX);
+    o.bind(t, ForKind::GpuThreadX);
+  } else {
+    bx = o.fuse(rows);
+    o.bind(bx, ForKind::GpuBlockX);
+    int64_t row = 1;
+    for (auto& ax : in_row) row *= ax->extent;
+    bind_strided(o, in_row, std::min(pow2_ceil(row), kThreads));
+  }
+  return bx;
+}
+
+// A tree's last level is computed at `axis` of `parent`, each level inside the next one's
+// row loop, and the reductions its partials read inside the partials' row loop.
+void attach_tree(Schedule& sch, const ReductionTrees& trees, const TensorNode* top, Stage& parent,
+                 const IterVar& axis) {
+  const std::vector<Tensor>& tree = trees.tree_of_top.at(top);
+  size_t n = trees.rank.at(top);
+  Stage* at = &parent;
+  IterVar at_axis = axis;
+  for (auto it = tree.rbegin(); it != tree.rend(); ++it) {
+    Stage& s = sch[*it];
+    s.compute_at(*at, at_axis);
+    s.bind(s.axes()[n], ForKind::GpuThreadX);
+    at = &s;
+    at_axis = s.axes()[n - 1];
+  }
+  PrimExpr partial = sch.expanded_body(*at);
+  for (auto& [t, inner] : trees.tree_of_top)
+    if (sch[inner.back()].attach_kind() == AttachKind::Root && reads(partial, t))
+      attach_tree(sch, trees, t, *at, at_axis);
+}
+
+bool schedule_block_reduce(Schedule& sch) {
+  Stage* o = prepare(sch);
+  if (!o || o->axes().empty()) return false;
+  PrimExpr body = sch.expanded_body(*o);
+  std::vector<Stage*> reds;
+  collect_reductions(sch, body, reds);
+  if (reds.empty() || !worth_block_reduce(reds)) return false;
 
   // The output's row axes are those at which it reads a reduction; the rest (the row's
   // elements) are strided over by the block's threads.
@@ -313,65 +402,24 @@ bool schedule_block_reduce(Schedule& sch) {
 
   // Each reduction as partials and a tree; the reduction itself becomes a read of the
   // tree's last level, inlined into its readers.
-  std::map<const TensorNode*, std::vector<Tensor>> tree_of_top;
-  std::map<const TensorNode*, size_t> rank;
+  ReductionTrees trees;
   for (Stage* r : reds) {
     int64_t total = 1;
     for (auto& k : r->reduce_axes()) total *= k->extent;
     std::vector<Tensor> tree = sch.tree_reduce(r->tensor(), std::min(pow2_ceil(total), kThreads));
-    tree_of_top[tree.back().operator->()] = tree;
-    rank[tree.back().operator->()] = r->axes().size();
+    trees.tree_of_top[tree.back().operator->()] = tree;
+    trees.rank[tree.back().operator->()] = r->axes().size();
     r->compute_inline();
   }
 
-  std::vector<IterVar> order = rows;
-  order.insert(order.end(), in_row.begin(), in_row.end());
-  o->reorder(order);
-  IterVar bx;
-  if (in_row.empty()) {
-    // One element per row, stored by one thread: a loop of one thread split off the last
-    // row axis before the fuse, so the row stays affine in the block index (and the trees
-    // computed at the block loop cover one row).
-    auto [r, t] = o->split(rows.back(), 1);
-    rows.back() = r;
-    bx = o->fuse(rows);
-    o->bind(bx, ForKind::GpuBlockX);
-    o->bind(t, ForKind::GpuThreadX);
-  } else {
-    bx = o->fuse(rows);
-    o->bind(bx, ForKind::GpuBlockX);
-    int64_t row = 1;
-    for (auto& ax : in_row) row *= ax->extent;
-    bind_strided(*o, in_row, std::min(pow2_ceil(row), kThreads));
-  }
-
-  // A tree's last level is computed at `axis` of `parent`, each level inside the next one's
-  // row loop, and the reductions its partials read inside the partials' row loop.
-  std::function<void(const TensorNode*, Stage&, const IterVar&)> attach =
-      [&](const TensorNode* top, Stage& parent, const IterVar& axis) {
-        const std::vector<Tensor>& tree = tree_of_top.at(top);
-        size_t n = rank.at(top);
-        Stage* at = &parent;
-        IterVar at_axis = axis;
-        for (auto it = tree.rbegin(); it != tree.rend(); ++it) {
-          Stage& s = sch[*it];
-          s.compute_at(*at, at_axis);
-          s.bind(s.axes()[n], ForKind::GpuThreadX);
-          at = &s;
-          at_axis = s.axes()[n - 1];
-        }
-        PrimExpr partial = sch.expanded_body(*at);
-        for (auto& [t, inner] : tree_of_top)
-          if (sch[inner.back()].attach_kind() == AttachKind::Root && reads(partial, t))
-            attach(t, *at, at_axis);
-      };
+  IterVar bx = bind_rows(*o, rows, in_row);
   body = sch.expanded_body(*o);  // now reads the trees
   for (auto& s : sch.stages()) {
     const TensorNode* t = s->tensor().operator->();
-    if (tree_of_top.count(t) && s->attach_kind() == AttachKind::Root && reads(body, t))
-      attach(t, *o, bx);
+    if (trees.tree_of_top.count(t) && s->attach_kind() == AttachKind::Root && reads(body, t))
+      attach_tree(sch, trees, t, *o, bx);
   }
-  for (auto& [t, tree] : tree_of_top)
+  for (auto& [t, tree] : trees.tree_of_top)
     if (sch[tree.back()].attach_kind() == AttachKind::Root) return false;  // read elsewhere
   return true;
 }
