@@ -72,11 +72,21 @@ int64_t tuned_pad_rows(int64_t dflt, int64_t extent, const ScheduleKnobs& knobs,
   return rows;
 }
 
-int64_t tuned_unroll(int64_t extent, const ScheduleKnobs& knobs, KnobSpace& space) {
-  const int64_t u = knobs.unroll ? knobs.unroll : 1;
-  if (u < 1 || extent % u != 0)
-    fail("schedule knob unroll=", knobs.unroll, " does not divide the ", extent,
+namespace {
+
+// A knob that splits a reduction loop of `extent` iterations: `value` (0: 1) must divide it.
+int64_t reduction_divisor(const char* name, int64_t value, int64_t extent) {
+  const int64_t v = value ? value : 1;
+  if (v < 1 || extent % v != 0)
+    fail("schedule knob ", name, "=", value, " does not divide the ", extent,
          " iterations of this kernel's reduction loop; re-run ember.tune for it");
+  return v;
+}
+
+}  // namespace
+
+int64_t tuned_unroll(int64_t extent, const ScheduleKnobs& knobs, KnobSpace& space) {
+  const int64_t u = reduction_divisor("unroll", knobs.unroll, extent);
   space.unroll_extent = extent;
   space.used.unroll = u;
   return u;
@@ -102,10 +112,7 @@ int tuned_tile_axis(int dflt, const std::vector<int>& choices, const ScheduleKno
 }
 
 int64_t tuned_partial_sums(int64_t extent, const ScheduleKnobs& knobs, KnobSpace& space) {
-  const int64_t p = knobs.partial_sums ? knobs.partial_sums : 1;
-  if (p < 1 || extent % p != 0)
-    fail("schedule knob partial_sums=", knobs.partial_sums, " does not divide the ", extent,
-         " iterations of this kernel's reduction loop; re-run ember.tune for it");
+  const int64_t p = reduction_divisor("partial_sums", knobs.partial_sums, extent);
   space.partial_extent = extent;
   space.used.partial_sums = p;
   return p;
