@@ -333,3 +333,19 @@ def test_a_tuned_model_file_keeps_its_knobs_and_where_they_were_measured(tmp_pat
     plain = ember.load(tmp_path / "plain.ember")
     assert plain.tuning is None and lib.tuning is None
     assert [(k.tuned, k.knobs, k.workload) for k in plain.fusion_report()] == [(None, None, None)]
+
+
+def test_the_default_stays_unless_another_schedule_is_clearly_faster():
+    """In the final round, a schedule within the timing noise of the default (3%) does not
+    replace it: tuning never swaps in a kernel that may be slower. A clearly faster one does."""
+    from ember.tuning import _log
+
+    def entry(knobs, ms, default=False):
+        return {"workload": "w", "status": "ok", "ms": ms, "final": True, "threads": 1,
+                "default": default, "knobs": knobs}
+
+    default, other = {"tile_rows": 4}, {"tile_rows": 6}
+    close = [entry(default, 1.00, True), entry(other, 0.99)]
+    assert _log.best(close, threads=1)["w"]["tile_rows"] == 4
+    clear = [entry(default, 1.00, True), entry(other, 0.90)]
+    assert _log.best(clear, threads=1)["w"]["tile_rows"] == 6

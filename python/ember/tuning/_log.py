@@ -92,16 +92,24 @@ def read(path, cpu=None, vector_bits=None, warn=True):
     return entries
 
 
+# A schedule replaces the default only when it is this much faster: smaller differences are
+# within a 2-core machine's timing noise, and a tuned kernel must not be slower than the
+# default one.
+DEFAULT_MARGIN = 0.03
+
+
 def best(entries, threads=None):
     """{workload: knobs} of the fastest "ok" entry per workload: entries measured at
     `threads` threads are preferred where a workload has any, then those of the final round
-    (the default and the fastest candidates timed again side by side), then the fastest."""
+    (the default and the fastest candidates timed again side by side), then the fastest;
+    the default's time counts DEFAULT_MARGIN less, so another schedule wins only when it
+    is clearly faster."""
     chosen = {}
     for e in entries:
         if e["status"] != "ok":
             continue
-        rank = (threads is not None and e.get("threads") != threads, not e.get("final"),
-                e["ms"])
+        ms = e["ms"] * (1.0 - DEFAULT_MARGIN) if e.get("default") else e["ms"]
+        rank = (threads is not None and e.get("threads") != threads, not e.get("final"), ms)
         cur = chosen.get(e["workload"])
         if cur is None or rank < cur[0]:
             chosen[e["workload"]] = (rank, e["knobs"])
