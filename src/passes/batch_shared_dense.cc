@@ -15,15 +15,17 @@ using namespace ir;
 
 namespace {
 
-// Does `e` read any node of `targets` (transitively)? `memo` caches per node.
-bool reaches(const Expr& e, const std::set<const ExprNode*>& targets,
-             std::map<const ExprNode*, bool>& memo) {
-  auto it = memo.find(e.get());
-  if (it != memo.end()) return it->second;
-  bool found = targets.count(e.get()) > 0;
-  for (const Expr& in : inputs_of(e))
-    if (!found) found = reaches(in, targets, memo);
-  return memo[e.get()] = found;
+// The nodes of `nodes` (in post order) that are, or read, one of `targets`: one pass over
+// the graph, producers first, no recursion (an unrolled RNN is thousands of nodes deep).
+std::set<const ExprNode*> readers_of(const std::vector<Expr>& nodes,
+                                     const std::set<const ExprNode*>& targets) {
+  std::set<const ExprNode*> out;
+  for (const Expr& e : nodes) {
+    bool reads = targets.count(e.get()) > 0;
+    for (const Expr& in : inputs_of(e)) reads = reads || out.count(in.get()) > 0;
+    if (reads) out.insert(e.get());
+  }
+  return out;
 }
 
 // A dense whose weight is a constant and whose input is [M, K]: the weight's node, or null.
@@ -40,7 +42,8 @@ const ExprNode* shared_weight(const Expr& e) {
 std::vector<Expr> find_group(const Function& f) {
   std::map<const ExprNode*, std::vector<Expr>> by_weight;
   std::vector<const ExprNode*> order;
-  for (const Expr& e : post_order(f->body))
+  const std::vector<Expr> nodes = post_order(f->body);
+  for (const Expr& e : nodes)
     if (const ExprNode* w = shared_weight(e)) {
       if (!by_weight.count(w)) order.push_back(w);
       by_weight[w].push_back(e);
@@ -50,13 +53,13 @@ std::vector<Expr> find_group(const Function& f) {
     if (calls.size() < 2) continue;
     std::set<const ExprNode*> members;
     for (const Expr& c : calls) members.insert(c.get());
-    std::map<const ExprNode*, bool> memo;
+    const std::set<const ExprNode*> tainted = readers_of(nodes, members);
     std::map<const ExprNode*, int> same_input;  // two calls on one input compute one thing
     for (const Expr& c : calls) ++same_input[as<CallNode>(c)->args[0].get()];
     std::vector<Expr> group;
     for (const Expr& c : calls) {
       const Expr& x = as<CallNode>(c)->args[0];
-      if (same_input[x.get()] == 1 && !reaches(x, members, memo)) group.push_back(c);
+      if (same_input[x.get()] == 1 && !tainted.count(x.get())) group.push_back(c);
     }
     if (group.size() >= 2) return group;
   }

@@ -146,23 +146,16 @@ bool input_ignores(const Stage& r, int d) {
 bool reads_window(const Stage& r) {
   auto* red = r.body().as<ReduceNode>();
   if (!red) return false;
-  std::set<const PrimVarNode*> data, window;
-  for (auto& a : r.axes()) data.insert(a->var.get());
-  for (auto& a : r.reduce_axes())
-    if (a->extent > 1) window.insert(a->var.get());
+  auto uses_any = [](const PrimExpr& idx, const std::vector<IterVar>& axes, int64_t min_extent) {
+    return std::any_of(axes.begin(), axes.end(), [&](const IterVar& a) {
+      return a->extent >= min_extent && uses_var(idx, a->var.get());
+    });
+  };
   bool found = false;
   visit_prim(red->source, [&](const PrimExpr& e) {
-    auto* p = e.as<ProducerLoadNode>();
-    if (!p) return;
-    for (auto& idx : p->indices) {
-      bool d = false, w = false;
-      visit_prim(idx, [&](const PrimExpr& x) {
-        auto* v = x.as<PrimVarNode>();
-        d |= v && data.count(v);
-        w |= v && window.count(v);
-      });
-      found |= d && w;
-    }
+    if (auto* p = e.as<ProducerLoadNode>())
+      for (auto& idx : p->indices)
+        found |= uses_any(idx, r.axes(), 1) && uses_any(idx, r.reduce_axes(), 2);
   });
   return found;
 }
