@@ -13,9 +13,13 @@ nn.conv2d_blocked or nn.dense_packed, shown with its real, blocked shapes) — a
 whose two batched products q k^T and p v are counted — the useful flops come from the anchor's
 operand and result shapes: 2*M*N*K for products, 2*N*Cout*OH*OW*Cin/groups*KH*KW for
 convolutions (a kernel with two anchors, e.g. depthwise -> pointwise, counts both). The peak
-is measured in the same run, before the models and after each one (the highest counts), by
-ember.measure_fma_peak: independent float32 FMA chains that Ember compiles at the target's
-vector width, one thread. Prints one Markdown row per kernel, sorted by model
+is measured in the same run by ember.measure_fma_peak (independent float32 FMA chains that
+Ember compiles at the target's vector width, one thread), right before and right after each
+model's profile; a kernel's % peak is against the higher of those two. The process is pinned
+to one CPU (--cpu): on a virtual machine one vCPU can run 30% slower than the other for
+minutes (a busy sibling hyperthread on the host), so the peak and the kernels must share one.
+A model whose two peaks differ by more than 10% (the CPU's speed changed while it ran) is
+profiled again, up to three times, and flagged when it never ran steady. Prints one Markdown row per kernel, sorted by model
 then time, the totals per model and, per model, how many workloads are distinct; batch-1
 dense kernels also against the read bandwidth of an Ember-compiled streaming sum over a
 buffer the size of their weights, each pair timed in the same cache state (both warm: run
@@ -255,7 +259,11 @@ def main():
                    help="profiled runs per model (default 5; 2 with --quick)")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--target", default="llvm", help='Ember target string (default "llvm")')
+    p.add_argument("--cpu", type=int, default=None,
+                   help="CPU to pin to (default: the first one this process may use)")
     args = p.parse_args()
+    cpu = args.cpu if args.cpu is not None else min(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpu})
     names = [m for m in args.models.split(",") if m]
     unknown = [m for m in names if m not in e2e.MODELS]
     if unknown:
@@ -266,24 +274,34 @@ def main():
     torch.set_num_threads(1)
     print(f"# Ember kernels: {platform.processor() or platform.machine()}, target "
           f"{args.target!r}, 1 thread, mean of {repeat} profiled runs, load average "
-          f"{os.getloadavg()[0]:.1f} at start")
-    peaks = []
+          f"{os.getloadavg()[0]:.1f} at start, pinned to CPU {cpu}")
 
     def measure_peak():
-        """One measurement (GFLOP/s) appended to peaks; False when there is none."""
+        """The FMA peak in GFLOP/s, or None when it cannot be measured."""
         if not hasattr(ember, "measure_fma_peak"):
             print("# FMA peak unavailable: this build has no ember.measure_fma_peak; "
                   "the % peak column is n/a")
-            return False
+            return None
         try:
-            peaks.append(float(ember.measure_fma_peak(args.target, seconds=1.0)))
+            return float(ember.measure_fma_peak(args.target, seconds=0.5))
         except Exception as e:  # noqa: BLE001
             print(f"# FMA peak unavailable: ember.measure_fma_peak failed: "
                   f"{type(e).__name__}: {e}; the % peak column is n/a")
-            return False
-        return True
+            return None
 
-    have_peak = measure_peak()  # again after each model: the highest one counts (less noise)
+    def profile_steady(m):
+        """(profile table, peak before, peak after, steady) of model module m."""
+        for _ in range(3):
+            before = measure_peak()
+            with contextlib.redirect_stdout(io.StringIO()):  # profile() prints its table too
+                table = m.profile(repeat=repeat)
+            after = measure_peak()
+            steady = before is None or after is None or abs(before - after) <= 0.1 * max(
+                before, after)
+            if steady:
+                break
+        return table, before, after, steady
+
     rows, summaries = [], []
     for name in names:
         model, inputs = e2e.make(name, 1)
@@ -295,8 +313,8 @@ def main():
         for i, x in enumerate(inputs):
             m.set_input(i, x.numpy())
         m.run()  # warm-up
-        with contextlib.redirect_stdout(io.StringIO()):  # profile() prints its table too
-            table = m.profile(repeat=repeat)
+        table, before, after, steady = profile_steady(m)
+        peak = max(before, after) if before and after else None
         report = lib.fusion_report()
         times = parse_profile(table, {k.func for k in report})
         graph = match_kernels(report, parse_graph(lib.get_source("graph")))
@@ -317,7 +335,8 @@ def main():
             anchor = " + ".join(o["op"].replace("nn.", "") for o in products) or k.anchor
             gflops = flops / (ms * 1e6) if flops and ms else None
             row = {"model": name, "kernel": k.name, "anchor": anchor, "shape": shape,
-                   "ms": ms, "flops": flops, "gflops": gflops, "lib": lib}
+                   "ms": ms, "flops": flops, "gflops": gflops, "lib": lib,
+                   "pct": 100 * gflops / peak if gflops and peak else None}
             model_rows.append(row)
             distinct.setdefault((anchor, shape), []).append(row)
         model_rows.sort(key=lambda r: -(r["ms"] or 0))
@@ -327,21 +346,14 @@ def main():
         summaries.append({"model": name, "build_s": build_s, "kernels": len(report),
                           "product_kernels": len(model_rows), "distinct": len(distinct),
                           "total_ms": total_ms, "product_ms": kern_ms, "other_ms": other_ms,
-                          "gflop": flops / 1e9,
+                          "gflop": flops / 1e9, "peak": peak,
                           "gflops": flops / (kern_ms * 1e6) if kern_ms else None})
-        print(f"# {name}: built in {build_s:.1f} s, {len(report)} kernels, profiled",
-              flush=True)
-        if have_peak:  # the clock drifts over minutes: a peak beside every model
-            measure_peak()
+        peaks = f"{before:.1f} before, {after:.1f} after" if peak else "n/a"
+        print(f"# {name}: built in {build_s:.1f} s, {len(report)} kernels, profiled; FMA peak "
+              f"(ember.measure_fma_peak, float32, {args.target!r}) {peaks} GFLOP/s"
+              + ("" if steady else " -- UNSTEADY: the CPU's speed changed during the profile "
+                 "three times; its % peak is unreliable"), flush=True)
 
-    peak = None
-    if have_peak:
-        peak = max(peaks)
-        print(f"# single-thread FMA peak (ember.measure_fma_peak, float32, {args.target!r}): "
-              f"{peak:.1f} GFLOP/s (the highest of {', '.join(f'{p:.1f}' for p in peaks)}: "
-              "before the models and after each)")
-    for r in rows:
-        r["pct"] = 100 * r["gflops"] / peak if r["gflops"] and peak else None
     print("\n| model | kernel | anchor | shape | ms | GFLOP/s | % peak |")
     print("|---|---|---|---|---:|---:|---:|")
     for r in rows:
@@ -352,7 +364,7 @@ def main():
           "| % peak | other kernels ms |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for s in summaries:
-        pct = 100 * s["gflops"] / peak if s["gflops"] and peak else None
+        pct = 100 * s["gflops"] / s["peak"] if s["gflops"] and s["peak"] else None
         print(f"| {s['model']} | {s['total_ms']:.2f} | {s['product_ms']:.2f} | {s['gflop']:.3f} "
               f"| {fmt(s['gflops'])} | {fmt(pct)} | {s['other_ms']:.2f} |")
     print_gemv_bandwidth(rows, args.target)
@@ -361,7 +373,7 @@ def main():
         print(f"{s['model']}: {s['product_kernels']} conv/dense/matmul kernels of "
               f"{s['kernels']}, {s['distinct']} distinct workloads (anchor and shapes); "
               f"build {s['build_s']:.1f} s")
-    if peak is None:
+    if all(s["peak"] is None for s in summaries):
         print("% peak: n/a (no FMA peak measured in this run)")
     elif any(r["pct"] and r["pct"] > 100 for r in rows):
         print("Some kernels show more than 100% of the peak: the peak measurement was disturbed "

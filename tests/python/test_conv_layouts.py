@@ -231,3 +231,25 @@ def test_nchw_rows_no_vector_divides_shift_their_last_tile(bits, width):
     assert "if (" not in lib.get_source("loop"), lib.get_source("loop")
     ref = F.relu(F.conv2d(t(a).double(), t(w).double())).numpy()
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5 * np.sqrt(16 * 9))
+
+
+@pytest.mark.parametrize("bits", WIDTHS)
+@pytest.mark.parametrize("cin,cout,width,kernel,blocked", [
+    (300, 260, 7, 1, True),   # 1x1 at 7x7: 139 multiply-adds per element converted
+    (96, 40, 9, 3, True),     # 3x3 unpadded, 9x9 -> 7x7: 174 per element
+    (16, 16, 9, 3, False),    # 54 per element: keeps NCHW
+])
+def test_lone_conv_runs_blocked_when_its_work_pays_the_conversions(bits, cin, cout, width,
+                                                                   kernel, blocked):
+    # A conv with no other conv next to it runs blocked when it does at least 128
+    # multiply-adds per element of its input and output, which the two conversions read and
+    # write once each; the result is the same either way.
+    rng = np.random.default_rng(cin)
+    x = ir.var("x", (1, cin, width, width), "float32")
+    w = rng.standard_normal((cout, cin, kernel, kernel)).astype("float32")
+    a = rng.standard_normal((1, cin, width, width)).astype("float32")
+    lib, (got,) = build_run(ir.Function([x], op.nn.relu(op.nn.conv2d(x, ir.const(w)))), [a], bits)
+    anchors = {r.anchor for r in lib.fusion_report()}
+    assert ("nn.conv2d_blocked" in anchors) == blocked, anchors
+    ref = F.relu(F.conv2d(t(a).double(), t(w).double())).numpy()
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5 * np.sqrt(cin * kernel * kernel))

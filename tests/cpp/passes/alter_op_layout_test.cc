@@ -119,9 +119,25 @@ TEST(AlterOpLayout, PaddedChannelsStayBlockedOnlyThroughOpsThatKeepThemFinite) {
 }
 
 TEST(AlterOpLayout, LoneConvsKeepNchw) {
+  // 54 multiply-adds per element converted (in and out): converting would not pay.
   Expr x = var("x", TensorType{{1, 16, 9, 9}, DType::Float32});
   Function lone = function({x}, call("nn.relu", {call("nn.conv2d", {x, conv_weight(16, 16)})}));
   EXPECT_TRUE(structural_equal(alter_op_layout(lone, MachineModel::for_vector_bits(256)), lone));
+}
+
+TEST(AlterOpLayout, LoneConvWithMuchWorkPerElementRunsBlocked) {
+  // 64 -> 64 channels, 3x3 at 9x9 -> 7x7: 217 multiply-adds per element converted.
+  Expr x = var("x", TensorType{{1, 64, 9, 9}, DType::Float32});
+  Attrs attrs({{"groups", int64_t{1}}});
+  Expr w = conv_weight(64, 64);
+  Function f = function({x}, call("nn.relu", {call("nn.conv2d", {x, w}, attrs)}));
+  Function got = alter_op_layout(f, MachineModel::for_vector_bits(256));
+  Expr packed = call("nn.pack_conv_weight", {w},
+                     Attrs({{"in_block", int64_t{16}}, {"out_block", int64_t{16}}}));
+  Expr c = call("nn.conv2d_blocked",
+                {call("to_blocked", {x}, Attrs({{"block", int64_t{16}}})), packed}, attrs);
+  Function want = function({x}, call("from_blocked", {call("nn.relu", {c})}));
+  EXPECT_TRUE(structural_equal(got, want)) << to_string(Expr(got));
 }
 
 TEST(AlterOpLayout, StemReadsPixelsAndItsPoolingStaysBlocked) {
