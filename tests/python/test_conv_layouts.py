@@ -253,3 +253,39 @@ def test_lone_conv_runs_blocked_when_its_work_pays_the_conversions(bits, cin, co
     assert ("nn.conv2d_blocked" in anchors) == blocked, anchors
     ref = F.relu(F.conv2d(t(a).double(), t(w).double())).numpy()
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5 * np.sqrt(cin * kernel * kernel))
+
+
+@pytest.mark.parametrize("bits", WIDTHS)
+@pytest.mark.parametrize("cin,cout,width,kernel,stride,chunked", [
+    # (chunked at 256 bits, at 512): 512-bit blocks of 32 channels make one step of input
+    # channels 36 KB of 3x3 weights, over half the L1 alone, so those convs run one pass.
+    (64, 128, 7, 3, 1, (True, False)),   # ResNet's layer4 shape class, 7-pixel rows
+    (96, 64, 13, 3, 1, (True, False)),   # 13 pixels: the last tile of a row runs into padding
+    (64, 64, 14, 3, 2, (True, False)),   # stride 2 -> 7x7
+    (2048, 320, 7, 1, 1, (True, True)),  # 1x1, 7x7, 2.6 MB of weights
+    (3072, 200, 5, 1, 1, (True, True)),  # 1x1, 5 pixels, 200 channels (blocks of 8 / 16)
+    (1024, 256, 7, 1, 1, (False, False)),  # 1 MB of 1x1 weights stream inside instead
+    (64, 64, 30, 3, 1, (False, False)),  # a 30x30 block of pixels does not fit the L1
+])
+def test_deep_convs_on_small_images_accumulate_in_chunks(bits, cin, cout, width, kernel,
+                                                         stride, chunked):
+    # A conv whose weights per output-channel block overflow half the L1 while its pixels
+    # fit there accumulates in chunks of input-channel blocks (the "rc.o" loop), every pixel
+    # tile reading each chunk of weights from L1; its rows are padded, never shifted (a
+    # shifted tile would add a chunk twice). A 1x1 conv, a residual add and a ReLU follow,
+    # so the chain runs blocked and the epilogue reads the accumulated block.
+    rng = np.random.default_rng(cin + width)
+    x = ir.var("x", (1, cin, width, width), "float32")
+    w = (rng.standard_normal((cout, cin, kernel, kernel)) / np.sqrt(cin * kernel**2))
+    w2 = rng.standard_normal((cout, cout, 1, 1)) / np.sqrt(cout)
+    y = op.nn.conv2d(x, ir.const(w.astype("float32")), strides=(stride, stride),
+                     padding=(kernel // 2, kernel // 2))
+    y = op.nn.relu(op.add(op.nn.conv2d(y, ir.const(w2.astype("float32"))), y))
+    a = rng.standard_normal((1, cin, width, width)).astype("float32")
+    lib, (got,) = build_run(ir.Function([x], y), [a], bits)
+    conv = [f for f in lib.get_source("loop").split("\nfunc ") if "conv2d_pad" in f or
+            f.startswith("k1")][0]
+    assert ("rc.o" in conv) == chunked[bits == 512], conv[:3000]
+    r = F.conv2d(t(a).double(), t(w), stride=stride, padding=kernel // 2)
+    ref = F.relu(F.conv2d(r, t(w2)) + r).numpy()
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5 * np.sqrt(cin * kernel**2))

@@ -28,6 +28,12 @@ enum class SplitTail {
   /// tile before it: no guard, so a register tile stays unconditional. Only for data
   /// (not reduction) axes, whose values may be computed twice with the same result.
   Shift,
+  /// The last tile runs past the extent into padding: the stage's local buffer is rounded
+  /// up to whole tiles, and the values past the extent read their inputs at the last valid
+  /// index. No guard, and no value is computed twice into the same place, so a reduction
+  /// may accumulate into it in several passes (a GEMM blocked along k). Only for data axes
+  /// of a stage computed at another stage's loop.
+  Pad,
 };
 
 /// A loop relation recorded by split or fuse, replayed in order by lowering.

@@ -35,6 +35,15 @@ PrimExpr multiply_add(const PrimExpr& src, const PrimExpr& acc) {
   return acc + src;
 }
 
+// Root axis `d` of `st` over `extent` values, rounded up to whole tiles when a padded split
+// (SplitTail::Pad) divides it.
+int64_t padded_extent(const Stage& st, size_t d, int64_t extent) {
+  for (auto& r : st.relations())
+    if (r.kind == IterRelation::Split && r.tail == SplitTail::Pad && r.parent == st.root_axes()[d])
+      return (extent + r.factor - 1) / r.factor * r.factor;
+  return extent;
+}
+
 // Where a tensor's values live during lowering.
 struct Realized {
   Buffer buffer;
@@ -246,16 +255,23 @@ class ScheduleLowering {
         known[loop_var[i].get()] = {0, ext.at(leaf[i].get()) - 1};
     }
 
-    // Root values (absolute indices) and the guard.
+    // Root values (absolute indices) and the guard. A value in the padding of a padded
+    // split (SplitTail::Pad) is stored past the region, in the rounded-up buffer, and reads
+    // its inputs at the region's last index.
     void compute_root_values() {
       guard = make_const(DType::Bool, 1);
       for (size_t i = 0; i < st->root_axes().size(); ++i) {
         auto& a = st->root_axes()[i];
         PrimExpr v = value.at(a.get());
         if (i < n_spatial) {
-          PrimExpr abs_v = simplify(region[i].min + v);
-          if (region[i].clipped) guard = logical_and(guard, in_bounds(abs_v, t->shape[i], known));
-          root_map.emplace_back(a->var.get(), abs_v);
+          PrimExpr abs_v = simplify(region[i].min + v), read_v = abs_v;
+          if (padded_extent(*st, i, region[i].extent) != region[i].extent) {
+            EMBER_CHECK(st->attach_kind() == AttachKind::At, "a padded split of ", a->var.name(),
+                        " in ", t->name, " needs a stage computed at another stage's loop");
+            read_v = simplify(region[i].min + min(v, PrimExpr(region[i].extent - 1)));
+          }
+          if (region[i].clipped) guard = logical_and(guard, in_bounds(read_v, t->shape[i], known));
+          root_map.emplace_back(a->var.get(), read_v);
           out_index.push_back(abs_v);
         } else {
           root_map.emplace_back(a->var.get(), v);
@@ -303,9 +319,9 @@ class ScheduleLowering {
         std::vector<Region> reg = self.infer_region(c, reads, known);
         std::vector<int64_t> shape;
         std::vector<PrimExpr> mins;
-        for (auto& r : reg) {
-          shape.push_back(r.extent);
-          mins.push_back(r.min);
+        for (size_t d = 0; d < reg.size(); ++d) {
+          shape.push_back(padded_extent(*c, d, reg[d].extent));
+          mins.push_back(reg[d].min);
         }
         child_region[c] = reg;
         Buffer b = make_buffer(c->tensor()->name, c->tensor()->dtype, shape, BufferScope::Local);

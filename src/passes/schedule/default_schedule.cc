@@ -278,6 +278,54 @@ void schedule_gemm_block(Stage& r, int d, const RegisterTile& rt, int64_t unroll
   r.vectorize(cols);
 }
 
+// The chunk of r's outermost reduction axis that a register tile of `rt` accumulates per
+// pass when r is computed a block of rows at a time (BLIS's kc), or 0 for one pass: the
+// largest divisor whose vector loads (a chunk of the weight panel) fill at most half the L1,
+// so every row tile of the block reads them from L1 rather than L2. Not worth it when the
+// whole panel fits there already, or when a chunk is under 64 steps (each pass loads and
+// stores the accumulators once). Used for convs (chunk_conv_block): for BERT's dense
+// layers, whose panels stream from L2 well, chunking measured no faster per kernel and
+// 7-13% slower for the whole layer at seq 384.
+int64_t choose_k_chunk(const MachineModel& m, const Stage& r, const RegisterTile& rt) {
+  std::vector<IterVar> reduce = r.reduce_axes();
+  if (reduce.empty()) return 0;
+  int64_t outer = reduce.front()->extent, inner = 1;
+  for (size_t k = 1; k < reduce.size(); ++k) inner *= reduce[k]->extent;
+  const int64_t step_bytes = rt.cols() * dtype_bytes(r.tensor().dtype()) * inner;
+  if (outer * step_bytes <= m.l1_bytes / 2) return 0;
+  for (int64_t c = outer / 2; c >= 1; --c)
+    if (outer % c == 0 && c * step_bytes <= m.l1_bytes / 2) return c * inner >= 64 ? c : 0;
+  return 0;
+}
+
+// A register tile of `rt` on axis `d` accumulated in chunks of `chunk` steps of r's
+// outermost reduction axis: for each chunk, every row tile of the block (all of r's other
+// data axes: a conv's rows of pixels) adds that chunk's products to its accumulators (loaded before
+// and stored after; LLVM keeps them in registers across the chunk). The rows split with padding
+// (SplitTail::Pad), never shifted: a shifted tile would add a chunk twice to the rows it shares
+// with the tile before it.
+void schedule_k_chunked_tile(Stage& r, int d, const RegisterTile& rt, int64_t chunk,
+                             int64_t unroll) {
+  std::vector<IterVar> axes = r.axes(), reduce = r.reduce_axes();
+  IterVar k_out, k_in, rows, rows_in, last = axes.back(), group;
+  std::tie(k_out, reduce.front()) = r.split(reduce.front(), chunk);
+  std::tie(rows, rows_in) = r.split(axes[d], rt.rows, SplitTail::Pad);
+  if (unroll > 1) std::tie(reduce.back(), k_in) = r.split(reduce.back(), unroll);
+  if (rt.vectors > 1) std::tie(group, last) = r.split(last, rt.lanes);
+  std::vector<IterVar> order = {k_out};  // outside every row of the block
+  for (size_t k = 0; k + 1 < axes.size(); ++k)
+    if (static_cast<int>(k) != d) order.push_back(axes[k]);
+  order.push_back(rows);
+  for (auto& a : reduce) order.push_back(a);
+  for (IterVar a : {k_in, rows_in, group, last})
+    if (a) order.push_back(a);
+  r.reorder(order);
+  if (k_in) r.unroll(k_in);
+  r.unroll(rows_in);
+  if (group) r.unroll(group);
+  r.vectorize(last);
+}
+
 int64_t vector_lanes(const Stage& o, int vector_bits) {
   int64_t lanes = lanes_for(o.tensor().dtype(), vector_bits);
   // Prefer half-width vectors that divide the axis (56 = 7 x 8) to full ones with a
@@ -492,6 +540,7 @@ struct OutputTiling {
   void split_axes();
   bool choose_tile_loop();
   void tile_register_tiles();
+  bool chunk_conv_block();
   void tile_row_statistics();
   void attach_in_tile();
 
@@ -513,6 +562,7 @@ struct OutputTiling {
   int64_t partial_sums = 1;  // a GEMV's reduction as independent partial sums (tuning)
   // split_axes
   IterVar tile_inner, outer_vec;
+  int64_t k_chunk = 0;  // chunk_conv_block: the reduction in chunks, the pixels inside
   // choose_tile_loop
   std::vector<IterVar> outer;
   std::vector<Stage*> pads, row_gemms;
@@ -655,6 +705,7 @@ bool OutputTiling::choose_tile_loop() {
 void OutputTiling::tile_register_tiles() {
   pads.clear();
   if (outer_vec) outer.push_back(outer_vec);
+  if (tile_axis >= 0 && !outer_vec && chunk_conv_block()) return;
   // (reds[0] exists when tile_axis >= 0: the register tile is on a single reduction.)
   if (tile_axis >= 0 && !outer_vec &&
       tuned_loop_order(
@@ -675,6 +726,38 @@ void OutputTiling::tile_register_tiles() {
     o.reorder(outer);
   }
   tile = o.fuse(outer);
+}
+
+// A conv whose weight panel per output-channel block overflows half the L1 while its whole
+// block of pixels (the axes the weights ignore) fits there (ResNet's 7x7 and 14x14 3x3
+// convs, 7x7 1x1 convs with 4 MB of weights; layer4's 3x3 and 1x1 convs 15-25% faster):
+// the tile is one output-channel block, whose pixels loop inside it, and the reduction runs
+// in chunks (choose_k_chunk), each chunk of weights read from L1 by every pixel tile.
+bool OutputTiling::chunk_conv_block() {
+  // A 1x1 conv whose weights stream inside (weights_stream_inside) keeps that order: its
+  // input block per chunk would not fit the L1 (ResNet's 14x14 1x1 convs: no faster).
+  if (!reads_window(*reds[0]) && weights_stream_inside(*reds[0], machine)) return false;
+  std::vector<IterVar> tile_axes, inner;
+  int64_t block_bytes = rt.cols() * dtype_bytes(o.tensor().dtype()), tiles = 1;
+  for (auto& a : outer) {
+    int k = static_cast<int>(std::find(axes.begin(), axes.end(), a) - axes.begin());
+    bool pixels = a->extent > 1 && vector_input_ignores(*reds[0], k);
+    (pixels ? inner : tile_axes).push_back(a);
+    if (k == tile_axis)
+      block_bytes *= a->extent * rt.rows;
+    else if (pixels)
+      block_bytes *= a->extent;
+    else
+      tiles *= a->extent;
+  }
+  if (inner.empty() || tiles < 4 || block_bytes > machine.l1_bytes / 2) return false;
+  k_chunk = choose_k_chunk(machine, *reds[0], rt);
+  if (!k_chunk) return false;
+  std::vector<IterVar> order = tile_axes;
+  order.insert(order.end(), inner.begin(), inner.end());
+  o.reorder(order);
+  tile = o.fuse(tile_axes);
+  return true;
 }
 
 // The reductions do not depend on the innermost axis (a row statistic): the tile is the
@@ -727,6 +810,9 @@ void OutputTiling::attach_in_tile() {
       schedule_register_tile(*r, static_cast<int>(r->axes().size()) - 2,
                              RegisterTile{partial_sums, rt.vectors, rt.lanes},
                              tuned_unroll(inner_reduce_extent(*r), knobs, space));
+    } else if (k_chunk) {
+      schedule_k_chunked_tile(*r, tile_axis, rt, k_chunk,
+                              tuned_unroll(inner_reduce_extent(*r), knobs, space));
     } else if (tiled) {
       schedule_register_tile(*r, tile_axis, rt,
                              tuned_unroll(inner_reduce_extent(*r), knobs, space));

@@ -38,6 +38,8 @@ std::pair<IterVar, IterVar> Stage::split(const IterVar& axis, int64_t factor, Sp
   if (tail == SplitTail::Shift)
     EMBER_CHECK(!axis->reduce && factor <= axis->extent, "a shifted split of ", axis->var.name(),
                 " needs a data axis of at least ", factor, " values");
+  if (tail == SplitTail::Pad)
+    EMBER_CHECK(!axis->reduce, "a padded split of ", axis->var.name(), " needs a data axis");
   const std::string& n = axis->var.name();
   IterVar outer = iter_var(n + ".o", (axis->extent + factor - 1) / factor, axis->reduce);
   IterVar inner = iter_var(n + ".i", factor, axis->reduce);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "ember/codegen/codegen.h"
 #include "ember/ir/simplify.h"
 #include "ember/support/error.h"
 
@@ -89,9 +90,58 @@ TEST(Schedule, ShiftedSplitRecomputesTheLastTileWithoutAGuard) {
   EXPECT_EQ(top->extent.as<IntImmNode>()->value, 2) << text;  // ceil(4 / 3) tiles
   EXPECT_NE(text.find("min("), std::string::npos) << text;    // start = min(3 * io, 1)
   // Reduction axes and tiles larger than the axis cannot shift.
-  EXPECT_THROW(sch[g.dense].split(sch[g.dense].reduce_axes()[0], 3, SplitTail::Shift), InternalError);
+  EXPECT_THROW(sch[g.dense].split(sch[g.dense].reduce_axes()[0], 3, SplitTail::Shift),
+               InternalError);
   Schedule other({g.relu});
   EXPECT_THROW(other[g.relu].split(other[g.relu].axes()[0], 5, SplitTail::Shift), InternalError);
+}
+
+TEST(Schedule, PaddedSplitAccumulatesInChunksIntoARoundedUpTile) {
+  // dense [5, 8] x [36, 8]^T -> relu, tiled by 12 columns; the dense is computed at the
+  // column tile, its 5 rows in tiles of 3 (padded to 6) inside chunks of 4 k steps: each
+  // row is accumulated once per chunk, the padding row reads the last row, and no tile needs
+  // a guard.
+  ir::Tensor x = placeholder("x", {5, 8}, DType::Float32);
+  ir::Tensor w = placeholder("w", {36, 8}, DType::Float32);
+  IterVar k = reduce_axis(8, "k");
+  ir::Tensor dense = compute("dense", {5, 36}, [&](const std::vector<PrimVar>& i) {
+    return sum(x({i[0], k->var}) * w({i[1], k->var}), {k});
+  });
+  ir::Tensor relu = compute("relu", {5, 36}, [&](const std::vector<PrimVar>& i) {
+    return max(dense({i[0], i[1]}), make_const(DType::Float32, 0));
+  });
+  Schedule sch({relu});
+  Stage& o = sch[relu];
+  auto [jo, ji] = o.split(o.axes()[1], 12);
+  o.reorder({jo, o.axes()[0], ji});
+  Stage& d = sch[dense];
+  d.compute_at(o, jo);
+  auto [ko, ki] = d.split(d.reduce_axes()[0], 4);
+  auto [io, ii] = d.split(d.axes()[0], 3, SplitTail::Pad);
+  d.reorder({ko, io, ki, ii, d.axes()[1]});
+  PrimFunc fn = lower_schedule(sch, "chunked", {x, w});
+  EXPECT_EQ(count_stmts(fn.body, StmtKind::IfThenElse), 0) << fn;
+  auto allocs = allocations(fn.body);
+  ASSERT_EQ(allocs.size(), 1u) << fn;
+  EXPECT_EQ(allocs[0]->numel(), 6 * 12) << fn;
+
+  std::vector<float> xv(5 * 8), wv(36 * 8), out(5 * 36, -1.0f);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(i % 7) - 3.0f;
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = static_cast<float>(i % 5) - 2.0f;
+  void* args[] = {xv.data(), wv.data(), out.data()};
+  auto m = codegen::compile_cpu({fn});
+  m->get_function("chunked")(args);
+  for (int r = 0; r < 5; ++r)
+    for (int c = 0; c < 36; ++c) {
+      float want = 0;
+      for (int kk = 0; kk < 8; ++kk) want += xv[r * 8 + kk] * wv[c * 8 + kk];
+      EXPECT_EQ(out[r * 36 + c], std::max(want, 0.0f)) << r << ", " << c;
+    }
+  // A root stage has no local buffer to round up.
+  Schedule root({dense});
+  root[dense].split(root[dense].axes()[0], 3, SplitTail::Pad);
+  EXPECT_THROW(lower_schedule(root, "root", {x, w}), InternalError);
+  EXPECT_THROW(root[dense].split(root[dense].reduce_axes()[0], 3, SplitTail::Pad), InternalError);
 }
 
 TEST(Schedule, DefaultScheduleComputesTheAnchorTileInsideTheEpilogueLoop) {
