@@ -14,6 +14,8 @@ The knobs (include/ember/passes/schedule_knobs.h; 0 leaves the schedule's own ch
     unroll                   steps of the innermost reduction loop unrolled together
     row_block                rows of a GEMM computed at once under a layer norm
     partial_sums             a one-row dense (GEMV): independent partial sums per vector
+    k_chunk                  a conv whose pixel block fits the L1: input-channel blocks
+                             accumulated per pass (all of them: one pass)
 
 A conv or dense kernel of ResNet-50 or BERT has 124 to 1246 valid settings, ResNet-50's
 one-row fc 115

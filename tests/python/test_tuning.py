@@ -265,6 +265,39 @@ def test_a_blocked_conv_may_take_its_register_tile_along_rows_or_columns():
         ember._ember._build_kernel(w["group"], "llvm", {"unrol": 2})
 
 
+def test_a_deep_conv_on_a_small_image_tunes_its_reduction_chunks():
+    # 64 -> 64 channels, 3x3 at 7x7: the default schedule accumulates the output-channel
+    # block in chunks of input-channel blocks (at 256 bits; one pass at 512, where one step
+    # of weights fills half the L1); k_chunk may choose any power-of-two chunk or one pass.
+    x = ir.var("x", shape=(1, 64, 7, 7))
+    w1, w2 = ir.var("w1", shape=(64, 64, 3, 3)), ir.var("w2", shape=(64, 64, 3, 3))
+    y = op.nn.conv2d(op.nn.relu(op.nn.conv2d(x, w1, padding=1)), w2, padding=1)
+    rng = np.random.default_rng(4)
+    params = {n: (rng.standard_normal((64, 64, 3, 3)) / 24).astype("float32")
+              for n in ("w1", "w2")}
+    lib = ember.build(ir.Function([x, w1, w2], op.nn.relu(y)), params=params)
+    w = [w for w in ember._ember._extract_workloads(lib) if "conv" in w["anchor"]][-1]
+    vb = ember._ember._target_vector_bits("llvm")
+    space = ember._ember._knob_space(w["group"], vb)
+    chunks = {k["k_chunk"] for k in space}
+    if vb == 256:
+        # (0: a register tile along the other axis, whose block is not chunked.)
+        assert space[0]["k_chunk"] == 1 and chunks - {0} == {1, 2, 4}, chunks
+    inputs = [rng.standard_normal(p.shape).astype(p.dtype) for p in w["group"].params]
+    outs = []
+    for knobs in [{}] + [{"k_chunk": c} for c in sorted(chunks - {0})]:
+        m = ember.GraphModule(ember._ember._build_kernel(w["group"], "llvm", knobs))
+        for i, a in enumerate(inputs):
+            m.set_input(i, a)
+        m.run()
+        outs.append(m.get_output(0).numpy())
+    for o in outs[1:]:
+        np.testing.assert_allclose(o, outs[0], rtol=1e-5, atol=1e-5)
+    if vb == 256:
+        with pytest.raises(ember.EmberError, match="k_chunk=3 does not divide the 4"):
+            ember._ember._build_kernel(w["group"], "llvm", {"k_chunk": 3})
+
+
 def test_a_one_row_dense_tunes_column_tiles_and_partial_sums():
     """ResNet-50's fc (1 x 2048 -> 1000 with bias: a GEMV on packed weight panels) has >= 100
     settings; partial sums change the loop nest, not the numbers."""

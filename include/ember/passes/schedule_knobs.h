@@ -22,10 +22,11 @@ struct ScheduleKnobs {
   int64_t tile_axis = 0;     // 1 + the output axis of the register tile's rows
   int64_t row_block = 0;     // rows of a GEMM computed per block under a row statistic
   int64_t partial_sums = 0;  // a one-row tile's reduction as this many interleaved sums
+  int64_t k_chunk = 0;       // outer reduction steps per pass of a chunked conv block (all: one)
 
   /// Every knob by name, in this order (the log, the Python dicts and str() use it).
   using Field = std::pair<const char*, int64_t ScheduleKnobs::*>;
-  static constexpr std::array<Field, 8> fields = {{
+  static constexpr std::array<Field, 9> fields = {{
       {"tile_rows", &ScheduleKnobs::tile_rows},
       {"tile_vectors", &ScheduleKnobs::tile_vectors},
       {"loop_order", &ScheduleKnobs::loop_order},
@@ -34,6 +35,7 @@ struct ScheduleKnobs {
       {"tile_axis", &ScheduleKnobs::tile_axis},
       {"row_block", &ScheduleKnobs::row_block},
       {"partial_sums", &ScheduleKnobs::partial_sums},
+      {"k_chunk", &ScheduleKnobs::k_chunk},
   }};
 
   bool operator==(const ScheduleKnobs& o) const;
@@ -56,6 +58,7 @@ struct KnobSpace {
   std::vector<int> tile_axes;  // output axes the register tile's rows may take (>= 2)
   int64_t row_block_max = 0;   // rows a GEMM under a row statistic is blocked over (0: none)
   int64_t partial_extent = 0;  // the reduction loop a one-row tile may split (0: none)
+  int64_t chunk_extent = 0;    // outer reduction steps a conv block may chunk (0: none)
   ScheduleKnobs used;
 };
 
@@ -83,6 +86,9 @@ int tuned_tile_axis(int dflt, const std::vector<int>& choices, const ScheduleKno
 /// Partial sums of a one-row register tile's innermost reduction loop (`extent` steps): 1
 /// (the default: one accumulator chain per vector) or a divisor of `extent`.
 int64_t tuned_partial_sums(int64_t extent, const ScheduleKnobs& knobs, KnobSpace& space);
+/// Outer reduction steps per pass of a conv block that may accumulate in chunks (`extent` of
+/// them): `dflt` (0: one pass) or a divisor of `extent`. Returns 0 for one pass.
+int64_t tuned_k_chunk(int64_t dflt, int64_t extent, const ScheduleKnobs& knobs, KnobSpace& space);
 /// Rows per block of a GEMM under a row statistic: `dflt` or a divisor of `extent` (two
 /// blocks or more).
 int64_t tuned_row_block(int64_t dflt, int64_t extent, const ScheduleKnobs& knobs, KnobSpace& space);

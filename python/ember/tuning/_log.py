@@ -22,7 +22,7 @@ logger = logging.getLogger("ember")
 
 # The schedule knobs (ScheduleKnobs::fields in schedule_knobs.h); a missing one is 0.
 KNOBS = ("tile_rows", "tile_vectors", "loop_order", "pad_rows", "unroll", "tile_axis",
-         "row_block", "partial_sums")
+         "row_block", "partial_sums", "k_chunk")
 
 
 def cpu_model():

@@ -751,7 +751,8 @@ bool OutputTiling::chunk_conv_block() {
       tiles *= a->extent;
   }
   if (inner.empty() || tiles < 4 || block_bytes > machine.l1_bytes / 2) return false;
-  k_chunk = choose_k_chunk(machine, *reds[0], rt);
+  k_chunk = tuned_k_chunk(choose_k_chunk(machine, *reds[0], rt),
+                          reds[0]->reduce_axes().front()->extent, knobs, space);
   if (!k_chunk) return false;
   std::vector<IterVar> order = tile_axes;
   order.insert(order.end(), inner.begin(), inner.end());

@@ -118,6 +118,16 @@ int64_t tuned_partial_sums(int64_t extent, const ScheduleKnobs& knobs, KnobSpace
   return p;
 }
 
+int64_t tuned_k_chunk(int64_t dflt, int64_t extent, const ScheduleKnobs& knobs, KnobSpace& space) {
+  const int64_t chunk = knobs.k_chunk ? knobs.k_chunk : (dflt ? dflt : extent);
+  if (chunk < 1 || extent % chunk != 0)
+    fail("schedule knob k_chunk=", knobs.k_chunk, " does not divide the ", extent,
+         " outer reduction steps of this kernel; re-run ember.tune for it");
+  space.chunk_extent = extent;
+  space.used.k_chunk = chunk;
+  return chunk == extent ? 0 : chunk;
+}
+
 int64_t tuned_row_block(int64_t dflt, int64_t extent, const ScheduleKnobs& knobs,
                         KnobSpace& space) {
   const int64_t rows = knobs.row_block ? knobs.row_block : dflt;

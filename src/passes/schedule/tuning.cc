@@ -122,7 +122,8 @@ std::vector<ScheduleKnobs> knob_space(const ir::Function& group, int vector_bits
       }
   for (const ScheduleKnobs& shape : shapes) {
     const KnobSpace s = schedule_space(group, vector_bits, shape);
-    std::vector<int64_t> rows = {0}, vectors = {0}, pad_rows = {0}, unrolls = {0}, orders = {0};
+    std::vector<int64_t> rows = {0}, vectors = {0}, pad_rows = {0}, unrolls = {0}, orders = {0},
+                         chunks = {0};
     if (s.tile_rows_max > 0) {
       rows.clear();
       for (int64_t r = 1; r <= std::min<int64_t>(s.tile_rows_max, 16); ++r) rows.push_back(r);
@@ -138,6 +139,13 @@ std::vector<ScheduleKnobs> knob_space(const ir::Function& group, int vector_bits
       for (int64_t u : {1, 2, 3, 4, 6, 8, 16})
         if (u <= s.unroll_extent && s.unroll_extent % u == 0) unrolls.push_back(u);
     }
+    // Chunks of a conv block's outer reduction: powers of two that divide it, and one pass.
+    if (s.chunk_extent > 0) {
+      chunks.clear();
+      for (int64_t c = 1; c < s.chunk_extent && c <= 64; c *= 2)
+        if (s.chunk_extent % c == 0) chunks.push_back(c);
+      chunks.push_back(s.chunk_extent);
+    }
     for (int64_t r : rows)
       for (int64_t v : vectors) {
         // Accumulators beyond the vector registers spill on every step: not worth a trial.
@@ -145,16 +153,18 @@ std::vector<ScheduleKnobs> knob_space(const ir::Function& group, int vector_bits
         if (r * v * p * s.registers_per_vector > s.vector_registers) continue;
         for (int64_t order : orders)
           for (int64_t p : pad_rows)
-            for (int64_t u : unrolls) {
-              ScheduleKnobs k = shape;
-              k.tile_rows = r;
-              k.tile_vectors = v;
-              k.loop_order = order;
-              k.pad_rows = p;
-              k.unroll = u;
-              ScheduleKnobs used = schedule_space(group, vector_bits, k).used;
-              if (seen.insert(used).second) out.push_back(used);
-            }
+            for (int64_t u : unrolls)
+              for (int64_t c : chunks) {
+                ScheduleKnobs k = shape;
+                k.tile_rows = r;
+                k.tile_vectors = v;
+                k.loop_order = order;
+                k.pad_rows = p;
+                k.unroll = u;
+                k.k_chunk = c;
+                ScheduleKnobs used = schedule_space(group, vector_bits, k).used;
+                if (seen.insert(used).second) out.push_back(used);
+              }
       }
   }
   return out;

@@ -123,9 +123,10 @@ TEST(Tuning, EachKernelKindHasItsKnobs) {
   using Names = std::set<std::string>;
   Names tile = {"tile_rows", "tile_vectors", "loop_order", "unroll"};
   EXPECT_EQ(knobs_varied(passes::knob_space(dense_group(5, 64, 32), 256)), tile);
-  // A row of 14 pixels is one vector (no tile_vectors).
+  // A row of 14 pixels is one vector (no tile_vectors); its block of output channels fits
+  // the L1, so its reduction may run in chunks (k_chunk; one pass by default).
   EXPECT_EQ(knobs_varied(passes::knob_space(conv_relu_group(8, 16, 14, "c"), 256)),
-            (Names{"tile_rows", "loop_order", "unroll"}));
+            (Names{"tile_rows", "loop_order", "unroll", "k_chunk"}));
   // The two-anchor kernel's register tile (rows only: its vectors are one row of the pooling)
   // and the unrolled reduction of its pooling window.
   EXPECT_EQ(knobs_varied(passes::knob_space(conv_pool_group(8, 16, 12), 256)),
