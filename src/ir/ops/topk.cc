@@ -121,170 +121,216 @@ Stmt row_reduce(const Buffer& red, int64_t lanes, int64_t n, PrimExpr init,
   return seq(s);
 }
 
-// Builds the kernel of a group holding one topk call on its parameter (Op::lower).
-PrimFunc lower_topk(const Function& group, const std::string& func_name, int vector_bits,
-                    bool gpu) {
+// The kernel of one topk call, built in phases (the essay above): the row's selection
+// (select_best), the winners written out (finish), then the statistics of a folded softmax
+// (per row, or per block of neighbouring rows) and the parallel loop over the rows.
+struct TopkKernel {
+  TopkKernel(const Function& group, const std::string& func_name, int vector_bits, bool gpu);
+  Stmt select_best();
+  Stmt finish();
+  Stmt row_offsets(Stmt s);
+  int64_t statistics_block() const;
+  Stmt blocked_rows(Stmt body, int64_t block);
+  Stmt with_row_statistics(Stmt body);
+  Stmt over_rows(Stmt body);
+
+  PrimExpr beat(const PrimExpr& a, const PrimExpr& b) const;
+  PrimExpr elem(const PrimExpr& j) const { return load(in, PrimExpr(in0) + j * inner); }
+  PrimExpr out_at(const PrimExpr& s) const { return PrimExpr(out0) + s * inner; }
+  PrimExpr slot(const PrimExpr& s) const { return local ? s : out_at(s); }
+  Stmt insert(const PrimExpr& x, const PrimExpr& j, const PrimExpr& m);
+  PrimExpr result(const PrimExpr& v) const;
+
+  const int vector_bits;
+  const bool gpu;
+  DType t = DType::Float32;
+  int64_t axis = 0, k = 0, n = 0, outer = 1, inner = 1, rows = 0;
+  bool largest = true, softmax = false, log_softmax = false, local = true;
+  PrimFunc f;
+  Buffer in, values, indices, best_v, best_i, pos;
+  PrimVar row{"row"}, in0{"in0"}, out0{"out0"};
+  PrimVar mx, total;  // a folded softmax's row statistics, of the data's type
+  std::vector<Buffer> scratch;
+};
+
+TopkKernel::TopkKernel(const Function& group, const std::string& func_name, int vector_bits,
+                       bool gpu)
+    : vector_bits(vector_bits), gpu(gpu) {
   auto* c = as<CallNode>(group->body);
   EMBER_CHECK(c && c->op && c->op->name == "topk" && group->params.size() == 1 &&
                   c->args.size() == 1 && c->args[0] == group->params[0],
               "group ", group->name, " is not a single topk call on its parameter");
   const TensorType& in_t = group->params[0]->type.tensor();
   const TensorType& out_t = c->type.fields.at(0);
-  const DType t = in_t.dtype;
-  const int64_t axis = attr_int(c->attrs, "axis"), k = attr_int(c->attrs, "k");
-  const bool largest = attr_int(c->attrs, "largest") != 0;
-  const bool softmax = attr_int(c->attrs, "softmax") != 0;
-  const bool log_softmax = attr_int(c->attrs, "log_softmax") != 0;
-  const int64_t n = in_t.shape.at(axis);
-  int64_t outer = 1, inner = 1;
+  t = in_t.dtype;
+  mx = PrimVar("row_max", t);
+  total = PrimVar("row_sum", t);
+  axis = attr_int(c->attrs, "axis");
+  k = attr_int(c->attrs, "k");
+  largest = attr_int(c->attrs, "largest") != 0;
+  softmax = attr_int(c->attrs, "softmax") != 0;
+  log_softmax = attr_int(c->attrs, "log_softmax") != 0;
+  n = in_t.shape.at(axis);
   for (int64_t d = 0; d < in_t.ndim(); ++d) {
     if (d < axis) outer *= in_t.shape[d];
     if (d > axis) inner *= in_t.shape[d];
   }
-  const int64_t rows = outer * inner;
-
-  PrimFunc f;
+  rows = outer * inner;
   f.name = func_name;
-  Buffer in = make_buffer("p0", t, in_t.shape);
-  Buffer values = make_buffer("topk_values", t, out_t.shape);
-  Buffer indices = make_buffer("topk_indices", DType::Int64, out_t.shape);
+  in = make_buffer("p0", t, in_t.shape);
+  values = make_buffer("topk_values", t, out_t.shape);
+  indices = make_buffer("topk_indices", DType::Int64, out_t.shape);
   f.params = {in, values, indices};
   f.num_inputs = 1;
-
-  PrimVar row("row"), in0("in0"), out0("out0");
-  auto elem = [&](PrimExpr j) { return load(in, in0 + j * inner); };
-  auto out_at = [&](PrimExpr s) { return out0 + s * inner; };
-  auto beats = [&](PrimExpr a, PrimExpr b) {
-    PrimExpr strict = largest ? a > b : a < b;
-    if (!is_float(t)) return strict;
-    PrimExpr nan_first = largest ? logical_and(is_nan(a), logical_not(is_nan(b)))
-                                 : logical_and(is_nan(b), logical_not(is_nan(a)));
-    return logical_or(strict, nan_first);
-  };
-
   // The sorted list: local buffers, or the output row itself for a large k.
-  const bool local = k <= kMaxLocalK;
-  Buffer best_v = local ? make_buffer("best_values", t, {k}, BufferScope::Local) : values;
-  Buffer best_i =
-      local ? make_buffer("best_indices", DType::Int64, {k}, BufferScope::Local) : indices;
-  auto slot = [&](PrimExpr s) { return local ? s : out_at(s); };
-  Buffer pos = make_buffer("insert_at", DType::Int64, {1}, BufferScope::Local);
+  local = k <= kMaxLocalK;
+  best_v = local ? make_buffer("best_values", t, {k}, BufferScope::Local) : values;
+  best_i = local ? make_buffer("best_indices", DType::Int64, {k}, BufferScope::Local) : indices;
+  pos = make_buffer("insert_at", DType::Int64, {1}, BufferScope::Local);
+  scratch.push_back(pos);
+  if (local) scratch.insert(scratch.end(), {best_v, best_i});
+}
 
-  // Inserts (x, j) into the list whose slot m is free (or holds the entry to drop).
-  auto insert = [&](PrimExpr x, PrimExpr j, PrimExpr m) {
-    Stmt shift = loop("t", 0, m, ForKind::Serial, [&](PrimExpr i) {
-      PrimExpr s = m - i;
-      return if_then_else(
-          beats(x, load(best_v, slot(s - 1))),
-          seq({store(best_v, slot(s), load(best_v, slot(s - 1))),
-               store(best_i, slot(s), load(best_i, slot(s - 1))), store(pos, 0, s - 1)}));
-    });
-    PrimExpr at = slot(load(pos, 0));
-    return seq({store(pos, 0, m), shift, store(best_v, at, x), store(best_i, at, j)});
-  };
+PrimExpr TopkKernel::beat(const PrimExpr& a, const PrimExpr& b) const {
+  PrimExpr strict = largest ? a > b : a < b;
+  if (!is_float(t)) return strict;
+  PrimExpr nan_first = largest ? logical_and(is_nan(a), logical_not(is_nan(b)))
+                               : logical_and(is_nan(b), logical_not(is_nan(a)));
+  return logical_or(strict, nan_first);
+}
+
+// Inserts (x, j) into the list whose slot m is free (or holds the entry to drop).
+Stmt TopkKernel::insert(const PrimExpr& x, const PrimExpr& j, const PrimExpr& m) {
+  Stmt shift = loop("t", 0, m, ForKind::Serial, [&](PrimExpr i) {
+    PrimExpr s = m - i;
+    return if_then_else(
+        beat(x, load(best_v, slot(s - 1))),
+        seq({store(best_v, slot(s), load(best_v, slot(s - 1))),
+             store(best_i, slot(s), load(best_i, slot(s - 1))), store(pos, 0, s - 1)}));
+  });
+  PrimExpr at = slot(load(pos, 0));
+  return seq({store(pos, 0, m), shift, store(best_v, at, x), store(best_i, at, j)});
+}
+
+Stmt TopkKernel::select_best() {
   PrimVar x("x", t);
   Stmt fill = loop("j", 0, k, ForKind::Serial,
                    [&](PrimExpr j) { return let_stmt(x, elem(j), insert(x, j, j)); });
   Stmt rest = loop("j", k, n, ForKind::Serial, [&](PrimExpr j) {
     return let_stmt(x, elem(j),
-                    if_then_else(beats(x, load(best_v, slot(k - 1))), insert(x, j, k - 1)));
+                    if_then_else(beat(x, load(best_v, slot(k - 1))), insert(x, j, k - 1)));
   });
-  Stmt select_best = n > k ? seq({fill, rest}) : fill;
+  return n > k ? seq({fill, rest}) : fill;
+}
 
-  // The k winners to the output, made probabilities when the softmax was folded in.
-  PrimVar mx("row_max", t), total("row_sum", t);
-  auto result = [&](PrimExpr v) -> PrimExpr {
-    if (softmax) return exp(v - mx) / total;
-    if (log_softmax) return v - mx - log(total);
-    return v;
-  };
-  Stmt finish;
-  if (local || softmax || log_softmax)
-    finish = loop("s", 0, k, ForKind::Serial, [&](PrimExpr s) {
-      Stmt v = store(values, out_at(s), result(load(best_v, slot(s))));
-      return local ? seq({v, store(indices, out_at(s), load(best_i, slot(s)))}) : v;
-    });
-  Stmt body = seq({select_best, finish});
+// A winner as written out: a probability when the softmax was folded in.
+PrimExpr TopkKernel::result(const PrimExpr& v) const {
+  if (softmax) return exp(v - mx) / total;
+  if (log_softmax) return v - mx - log(total);
+  return v;
+}
 
-  std::vector<Buffer> scratch{pos};
-  if (local) scratch.insert(scratch.end(), {best_v, best_i});
+// The k winners to the output (nothing to do when the list is the output row already).
+Stmt TopkKernel::finish() {
+  if (!local && !softmax && !log_softmax) return Stmt();
+  return loop("s", 0, k, ForKind::Serial, [&](PrimExpr s) {
+    Stmt v = store(values, out_at(s), result(load(best_v, slot(s))));
+    return local ? seq({v, store(indices, out_at(s), load(best_i, slot(s)))}) : v;
+  });
+}
+
+Stmt TopkKernel::row_offsets(Stmt s) {
   PrimExpr r_outer = inner == 1 ? PrimExpr(row) : PrimExpr(row) / inner;
   PrimExpr r_inner = inner == 1 ? PrimExpr(int64_t{0}) : PrimExpr(row) % inner;
-  auto row_offsets = [&](Stmt s) {
-    return let_stmt(in0, r_outer * (n * inner) + r_inner,
-                    let_stmt(out0, r_outer * (k * inner) + r_inner, s));
+  return let_stmt(in0, r_outer * (n * inner) + r_inner,
+                  let_stmt(out0, r_outer * (k * inner) + r_inner, std::move(s)));
+}
+
+// Rows along a middle axis (inner > 1) that are neighbours in memory: `block` of them take
+// their statistics together, as vectors over the inner positions (the softmax kernel's
+// form), so exp runs as vectors; a row alone would run it one lane at a time, strided.
+int64_t TopkKernel::statistics_block() const {
+  if (!(softmax || log_softmax) || gpu || inner <= 1) return 1;
+  for (int64_t b = std::max(1, vector_bits / (8 * dtype_bytes(t))); b > 1; b /= 2)
+    if (inner % b == 0) return b;
+  return 1;
+}
+
+// The parallel loop over blocks of `block` neighbouring rows: their max and sum of exp as
+// vectors, then each row's selection (`body`, in scope of its statistics).
+Stmt TopkKernel::blocked_rows(Stmt body, int64_t block) {
+  Buffer bmax = make_buffer("block_max", t, {block}, BufferScope::Local);
+  Buffer bsum = make_buffer("block_sum", t, {block}, BufferScope::Local);
+  PrimVar rb("row_block"), b0("b0");
+  auto at = [&](PrimExpr j, PrimExpr w) { return load(in, PrimExpr(b0) + j * inner + w); };
+  auto lanes_loop = [&](auto fn) { return loop("w", 0, block, ForKind::Vectorized, fn); };
+  auto over_row = [&](auto fn) {
+    return loop("j", 0, n, ForKind::Serial,
+                [&](PrimExpr j) { return lanes_loop([&](PrimExpr w) { return fn(j, w); }); });
   };
-  // Rows along a middle axis (inner > 1) that are neighbours in memory: `block` of them take
-  // their statistics together, as vectors over the inner positions (the softmax kernel's
-  // form), so exp runs as vectors; a row alone would run it one lane at a time, strided.
-  int64_t block = 1;
-  if ((softmax || log_softmax) && !gpu && inner > 1)
-    for (int64_t b = std::max(1, vector_bits / (8 * dtype_bytes(t))); b > 1; b /= 2)
-      if (inner % b == 0) {
-        block = b;
-        break;
-      }
-  if (block > 1) {
-    Buffer bmax = make_buffer("block_max", t, {block}, BufferScope::Local);
-    Buffer bsum = make_buffer("block_sum", t, {block}, BufferScope::Local);
-    PrimVar rb("row_block"), b0("b0");
-    auto at = [&](PrimExpr j, PrimExpr w) { return load(in, b0 + j * inner + w); };
-    auto lanes_loop = [&](auto fn) { return loop("w", 0, block, ForKind::Vectorized, fn); };
-    auto over_row = [&](auto fn) {
-      return loop("j", 0, n, ForKind::Serial,
-                  [&](PrimExpr j) { return lanes_loop([&](PrimExpr w) { return fn(j, w); }); });
-    };
-    Stmt stats =
-        seq({lanes_loop([&](PrimExpr w) { return store(bmax, w, make_const(t, -INFINITY)); }),
-             over_row([&](PrimExpr j, PrimExpr w) {
-               return store(bmax, w, max(load(bmax, w), at(j, w)));
-             }),
-             lanes_loop([&](PrimExpr w) { return store(bsum, w, make_const(t, 0.0)); }),
-             over_row([&](PrimExpr j, PrimExpr w) {
-               return store(bsum, w, load(bsum, w) + exp(at(j, w) - load(bmax, w)));
-             })});
-    for (const Buffer& b : scratch) body = allocate(b, body);
-    Stmt rows_of_block = loop("w", 0, block, ForKind::Serial, [&](PrimExpr w) {
-      return let_stmt(
-          row, PrimExpr(rb) * block + w,
-          row_offsets(let_stmt(mx, load(bmax, w), let_stmt(total, load(bsum, w), body))));
-    });
-    PrimExpr first = PrimExpr(rb) * block;
-    Stmt blk =
-        let_stmt(b0, first / inner * (n * inner) + first % inner, seq({stats, rows_of_block}));
-    f.body = for_loop(rb, 0, rows / block, ForKind::Parallel, allocate(bmax, allocate(bsum, blk)));
-    verify(f);
-    return f;
-  }
-  if (softmax || log_softmax) {
-    // Contiguous rows are reduced as vectors on the CPU.
-    int64_t lanes = gpu || inner != 1 ? 1 : std::max(1, vector_bits / (8 * dtype_bytes(t)));
-    lanes = std::min(lanes, n);
-    Buffer red = make_buffer("row_reduce", t, {lanes}, BufferScope::Local);
-    scratch.push_back(red);
-    auto maximum = [](PrimExpr a, PrimExpr b) { return max(a, b); };
-    auto plus = [](PrimExpr a, PrimExpr b) { return a + b; };
-    Stmt take_max = row_reduce(red, lanes, n, make_const(t, -INFINITY), maximum, elem);
-    Stmt take_sum = row_reduce(red, lanes, n, make_const(t, 0.0), plus,
-                               [&](PrimExpr j) { return exp(elem(j) - mx); });
-    body = seq({take_max,
-                let_stmt(mx, load(red, 0), seq({take_sum, let_stmt(total, load(red, 0), body)}))});
-  }
+  Stmt stats =
+      seq({lanes_loop([&](PrimExpr w) { return store(bmax, w, make_const(t, -INFINITY)); }),
+           over_row([&](PrimExpr j, PrimExpr w) {
+             return store(bmax, w, max(load(bmax, w), at(j, w)));
+           }),
+           lanes_loop([&](PrimExpr w) { return store(bsum, w, make_const(t, 0.0)); }),
+           over_row([&](PrimExpr j, PrimExpr w) {
+             return store(bsum, w, load(bsum, w) + exp(at(j, w) - load(bmax, w)));
+           })});
+  for (const Buffer& b : scratch) body = allocate(b, body);
+  Stmt rows_of_block = loop("w", 0, block, ForKind::Serial, [&](PrimExpr w) {
+    return let_stmt(row, PrimExpr(rb) * block + w,
+                    row_offsets(let_stmt(mx, load(bmax, w), let_stmt(total, load(bsum, w), body))));
+  });
+  PrimExpr first = PrimExpr(rb) * block;
+  Stmt blk = let_stmt(b0, first / inner * (n * inner) + first % inner, seq({stats, rows_of_block}));
+  return for_loop(rb, 0, rows / block, ForKind::Parallel, allocate(bmax, allocate(bsum, blk)));
+}
+
+// A row's max and sum of exp before its selection (contiguous rows reduced as vectors on
+// the CPU).
+Stmt TopkKernel::with_row_statistics(Stmt body) {
+  int64_t lanes = gpu || inner != 1 ? 1 : std::max(1, vector_bits / (8 * dtype_bytes(t)));
+  lanes = std::min(lanes, n);
+  Buffer red = make_buffer("row_reduce", t, {lanes}, BufferScope::Local);
+  scratch.push_back(red);
+  auto maximum = [](PrimExpr a, PrimExpr b) { return max(a, b); };
+  auto plus = [](PrimExpr a, PrimExpr b) { return a + b; };
+  Stmt take_max = row_reduce(red, lanes, n, make_const(t, -INFINITY), maximum,
+                             [&](PrimExpr j) { return elem(j); });
+  Stmt take_sum = row_reduce(red, lanes, n, make_const(t, 0.0), plus,
+                             [&](PrimExpr j) { return exp(elem(j) - mx); });
+  return seq(
+      {take_max, let_stmt(mx, load(red, 0), seq({take_sum, let_stmt(total, load(red, 0), body)}))});
+}
+
+// One row per parallel iteration on the CPU, one per thread on a GPU.
+Stmt TopkKernel::over_rows(Stmt body) {
   for (const Buffer& b : scratch) body = allocate(b, body);
   body = row_offsets(body);
+  if (!gpu) return for_loop(row, 0, rows, ForKind::Parallel, body);
+  const int64_t threads = std::min(rows, kRowsPerBlock);
+  PrimVar block("block"), thread("thread");
+  PrimExpr r = PrimExpr(block) * threads + thread;
+  body = let_stmt(row, r, rows % threads ? if_then_else(r < PrimExpr(rows), body) : body);
+  return for_loop(block, 0, (rows + threads - 1) / threads, ForKind::GpuBlockX,
+                  for_loop(thread, 0, threads, ForKind::GpuThreadX, body));
+}
 
-  if (gpu) {
-    const int64_t threads = std::min(rows, kRowsPerBlock);
-    PrimVar block("block"), thread("thread");
-    PrimExpr r = PrimExpr(block) * threads + thread;
-    body = let_stmt(row, r, rows % threads ? if_then_else(r < PrimExpr(rows), body) : body);
-    f.body = for_loop(block, 0, (rows + threads - 1) / threads, ForKind::GpuBlockX,
-                      for_loop(thread, 0, threads, ForKind::GpuThreadX, body));
-  } else {
-    f.body = for_loop(row, 0, rows, ForKind::Parallel, body);
-  }
-  verify(f);
-  return f;
+// Builds the kernel of a group holding one topk call on its parameter (Op::lower).
+PrimFunc lower_topk(const Function& group, const std::string& func_name, int vector_bits,
+                    bool gpu) {
+  TopkKernel kernel(group, func_name, vector_bits, gpu);
+  Stmt finish = kernel.finish();
+  Stmt body = finish ? seq({kernel.select_best(), finish}) : kernel.select_best();
+  if (int64_t block = kernel.statistics_block(); block > 1)
+    kernel.f.body = kernel.blocked_rows(body, block);
+  else if (kernel.softmax || kernel.log_softmax)
+    kernel.f.body = kernel.over_rows(kernel.with_row_statistics(body));
+  else
+    kernel.f.body = kernel.over_rows(body);
+  verify(kernel.f);
+  return kernel.f;
 }
 
 const Op* register_topk() {

@@ -74,6 +74,58 @@ std::vector<int64_t> values_up_to(int64_t max, std::vector<int64_t> candidates) 
   return out;
 }
 
+// Every setting of the knobs that the schedule's ranges allow for one `shape` (its row
+// block, tile axis and partial sums set), each added to `out` once, as the schedule uses it.
+void add_settings(const ir::Function& group, int vector_bits, const ScheduleKnobs& shape,
+                  std::vector<ScheduleKnobs>& out, std::set<ScheduleKnobs>& seen) {
+  const KnobSpace s = schedule_space(group, vector_bits, shape);
+  std::vector<int64_t> rows = {0}, vectors = {0}, pad_rows = {0}, unrolls = {0}, orders = {0},
+                       chunks = {0};
+  if (s.tile_rows_max > 0) {
+    rows.clear();
+    for (int64_t r = 1; r <= std::min<int64_t>(s.tile_rows_max, 16); ++r) rows.push_back(r);
+    vectors.clear();
+    for (int64_t v = 1; v <= std::min<int64_t>(s.vectors, 8); ++v)
+      if (s.vectors % v == 0 || s.any_vectors) vectors.push_back(v);
+    if (s.tile_rows_max > 1) orders = {1, 2};
+  }
+  if (s.pad_rows_max > 0) pad_rows = values_up_to(s.pad_rows_max, {2, 4, 8, 16, 32, 64});
+  // Unrolled steps that divide the loop, up to 16 (beyond that the code only grows).
+  if (s.unroll_extent > 0) {
+    unrolls.clear();
+    for (int64_t u : {1, 2, 3, 4, 6, 8, 16})
+      if (u <= s.unroll_extent && s.unroll_extent % u == 0) unrolls.push_back(u);
+  }
+  // Chunks of a conv block's outer reduction: powers of two that divide it, and one pass.
+  if (s.chunk_extent > 0) {
+    chunks.clear();
+    for (int64_t c = 1; c < s.chunk_extent && c <= 64; c *= 2)
+      if (s.chunk_extent % c == 0) chunks.push_back(c);
+    chunks.push_back(s.chunk_extent);
+  }
+  for (int64_t r : rows)
+    for (int64_t v : vectors) {
+      // Accumulators beyond the vector registers spill on every step: not worth a trial.
+      if (r * v * std::max<int64_t>(shape.partial_sums, 1) * s.registers_per_vector >
+          s.vector_registers)
+        continue;
+      for (int64_t order : orders)
+        for (int64_t p : pad_rows)
+          for (int64_t u : unrolls)
+            for (int64_t c : chunks) {
+              ScheduleKnobs k = shape;
+              k.tile_rows = r;
+              k.tile_vectors = v;
+              k.loop_order = order;
+              k.pad_rows = p;
+              k.unroll = u;
+              k.k_chunk = c;
+              ScheduleKnobs used = schedule_space(group, vector_bits, k).used;
+              if (seen.insert(used).second) out.push_back(used);
+            }
+    }
+}
+
 }  // namespace
 
 std::string workload_key(const ir::Function& group) {
@@ -120,53 +172,7 @@ std::vector<ScheduleKnobs> knob_space(const ir::Function& group, int vector_bits
         k.partial_sums = p;
         shapes.push_back(k);
       }
-  for (const ScheduleKnobs& shape : shapes) {
-    const KnobSpace s = schedule_space(group, vector_bits, shape);
-    std::vector<int64_t> rows = {0}, vectors = {0}, pad_rows = {0}, unrolls = {0}, orders = {0},
-                         chunks = {0};
-    if (s.tile_rows_max > 0) {
-      rows.clear();
-      for (int64_t r = 1; r <= std::min<int64_t>(s.tile_rows_max, 16); ++r) rows.push_back(r);
-      vectors.clear();
-      for (int64_t v = 1; v <= std::min<int64_t>(s.vectors, 8); ++v)
-        if (s.vectors % v == 0 || s.any_vectors) vectors.push_back(v);
-      if (s.tile_rows_max > 1) orders = {1, 2};
-    }
-    if (s.pad_rows_max > 0) pad_rows = values_up_to(s.pad_rows_max, {2, 4, 8, 16, 32, 64});
-    // Unrolled steps that divide the loop, up to 16 (beyond that the code only grows).
-    if (s.unroll_extent > 0) {
-      unrolls.clear();
-      for (int64_t u : {1, 2, 3, 4, 6, 8, 16})
-        if (u <= s.unroll_extent && s.unroll_extent % u == 0) unrolls.push_back(u);
-    }
-    // Chunks of a conv block's outer reduction: powers of two that divide it, and one pass.
-    if (s.chunk_extent > 0) {
-      chunks.clear();
-      for (int64_t c = 1; c < s.chunk_extent && c <= 64; c *= 2)
-        if (s.chunk_extent % c == 0) chunks.push_back(c);
-      chunks.push_back(s.chunk_extent);
-    }
-    for (int64_t r : rows)
-      for (int64_t v : vectors) {
-        // Accumulators beyond the vector registers spill on every step: not worth a trial.
-        const int64_t p = std::max<int64_t>(shape.partial_sums, 1);
-        if (r * v * p * s.registers_per_vector > s.vector_registers) continue;
-        for (int64_t order : orders)
-          for (int64_t p : pad_rows)
-            for (int64_t u : unrolls)
-              for (int64_t c : chunks) {
-                ScheduleKnobs k = shape;
-                k.tile_rows = r;
-                k.tile_vectors = v;
-                k.loop_order = order;
-                k.pad_rows = p;
-                k.unroll = u;
-                k.k_chunk = c;
-                ScheduleKnobs used = schedule_space(group, vector_bits, k).used;
-                if (seen.insert(used).second) out.push_back(used);
-              }
-      }
-  }
+  for (const ScheduleKnobs& shape : shapes) add_settings(group, vector_bits, shape, out, seen);
   return out;
 }
 
