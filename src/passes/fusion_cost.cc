@@ -11,9 +11,14 @@
 // copy). The cycle estimate is deliberately simple: the busiest execution port (FMA, load,
 // store), or the latency of the dependency chains where the out-of-order window cannot
 // overlap enough of them (two transcendental functions fused into one chain take longer per
-// element than the two apart: the window holds half the elements), plus the kernel's inputs and
-// outputs streamed once from memory and a fixed cost per kernel, which is what fusion saves. It
-// ranks alternatives; it does not predict milliseconds.
+// element than the two apart: the window holds half the elements), phase by phase: the
+// statements of a sequence that are each too long for the window to overlap with their
+// neighbours (a layer norm's statistics, then its normalize pass) add up, so one phase's
+// accumulation chain does not hide another's epilogue. Then the longer of that and the
+// kernel's inputs and outputs streamed once from memory (the prefetcher overlaps them with
+// the arithmetic), plus a fixed cost per kernel. Fusion saves the fixed cost, and the
+// transfers of a kernel that memory bounds. It ranks alternatives; it does not predict
+// milliseconds.
 #include "ember/passes/fusion_cost.h"
 
 #include <algorithm>
@@ -53,6 +58,30 @@ class Counter {
   explicit Counter(const MachineModel& m) : m_(m) {}
   KernelWork work;
 
+  // Ends the phase `p`: its busiest resource, plus its own inner phases, runs after the
+  // phases before it.
+  void end_phase(const KernelWork& p) {
+    double ports = busiest(p);
+    phase_.cycles += p.cycles + ports;
+    if (ports > costliest_phase_) {
+      costliest_phase_ = ports;
+      work.latency_bound = p.latency_cycles >= ports && ports > 0;
+    }
+  }
+
+  // The kernel's time: what is left outside the phases is one more phase.
+  void finish() {
+    KernelWork rest = phase_;
+    phase_ = KernelWork{};
+    end_phase(rest);
+    work.cycles = phase_.cycles;
+  }
+
+  double busiest(const KernelWork& p) const {
+    return std::max({p.instructions / m_.fma_ports, p.loads / m_.load_ports, p.stores,
+                     p.chain_cycles, p.latency_cycles});
+  }
+
   // `runs`: how often `s` runs; `width`: the lanes of the vector loop around it (1 outside).
   void stmt(const Stmt& s, double runs, int64_t width) {
     if (!s) return;
@@ -81,15 +110,15 @@ class Counter {
         double before = work.instructions + work.loads + work.stores;
         expr(st->value, runs, width);
         expr(st->index, runs, width);
-        if (accumulates(*st)) work.chain_cycles += runs / unroll_ * m_.fma_latency;
+        if (accumulates(*st)) add(&KernelWork::chain_cycles, runs / unroll_ * m_.fma_latency);
         if (st->buffer->scope == BufferScope::Global)
-          work.stores += memory_instructions(st->index, runs, width, st->buffer->dtype);
+          add(&KernelWork::stores, memory_instructions(st->index, runs, width, st->buffer->dtype));
         // Every run's value is a dependency chain `depth` cycles long. Independent runs
         // overlap as far as the window holds them: kWindowInstructions / (instructions per
         // run) at a time, so the statement takes at least depth x instructions / window.
         std::map<const PrimExprNode*, double> memo;
         double issued = work.instructions + work.loads + work.stores - before;
-        work.latency_cycles += depth(st->value, memo) * issued / kWindowInstructions;
+        add(&KernelWork::latency_cycles, depth(st->value, memo) * issued / kWindowInstructions);
         break;
       }
       case StmtKind::Allocate:
@@ -120,9 +149,22 @@ class Counter {
         }
         break;
       }
-      case StmtKind::Seq:
-        for (auto& x : s.as<SeqNode>()->seq) stmt(x, runs, width);
+      case StmtKind::Seq: {
+        const auto& seq = s.as<SeqNode>()->seq;
+        for (auto& x : seq) {
+          KernelWork outer = phase_;
+          phase_ = KernelWork{};
+          stmt(x, runs, width);
+          KernelWork inner = phase_;
+          phase_ = outer;
+          double issued = inner.instructions + inner.loads + inner.stores;
+          if (seq.size() > 1 && issued > kWindowInstructions * runs)
+            end_phase(inner);  // runs alone: its neighbours wait for it
+          else
+            merge(inner);
+        }
         break;
+      }
       case StmtKind::Evaluate:
         expr(s.as<EvaluateNode>()->value, runs, width);
         break;
@@ -255,7 +297,7 @@ class Counter {
     switch (x.kind()) {
       case PrimKind::Load:
         if (auto* l = x.as<LoadNode>(); l->buffer->scope == BufferScope::Global)
-          work.loads += memory_instructions(l->index, runs, width, t);
+          add(&KernelWork::loads, memory_instructions(l->index, runs, width, t));
         return;
       case PrimKind::Compare:
         t = x.as<CompareNode>()->a.dtype();
@@ -276,7 +318,7 @@ class Counter {
         return;
     }
     if (t == DType::Int64) return;  // index arithmetic
-    work.instructions += instructions(runs, width, t);
+    add(&KernelWork::instructions, instructions(runs, width, t));
     if (is_float(t)) work.flops += runs * static_cast<double>(width);
   }
 
@@ -325,7 +367,24 @@ class Counter {
     return memo[x.get()] = h;
   }
 
+  // Counts `v` in the kernel's totals and in the phase being counted.
+  void add(double KernelWork::* field, double v) {
+    work.*field += v;
+    phase_.*field += v;
+  }
+
+  void merge(const KernelWork& inner) {
+    phase_.instructions += inner.instructions;
+    phase_.loads += inner.loads;
+    phase_.stores += inner.stores;
+    phase_.chain_cycles += inner.chain_cycles;
+    phase_.latency_cycles += inner.latency_cycles;
+    phase_.cycles += inner.cycles;
+  }
+
   const MachineModel& m_;
+  KernelWork phase_;  // the phase being counted (`cycles`: the phases that ended inside it)
+  double costliest_phase_ = -1;  // cycles of the costliest phase so far
   VarRanges ranges_;
   const PrimVarNode* lane_ = nullptr;  // the variable of the vector loop around, if any
   double unroll_ = 1;                  // copies of the body that unrolled loops make
@@ -337,15 +396,16 @@ class Counter {
 KernelWork kernel_work(const PrimFunc& f, const MachineModel& m) {
   Counter c(m);
   c.stmt(f.body, 1, 1);
+  c.finish();
   for (auto& p : f.params)
     c.work.io_bytes += static_cast<double>(p->numel() * dtype_bytes(p->dtype));
   return c.work;
 }
 
-double estimated_cycles(const KernelWork& w, const MachineModel& m) {
-  double ports = std::max({w.instructions / m.fma_ports, w.loads / m.load_ports, w.stores,
-                           w.chain_cycles, w.latency_cycles});
-  return kKernelCycles + ports + w.io_bytes / kMemoryBytesPerCycle;
+double estimated_cycles(const KernelWork& w, const MachineModel&) {
+  // The hardware prefetcher streams the inputs and outputs while the cores compute: a kernel
+  // takes the longer of the two, not their sum.
+  return kKernelCycles + std::max(w.cycles, w.io_bytes / kMemoryBytesPerCycle);
 }
 
 }  // namespace ember::passes

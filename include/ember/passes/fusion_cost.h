@@ -23,14 +23,21 @@ struct KernelWork {
                                  // (acc = fma(a, b, acc)), divided among unrolled copies
   double latency_cycles = 0;     // each stored value's dependency chain, overlapped with
                                  // other runs only as far as the out-of-order window holds
+  // The time of the work on one core: phase by phase, the busiest of the FMA ports, the load
+  // ports, the store port, the accumulations' chains and the dependency chains' latency,
+  // summed over the phases. A phase is a statement of a sequence too long for the out-of-order
+  // window to overlap with its neighbours (a layer norm's statistics pass, then its normalize
+  // pass); shorter statements share the phase around them.
+  double cycles = 0;
+  bool latency_bound = false;  // the dependency chains bound the phase that costs the most
 };
 
 /// Counts the work of `f`; vector loops count one instruction per `m.lanes(dtype)` lanes.
 KernelWork kernel_work(const ir::PrimFunc& f, const MachineModel& m);
 
-/// Estimated cycles of a kernel on one core: the busiest of the FMA ports, the load ports and
-/// the store port, or the accumulations' latency where that is longer, plus the kernel's inputs and
-/// outputs streamed through memory once, plus a fixed cost of running a kernel at all.
+/// Estimated cycles of a kernel on one core: its work's `cycles` (the busiest resource,
+/// phase by phase), plus the kernel's inputs and outputs streamed through memory once, plus a
+/// fixed cost of running a kernel at all.
 double estimated_cycles(const KernelWork& w, const MachineModel& m);
 
 }  // namespace ember::passes

@@ -39,13 +39,18 @@ struct RegisterTile {
 /// half or quarter width that divides the extent (no masked tail), else the full width.
 int64_t vector_lanes_for(const MachineModel& m, int64_t extent, DType t);
 
+/// Padded channel vectors must carry at least this share of channels (see channel_block_for).
+inline constexpr double kMinUsefulLanes = 0.9;
+
 /// The channel block of a blocked (NCHW[c]c) tensor of `channels`, the one place that
 /// decides where padding pays: two vectors where they divide the channels (a conv's
 /// register tile then holds two output-channel vectors per pixel, sharing each broadcast
-/// input twice), else one vector, else half a vector where padding to whole vectors would
-/// waste a fifth or more of the lanes. Otherwise the channels are padded up to a multiple
-/// of one vector (two where that pads no more): 33 -> 40 and 100 -> 104 on AVX2. Returns 0
-/// (keep the plain layout) where padded vectors would be less than half channels.
+/// input twice), else one vector. Otherwise the channels are padded up to a multiple of one
+/// vector (two where that pads no more) where the pad lanes are under a tenth
+/// (kMinUsefulLanes: 38 -> 40 and 100 -> 104 on AVX2): a conv between two padded tensors
+/// runs 1 / useful^2 its multiply-adds, 1.47x for 33 -> 40. Else half a vector where it
+/// divides the channels (24 on AVX-512 takes 8), else 0: keep the plain layout (33
+/// channels, and 5 on AVX2).
 int64_t channel_block_for(const MachineModel& m, int64_t channels, DType t);
 
 /// The register tile for a reduction whose output is `rows` x `cols` (the tiled axis and

@@ -90,14 +90,14 @@ TEST(AlterOpLayout, ConvChainRunsBlockedWithOneConversionInAndOut) {
 }
 
 TEST(AlterOpLayout, PaddedChannelsStayBlockedOnlyThroughOpsThatKeepThemFinite) {
-  // 33 channels on AVX2: blocks of 8, padded to 40. The bias is padded with zeros and the
+  // 38 channels on AVX2: blocks of 8, padded to 40. The bias is padded with zeros and the
   // sigmoid runs on the pad channels (0.5 there: the next conv's weights are zero for
   // them). A divide by a per-channel constant would put 0/0 there, so it reads the plain
   // layout and the second conv converts again.
-  Expr x = var("x", TensorType{{1, 33, 9, 9}, DType::Float32});
+  Expr x = var("x", TensorType{{1, 38, 9, 9}, DType::Float32});
   Attrs pad({{"padding", std::vector<int64_t>{1, 1, 1, 1}}, {"groups", int64_t{1}}});
-  Expr w1 = conv_weight(33, 33), w2 = conv_weight(33, 33), w3 = conv_weight(16, 33);
-  Expr bias = constant(runtime::Tensor::empty({33, 1, 1}, DType::Float32), "b");
+  Expr w1 = conv_weight(38, 38), w2 = conv_weight(38, 38), w3 = conv_weight(16, 38);
+  Expr bias = constant(runtime::Tensor::empty({38, 1, 1}, DType::Float32), "b");
   Expr y = call("sigmoid", {call("add", {call("nn.conv2d", {x, w1}, pad, "c1"), bias})});
   y = call("divide", {call("nn.conv2d", {y, w2}, pad, "c2"), bias});
   Function f = function({x}, call("nn.conv2d", {y, w3}, pad, "c3"));
@@ -108,14 +108,26 @@ TEST(AlterOpLayout, PaddedChannelsStayBlockedOnlyThroughOpsThatKeepThemFinite) {
     return call("nn.pack_conv_weight", {w}, Attrs({{"in_block", int64_t{8}}, {"out_block", out}}));
   };
   Expr b =
-      blocked(call("reshape", {bias}, Attrs({{"newshape", std::vector<int64_t>{1, 33, 1, 1}}})));
+      blocked(call("reshape", {bias}, Attrs({{"newshape", std::vector<int64_t>{1, 38, 1, 1}}})));
   Expr c1 = call("nn.conv2d_blocked", {blocked(x), pack(w1, 8)}, pad);
   Expr c2 = call("nn.conv2d_blocked", {call("sigmoid", {call("add", {c1, b})}), pack(w2, 8)}, pad);
-  Expr plain = call("from_blocked", {c2}, Attrs({{"channels", int64_t{33}}}));
+  Expr plain = call("from_blocked", {c2}, Attrs({{"channels", int64_t{38}}}));
   Expr c3 = call("nn.conv2d_blocked", {blocked(call("divide", {plain, bias})), pack(w3, 16)}, pad);
   Function want = function({x}, call("from_blocked", {c3}));
   EXPECT_TRUE(structural_equal(got, want)) << to_string(Expr(got));
   EXPECT_EQ(got->body->type.tensor().shape, (std::vector<int64_t>{1, 16, 9, 9}));
+}
+
+TEST(AlterOpLayout, ChannelsThatPadATenthOrMoreKeepNchw) {
+  // Issue 12: 33 channels padded to 40 (AVX2) or 48 (AVX-512) would make each conv between
+  // them run 1.47x or 2.1x the multiply-adds; the convs keep NCHW.
+  Expr x = var("x", TensorType{{1, 33, 9, 9}, DType::Float32});
+  Attrs pad({{"padding", std::vector<int64_t>{1, 1, 1, 1}}, {"groups", int64_t{1}}});
+  Expr y = call("sigmoid", {call("nn.conv2d", {x, conv_weight(33, 33)}, pad, "c1")});
+  Function f = function({x}, call("nn.conv2d", {y, conv_weight(33, 33)}, pad, "c2"));
+  for (int bits : {256, 512})
+    EXPECT_TRUE(structural_equal(alter_op_layout(f, MachineModel::for_vector_bits(bits)), f))
+        << bits;
 }
 
 TEST(AlterOpLayout, LoneConvsKeepNchw) {
@@ -170,16 +182,31 @@ TEST(MachineModel, ChannelBlocksAreTwoVectorsWhereTheyDivide) {
 TEST(MachineModel, ChannelsNoBlockDividesArePaddedWhereThatPays) {
   MachineModel avx2 = MachineModel::for_vector_bits(256),
                avx512 = MachineModel::for_vector_bits(512);
-  EXPECT_EQ(channel_block_for(avx2, 33, DType::Float32), 8);     // 40, not 48
-  EXPECT_EQ(channel_block_for(avx512, 33, DType::Float32), 16);  // 48
-  EXPECT_EQ(channel_block_for(avx2, 100, DType::Float32), 8);    // 104, not SSE's 4
-  EXPECT_EQ(channel_block_for(avx512, 100, DType::Float32), 16);
+  EXPECT_EQ(channel_block_for(avx2, 38, DType::Float32), 8);       // 40
+  EXPECT_EQ(channel_block_for(avx2, 100, DType::Float32), 8);      // 104, not SSE's 4
   EXPECT_EQ(channel_block_for(avx512, 1000, DType::Float32), 16);  // 1008, not 8 lanes
-  EXPECT_EQ(channel_block_for(avx2, 5, DType::Float32), 8);
-  EXPECT_EQ(channel_block_for(avx2, 31, DType::Float32), 16);  // 32: two vectors pad no more
-  // Vectors more pad than channels: plain layout.
+  EXPECT_EQ(channel_block_for(avx2, 31, DType::Float32), 16);      // 32: two vectors pad no more
+  EXPECT_EQ(channel_block_for(avx512, 31, DType::Float32), 32);
+  // Issue 12: 33 -> 40 made a conv between two such tensors run 1.47x the multiply-adds
+  // (measured 1.57x the plain layout at 56x56); a tenth or more pad lanes keep the plain layout.
+  EXPECT_EQ(channel_block_for(avx2, 33, DType::Float32), 0);
+  EXPECT_EQ(channel_block_for(avx512, 33, DType::Float32), 0);   // not 48
+  EXPECT_EQ(channel_block_for(avx512, 100, DType::Float32), 0);  // not 112
+  EXPECT_EQ(channel_block_for(avx2, 5, DType::Float32), 0);      // not 8
   EXPECT_EQ(channel_block_for(avx512, 5, DType::Float32), 0);
   EXPECT_EQ(channel_block_for(avx2, 3, DType::Float32), 0);
+  // Half a vector where it divides rather than a plain layout: 20 on AVX2 takes 4, not 24.
+  EXPECT_EQ(channel_block_for(avx2, 20, DType::Float32), 4);
+  for (int bits : {256, 512}) {
+    MachineModel m = MachineModel::for_vector_bits(bits);
+    for (int64_t c = 1; c <= 1024; ++c) {
+      int64_t b = channel_block_for(m, c, DType::Float32);
+      if (b == 0) continue;
+      int64_t padded = (c + b - 1) / b * b;
+      EXPECT_GE(static_cast<double>(c) / static_cast<double>(padded), kMinUsefulLanes)
+          << bits << " bits, " << c << " channels in blocks of " << b;
+    }
+  }
 }
 
 TEST(MachineModel, RegisterTilesFitTheRegistersAndWasteLittle) {
