@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 import ember
 from ember import ir, op
-from op_checks import EW, GEMM, check, run, t
+from op_checks import EW, GEMM, build_run, check, run, t
 
 
 rng = np.random.default_rng(0)
@@ -270,6 +270,23 @@ def test_transpose():
     check(got[2], t(b).permute(2, 1, 0), EW)
     check(got[3], t(c).permute(0, 2, 3, 1), EW)
     check(got[4], t(c).permute(3, 1, 0, 2), EW)
+
+
+@pytest.mark.parametrize("bits", [256, 512])
+@pytest.mark.parametrize("shape,axes", [
+    ((1, 40, 33, 35), (0, 3, 2, 1)),  # innermost reads across rows: tiled, rows 35 = 16+16+3
+    ((3, 37, 48), (0, 2, 1)),
+    ((64, 50), (1, 0)),
+    ((2, 24, 40, 9), (0, 3, 1, 2)),  # the contiguous axis is short (9): not tiled
+])
+def test_transposes_read_each_input_line_for_many_outputs(bits, shape, axes):
+    # A transpose whose innermost output axis reads the input across its rows takes 16 values
+    # of the axis along the input's rows just outside the vector loop (tile_transpose), the
+    # last tile shifted back; any epilogue and any size give the same values.
+    a = randn(*shape)
+    x = ir.var("x", shape, "float32")
+    lib, (got,) = build_run(ir.Function([x], op.nn.relu(op.transpose(x, axes=axes))), [a], bits)
+    np.testing.assert_array_equal(got, F.relu(t(a).permute(*axes)).numpy())
 
 
 def test_concatenate_each_axis():

@@ -193,8 +193,9 @@ bool weights_stream_inside(const Stage& r, const MachineModel& m) {
 // values of `d` per tile reuses each vector load of that input kTile times. Returns -1 when
 // no axis qualifies or `o` does not read `r` elementwise.
 constexpr int64_t kTile = 4;
-constexpr int64_t kRows = 4;      // output rows per tile where windows overlap
-constexpr int64_t kPadRows = 16;  // output rows per tile that computes its padded input
+constexpr int64_t kTransposeRows = 16;  // tile_transpose: outputs per input cache line
+constexpr int64_t kRows = 4;            // output rows per tile where windows overlap
+constexpr int64_t kPadRows = 16;        // output rows per tile that computes its padded input
 
 // Does `o` read `r` at its own indices (so o's axis k is r's axis k)?
 bool reads_elementwise(const PrimExpr& o_body, const Stage& o, const Stage& r) {
@@ -541,6 +542,7 @@ struct OutputTiling {
   bool choose_tile_loop();
   void tile_register_tiles();
   bool chunk_conv_block();
+  bool tile_transpose();
   void tile_row_statistics();
   void attach_in_tile();
 
@@ -670,6 +672,7 @@ void OutputTiling::split_axes() {
 // The tile loop: reductions are computed inside it, so it must enclose the vector loop.
 // Returns false when there is none (the reductions stay root nests, computed before o).
 bool OutputTiling::choose_tile_loop() {
+  if (reds.empty() && tile_transpose()) return true;
   outer.assign(axes.begin(), axes.end() - 1);
   int64_t rows = 1;
   for (auto& a : outer) rows *= a->extent;
@@ -698,6 +701,51 @@ bool OutputTiling::choose_tile_loop() {
     if (along) tile = outer_vec;
   }
   return tile != nullptr;
+}
+
+// The axis of `o` (not its innermost) that walks an input's contiguous axis while o's
+// innermost axis reads that input across its rows (a transpose's), or -1.
+int transposed_axis(const PrimExpr& body, const Stage& o) {
+  const std::vector<IterVar>& axes = o.root_axes();
+  const PrimVarNode* last = axes.back()->var.get();
+  int found = -1;
+  visit_prim(body, [&](const PrimExpr& e) {
+    auto* p = e.as<ProducerLoadNode>();
+    if (!p || p->indices.size() < 2 || p->producer->shape.back() < 8) return;
+    const PrimExpr& inner = p->indices.back();
+    bool across = false;
+    for (size_t i = 0; i + 1 < p->indices.size(); ++i) across |= uses_var(p->indices[i], last);
+    if (!across || uses_var(inner, last)) return;
+    for (size_t d = 0; d + 1 < axes.size(); ++d)
+      if (axes[d]->extent >= 2 * kTransposeRows && uses_var(inner, axes[d]->var.get()))
+        found = static_cast<int>(d);
+  });
+  return found;
+}
+
+// A transpose (o's innermost axis reads an input across its rows): kTransposeRows values
+// of the axis that walks the input's rows loop just outside o's innermost axis, so each
+// cache line of the input serves that many outputs while it is in L1. Without this, a line
+// is reused only after a whole plane (256 x 56 x 56 with axes (0, 3, 2, 1): 1.4x slower
+// than two transposes that each keep their reads near).
+bool OutputTiling::tile_transpose() {
+  const int a = outer_vec ? transposed_axis(body, o) : -1;
+  if (a < 0) return false;
+  IterVar a_in = o.split(axes[a], kTransposeRows, SplitTail::Shift).second;
+  // [.., a.o, a.i, .., last.o, last.i] -> [.., a.o, .. | last.o, a.i, last.i]
+  std::vector<IterVar> tile_axes, inner;
+  bool after = false;
+  for (auto& x : o.leaf_axes()) {
+    if (x == outer_vec) after = true;
+    if (x != a_in && x != outer_vec) (after ? inner : tile_axes).push_back(x);
+  }
+  std::vector<IterVar> order = tile_axes;
+  order.push_back(outer_vec);
+  order.push_back(a_in);
+  order.insert(order.end(), inner.begin(), inner.end());
+  o.reorder(order);
+  tile = o.fuse(tile_axes);
+  return true;
 }
 
 // Every axis outside the register tile is a tile axis: the reduction is computed one

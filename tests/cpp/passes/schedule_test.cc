@@ -144,6 +144,35 @@ TEST(Schedule, PaddedSplitAccumulatesInChunksIntoARoundedUpTile) {
   EXPECT_THROW(root[dense].split(root[dense].reduce_axes()[0], 3, SplitTail::Pad), InternalError);
 }
 
+TEST(Schedule, DefaultScheduleTilesATransposeSoInputLinesServeManyOutputs) {
+  // out[i, j, k] = x[i, k, j] + 1, 40 x 8: the vector loop along k reads x across its rows;
+  // 16 values of j (x's contiguous axis) loop just outside it, inside the loop over k's
+  // vectors, and the last tile of j (40 = 16 + 16 + 8) is shifted back, never guarded.
+  ir::Tensor x = placeholder("x", {2, 64, 40}, DType::Float32);
+  ir::Tensor out = compute("out", {2, 40, 64}, [&](const std::vector<PrimVar>& i) {
+    return x({i[0], i[2], i[1]}) + make_const(DType::Float32, 1);
+  });
+  Schedule sch({out});
+  apply_default_schedule(sch, 256);
+  PrimFunc fn = lower_schedule(sch, "transpose", {x});
+  EXPECT_EQ(count_stmts(fn.body, StmtKind::IfThenElse), 0) << fn;
+  std::string text = to_string(fn);
+  size_t k_out = text.find("for k.o in [0, 8)"), j_in = text.find("for j.i in [0, 16)"),
+         k_vec = text.find("for k.i in [0, 8) vectorized");
+  ASSERT_NE(k_out, std::string::npos) << fn;
+  EXPECT_LT(k_out, j_in) << fn;
+  EXPECT_LT(j_in, k_vec) << fn;
+  std::vector<float> xv(2 * 64 * 40), ov(2 * 40 * 64, -1.0f);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(i);
+  void* args[] = {xv.data(), ov.data()};
+  auto m = codegen::compile_cpu({fn});
+  m->get_function("transpose")(args);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 40; ++j)
+      for (int k = 0; k < 64; ++k)
+        ASSERT_EQ(ov[(i * 40 + j) * 64 + k], xv[(i * 64 + k) * 40 + j] + 1) << i << j << k;
+}
+
 TEST(Schedule, DefaultScheduleComputesTheAnchorTileInsideTheEpilogueLoop) {
   DenseRelu g;
   Schedule sch({g.relu});
