@@ -230,6 +230,19 @@ def test_tune_takes_a_search_strategy(tmp_path):
         ember.tune(f, params, trials=3, log=log, progress=False, search="beam")
 
 
+def _run_with_knobs(w, rng, knob_list):
+    """Workload w's kernel built with each knob dict, run on the same random inputs."""
+    inputs = [rng.standard_normal(p.shape).astype(p.dtype) for p in w["group"].params]
+    outs = []
+    for knobs in knob_list:
+        m = ember.GraphModule(ember._ember._build_kernel(w["group"], "llvm", knobs))
+        for i, a in enumerate(inputs):
+            m.set_input(i, a)
+        m.run()
+        outs.append(m.get_output(0).numpy())
+    return outs
+
+
 def _blocked_conv_workload():
     """The second conv of a two-conv chain, which the layout pass blocks (NCHW16c)."""
     x = ir.var("x", shape=(1, 16, 10, 10))
@@ -249,14 +262,7 @@ def test_a_blocked_conv_may_take_its_register_tile_along_rows_or_columns():
     assert len(axes) == 2 and 0 not in axes, (w["anchor"], axes)
     other = next(k for k in space if k["tile_axis"] != space[0]["tile_axis"])
     rng = np.random.default_rng(3)
-    inputs = [rng.standard_normal(p.shape).astype(p.dtype) for p in w["group"].params]
-    outs = []
-    for knobs in ({}, other, {"tile_axis": other["tile_axis"], "unroll": 4}):
-        m = ember.GraphModule(ember._ember._build_kernel(w["group"], "llvm", knobs))
-        for i, a in enumerate(inputs):
-            m.set_input(i, a)
-        m.run()
-        outs.append(m.get_output(0).numpy())
+    outs = _run_with_knobs(w, rng, ({}, other, {"tile_axis": other["tile_axis"], "unroll": 4}))
     for o in outs[1:]:
         np.testing.assert_allclose(o, outs[0], rtol=1e-4, atol=1e-4)
     with pytest.raises(ember.EmberError, match="tile_axis=9 is not one of"):
@@ -283,14 +289,7 @@ def test_a_deep_conv_on_a_small_image_tunes_its_reduction_chunks():
     if vb == 256:
         # (0: a register tile along the other axis, whose block is not chunked.)
         assert space[0]["k_chunk"] == 1 and chunks - {0} == {1, 2, 4}, chunks
-    inputs = [rng.standard_normal(p.shape).astype(p.dtype) for p in w["group"].params]
-    outs = []
-    for knobs in [{}] + [{"k_chunk": c} for c in sorted(chunks - {0})]:
-        m = ember.GraphModule(ember._ember._build_kernel(w["group"], "llvm", knobs))
-        for i, a in enumerate(inputs):
-            m.set_input(i, a)
-        m.run()
-        outs.append(m.get_output(0).numpy())
+    outs = _run_with_knobs(w, rng, [{}] + [{"k_chunk": c} for c in sorted(chunks - {0})])
     for o in outs[1:]:
         np.testing.assert_allclose(o, outs[0], rtol=1e-5, atol=1e-5)
     if vb == 256:
