@@ -94,6 +94,35 @@ def test_registered_ops_without_a_wrapper_are_callable():
         op.nn.elu(x, beta=2.0)
 
 
+def test_layout_ops_declare_their_attributes():
+    # AlterOpLayout's internal ops: their block sizes are declared, required and checked
+    # (no default written in their relations); from_blocked's channels default to all of
+    # the blocks' channels, so it is declared without one.
+    x = ir.var("x", (1, 20, 4, 4), "float32")
+    w = ir.var("w", (24, 20, 3, 3), "float32")
+    d = ir.var("d", (2, 8), "float32")
+    attrs = {n: op.schema(n)["attrs"] for n in
+             ("to_blocked", "from_blocked", "nn.pack_conv_weight", "nn.pack_dense_weight",
+              "nn.dense_packed")}
+    assert attrs["to_blocked"]["block"][2] and attrs["nn.dense_packed"]["units"][2]
+    assert attrs["from_blocked"]["channels"][1] is None
+    assert not attrs["from_blocked"]["channels"][2]
+    b = _ember.call("to_blocked", [x], {"block": 8}, "xb")
+    assert list(b.shape) == [1, 3, 4, 4, 8]
+    assert list(_ember.call("from_blocked", [b], {}, "xp").shape) == [1, 24, 4, 4]
+    assert list(_ember.call("from_blocked", [b], {"channels": 20}, "x").shape) == [1, 20, 4, 4]
+    with pytest.raises(ember.EmberError, match="to_blocked 'xb'.*needs the attribute block"):
+        _ember.call("to_blocked", [x], {}, "xb")
+    with pytest.raises(ember.EmberError, match="'in_block' must be an integer"):
+        _ember.call("nn.pack_conv_weight", [w], {"in_block": "8", "out_block": 8}, "wp")
+    with pytest.raises(ember.EmberError, match="needs the attribute out_block"):
+        _ember.call("nn.pack_conv_weight", [w], {"in_block": 8}, "wp")
+    with pytest.raises(ember.EmberError, match="dense_packed 'fc'.*needs the attribute units"):
+        packed = _ember.call("nn.pack_dense_weight", [ir.var("k", (10, 8), "float32")],
+                             {"block": 4}, "kp")
+        _ember.call("nn.dense_packed", [d, packed], {}, "fc")
+
+
 def test_schema_errors_name_the_node():
     x = ir.var("x", (2, 8), "float32")
     with pytest.raises(ember.EmberError, match="topk 'best'.*needs the attribute k"):

@@ -203,7 +203,7 @@ Type pack_conv_weight_rel(const std::vector<Type>& args, Attrs& attrs, const Typ
   check_arity(args, 1, ctx);
   const TensorType& w = tensor_arg(args, 0, "the weight", ctx);
   check_rank(w, 4, "the weight (OIHW)", ctx);
-  int64_t ci = attrs.get_int("in_block", 0), co = attrs.get_int("out_block", 0);
+  int64_t ci = attr_int(attrs, "in_block"), co = attr_int(attrs, "out_block");
   if (ci < 1 || co < 1)
     ctx.fail("in_block " + std::to_string(ci) + " and out_block " + std::to_string(co) +
              " must be >= 1");
@@ -312,7 +312,7 @@ Type pack_dense_weight_rel(const std::vector<Type>& args, Attrs& attrs, const Ty
   check_arity(args, 1, ctx);
   const TensorType& w = tensor_arg(args, 0, "the weight", ctx);
   check_rank(w, 2, "the weight [N, K]", ctx);
-  int64_t block = attrs.get_int("block", 0);
+  int64_t block = attr_int(attrs, "block");
   if (block < 1) ctx.fail("block = " + std::to_string(block) + " must be >= 1");
   return TensorType{{(w.shape[0] + block - 1) / block, w.shape[1], block}, w.dtype};
 }
@@ -320,7 +320,7 @@ Type pack_dense_weight_rel(const std::vector<Type>& args, Attrs& attrs, const Ty
 Tensor pack_dense_weight_compute(const std::vector<Tensor>& in, const Attrs& attrs,
                                  const TensorType& out) {
   const Tensor& w = in[0];
-  int64_t block = attrs.get_int("block", 1), n = w.shape()[0];
+  int64_t block = attr_int(attrs, "block"), n = w.shape()[0];
   return compute("packed_weight", out.shape, [&](const std::vector<PrimVar>& i) {
     PrimExpr row = i[0] * idx(block) + i[2];
     if (n % block == 0) return w({row, i[1]});
@@ -336,7 +336,7 @@ Type dense_packed_rel(const std::vector<Type>& args, Attrs& attrs, const TypeCon
   check_same_dtype(data, "data", weight, "the weight", ctx);
   check_rank(weight, 3, "the packed weight [N / block, K, block]", ctx);
   if (data.ndim() < 1) ctx.fail("data must have at least 1 dimension, got " + to_string(data));
-  int64_t units = attrs.get_int("units", 0), block = weight.shape[2];
+  int64_t units = attr_int(attrs, "units"), block = weight.shape[2];
   if (units < 1 || (units + block - 1) / block != weight.shape[0])
     ctx.fail("units = " + std::to_string(units) + " does not match the packed weight " +
              ints_str(weight.shape) + "; pack the weight with nn.pack_dense_weight");
@@ -987,17 +987,22 @@ Op family(Op op, const std::string& name) {
                                    conv2d_blocked_rel, conv2d_blocked_compute},
                                   "conv2d"),
                            kConvAttrs));
-[[maybe_unused]] const Op* kPackConvWeight =
-    register_op({"nn.pack_conv_weight", 1, OpPattern::Injective, pack_conv_weight_rel,
-                 pack_conv_weight_compute});
+[[maybe_unused]] const Op* kPackConvWeight = register_op(
+    with_attrs({"nn.pack_conv_weight", 1, OpPattern::Injective, pack_conv_weight_rel,
+                pack_conv_weight_compute},
+               {required_attr("in_block", AttrKind::Int, "input channels per block"),
+                required_attr("out_block", AttrKind::Int, "output channels per block")}));
 [[maybe_unused]] const Op* kDense =
     register_op({"nn.dense", 2, OpPattern::OutEWiseFusable, dense_rel, dense_compute});
-[[maybe_unused]] const Op* kDensePacked = register_op(family(
-    {"nn.dense_packed", 2, OpPattern::OutEWiseFusable, dense_packed_rel, dense_packed_compute},
-    "dense"));
+[[maybe_unused]] const Op* kDensePacked = register_op(with_attrs(
+    family(
+        {"nn.dense_packed", 2, OpPattern::OutEWiseFusable, dense_packed_rel, dense_packed_compute},
+        "dense"),
+    {required_attr("units", AttrKind::Int, "output features, N of the unpacked [N, K] weight")}));
 [[maybe_unused]] const Op* kPackDenseWeight =
-    register_op({"nn.pack_dense_weight", 1, OpPattern::Injective, pack_dense_weight_rel,
-                 pack_dense_weight_compute});
+    register_op(with_attrs({"nn.pack_dense_weight", 1, OpPattern::Injective, pack_dense_weight_rel,
+                            pack_dense_weight_compute},
+                           {required_attr("block", AttrKind::Int, "output features per panel")}));
 [[maybe_unused]] const Op* kMatmul =
     register_op({"nn.matmul", 2, OpPattern::OutEWiseFusable, matmul_rel, matmul_compute});
 [[maybe_unused]] const Op* kBatchMatmul = register_op(

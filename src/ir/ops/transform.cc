@@ -139,7 +139,7 @@ Type to_blocked_rel(const std::vector<Type>& args, Attrs& attrs, const TypeConte
   check_arity(args, 1, ctx);
   const TensorType& x = tensor_arg(args, 0, "data", ctx);
   check_rank(x, 4, "data (NCHW)", ctx);
-  int64_t c = attrs.get_int("block", 0);
+  int64_t c = attr_int(attrs, "block");
   if (c < 1) ctx.fail("block = " + std::to_string(c) + " must be >= 1");
   return TensorType{{x.shape[0], (x.shape[1] + c - 1) / c, x.shape[2], x.shape[3], c}, x.dtype};
 }
@@ -161,6 +161,7 @@ Type from_blocked_rel(const std::vector<Type>& args, Attrs& attrs, const TypeCon
   const TensorType& x = tensor_arg(args, 0, "data", ctx);
   check_rank(x, 5, "data (NCHW[c]c)", ctx);
   const int64_t padded = x.shape[1] * x.shape[4];
+  // Declared without a default: all of the blocks' channels, which depends on the input.
   const int64_t channels = attrs.get_int("channels", padded);
   if (channels > padded || channels <= padded - x.shape[4])
     ctx.fail("channels = " + std::to_string(channels) + " must be in the last block of " +
@@ -442,10 +443,14 @@ Tensor take_compute(const std::vector<Tensor>& in, const Attrs& attrs, const Ten
     register_op(view_op({"flatten", 1, OpPattern::Injective, flatten_rel, flatten_compute}));
 [[maybe_unused]] const Op* kTranspose =
     register_op({"transpose", 1, OpPattern::Injective, transpose_rel, transpose_compute});
-[[maybe_unused]] const Op* kToBlocked =
-    register_op({"to_blocked", 1, OpPattern::Injective, to_blocked_rel, to_blocked_compute});
-[[maybe_unused]] const Op* kFromBlocked =
-    register_op({"from_blocked", 1, OpPattern::Injective, from_blocked_rel, from_blocked_compute});
+[[maybe_unused]] const Op* kToBlocked = register_op(
+    with_attrs({"to_blocked", 1, OpPattern::Injective, to_blocked_rel, to_blocked_compute},
+               {required_attr("block", AttrKind::Int, "channels per block, the c of NCHW[c]c")}));
+[[maybe_unused]] const Op* kFromBlocked = register_op(
+    with_attrs({"from_blocked", 1, OpPattern::Injective, from_blocked_rel, from_blocked_compute},
+               {AttrSpec{"channels", AttrKind::Int, std::nullopt,
+                         "the channels to keep, dropping the pad channels of the "
+                         "last block (default: all of the blocks' channels)"}}));
 [[maybe_unused]] const Op* kConcatenate =
     register_op({"concatenate", -1, OpPattern::Injective, concatenate_rel, concatenate_compute});
 [[maybe_unused]] const Op* kStridedSlice = register_op(
