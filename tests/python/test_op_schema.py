@@ -123,6 +123,24 @@ def test_layout_ops_declare_their_attributes():
         _ember.call("nn.dense_packed", [d, packed], {}, "fc")
 
 
+def test_transform_ops_declare_their_attributes():
+    # Defaults live in the schema only (the relations read declared values); required ones
+    # and wrong kinds are errors naming the node.
+    x = ir.var("x", (2, 3, 4), "float32")
+    assert op.schema("flatten")["attrs"]["start_dim"][1] == 1
+    assert op.schema("take")["attrs"]["allow_negative"][1] == 1
+    assert op.schema("strided_slice")["attrs"]["end"][2]
+    assert list(_ember.call("flatten", [x], {}, "f").shape) == [2, 12]
+    assert list(_ember.call("transpose", [x], {}, "t").shape) == [4, 3, 2]
+    assert list(_ember.call("expand_dims", [x], {}, "e").shape) == [1, 2, 3, 4]
+    with pytest.raises(ember.EmberError, match="reshape 'r'.*needs the attribute newshape"):
+        _ember.call("reshape", [x], {}, "r")
+    with pytest.raises(ember.EmberError, match="strided_slice 's'.*needs the attribute end"):
+        _ember.call("strided_slice", [x], {"begin": [0]}, "s")
+    with pytest.raises(ember.EmberError, match="concatenate 'c'.*'axis' must be an integer"):
+        _ember.call("concatenate", [x, x], {"axis": "last"}, "c")
+
+
 def test_schema_errors_name_the_node():
     x = ir.var("x", (2, 8), "float32")
     with pytest.raises(ember.EmberError, match="topk 'best'.*needs the attribute k"):

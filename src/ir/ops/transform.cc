@@ -37,7 +37,7 @@ Type reshape_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext&
   check_arity(args, 1, ctx);
   const TensorType& x = tensor_arg(args, 0, "data", ctx);
   if (!attrs.has("newshape")) ctx.fail("needs the newshape attribute");
-  std::vector<int64_t> shape = attrs.get_ints("newshape", {});
+  std::vector<int64_t> shape = attr_ints(attrs, "newshape");
   int64_t infer = -1, known = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
@@ -75,8 +75,8 @@ Type flatten_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext&
   check_arity(args, 1, ctx);
   const TensorType& x = tensor_arg(args, 0, "data", ctx);
   if (x.ndim() == 0) return TensorType{{1}, x.dtype};  // torch.flatten of a scalar
-  int64_t start = normalize_axis(attrs.get_int("start_dim", 1), x.ndim(), ctx);
-  int64_t end = normalize_axis(attrs.get_int("end_dim", -1), x.ndim(), ctx);
+  int64_t start = normalize_axis(attr_int(attrs, "start_dim"), x.ndim(), ctx);
+  int64_t end = normalize_axis(attr_int(attrs, "end_dim"), x.ndim(), ctx);
   if (start > end)
     ctx.fail("start_dim (" + std::to_string(start) + ") comes after end_dim (" +
              std::to_string(end) + "); give start_dim <= end_dim");
@@ -98,7 +98,7 @@ Tensor flatten_compute(const std::vector<Tensor>& in, const Attrs&, const Tensor
 Type transpose_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
   check_arity(args, 1, ctx);
   const TensorType& x = tensor_arg(args, 0, "data", ctx);
-  std::vector<int64_t> axes = attrs.get_ints("axes", {});
+  std::vector<int64_t> axes = attr_ints(attrs, "axes");
   if (axes.empty()) {
     for (int64_t d = x.ndim(); d-- > 0;) axes.push_back(d);
   } else if (static_cast<int64_t>(axes.size()) != x.ndim()) {
@@ -121,7 +121,7 @@ Type transpose_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContex
 
 Tensor transpose_compute(const std::vector<Tensor>& in, const Attrs& attrs, const TensorType& out) {
   const Tensor& x = in[0];
-  std::vector<int64_t> axes = attrs.get_ints("axes", {});
+  std::vector<int64_t> axes = attr_ints(attrs, "axes");
   return compute("transpose", out.shape, [&](const std::vector<PrimVar>& idx) {
     std::vector<PrimExpr> in_idx(idx.size());
     for (size_t k = 0; k < axes.size(); ++k) in_idx[axes[k]] = idx[k];
@@ -184,7 +184,7 @@ Type concatenate_rel(const std::vector<Type>& args, Attrs& attrs, const TypeCont
   if (args.empty()) ctx.fail("needs at least one input tensor");
   const TensorType& first = tensor_arg(args, 0, "input 0", ctx);
   if (first.ndim() == 0) ctx.fail("cannot concatenate rank-0 tensors; reshape them to [1]");
-  int64_t axis = normalize_axis(attrs.get_int("axis", 0), first.ndim(), ctx);
+  int64_t axis = normalize_axis(attr_int(attrs, "axis"), first.ndim(), ctx);
   std::vector<int64_t> shape = first.shape;
   shape[axis] = 0;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -209,7 +209,7 @@ Type concatenate_rel(const std::vector<Type>& args, Attrs& attrs, const TypeCont
 // index along the axis is clamped into its own range.
 Tensor concatenate_compute(const std::vector<Tensor>& in, const Attrs& attrs,
                            const TensorType& out) {
-  size_t axis = static_cast<size_t>(attrs.get_int("axis", 0));
+  size_t axis = static_cast<size_t>(attr_int(attrs, "axis"));
   return compute("concatenate", out.shape, [&](const std::vector<PrimVar>& idx) {
     std::vector<int64_t> offsets{0};
     for (const Tensor& t : in) offsets.push_back(offsets.back() + t.shape()[axis]);
@@ -237,25 +237,24 @@ Type strided_slice_rel(const std::vector<Type>& args, Attrs& attrs, const TypeCo
   check_arity(args, 1, ctx);
   const TensorType& x = tensor_arg(args, 0, "data", ctx);
   if (!attrs.has("begin") || !attrs.has("end")) ctx.fail("needs the begin and end attributes");
-  std::vector<int64_t> begin = attrs.get_ints("begin", {}), end = attrs.get_ints("end", {});
+  std::vector<int64_t> begin = attr_ints(attrs, "begin"), end = attr_ints(attrs, "end");
   size_t n = begin.size();
-  std::vector<int64_t> strides = attrs.get_ints("strides", {});
+  std::vector<int64_t> strides = attr_ints(attrs, "strides");
   if (strides.empty()) strides.assign(n, 1);
-  std::vector<int64_t> axes = attrs.get_ints("axes", {});
+  std::vector<int64_t> axes = attr_ints(attrs, "axes");
   if (axes.empty())
     for (size_t k = 0; k < n; ++k) axes.push_back(static_cast<int64_t>(k));
   if (end.size() != n || strides.size() != n || axes.size() != n)
     ctx.fail("begin " + ints_str(begin) + ", end " + ints_str(end) + ", strides " +
-             ints_str(attrs.get_ints("strides", {})) + " and axes " +
-             ints_str(attrs.get_ints("axes", {})) +
+             ints_str(attr_ints(attrs, "strides")) + " and axes " +
+             ints_str(attr_ints(attrs, "axes")) +
              " must have one entry per sliced axis (strides and axes may be empty)");
   std::vector<int64_t> shape = x.shape;
   std::vector<bool> seen(x.ndim(), false);
   for (size_t k = 0; k < n; ++k) {
     int64_t a = axes[k] = normalize_axis(axes[k], x.ndim(), ctx);
     if (seen[a])
-      ctx.fail("axes " + ints_str(attrs.get_ints("axes", {})) + " repeats axis " +
-               std::to_string(a));
+      ctx.fail("axes " + ints_str(attr_ints(attrs, "axes")) + " repeats axis " + std::to_string(a));
     seen[a] = true;
     if (strides[k] < 1)
       ctx.fail("strides " + ints_str(strides) + " must be positive (reverse with a flip instead)");
@@ -271,8 +270,8 @@ Type strided_slice_rel(const std::vector<Type>& args, Attrs& attrs, const TypeCo
 
 Tensor strided_slice_compute(const std::vector<Tensor>& in, const Attrs& attrs,
                              const TensorType& out) {
-  auto begin = attrs.get_ints("begin", {}), strides = attrs.get_ints("strides", {});
-  auto axes = attrs.get_ints("axes", {});
+  auto begin = attr_ints(attrs, "begin"), strides = attr_ints(attrs, "strides");
+  auto axes = attr_ints(attrs, "axes");
   return compute("strided_slice", out.shape, [&](const std::vector<PrimVar>& i) {
     std::vector<PrimExpr> xi = as_exprs(i);
     for (size_t k = 0; k < axes.size(); ++k)
@@ -288,8 +287,8 @@ Type expand_dims_rel(const std::vector<Type>& args, Attrs& attrs, const TypeCont
   const TensorType& x = tensor_arg(args, 0, "data", ctx);
   if (!attrs.has("axis")) ctx.fail("needs the axis attribute");
   // The new axes go before input axis `axis`; axis == ndim appends them.
-  int64_t axis = normalize_axis(attrs.get_int("axis", 0), x.ndim() + 1, ctx);
-  int64_t count = attrs.get_int("num_newaxis", 1);
+  int64_t axis = normalize_axis(attr_int(attrs, "axis"), x.ndim() + 1, ctx);
+  int64_t count = attr_int(attrs, "num_newaxis");
   if (count < 0) ctx.fail("num_newaxis = " + std::to_string(count) + " must be >= 0");
   attrs = attrs.with("axis", axis).with("num_newaxis", count);
   std::vector<int64_t> shape = x.shape;
@@ -299,7 +298,7 @@ Type expand_dims_rel(const std::vector<Type>& args, Attrs& attrs, const TypeCont
 
 Tensor expand_dims_compute(const std::vector<Tensor>& in, const Attrs& attrs,
                            const TensorType& out) {
-  int64_t axis = attrs.get_int("axis", 0), count = attrs.get_int("num_newaxis", 1);
+  int64_t axis = attr_int(attrs, "axis"), count = attr_int(attrs, "num_newaxis");
   return compute("expand_dims", out.shape, [&](const std::vector<PrimVar>& i) {
     std::vector<PrimExpr> xi = as_exprs(i);
     xi.erase(xi.begin() + axis, xi.begin() + axis + count);
@@ -310,7 +309,7 @@ Tensor expand_dims_compute(const std::vector<Tensor>& in, const Attrs& attrs,
 Type squeeze_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
   check_arity(args, 1, ctx);
   const TensorType& x = tensor_arg(args, 0, "data", ctx);
-  std::vector<int64_t> axes = attrs.get_ints("axis", {});
+  std::vector<int64_t> axes = attr_ints(attrs, "axis");
   if (axes.empty()) {
     for (int64_t d = 0; d < x.ndim(); ++d)
       if (x.shape[d] == 1) axes.push_back(d);
@@ -331,7 +330,7 @@ Type squeeze_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext&
 }
 
 Tensor squeeze_compute(const std::vector<Tensor>& in, const Attrs& attrs, const TensorType& out) {
-  auto axes = attrs.get_ints("axis", {});
+  auto axes = attr_ints(attrs, "axis");
   const Tensor& x = in[0];
   return compute("squeeze", out.shape, [&](const std::vector<PrimVar>& i) {
     std::vector<PrimExpr> xi;
@@ -349,7 +348,7 @@ Type broadcast_to_rel(const std::vector<Type>& args, Attrs& attrs, const TypeCon
   check_arity(args, 1, ctx);
   const TensorType& x = tensor_arg(args, 0, "data", ctx);
   if (!attrs.has("shape")) ctx.fail("needs the shape attribute");
-  std::vector<int64_t> shape = attrs.get_ints("shape", {});
+  std::vector<int64_t> shape = attr_ints(attrs, "shape");
   int64_t lead = static_cast<int64_t>(shape.size()) - x.ndim();
   if (lead < 0)
     ctx.fail("cannot broadcast " + to_string(x) + " to " + ints_str(shape) +
@@ -358,7 +357,7 @@ Type broadcast_to_rel(const std::vector<Type>& args, Attrs& attrs, const TypeCon
     int64_t from = d < lead ? 1 : x.shape[d - lead];
     if (shape[d] == -1 && d >= lead) shape[d] = from;
     if (shape[d] < 0 || (from != 1 && from != shape[d]))
-      ctx.fail("cannot broadcast " + to_string(x) + " to " + ints_str(attrs.get_ints("shape", {})) +
+      ctx.fail("cannot broadcast " + to_string(x) + " to " + ints_str(attr_ints(attrs, "shape")) +
                ": dimension " + std::to_string(d) + " has size " + std::to_string(from) +
                ", which must be 1 or " + (shape[d] < 0 ? "a size >= 0" : std::to_string(shape[d])));
   }
@@ -382,12 +381,12 @@ Type take_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ct
   const TensorType& indices = tensor_arg(args, 1, "indices", ctx);
   if (!is_int(indices.dtype))
     ctx.fail("indices are " + to_string(indices) + " but must be int32 or int64; cast them");
-  int64_t axis = normalize_axis(attrs.get_int("axis", 0), data.ndim(), ctx);
+  int64_t axis = normalize_axis(attr_int(attrs, "axis"), data.ndim(), ctx);
   if (data.shape[axis] == 0)
     ctx.fail("data " + to_string(data) + " is empty along axis " + std::to_string(axis) +
              "; there is nothing to take");
   attrs = attrs.with("axis", axis)
-              .with("allow_negative", int64_t{attrs.get_int("allow_negative", 1) != 0});
+              .with("allow_negative", int64_t{attr_int(attrs, "allow_negative") != 0});
   std::vector<int64_t> shape(data.shape.begin(), data.shape.begin() + axis);
   shape.insert(shape.end(), indices.shape.begin(), indices.shape.end());
   shape.insert(shape.end(), data.shape.begin() + axis + 1, data.shape.end());
@@ -400,9 +399,9 @@ void take_check_constants(const std::vector<Expr>& args, const Attrs& attrs,
                           const TypeContext& ctx) {
   auto* c = as<ConstantNode>(args[1]);
   if (!c || c->value.device().type != runtime::DeviceType::CPU) return;
-  int64_t axis = attrs.get_int("axis", 0);
+  int64_t axis = attr_int(attrs, "axis");
   int64_t size = args[0]->type.tensor().shape[axis];
-  bool allow_negative = attrs.get_int("allow_negative", 1) != 0;
+  bool allow_negative = attr_int(attrs, "allow_negative") != 0;
   const runtime::Tensor& v = c->value;
   for (int64_t i = 0; i < v.numel(); ++i) {
     int64_t at = v.dtype() == DType::Int64 ? v.data_as<int64_t>()[i] : v.data_as<int32_t>()[i];
@@ -420,8 +419,8 @@ void take_check_constants(const std::vector<Expr>& args, const Attrs& attrs,
 // naming the kernel; the kernel meanwhile reads row 0, never memory outside the tensor.
 Tensor take_compute(const std::vector<Tensor>& in, const Attrs& attrs, const TensorType& out) {
   const Tensor &data = in[0], &indices = in[1];
-  size_t axis = static_cast<size_t>(attrs.get_int("axis", 0));
-  int64_t allow_negative = attrs.get_int("allow_negative", 1) != 0;
+  size_t axis = static_cast<size_t>(attr_int(attrs, "axis"));
+  int64_t allow_negative = attr_int(attrs, "allow_negative") != 0;
   size_t k = indices.shape().size();
   return compute("take", out.shape, [&](const std::vector<PrimVar>& i) {
     std::vector<PrimExpr> ii(i.begin() + axis, i.begin() + axis + k);
@@ -437,12 +436,16 @@ Tensor take_compute(const std::vector<Tensor>& in, const Attrs& attrs, const Ten
 
 // ---------------------------------------------------------------- registration
 
-[[maybe_unused]] const Op* kReshape =
-    register_op(view_op({"reshape", 1, OpPattern::Injective, reshape_rel, reshape_compute}));
-[[maybe_unused]] const Op* kFlatten =
-    register_op(view_op({"flatten", 1, OpPattern::Injective, flatten_rel, flatten_compute}));
+[[maybe_unused]] const Op* kReshape = register_op(with_attrs(
+    view_op({"reshape", 1, OpPattern::Injective, reshape_rel, reshape_compute}),
+    {required_attr("newshape", AttrKind::Ints, "the new shape; -1 infers one dimension")}));
+[[maybe_unused]] const Op* kFlatten = register_op(
+    with_attrs(view_op({"flatten", 1, OpPattern::Injective, flatten_rel, flatten_compute}),
+               {int_attr("start_dim", 1, "the first axis to flatten"),
+                int_attr("end_dim", -1, "the last axis to flatten")}));
 [[maybe_unused]] const Op* kTranspose =
-    register_op({"transpose", 1, OpPattern::Injective, transpose_rel, transpose_compute});
+    register_op(with_attrs({"transpose", 1, OpPattern::Injective, transpose_rel, transpose_compute},
+                           {ints_attr("axes", {}, "the permutation; [] reverses the axes")}));
 [[maybe_unused]] const Op* kToBlocked = register_op(
     with_attrs({"to_blocked", 1, OpPattern::Injective, to_blocked_rel, to_blocked_compute},
                {required_attr("block", AttrKind::Int, "channels per block, the c of NCHW[c]c")}));
@@ -451,18 +454,29 @@ Tensor take_compute(const std::vector<Tensor>& in, const Attrs& attrs, const Ten
                {AttrSpec{"channels", AttrKind::Int, std::nullopt,
                          "the channels to keep, dropping the pad channels of the "
                          "last block (default: all of the blocks' channels)"}}));
-[[maybe_unused]] const Op* kConcatenate =
-    register_op({"concatenate", -1, OpPattern::Injective, concatenate_rel, concatenate_compute});
+[[maybe_unused]] const Op* kConcatenate = register_op(
+    with_attrs({"concatenate", -1, OpPattern::Injective, concatenate_rel, concatenate_compute},
+               {int_attr("axis", 0, "the axis to join along")}));
 [[maybe_unused]] const Op* kStridedSlice = register_op(
-    {"strided_slice", 1, OpPattern::Injective, strided_slice_rel, strided_slice_compute});
-[[maybe_unused]] const Op* kExpandDims = register_op(
-    view_op({"expand_dims", 1, OpPattern::Injective, expand_dims_rel, expand_dims_compute}));
-[[maybe_unused]] const Op* kSqueeze =
-    register_op(view_op({"squeeze", 1, OpPattern::Injective, squeeze_rel, squeeze_compute}));
-[[maybe_unused]] const Op* kBroadcastTo =
-    register_op({"broadcast_to", 1, OpPattern::Broadcast, broadcast_to_rel, broadcast_to_compute});
-[[maybe_unused]] const Op* kTake = register_op(
-    {"take", 2, OpPattern::Injective, take_rel, take_compute, false, take_check_constants});
+    with_attrs({"strided_slice", 1, OpPattern::Injective, strided_slice_rel, strided_slice_compute},
+               {required_attr("begin", AttrKind::Ints, "the first index along each sliced axis"),
+                required_attr("end", AttrKind::Ints, "the end (exclusive) along each sliced axis"),
+                ints_attr("strides", {}, "the step along each sliced axis; [] steps by 1"),
+                ints_attr("axes", {}, "the sliced axes; [] slices the leading ones")}));
+[[maybe_unused]] const Op* kExpandDims = register_op(with_attrs(
+    view_op({"expand_dims", 1, OpPattern::Injective, expand_dims_rel, expand_dims_compute}),
+    {int_attr("axis", 0, "where the new axes go"),
+     int_attr("num_newaxis", 1, "how many axes of size 1 to insert")}));
+[[maybe_unused]] const Op* kSqueeze = register_op(
+    with_attrs(view_op({"squeeze", 1, OpPattern::Injective, squeeze_rel, squeeze_compute}),
+               {ints_attr("axis", {}, "the axes of size 1 to drop; [] drops every one")}));
+[[maybe_unused]] const Op* kBroadcastTo = register_op(
+    with_attrs({"broadcast_to", 1, OpPattern::Broadcast, broadcast_to_rel, broadcast_to_compute},
+               {required_attr("shape", AttrKind::Ints, "the shape to broadcast to")}));
+[[maybe_unused]] const Op* kTake = register_op(with_attrs(
+    {"take", 2, OpPattern::Injective, take_rel, take_compute, false, take_check_constants},
+    {int_attr("axis", 0, "the axis the indices select along"),
+     int_attr("allow_negative", 1, "1: negative indices count from the end")}));
 
 }  // namespace
 }  // namespace ember::ir
