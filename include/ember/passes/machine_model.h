@@ -20,6 +20,11 @@ struct MachineModel {
   int fma_ports = 2;
   int fma_latency = 4;
   int load_ports = 2;  // vector loads and broadcasts per cycle
+  // Bytes per cycle that one core streams from the L3 (Zen 3 and Skylake sustain 10-16):
+  // a register tile whose vector loads come from there needs rows enough to wait for them
+  // (ResNet-50's 14x14 1024 -> 256 1x1 convs, 1 MB of weights re-read for every tile of
+  // pixels: 6-pixel tiles 10% faster than 4-pixel ones).
+  int l3_bytes_per_cycle = 12;
 
   /// The model of an x86-64 CPU whose vectors are `vector_bits` wide.
   static MachineModel for_vector_bits(int vector_bits);
@@ -60,9 +65,10 @@ int64_t channel_block_for(const MachineModel& m, int64_t channels, DType t);
 /// accumulators to cover the FMA latency, within the registers, loads per FMA within the
 /// load ports, and few recomputed rows. `rows_share_vectors` is false where every row loads
 /// vectors of its own and only the broadcast is shared (a depthwise conv in NCHW: each output
-/// row reads its own input rows under one weight).
+/// row reads its own input rows under one weight). `vectors_from_l3`: the shared vectors
+/// stream from the L3 (MachineModel::l3_bytes_per_cycle) rather than from the L1 or L2.
 RegisterTile choose_register_tile(const MachineModel& m, int64_t rows, int64_t cols, DType t,
-                                  bool rows_share_vectors = true);
+                                  bool rows_share_vectors = true, bool vectors_from_l3 = false);
 
 /// Rows of a GEMM output to compute at once when a row statistic reads it (layer norm on a
 /// dense): a divisor of `rows`, at most half of them (two blocks to run in parallel),

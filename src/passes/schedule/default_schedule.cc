@@ -188,6 +188,15 @@ bool weights_stream_inside(const Stage& r, const MachineModel& m) {
   return bytes <= m.l2_bytes / 2 || (!reads_window(r) && bytes <= 4 * m.l2_bytes);
 }
 
+// Does every tile of pixels re-read `r`'s vector input (a 1x1 conv's weights) from the L3?
+// When the weights stream inside (weights_stream_inside) but overflow the L2, and the
+// output's innermost axis is one channel block of at most two vectors (a GEMM's columns are
+// tiled instead, and its weight panel is reused by a block of rows from the L2).
+bool weights_from_l3(const Stage& r, const MachineModel& m, int64_t cols) {
+  return cols <= 2 * m.lanes(r.tensor().dtype()) && vector_input_bytes(r) > m.l2_bytes &&
+         weights_stream_inside(r, m);
+}
+
 // Register tiling: an axis `d` of the reduction that one of its inputs does not depend on
 // (a conv's output channel: the input patch is the same for every channel). Computing kTile
 // values of `d` per tile reuses each vector load of that input kTile times. Returns -1 when
@@ -610,7 +619,8 @@ void OutputTiling::size_register_tile() {
   rt = RegisterTile{1, 1, vector_lanes(o, vector_bits)};
   if (tiled) {
     int64_t tile_rows = tile_axis >= 0 ? axes[tile_axis]->extent : 1;
-    rt = choose_register_tile(machine, tile_rows, last->extent, o.tensor().dtype(), rows_share);
+    rt = choose_register_tile(machine, tile_rows, last->extent, o.tensor().dtype(), rows_share,
+                              weights_from_l3(*reds[0], machine, last->extent));
     // A one-row tile (a GEMV: a batch-1 dense streams its weights once) may take any number
     // of vectors (the last column tile shifted back), and its reduction may run as partial
     // sums: independent accumulator chains, added in the epilogue (tuning only).

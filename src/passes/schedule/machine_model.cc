@@ -46,13 +46,16 @@ namespace {
 // `regs` registers each): per reduction step it issues r*v*regs FMAs and needs fma_ports *
 // fma_latency independent accumulators. Its loads are r broadcasts and v*regs vector loads
 // when the rows share the vectors (a GEMM's weights), else r*v*regs vector loads and one
-// broadcast (a depthwise conv's rows of input under one weight).
+// broadcast (a depthwise conv's rows of input under one weight). Vectors that stream from
+// the L3 (`vector_bytes` each) also take their bytes' time at the L3's bandwidth.
 double tile_efficiency(const MachineModel& m, int64_t rows, int64_t r, int64_t v, int64_t regs,
-                       bool rows_share_vectors) {
+                       bool rows_share_vectors, int64_t l3_vector_bytes) {
   double acc = static_cast<double>(r * v * regs);
   double fma_cycles = acc / m.fma_ports;
   double loads = static_cast<double>(rows_share_vectors ? r + v * regs : r * v * regs + 1);
-  double cycles = std::max({fma_cycles, loads / m.load_ports, static_cast<double>(m.fma_latency)});
+  double l3 = static_cast<double>(v * regs * l3_vector_bytes) / m.l3_bytes_per_cycle;
+  double cycles =
+      std::max({fma_cycles, loads / m.load_ports, static_cast<double>(m.fma_latency), l3});
   int64_t tiles = (rows + r - 1) / r;
   double useful = static_cast<double>(rows) / static_cast<double>(tiles * r);
   return useful * fma_cycles / cycles;
@@ -61,7 +64,7 @@ double tile_efficiency(const MachineModel& m, int64_t rows, int64_t r, int64_t v
 }  // namespace
 
 RegisterTile choose_register_tile(const MachineModel& m, int64_t rows, int64_t cols, DType t,
-                                  bool rows_share_vectors) {
+                                  bool rows_share_vectors, bool vectors_from_l3) {
   RegisterTile best;
   const int64_t full = m.lanes(t);
   best.lanes = std::min(vector_lanes_for(m, cols, t), std::max<int64_t>(cols, 1));
@@ -81,7 +84,8 @@ RegisterTile choose_register_tile(const MachineModel& m, int64_t rows, int64_t c
       if (r * v * regs + operands > m.vector_registers || r * v * regs + 4 > m.vector_registers)
         continue;
       // Ties go to fewer loads per FMA.
-      double score = tile_efficiency(m, rows, r, v, regs, rows_share_vectors) -
+      const int64_t l3_bytes = vectors_from_l3 ? m.vector_bits / 8 : 0;
+      double score = tile_efficiency(m, rows, r, v, regs, rows_share_vectors, l3_bytes) -
                      1e-3 * static_cast<double>(r + v * regs) / static_cast<double>(r * v * regs);
       if (score > best_score) {
         best_score = score;

@@ -260,5 +260,24 @@ TEST(MachineModel, RowsWithTheirOwnVectorsStillGetIndependentAccumulators) {
   EXPECT_LE(shared.rows * shared.vectors, t.rows * t.vectors);
 }
 
+TEST(MachineModel, VectorsFromTheL3TakeTilesWithMoreRows) {
+  // A 14x14 1x1 conv with 1 MB of weights on AVX2, its 196 pixels one row: 4 pixels x 2
+  // vectors divide the row, but each step's 64 bytes of weights from the L3 then take longer
+  // than its 8 FMAs; 6 pixels (12 accumulators) wait for them. At 512 bits likewise.
+  for (int bits : {256, 512}) {
+    MachineModel m = MachineModel::for_vector_bits(bits);
+    RegisterTile near = choose_register_tile(m, 196, 16, DType::Float32);
+    RegisterTile far = choose_register_tile(m, 196, 16, DType::Float32, true, true);
+    SCOPED_TRACE(std::to_string(bits) + " bits");
+    EXPECT_EQ(far.cols(), near.cols());
+    const double bytes = static_cast<double>(far.cols() * 4);
+    EXPECT_GE(static_cast<double>(far.rows * far.cols()) / (m.fma_ports * m.lanes(DType::Float32)),
+              bytes / m.l3_bytes_per_cycle);
+    EXPECT_GE(far.rows, near.rows);
+  }
+  EXPECT_EQ(choose_register_tile(MachineModel::for_vector_bits(256), 196, 16, DType::Float32).rows,
+            4);
+}
+
 }  // namespace
 }  // namespace ember::passes
