@@ -77,8 +77,9 @@ bool tuned_loop_order(bool dflt, const ScheduleKnobs& knobs, KnobSpace& space);
 /// Rows per tile of a padded-input kernel whose row axis has `extent` rows.
 int64_t tuned_pad_rows(int64_t dflt, int64_t extent, const ScheduleKnobs& knobs, KnobSpace& space);
 /// How many iterations of a register tile's innermost reduction loop (`extent` of them) run
-/// unrolled in one step: 1 (the default) or a divisor of `extent`, so there is no tail.
-int64_t tuned_unroll(int64_t extent, const ScheduleKnobs& knobs, KnobSpace& space);
+/// unrolled in one step: `dflt` (the schedule's choice, dividing `extent`), or the knob's
+/// value, which must divide `extent` (no tail).
+int64_t tuned_unroll(int64_t dflt, int64_t extent, const ScheduleKnobs& knobs, KnobSpace& space);
 /// The output axis of the register tile's rows: `dflt` or, with the knob, another of
 /// `choices` (axes whose rows share the vector loads: a blocked conv's row or column).
 int tuned_tile_axis(int dflt, const std::vector<int>& choices, const ScheduleKnobs& knobs,

@@ -85,8 +85,8 @@ int64_t reduction_divisor(const char* name, int64_t value, int64_t extent) {
 
 }  // namespace
 
-int64_t tuned_unroll(int64_t extent, const ScheduleKnobs& knobs, KnobSpace& space) {
-  const int64_t u = reduction_divisor("unroll", knobs.unroll, extent);
+int64_t tuned_unroll(int64_t dflt, int64_t extent, const ScheduleKnobs& knobs, KnobSpace& space) {
+  const int64_t u = knobs.unroll ? reduction_divisor("unroll", knobs.unroll, extent) : dflt;
   space.unroll_extent = extent;
   space.used.unroll = u;
   return u;
