@@ -51,6 +51,18 @@ inline PrimExpr horner(const std::vector<double>& c, const PrimExpr& z) {
   return acc;
 }
 
+// a * b + c rounded once (an FMA instruction; the code generator never contracts itself).
+inline PrimExpr fma(PrimExpr a, PrimExpr b, PrimExpr c) {
+  return prim_call(Intrinsic::Fma, {std::move(a), std::move(b), std::move(c)});
+}
+// horner with each step one FMA (for functions whose accuracy budget allows the rounding
+// differences; `horner` keeps separate multiplies and adds).
+inline PrimExpr horner_fma(const std::vector<double>& c, const PrimExpr& z) {
+  PrimExpr acc = cst(z, c.back());
+  for (size_t i = c.size() - 1; i-- > 0;) acc = fma(acc, z, cst(z, c[i]));
+  return acc;
+}
+
 // 2^k for an integer-typed k whose biased exponent k + bias is a normal exponent.
 inline PrimExpr exp2_int(const PrimExpr& k, DType float_type) {
   FloatBits fb = float_bits(float_type);

@@ -305,34 +305,6 @@ struct Operands {
   }
 };
 
-// exp(x) for the softmax's x = s - max <= 0 (or NaN, which it keeps), in about 15 vector
-// instructions where prim_math's general exp takes 45 (NaN and range checks, two scalings):
-// n = round(x log2 e) by adding 1.5 * 2^23 (the integer lands in the low mantissa bits),
-// r = x - n ln 2 in two parts, e^r by its degree-7 Taylor polynomial (|r| <= ln 2 / 2: a
-// relative error under 1e-8), times 2^n made in the exponent bits. x is clamped to -88
-// first, where n = -127 makes those bits zero: exp(-inf) (a masked key) is exactly 0, and
-// results below 2^-126 flush to 0. Float32 only; other types take prim_math's exp.
-PrimExpr softmax_exp(const PrimExpr& value) {
-  if (value.dtype() != DType::Float32) return exp(value);
-  auto f = [](double c) { return make_const(DType::Float32, c); };
-  auto i32 = [](int64_t c) { return make_const(DType::Int32, static_cast<double>(c)); };
-  PrimVar x("sx", DType::Float32), t("sx_t", DType::Float32), n("sx_n", DType::Float32),
-      r("sx_r", DType::Float32);
-  const double magic = 12582912.0;  // 1.5 * 2^23: its float's bits are 0x4B400000
-  PrimExpr clamped = select(PrimExpr(x) < f(-88.0), f(-88.0), x);  // NaN stays
-  PrimExpr poly = f(1.0 / 5040);
-  for (double c : {1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0})
-    poly = fma(poly, r, f(c));
-  // reinterpret(t) = 0x4B400000 + n, so this is (n + 127) << 23 without overflow.
-  PrimExpr bits =
-      binary(BinaryOp::Shl, reinterpret(DType::Int32, t) - i32(0x4B400000 - 127), i32(23));
-  PrimExpr body = poly * reinterpret(DType::Float32, bits);
-  body = let(r, fma(n, f(2.12194440e-4), fma(n, f(-0.693359375), clamped)), body);
-  body = let(n, PrimExpr(t) - f(magic), body);
-  body = let(t, fma(clamped, f(1.4426950408889634), f(magic)), body);
-  return let(x, value, body);
-}
-
 // The CPU kernel's sizes (see the essay at the top).
 struct Blocking {
   int64_t lanes;   // vector lanes
@@ -490,7 +462,7 @@ class CpuKernel {
     return vector_loop("i", k.BL, k.lanes, [&](PrimExpr i) {
       PrimExpr m_new = load(m_blk, i);
       return seq({store(safe, i, select(m_new == o.neg_inf, o.zero, m_new)),
-                  store(alpha, i, softmax_exp(load(m, i) - load(safe, i))), store(m, i, m_new),
+                  store(alpha, i, exp_nonpositive(load(m, i) - load(safe, i))), store(m, i, m_new),
                   store(l, i, load(l, i) * load(alpha, i))});
     });
   }
@@ -501,7 +473,7 @@ class CpuKernel {
       return serial("j", k.BS, [&](PrimExpr j) {
         return vectorized("i", k.lanes, [&](PrimExpr lane) {
           PrimExpr i = ig * k.lanes + lane, at = j * k.BL + i;
-          return seq({store(st, at, softmax_exp(load(st, at) - load(safe, i))),
+          return seq({store(st, at, exp_nonpositive(load(st, at) - load(safe, i))),
                       store(l, i, load(l, i) + load(st, at))});
         });
       });
