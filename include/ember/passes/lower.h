@@ -36,6 +36,11 @@ ir::PrimFunc lower_group(const ir::Function& group, const std::string& func_name
 
 /// Whether `group` is one op with its own lowering (Op::lower: no schedule knobs).
 bool has_custom_lowering(const ir::Function& group);
+/// The type that `t`, a tensor of `group`, has in the group's loop nest: a group of a
+/// pointwise blocked conv (1x1, stride 1, no padding) and elementwise ops computes its
+/// [.., H, W, c] tensors as [.., 1, H*W, c] (the same memory; register tiles then walk H*W
+/// pixels, not rows of W); `t` itself for any other group or tensor.
+ir::TensorType flat_pixel_type(const ir::Function& group, const ir::TensorType& t);
 /// The group's result as a tensor expression over placeholders for its params (`inputs`).
 ir::Tensor group_compute(const ir::Function& group, std::vector<ir::Tensor>& inputs);
 

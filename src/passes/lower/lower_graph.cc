@@ -77,10 +77,8 @@ PrimFunc lower_tuned(const Function& group, const std::string& func, const Lower
 
 // A pointwise conv (1x1, stride 1, no padding) reads its input pixels in the order it writes
 // its output pixels, so a group of it and elementwise ops can run on the H x W pixels as one
-// row of H*W: every [.., H, W, c] tensor is typed [.., 1, H*W, c] (the same memory). The
-// register tile then walks H*W pixels rather than rows of W: ResNet's 7x7 1x1 convs
-// computed 8 pixels for every 7 (tiles of 4), its 14x14 ones 15 for 14 (tiles of 5).
-// Returns the identity where the group has any other form.
+// row of H*W. ResNet's 7x7 1x1 convs computed 8 pixels for every 7 (tiles of 4), its 14x14
+// ones 15 for 14 (tiles of 5).
 TensorType flat_pixel_type(const Function& group, const TensorType& t) {
   const CallNode* conv = nullptr;
   for (auto* c : op_calls(group)) {
@@ -113,6 +111,46 @@ TensorType flat_pixel_type(const Function& group, const TensorType& t) {
   flat.shape[3] = x[2] * x[3];
   return flat;
 }
+
+namespace {
+
+// Points the loads and stores of replaced buffers at their replacements.
+class BufferSwap : public PrimMutator {
+ public:
+  std::map<const BufferNode*, Buffer> to;
+  PrimExpr visit_load(const PrimExpr& e, const LoadNode* op) override {
+    auto it = to.find(op->buffer.get());
+    return it == to.end() ? PrimMutator::visit_load(e, op) : load(it->second, mutate(op->index));
+  }
+  Stmt visit_store(const Stmt& s, const StoreNode* op) override {
+    auto it = to.find(op->buffer.get());
+    if (it == to.end()) return PrimMutator::visit_store(s, op);
+    return store(it->second, mutate(op->index), mutate(op->value));
+  }
+};
+
+// `f` with its parameters typed as the group's (flat_pixel_type changed only their shapes,
+// not their elements or order): its signature is what the executor checks against the graph.
+PrimFunc with_group_types(PrimFunc f, const Function& group) {
+  std::vector<TensorType> types;
+  for (auto& p : group->params) types.push_back(p->type.tensor());
+  types.push_back(group->body->type.tensor());
+  EMBER_CHECK(types.size() == f.params.size(), "kernel ", f.name, " has ", f.params.size(),
+              " parameters for a group of ", types.size(), " tensors");
+  BufferSwap swap;
+  for (size_t i = 0; i < types.size(); ++i) {
+    const Buffer b = f.params[i];  // a copy: the slot is overwritten below
+    if (b->shape == types[i].shape) continue;
+    f.params[i] = make_buffer(b->name, b->dtype, types[i].shape, b->scope);
+    EMBER_CHECK(f.params[i]->numel() == b->numel(), "kernel ", f.name, " parameter ", b->name,
+                " changed its element count");
+    swap.to[b.get()] = f.params[i];
+  }
+  if (!swap.to.empty()) f.body = swap.mutate(f.body);
+  return f;
+}
+
+}  // namespace
 
 bool has_custom_lowering(const Function& group) {
   auto calls = op_calls(group);
@@ -166,7 +204,7 @@ PrimFunc lower_group(const Function& group, const std::string& func_name,
     apply_gpu_schedule(sch);
   else
     apply_default_schedule(sch, options.vector_bits, knobs);
-  return lower_schedule(sch, func_name, inputs);
+  return with_group_types(lower_schedule(sch, func_name, inputs), group);
 }
 
 LoweredGraph lower_graph(const Function& f, const LowerOptions& options) {
