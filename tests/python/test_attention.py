@@ -169,6 +169,28 @@ def test_tile_shapes_match_torch(lq, s, d, causal):
         np.testing.assert_allclose(got, model(q, k, v).numpy(), **TOL)
 
 
+@pytest.mark.parametrize("bits", [256, 512])
+@pytest.mark.parametrize("lq,s,e,ev", [
+    (13, 7, 5, 3),      # values no vector width divides: one lane at a time
+    (70, 130, 16, 20),  # 20 = 5 vectors of 4 lanes (half an AVX2 vector)
+    (9, 9, 8, 1),       # one output feature
+    (64, 64, 64, 40),   # 5 vectors of 8: tiles of one vector on AVX2
+])
+def test_value_widths_match_torch(bits, lq, s, e, ev):
+    # The output rows O = P V are tiled along the value's features, in vectors of the widest
+    # power of two lanes that divides them.
+    g = torch.Generator().manual_seed(ev)
+    q, k = torch.randn(2, 3, lq, e, generator=g), torch.randn(2, 3, s, e, generator=g)
+    v, m = torch.randn(2, 3, s, ev, generator=g), torch.randn(1, 3, lq, s, generator=g)
+    args = [ir.var(n, shape=tuple(x.shape), dtype="float32")
+            for n, x in zip(("q", "k", "v", "mask"), (q, k, v, m))]
+    lib = ember.build(ir.Function(args, op.nn.attention(*args[:3], mask=args[3])),
+                      target=f"llvm -vector-bits={bits}")
+    got = run_lib(lib, (q, k, v, m))[0]
+    want = F.scaled_dot_product_attention(q, k, v, attn_mask=m).numpy()
+    np.testing.assert_allclose(got, want, **TOL)
+
+
 def padding_mask(b, lq, s, kind, seed):
     """A BERT-style key-padding mask [b, 1, 1, s] (the last quarter dropped) or a bool
     [lq, s] one with random drops (every row keeps key 0)."""

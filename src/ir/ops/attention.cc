@@ -21,25 +21,26 @@
 // When a block raises the max to m', everything so far is rescaled by exp(m - m'):
 //   l = l * exp(m - m') + rowsum(exp(S_blk - m')),  O = O * exp(m - m') + exp(S_blk - m') V_blk,
 // and O / l at the end is exactly softmax(S) V. Only one (keys x rows) score tile and the
-// (Ev x rows) accumulator live at a time, on the stack of the thread that owns the (batch,
+// (rows x Ev) accumulator live at a time, on the stack of the thread that owns the (batch,
 // query block); the L x S score matrix never exists.
 //
-// Everything is transposed so that the queries run along the vectors (`CpuKernel`): per task
-// (a batch entry and a block of BL queries, BL whole vectors) Q^T [E, BL] is gathered once,
-// scaled; per key block of BS keys
+// The scores are transposed so that the queries run along the vectors (`CpuKernel`): per
+// task (a batch entry and a block of BL queries, BL whole vectors) Q^T [E, BL] is gathered
+// once, scaled; per key block of BS keys
 //   S^T = K_blk Q^T          register tiles of R keys x VB query vectors: per e, R broadcasts
 //                            from K's rows and VB loads of Q^T feed R*VB FMAs; the epilogue
 //                            masks the tile and folds it into each query's block max
 //                            (vertical: a vector max, no horizontal reduction);
 //   alpha = exp(m - m')      all queries as vectors;
 //   P^T = exp(S^T - m')      in place, summed into l vertically;
-//   O^T = O^T alpha + V^T P^T  register tiles of R output features x VB query vectors: per
-//                            key, R broadcasts from V's row and VB loads of P^T.
+//   O = O alpha + P V        register tiles of R queries x VB vectors of output features:
+//                            per key, R broadcasts from P^T's row and VB loads of V's row.
 // So both products are GEMM micro-kernels on operands as stored (no transposed copy of K or
-// V), the softmax has no horizontal reduction, and no hot loop has a lane mask: rows that a
-// tile does not divide get a remainder tile, pad queries (the last block's rows past L)
-// repeat the last query and are not stored, pad keys (the last block's keys past S) repeat
-// the last key and score -inf. At the end out = (O^T)^T / l.
+// V), the softmax has no horizontal reduction, the output rows need no transpose (storing
+// O^T's columns cost 7% at seq 128), and no hot loop has a lane mask: rows that a tile does
+// not divide get a remainder tile, pad queries (the last block's rows past L) repeat the
+// last query and are not stored, pad keys (the last block's keys past S) repeat the last key
+// and score -inf. At the end out = O / l.
 //
 // A row whose keys seen so far are all masked has m = -inf; exponentials then use 0 as the
 // max (otherwise exp(-inf - -inf) would poison the row with NaN before an unmasked key
@@ -305,6 +306,23 @@ struct Operands {
   }
 };
 
+// The vector axis of a register-tiled product: `extent` values in vectors of `lanes` (the
+// widest power of two up to the full width that divides it), VB vectors per tile,
+// and tiles of at most R rows: the accumulators, VB vectors and one broadcast row value fit
+// in the vector registers.
+struct Panel {
+  int64_t extent, lanes, VB, R;
+  Panel(int64_t extent, int vector_bits, DType t) : extent(extent) {
+    lanes = std::max<int64_t>(1, vector_bits / (8 * dtype_bytes(t)));
+    while (lanes > 1 && extent % lanes != 0) lanes /= 2;
+    const int64_t vectors = extent / lanes;
+    VB = vectors % 2 == 0 ? 2 : vectors % 3 == 0 ? 3 : 1;
+    const int64_t registers = vector_bits >= 512 ? 32 : 16;
+    R = std::clamp<int64_t>((registers - VB - 2) / VB, 1, kMaxTileRows);
+  }
+  int64_t groups() const { return extent / (lanes * VB); }
+};
+
 // The CPU kernel's sizes (see the essay at the top).
 struct Blocking {
   int64_t lanes;   // vector lanes
@@ -312,25 +330,23 @@ struct Blocking {
   int64_t num_qb;  // query blocks (tasks) per batch
   int64_t BS;      // keys per key block
   int64_t num_kb;  // key blocks; num_kb * BS >= S
-  int64_t VB;      // query vectors of a register tile
-  int64_t R;       // rows (keys or output features) of a register tile, at most
+  Panel queries;   // S^T's tiles: rows of keys x vectors of queries
+  Panel features;  // O's tiles: rows of queries x vectors of output features
 };
 
 // Query and key blocks of about kQueryBlock and kKeyBlock, split evenly (so 384 keys are six
-// blocks of 64, 100 two of 50); register tiles of R rows x VB vectors of queries, with the
-// accumulators, VB query vectors and one broadcast row value in the vector registers.
+// blocks of 64, 100 two of 50).
 Blocking choose_blocking(const Operands& o, int vector_bits) {
-  Blocking k;
-  k.lanes = std::max<int64_t>(1, vector_bits / (8 * dtype_bytes(o.t)));
-  k.BL = round_up(ceil_div(o.L, ceil_div(o.L, kQueryBlock)), k.lanes);
-  k.num_qb = ceil_div(o.L, k.BL);
-  k.num_kb = ceil_div(o.S, kKeyBlock);
-  k.BS = ceil_div(o.S, k.num_kb);
-  const int64_t vectors = k.BL / k.lanes;
-  k.VB = vectors % 2 == 0 ? 2 : vectors % 3 == 0 ? 3 : 1;
-  const int64_t registers = vector_bits >= 512 ? 32 : 16;
-  k.R = std::clamp<int64_t>((registers - k.VB - 2) / k.VB, 1, kMaxTileRows);
-  return k;
+  const int64_t lanes = std::max<int64_t>(1, vector_bits / (8 * dtype_bytes(o.t)));
+  const int64_t BL = round_up(ceil_div(o.L, ceil_div(o.L, kQueryBlock)), lanes);
+  const int64_t num_kb = ceil_div(o.S, kKeyBlock);
+  return Blocking{lanes,
+                  BL,
+                  ceil_div(o.L, BL),
+                  ceil_div(o.S, num_kb),
+                  num_kb,
+                  Panel(BL, vector_bits, o.t),
+                  Panel(o.Ev, vector_bits, o.t)};
 }
 
 // The greater of the two, a compare and a select (x86's maxps): max's NaN propagation and
@@ -349,18 +365,20 @@ class CpuKernel {
     const int64_t BL = k.BL;
     qt = make_buffer("queries_t", t, {o.E, BL}, BufferScope::Local);
     st = make_buffer("scores_t", t, {k.BS, BL}, BufferScope::Local);
-    ot = make_buffer("out_t", t, {o.Ev, BL}, BufferScope::Local);
+    o_rows = make_buffer("out_rows", t, {BL, o.Ev}, BufferScope::Local);
     m = make_buffer("row_max", t, {BL}, BufferScope::Local);
     l = make_buffer("row_sum", t, {BL}, BufferScope::Local);
     m_blk = make_buffer("block_max", t, {BL}, BufferScope::Local);
     safe = make_buffer("safe_max", t, {BL}, BufferScope::Local);
     alpha = make_buffer("rescale", t, {BL}, BufferScope::Local);
-    tile = make_buffer("register_tile", t, {k.R * k.VB * k.lanes}, BufferScope::Local);
+    auto tile_size = [](const Panel& p) { return p.R * p.VB * p.lanes; };
+    tile = make_buffer("register_tile", t, {std::max(tile_size(k.queries), tile_size(k.features))},
+                       BufferScope::Local);
   }
 
   PrimFunc build() {
     Stmt body = seq({init(), transpose_queries(), key_blocks(), store_rows()});
-    for (const Buffer& buf : {tile, alpha, safe, m_blk, l, m, ot, st, qt})
+    for (const Buffer& buf : {tile, alpha, safe, m_blk, l, m, o_rows, st, qt})
       body = allocate(buf, body);
     body = let_stmt(row0, PrimExpr(task) % k.num_qb * k.BL, body);
     body = let_stmt(b, PrimExpr(task) / k.num_qb, body);
@@ -379,32 +397,32 @@ class CpuKernel {
   bool pad_keys() const { return k.num_kb * k.BS != o.S; }
   int64_t query_vectors() const { return k.BL / k.lanes; }
 
-  // Every element of a register tile of `rows` rows x VB vectors of queries (group `ig`),
+  // Every element of a register tile of `rows` rows x VB vectors of panel `p` (group `g`),
   // unrolled, so the tile's indices are constants and LLVM keeps it in registers:
-  // body(r, i, t) for tile row r, query i of the block and element t of `tile`.
-  Stmt each_in_tile(int64_t rows, PrimExpr ig, const TileBody& body) const {
+  // body(r, i, t) for tile row r, index i along the panel and element t of `tile`.
+  Stmt each_in_tile(const Panel& p, int64_t rows, PrimExpr g, const TileBody& body) const {
     return unrolled("r.i", rows, [&](PrimExpr r) {
-      return unrolled("v.i", k.VB, [&](PrimExpr vb) {
-        return vectorized("i", k.lanes, [&](PrimExpr lane) {
-          return body(r, (ig * k.VB + vb) * k.lanes + lane, (r * k.VB + vb) * k.lanes + lane);
+      return unrolled("v.i", p.VB, [&](PrimExpr vb) {
+        return vectorized("i", p.lanes, [&](PrimExpr lane) {
+          return body(r, (g * p.VB + vb) * p.lanes + lane, (r * p.VB + vb) * p.lanes + lane);
         });
       });
     });
   }
 
-  // A register-tiled product over the query groups and the row tiles of `rows` (tiles of
-  // R, then the remainder): the tile is zeroed, `step(start, e)` accumulated over `extent`,
-  // then `epilogue(start)` writes it out.
-  Stmt tiled_product(const std::string& name, int64_t rows, PrimExpr extent,
+  // A register-tiled product over panel `p`'s vector groups and the row tiles of `rows`
+  // (tiles of p.R, then the remainder): the tile is zeroed, `step(start, e)` accumulated
+  // over `extent`, then `epilogue(start)` writes it out.
+  Stmt tiled_product(const Panel& p, const std::string& name, int64_t rows, PrimExpr extent,
                      const std::function<TileBody(PrimExpr, PrimExpr)>& step,
                      const std::function<TileBody(PrimExpr)>& epilogue) const {
-    return serial("ig", query_vectors() / k.VB, [&](PrimExpr ig) {
-      return row_tiles(name, rows, k.R, [&](PrimExpr start, int64_t n) {
+    return serial("g", p.groups(), [&](PrimExpr g) {
+      return row_tiles(name, rows, p.R, [&](PrimExpr start, int64_t n) {
         Stmt zero = each_in_tile(
-            n, ig, [&](PrimExpr, PrimExpr, PrimExpr t) { return store(tile, t, o.zero); });
+            p, n, g, [&](PrimExpr, PrimExpr, PrimExpr t) { return store(tile, t, o.zero); });
         Stmt accumulate =
-            serial("e", extent, [&](PrimExpr e) { return each_in_tile(n, ig, step(start, e)); });
-        return seq({zero, accumulate, each_in_tile(n, ig, epilogue(start))});
+            serial("e", extent, [&](PrimExpr e) { return each_in_tile(p, n, g, step(start, e)); });
+        return seq({zero, accumulate, each_in_tile(p, n, g, epilogue(start))});
       });
     });
   }
@@ -414,11 +432,9 @@ class CpuKernel {
     Stmt state = vector_loop("i", k.BL, k.lanes, [&](PrimExpr i) {
       return seq({store(m, i, o.neg_inf), store(l, i, o.zero)});
     });
-    Stmt out = serial("d", o.Ev, [&](PrimExpr d) {
-      return vector_loop("i", k.BL, k.lanes,
-                         [&](PrimExpr i) { return store(ot, d * k.BL + i, o.zero); });
-    });
-    return seq({state, out});
+    Stmt rows = vector_loop("i", k.BL * o.Ev, k.features.lanes,
+                            [&](PrimExpr i) { return store(o_rows, i, o.zero); });
+    return seq({state, rows});
   }
 
   // Q^T of the task's queries, times the scale: [E, BL].
@@ -453,7 +469,7 @@ class CpuKernel {
         return seq({store(st, at, x), store(m_blk, i, maximum(load(m_blk, i), load(st, at)))});
       };
     };
-    return tiled_product("j.o", k.BS, o.E, step, epilogue);
+    return tiled_product(k.queries, "j.o", k.BS, o.E, step, epilogue);
   }
 
   // For all queries as vectors: the new max (and its safe form: 0 while every key so far
@@ -480,24 +496,25 @@ class CpuKernel {
     });
   }
 
-  // O^T = O^T * alpha + V_blk^T P^T: tiles of R output features (broadcast from V's rows) x
-  // VB vectors of queries (from P^T), over the block's real keys only (a pad key's value
-  // times its zero probability could be NaN).
+  // O = O * alpha + P V_blk, O [BL, Ev] in the output's row order: tiles of R queries
+  // (broadcast from P^T's columns) x VB vectors of output features (from V's rows, as
+  // stored), over the block's real keys only (a pad key's value times its zero probability
+  // could be NaN). Rows of O, not of O^T: the output then needs no transpose.
   Stmt weighted_values() const {
     PrimExpr keys = pad_keys() ? min(PrimExpr(k.BS), o.S - col0) : PrimExpr(k.BS);
-    auto step = [&](PrimExpr d0, PrimExpr j) -> TileBody {
-      return [=, this](PrimExpr r, PrimExpr i, PrimExpr t) {
-        PrimExpr vv = load(o.v, (b * o.S + col0 + j) * o.Ev + d0 + r);
-        return store(tile, t, fma(vv, load(st, j * k.BL + i), load(tile, t)));
+    auto step = [&](PrimExpr i0, PrimExpr j) -> TileBody {
+      return [=, this](PrimExpr r, PrimExpr d, PrimExpr t) {
+        PrimExpr vv = load(o.v, (b * o.S + col0 + j) * o.Ev + d);
+        return store(tile, t, fma(load(st, j * k.BL + i0 + r), vv, load(tile, t)));
       };
     };
-    auto epilogue = [&](PrimExpr d0) -> TileBody {
-      return [=, this](PrimExpr r, PrimExpr i, PrimExpr t) {
-        PrimExpr at = (d0 + r) * k.BL + i;
-        return store(ot, at, fma(load(ot, at), load(alpha, i), load(tile, t)));
+    auto epilogue = [&](PrimExpr i0) -> TileBody {
+      return [=, this](PrimExpr r, PrimExpr d, PrimExpr t) {
+        PrimExpr at = (i0 + r) * o.Ev + d;
+        return store(o_rows, at, fma(load(o_rows, at), load(alpha, i0 + r), load(tile, t)));
       };
     };
-    return tiled_product("d.o", o.Ev, keys, step, epilogue);
+    return tiled_product(k.features, "i.o", k.BL, keys, step, epilogue);
   }
 
   // The key blocks (under causality only those up to the task's last query), each with the
@@ -512,11 +529,12 @@ class CpuKernel {
     return for_loop(kb, 0, blocks, ForKind::Serial, let_stmt(col0, kb * k.BS, block));
   }
 
-  // out = (O^T)^T / l for the task's real queries.
+  // out = O / l for the task's real queries.
   Stmt store_rows() const {
     return serial("i", k.BL, [&](PrimExpr i) {
-      Stmt row = vector_loop("d", o.Ev, k.lanes, [&](PrimExpr d) {
-        return store(o.out, (b * o.L + row0 + i) * o.Ev + d, load(ot, d * k.BL + i) / load(l, i));
+      Stmt row = vector_loop("d", o.Ev, k.features.lanes, [&](PrimExpr d) {
+        return store(o.out, (b * o.L + row0 + i) * o.Ev + d,
+                     load(o_rows, i * o.Ev + d) / load(l, i));
       });
       return pad_queries() ? if_then_else(row0 + i < PrimExpr(o.L), row) : row;
     });
@@ -524,7 +542,7 @@ class CpuKernel {
 
   Operands o;
   Blocking k;
-  Buffer qt, st, ot, m, l, m_blk, safe, alpha, tile;
+  Buffer qt, st, o_rows, m, l, m_blk, safe, alpha, tile;
   PrimVar task{"task"}, b{"b"}, row0{"row0"}, col0{"col0"};
 };
 
