@@ -402,7 +402,7 @@ void take_check_constants(const std::vector<Expr>& args, const Attrs& attrs,
   int64_t axis = attr_int(attrs, "axis");
   int64_t size = args[0]->type.tensor().shape[axis];
   bool allow_negative = attr_int(attrs, "allow_negative") != 0;
-  const runtime::Tensor& v = c->value;
+  const runtime::NDArray& v = c->value;
   for (int64_t i = 0; i < v.numel(); ++i) {
     int64_t at = v.dtype() == DType::Int64 ? v.data_as<int64_t>()[i] : v.data_as<int32_t>()[i];
     if (at < size && at >= (allow_negative ? -size : 0)) continue;

@@ -246,8 +246,8 @@ class SerializeGpuLoops : public PrimMutator {
   }
 };
 
-runtime::Tensor random_tensor(const TensorType& t, std::mt19937& rng) {
-  runtime::Tensor x = runtime::Tensor::empty(t.shape, t.dtype);
+runtime::NDArray random_tensor(const TensorType& t, std::mt19937& rng) {
+  runtime::NDArray x = runtime::NDArray::empty(t.shape, t.dtype);
   std::normal_distribution<double> normal;
   for (int64_t i = 0; i < x.numel(); ++i) {
     switch (t.dtype) {
@@ -271,7 +271,7 @@ runtime::Tensor random_tensor(const TensorType& t, std::mt19937& rng) {
   return x;
 }
 
-double element(const runtime::Tensor& t, int64_t i) {
+double element(const runtime::NDArray& t, int64_t i) {
   switch (t.dtype()) {
     case DType::Float32:
       return t.data_as<float>()[i];
@@ -290,7 +290,7 @@ double element(const runtime::Tensor& t, int64_t i) {
 // Runs `fn` built for "llvm" and the serialized "cuda" build on the CPU; same outputs.
 void expect_gpu_schedule_matches_cpu(const Function& fn, const std::string& what) {
   std::mt19937 rng(7);
-  std::vector<runtime::Tensor> inputs;
+  std::vector<runtime::NDArray> inputs;
   for (auto& p : fn->params) inputs.push_back(random_tensor(p->type.tensor(), rng));
   auto cpu = build(fn, "llvm");
   auto gpu = build(fn, "cuda");
@@ -310,7 +310,7 @@ void expect_gpu_schedule_matches_cpu(const Function& fn, const std::string& what
   b.run();
   ASSERT_EQ(a.num_outputs(), b.num_outputs());
   for (int o = 0; o < a.num_outputs(); ++o) {
-    runtime::Tensor x = a.get_output(o), y = b.get_output(o);
+    runtime::NDArray x = a.get_output(o), y = b.get_output(o);
     ASSERT_EQ(x.shape(), y.shape()) << what;
     for (int64_t i = 0; i < x.numel(); ++i) {
       double u = element(x, i), v = element(y, i);
@@ -584,7 +584,7 @@ TEST(NVPTX, FusedConvBatchNormReluThroughThePipeline) {
   using V = std::vector<int64_t>;
   std::mt19937 rng(3);
   auto param = [&](std::vector<int64_t> shape, double lo, double hi) {
-    runtime::Tensor t = runtime::Tensor::empty(shape, DType::Float32);
+    runtime::NDArray t = runtime::NDArray::empty(shape, DType::Float32);
     std::uniform_real_distribution<float> u(static_cast<float>(lo), static_cast<float>(hi));
     for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = u(rng);
     return constant(t);
@@ -678,9 +678,9 @@ TEST(NVPTX, RunningWithoutAGpuIsAClearError) {
 TEST(NVPTX, CudaTensorsAreCopiedByTheDriver) {
   if (runtime::cuda::available()) GTEST_SKIP() << "a GPU is present";
   auto host = std::make_shared<std::vector<float>>(4, 1.0f);
-  runtime::Tensor dev = runtime::Tensor::view(host, host->data(), {4}, DType::Float32,
-                                              runtime::Device{runtime::DeviceType::CUDA, 0});
-  runtime::Tensor cpu = runtime::Tensor::zeros({4}, DType::Float32);
+  runtime::NDArray dev = runtime::NDArray::view(host, host->data(), {4}, DType::Float32,
+                                                runtime::Device{runtime::DeviceType::CUDA, 0});
+  runtime::NDArray cpu = runtime::NDArray::zeros({4}, DType::Float32);
   for (auto& attempt : std::vector<std::function<void()>>{
            [&] { dev.clone(); }, [&] { cpu.copy_from(dev); }, [&] { dev.copy_from(cpu); }}) {
     try {
@@ -705,13 +705,13 @@ TEST(NVPTX, GpuMatchesCpu) {
   Function fn = function({x, w}, z);
   std::mt19937 rng(0);
   std::normal_distribution<float> dist;
-  std::vector<runtime::Tensor> inputs;
+  std::vector<runtime::NDArray> inputs;
   for (auto& p : fn->params) {
-    runtime::Tensor t = runtime::Tensor::empty(p->type.tensor().shape, DType::Float32);
+    runtime::NDArray t = runtime::NDArray::empty(p->type.tensor().shape, DType::Float32);
     for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = dist(rng);
     inputs.push_back(t);
   }
-  std::vector<runtime::Tensor> outs;
+  std::vector<runtime::NDArray> outs;
   for (const char* target : {"llvm", "cuda"}) {
     auto lib = build(fn, target);
     runtime::GraphExecutor ex(lib->graph, lib->module);
