@@ -332,7 +332,7 @@ TEST(OpsTest, Softmax) {
 TEST(OpsTest, NewOpPatterns) {
   for (const char* name :
        {"erf", "log", "abs", "negative", "floor", "ceil", "round", "cast", "logical_not", "nn.gelu",
-        "nn.leaky_relu", "nn.silu", "nn.hardswish", "nn.hardsigmoid"})
+        "nn.leaky_relu", "nn.silu", "nn.log_sigmoid", "nn.hardswish", "nn.hardsigmoid"})
     EXPECT_EQ(get_op(name)->pattern, OpPattern::ElemWise) << name;
   for (const char* name :
        {"power", "maximum", "minimum", "equal", "not_equal", "less", "less_equal", "greater",
