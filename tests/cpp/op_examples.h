@@ -157,6 +157,7 @@ inline std::map<std::string, std::function<Expr(std::vector<Expr>&)>> examples()
          Expr x = x4(p), g = p.emplace_back(f32("g", {4})), b = p.emplace_back(f32("b", {4}));
          return call("nn.instance_norm", {x, g, b});
        }},
+      {"cumsum", [=](auto& p) { return call("cumsum", {x4(p)}, Attrs({{"axis", int64_t{2}}})); }},
       {"clip",
        [](auto& p) {
          return call("clip", {p.emplace_back(f32("x", {4, 5}))},
