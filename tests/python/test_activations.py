@@ -201,7 +201,7 @@ def test_float64(name):
 TORCH_MODULES = [
     nn.ELU(0.3), nn.SELU(), nn.CELU(0.7), nn.Softplus(0.5, 8.0), nn.Softsign(),
     nn.Threshold(-0.4, 3.0), nn.Hardshrink(0.8), nn.Softshrink(0.8), nn.Mish(), nn.Identity(),
-    nn.Tanhshrink(),
+    nn.Tanhshrink(), nn.LogSigmoid(),
 ]
 
 
@@ -229,7 +229,7 @@ def test_torch_modules(module, trace):
     expected = {nn.ELU: "nn.elu", nn.SELU: "nn.selu", nn.CELU: "nn.celu",
                 nn.Softplus: "nn.softplus", nn.Threshold: "nn.thresholded_relu",
                 nn.Hardshrink: "nn.hardshrink", nn.Softshrink: "nn.softshrink",
-                nn.Mish: "nn.mish"}.get(type(module))
+                nn.Mish: "nn.mish", nn.LogSigmoid: "nn.log_sigmoid"}.get(type(module))
     if expected:
         assert expected in graph, graph
 

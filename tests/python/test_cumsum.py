@@ -1,4 +1,5 @@
-"""cumsum (src/ir/ops/scan.cc, its own loop nest) against torch.cumsum, and its errors.
+"""cumsum (src/ir/ops/scan.cc, its own loop nest) against torch.cumsum, directly and through
+the PyTorch frontend, and its errors.
 
 Float results are compared exactly: like torch's CPU kernel, Ember keeps a float32 running
 sum in float64 and adds in index order, so every rounding is the same. Shapes are awkward
@@ -88,3 +89,24 @@ def test_errors_name_the_node():
     assert "cumsum 'c0'" in msg and "scalar" in msg and "reshape it to [1]" in msg
     msg = error_of(lambda: op.cumsum(x, axis=0, exclusive=1))
     assert "unknown attribute 'exclusive'" in msg
+
+
+def test_torch_cumsum_through_the_frontend():
+    class Model(torch.nn.Module):
+        def forward(self, x, i):
+            return (torch.cumsum(x, 1), torch.cumsum(x, -1, dtype=torch.float64),
+                    x.cumsum(dim=0), torch.cumsum(i, 0), torch.cumsum(x[0, 0, 0], 0))
+
+    inputs = (t(data((3, 17, 5), np.float32)), t(data((6, 4), np.int32)))
+    mod, params = ember.frontend.from_pytorch(Model().eval(), inputs)
+    m = ember.GraphModule(ember.build(mod, target="llvm", params=params))
+    for n, a in enumerate(inputs):
+        m.set_input(n, a.numpy())
+    m.run()
+    with torch.no_grad():
+        want = Model()(*inputs)
+    assert m.get_num_outputs() == len(want)
+    for n, w in enumerate(want):
+        got = np.asarray(m.get_output(n))
+        assert got.dtype == w.numpy().dtype and got.shape == tuple(w.shape)
+        np.testing.assert_array_equal(got, w.numpy())
