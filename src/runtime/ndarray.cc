@@ -68,7 +68,7 @@ NDArray NDArray::view(std::shared_ptr<void> owner, void* data, const Shape& shap
   t.dtype_ = dtype;
   shape_numel(shape);  // validates the shape
   if (!data && t.numel() != 0)
-    fail("Tensor::view of a ", type_str(t), " tensor was given a null data pointer");
+    fail("NDArray::view of a ", type_str(t), " tensor was given a null data pointer");
   return t;
 }
 
