@@ -16,7 +16,7 @@
 #include "ember/codegen/codegen.h"
 #include "ember/ir/tensor_expr.h"
 #include "ember/passes/schedule.h"
-#include "ember/runtime/tensor.h"
+#include "ember/runtime/ndarray.h"
 
 using namespace ember;
 using namespace ember::ir;
@@ -60,13 +60,13 @@ int main() {
 
   // 4. Compile both and run them on the same data.
   auto module = codegen::compile_cpu({f0, f1});
-  auto a = runtime::Tensor::empty({M, K}, DType::Float32);
-  auto v = runtime::Tensor::empty({K}, DType::Float32);
+  auto a = runtime::NDArray::empty({M, K}, DType::Float32);
+  auto v = runtime::NDArray::empty({K}, DType::Float32);
   for (int64_t i = 0; i < M * K; ++i) a.data_as<float>()[i] = std::sin(0.1f * i);
   for (int64_t i = 0; i < K; ++i) v.data_as<float>()[i] = std::cos(0.3f * i);
-  std::vector<runtime::Tensor> outs;
+  std::vector<runtime::NDArray> outs;
   for (const char* name : {"naive", "scheduled"}) {
-    auto out = runtime::Tensor::empty({M}, DType::Float32);
+    auto out = runtime::NDArray::empty({M}, DType::Float32);
     void* args[] = {a.data(), v.data(), out.data()};
     module->get_function(name)(args);
     outs.push_back(out);

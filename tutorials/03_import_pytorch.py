@@ -81,12 +81,12 @@ def main():
     #    used, all of them in one error, before anything is compiled.
     class Odd(nn.Module):
         def forward(self, x):
-            return torch.cumsum(x, dim=1)
+            return torch.cumprod(x, dim=1)
     try:
         ember.frontend.from_pytorch(nn.Sequential(nn.Linear(4, 4), Odd()), torch.randn(1, 4))
     except ember.EmberError as error:
         print(error)
-        assert "cumsum" in str(error) and "'1'" in str(error)
+        assert "cumprod" in str(error) and "'1'" in str(error)
     return err
 
 

@@ -30,7 +30,7 @@ using namespace ember;
 using namespace ember::runtime;
 
 // Element i of a tensor, whatever its dtype, for printing.
-double element(const Tensor& t, int64_t i) {
+double element(const NDArray& t, int64_t i) {
   switch (t.dtype()) {
     case DType::Float32:
       return t.data_as<float>()[i];
@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
     //    model's input and copies the data into the executor's buffer.
     std::vector<std::string> inputs = split_list(argv[2]);
     for (size_t i = 0; i < inputs.size(); ++i) {
-      Tensor x = load_npy(inputs[i]);
+      NDArray x = load_npy(inputs[i]);
       std::cout << "input   " << exec.input_names().at(i) << " " << dtype_name(x.dtype())
                 << shape_str(x.shape()) << "\n";
       exec.set_input(static_cast<int>(i), x);
@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
     // 4. Run, and read the output: a tensor over the executor's output buffer (the next run
     //    overwrites it; clone() keeps a copy).
     exec.run();
-    Tensor y = exec.get_output(0);
+    NDArray y = exec.get_output(0);
     std::cout << "output  " << dtype_name(y.dtype()) << shape_str(y.shape()) << ":";
     for (int64_t i = 0; i < std::min<int64_t>(y.numel(), 6); ++i) std::cout << " " << element(y, i);
     std::cout << (y.numel() > 6 ? " ...\n" : "\n");
@@ -102,8 +102,8 @@ int main(int argc, char** argv) {
     if (argc == 4) {
       std::vector<std::string> files = split_list(argv[3]);
       for (size_t i = 0; i < files.size(); ++i) {
-        Tensor expected = load_npy(files[i]);
-        Tensor out = exec.get_output(static_cast<int>(i));
+        NDArray expected = load_npy(files[i]);
+        NDArray out = exec.get_output(static_cast<int>(i));
         if (expected.shape() != out.shape() || expected.dtype() != out.dtype() ||
             std::memcmp(expected.data(), out.data(), out.nbytes()) != 0) {
           std::cerr << "FAILED: output " << i << " differs from " << files[i] << "\n";

@@ -23,7 +23,7 @@ import ember
 
 
 class RankedClassifier(nn.Module):
-    """conv + BatchNorm + ReLU features, then a cumulative sum (which Ember lacks), then a
+    """conv + BatchNorm + ReLU features, then a cumulative product (which Ember lacks), then a
     linear head with a LogSigmoid (log1p inside)."""
 
     def __init__(self):
@@ -34,7 +34,7 @@ class RankedClassifier(nn.Module):
 
     def forward(self, image):
         x = self.features(image).mean((2, 3))
-        x = torch.cumsum(x, dim=1)
+        x = torch.cumprod(x, dim=1)
         return nn.functional.logsigmoid(self.head(x))
 
 
@@ -57,7 +57,7 @@ def main():
     # that stayed in PyTorch, with the reason. The `ember` logger prints the same at INFO.
     report = ember.last_compile_report()
     print(report)
-    assert any("aten.cumsum" == op for _, op, _ in report.fallbacks)
+    assert any("aten.cumprod" == op for _, op, _ in report.fallbacks)
     assert len(report.partitions) == 2
 
     # 3. A new input shape: Dynamo recompiles (then with symbolic sizes) and Ember builds

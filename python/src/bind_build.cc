@@ -157,7 +157,7 @@ void bind_build(py::module_& m) {
         ir::Function f = function.cast<std::shared_ptr<ir::FunctionNode>>();
         std::string t = str_arg(target, "ember.build: target");
         // Converted only: passes::bind_params checks them against the function.
-        std::map<std::string, runtime::Tensor> tensors;
+        std::map<std::string, runtime::NDArray> tensors;
         if (!params.is_none()) {
           if (!py::isinstance<py::dict>(params))
             fail("ember.build: params must be a dict of name -> array, got ", describe(params));

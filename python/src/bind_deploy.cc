@@ -75,6 +75,29 @@ py::list fusion_edges(const std::vector<runtime::FusionEdge>& edges) {
   return out;
 }
 
+// What `ember inspect` prints: the model file's header fields, values and sections.
+py::dict library_info(const LoadedLibrary& lib) {
+  const runtime::ExecGraph& g = *lib.graph;
+  auto value = [&](int v) {
+    return py::make_tuple(shape_tuple(g.values[v].shape), dtype_name(g.values[v].dtype));
+  };
+  py::list inputs, outputs, params, sections;
+  for (const auto& in : g.inputs) inputs.append(py::make_tuple(in.name, value(in.value)));
+  for (int o : g.outputs) outputs.append(value(o));
+  size_t param_bytes = 0;
+  for (const auto& p : g.params) {
+    params.append(py::make_tuple(p.name, value(p.value)));
+    param_bytes += p.data.nbytes();
+  }
+  for (const auto& [kind, bytes] : lib.info.sections) sections.append(py::make_tuple(kind, bytes));
+  return py::dict("ember_version"_a = lib.info.ember_version,
+                  "format_version"_a = runtime::kArtifactVersion, "target"_a = lib.info.target,
+                  "cpu"_a = lib.info.cpu, "features"_a = lib.info.features,
+                  "imports"_a = lib.info.imports, "inputs"_a = inputs, "outputs"_a = outputs,
+                  "params"_a = params, "param_bytes"_a = param_bytes, "sections"_a = sections,
+                  "file_bytes"_a = lib.info.file_bytes, "code"_a = code_kind(lib));
+}
+
 void bind_deploy(py::module_& m) {
   py::class_<LoadedLibrary, std::shared_ptr<LoadedLibrary>>(
       m, "LoadedLibrary",
@@ -106,31 +129,7 @@ void bind_deploy(py::module_& m) {
       .def("_fusion_decisions",
            [](const LoadedLibrary& lib) { return fusion_edges(lib.info.fusion); })
       .def("_tuning", [](const LoadedLibrary& lib) { return tuning_info(lib.info.tuning); })
-      .def("_info",
-           [](const LoadedLibrary& lib) {
-             const runtime::ExecGraph& g = *lib.graph;
-             auto value = [&](int v) {
-               return py::make_tuple(shape_tuple(g.values[v].shape), dtype_name(g.values[v].dtype));
-             };
-             py::list inputs, outputs, params, sections;
-             for (const auto& in : g.inputs)
-               inputs.append(py::make_tuple(in.name, value(in.value)));
-             for (int o : g.outputs) outputs.append(value(o));
-             size_t param_bytes = 0;
-             for (const auto& p : g.params) {
-               params.append(py::make_tuple(p.name, value(p.value)));
-               param_bytes += p.data.nbytes();
-             }
-             for (const auto& [kind, bytes] : lib.info.sections)
-               sections.append(py::make_tuple(kind, bytes));
-             return py::dict("ember_version"_a = lib.info.ember_version,
-                             "format_version"_a = runtime::kArtifactVersion,
-                             "target"_a = lib.info.target, "cpu"_a = lib.info.cpu,
-                             "features"_a = lib.info.features, "imports"_a = lib.info.imports,
-                             "inputs"_a = inputs, "outputs"_a = outputs, "params"_a = params,
-                             "param_bytes"_a = param_bytes, "sections"_a = sections,
-                             "file_bytes"_a = lib.info.file_bytes, "code"_a = code_kind(lib));
-           })
+      .def("_info", &library_info)
       .def("_create_executor", [](const LoadedLibrary& lib) {
         if (!lib.module && !lib.graph->kernels.empty())
           fail(

@@ -1,5 +1,6 @@
-// Runtime bindings: Tensor with the buffer protocol and DLPack, the graph executor, and the
-// thread pool. Depends only on ember_runtime, so the runtime-only module can use it too.
+// Runtime bindings: NDArray (Python's ember.Tensor) with the buffer protocol and DLPack, the graph
+// executor, and the thread pool. Depends only on ember_runtime, so the runtime-only module can use
+// it too.
 #include <pybind11/stl.h>
 
 #include <cstring>
@@ -20,8 +21,8 @@ namespace ember::python {
 
 using runtime::BenchmarkResult;
 using runtime::GraphExecutor;
+using runtime::NDArray;
 using runtime::Shape;
-using runtime::Tensor;
 
 // ------------------------------------------------------------------------------ helpers
 
@@ -84,7 +85,7 @@ const char* buffer_format(DType t) {
   EMBER_CHECK(false, "unknown dtype");
 }
 
-std::vector<py::ssize_t> byte_strides(const Tensor& t) {
+std::vector<py::ssize_t> byte_strides(const NDArray& t) {
   std::vector<py::ssize_t> strides(t.shape().size());
   py::ssize_t stride = dtype_bytes(t.dtype());
   for (size_t i = strides.size(); i-- > 0;) {
@@ -130,7 +131,7 @@ struct DLManagedTensor {
 // Owns what the DLTensor points at. It holds the storage by a C++ shared_ptr, not a Python
 // reference, because consumers may call the deleter on any thread without the GIL.
 struct DLPackContext {
-  Tensor tensor;
+  NDArray tensor;
   Shape shape;
   DLManagedTensor managed{};
 };
@@ -163,21 +164,21 @@ DLDataType dl_dtype(DType t) {
   EMBER_CHECK(false, "unknown dtype");
 }
 
-bool on_gpu(const Tensor& t) { return t.device().type == runtime::DeviceType::CUDA; }
+bool on_gpu(const NDArray& t) { return t.device().type == runtime::DeviceType::CUDA; }
 
-std::string device_str(const Tensor& t) {
+std::string device_str(const NDArray& t) {
   return on_gpu(t) ? "cuda:" + std::to_string(t.device().id) : "cpu";
 }
 
 // A deep copy on the tensor's own device.
-Tensor copy_on_device(const Tensor& t) {
+NDArray copy_on_device(const NDArray& t) {
   if (!on_gpu(t)) return t.clone();
-  Tensor c = runtime::cuda::empty(t.shape(), t.dtype(), t.device().id);
+  NDArray c = runtime::cuda::empty(t.shape(), t.dtype(), t.device().id);
   runtime::cuda::copy(c, t);
   return c;
 }
 
-py::object to_dlpack(const Tensor& t, py::object dl_device, py::object copy) {
+py::object to_dlpack(const NDArray& t, py::object dl_device, py::object copy) {
   int type = static_cast<int>(t.device().type), id = t.device().id;
   if (!dl_device.is_none()) {
     auto dev = dl_device.cast<std::pair<int, int>>();
@@ -218,9 +219,9 @@ DType dtype_of_dl(DLDataType t) {
        " lanes is not an Ember dtype; use float32, float64, int32, int64 or bool");
 }
 
-// Imports a DLPack capsule (CPU or CUDA) without copying: the Tensor owns the producer's
+// Imports a DLPack capsule (CPU or CUDA) without copying: the NDArray owns the producer's
 // memory through its deleter.
-Tensor from_dlpack(py::handle obj) {
+NDArray from_dlpack(py::handle obj) {
   py::object capsule = py::hasattr(obj, "__dlpack__") ? obj.attr("__dlpack__")()
                                                       : py::reinterpret_borrow<py::object>(obj);
   if (!PyCapsule_IsValid(capsule.ptr(), "dltensor"))
@@ -246,14 +247,14 @@ Tensor from_dlpack(py::handle obj) {
   else if (dl.device.device_type != 1)
     fail("from_dlpack: DLPack device type ", dl.device.device_type,
          " is not supported; Ember takes CPU (1) and CUDA (2) tensors");
-  // Consumed: the capsule no longer frees the tensor; the Tensor's owner does.
+  // Consumed: the capsule no longer frees the tensor; the NDArray's owner does.
   PyCapsule_SetName(capsule.ptr(), "used_dltensor");
   std::shared_ptr<void> owner(managed, [](void* m) {
     auto* t = static_cast<DLManagedTensor*>(m);
     if (t->deleter) t->deleter(t);
   });
   void* data = static_cast<char*>(dl.data) + dl.byte_offset;
-  return Tensor::view(std::move(owner), data, shape, dtype, device);
+  return NDArray::view(std::move(owner), data, shape, dtype, device);
 }
 
 }  // namespace
@@ -266,13 +267,13 @@ ArrayView array_view(py::handle value, const std::string& what) {
   if (!array) throw py::error_already_set();
   DType dtype = dtype_of_numpy(array.dtype(), what);
   Shape shape(array.shape(), array.shape() + array.ndim());
-  Tensor view = Tensor::view(nullptr, const_cast<void*>(array.data()), shape, dtype);
+  NDArray view = NDArray::view(nullptr, const_cast<void*>(array.data()), shape, dtype);
   return {std::move(array), std::move(view)};
 }
 
-runtime::Tensor tensor_copy(py::handle value, const std::string& what) {
-  if (py::isinstance<Tensor>(value)) {
-    const Tensor& t = value.cast<const Tensor&>();
+runtime::NDArray tensor_copy(py::handle value, const std::string& what) {
+  if (py::isinstance<NDArray>(value)) {
+    const NDArray& t = value.cast<const NDArray&>();
     return on_gpu(t) ? runtime::cuda::to_host(t) : t.clone();
   }
   return array_view(value, what).tensor.clone();
@@ -314,10 +315,10 @@ void check_output_index(const GraphExecutor& ex, int64_t index) {
 
 // ember.Tensor: the data tensor, its buffer protocol, DLPack and numpy views.
 static void bind_tensor(py::module_& m) {
-  py::class_<Tensor>(m, "Tensor", py::buffer_protocol(),
-                     "A dense CPU tensor. np.asarray(t) and torch.from_dlpack(t) share its "
-                     "memory; t.numpy() copies.")
-      .def_buffer([](Tensor& t) {
+  py::class_<NDArray>(m, "Tensor", py::buffer_protocol(),
+                      "A dense CPU tensor. np.asarray(t) and torch.from_dlpack(t) share its "
+                      "memory; t.numpy() copies.")
+      .def_buffer([](NDArray& t) {
         if (on_gpu(t))
           throw py::buffer_error("this ember Tensor is on " + device_str(t) +
                                  ": copy it to the host with .numpy(), or share it with "
@@ -326,23 +327,23 @@ static void bind_tensor(py::module_& m) {
                                std::vector<py::ssize_t>(t.shape().begin(), t.shape().end()),
                                byte_strides(t), /*readonly=*/false);
       })
-      .def_property_readonly("shape", [](const Tensor& t) { return shape_tuple(t.shape()); })
-      .def_property_readonly("dtype", [](const Tensor& t) { return dtype_name(t.dtype()); })
-      .def_property_readonly("ndim", &Tensor::ndim)
+      .def_property_readonly("shape", [](const NDArray& t) { return shape_tuple(t.shape()); })
+      .def_property_readonly("dtype", [](const NDArray& t) { return dtype_name(t.dtype()); })
+      .def_property_readonly("ndim", &NDArray::ndim)
       .def(
           "numpy",
-          [](const Tensor& t) {
-            Tensor host = runtime::cuda::to_host(t);  // itself when on the CPU
+          [](const NDArray& t) {
+            NDArray host = runtime::cuda::to_host(t);  // itself when on the CPU
             // No base object: NumPy copies the data into an array it owns.
             return py::array(py::dtype(buffer_format(t.dtype())),
                              std::vector<py::ssize_t>(t.shape().begin(), t.shape().end()),
                              host.data());
           },
           "A NumPy copy of the tensor (copied from the GPU for a CUDA tensor).")
-      .def_property_readonly("device", [](const Tensor& t) { return device_str(t); })
+      .def_property_readonly("device", [](const NDArray& t) { return device_str(t); })
       .def(
           "__dlpack__",
-          [](const Tensor& t, py::object /*stream*/, py::object /*max_version*/,
+          [](const NDArray& t, py::object /*stream*/, py::object /*max_version*/,
              py::object dl_device, py::object copy) {
             // A CPU tensor needs no stream; unversioned capsules suit any max_version.
             return to_dlpack(t, dl_device, copy);
@@ -351,11 +352,11 @@ static void bind_tensor(py::module_& m) {
           "dl_device"_a = py::none(), "copy"_a = py::none(),
           "A DLPack capsule sharing this tensor's memory (the array API protocol).")
       .def("__dlpack_device__",
-           [](const Tensor& t) {
+           [](const NDArray& t) {
              return py::make_tuple(static_cast<int>(t.device().type), t.device().id);
            })
       .def("__repr__",
-           [](const Tensor& t) {
+           [](const NDArray& t) {
              return "ember.Tensor(shape=" + runtime::shape_str(t.shape()) +
                     ", dtype=" + dtype_name(t.dtype()) +
                     (on_gpu(t) ? ", device=" + device_str(t) : std::string()) + ")";
@@ -383,8 +384,8 @@ static void bind_graph_executor(py::module_& m) {
           "set_input",
           [](GraphExecutor& ex, py::handle key, py::handle value) {
             int index = input_index(ex, key);
-            if (py::isinstance<Tensor>(value)) {
-              ex.set_input(index, value.cast<const Tensor&>());
+            if (py::isinstance<NDArray>(value)) {
+              ex.set_input(index, value.cast<const NDArray&>());
               return;
             }
             std::string what = "set_input: the value for input '" + ex.input_names()[index] + "'";
@@ -399,12 +400,12 @@ static void bind_graph_executor(py::module_& m) {
           "run_with",
           [](GraphExecutor& ex, const py::list& values) {
             std::vector<ArrayView> arrays;  // keeps NumPy inputs alive while they are copied
-            std::vector<Tensor> inputs;
+            std::vector<NDArray> inputs;
             std::vector<std::string> names = ex.input_names();
             for (size_t i = 0; i < values.size(); ++i) {
               py::handle value = values[i];
-              if (py::isinstance<Tensor>(value)) {
-                inputs.push_back(value.cast<const Tensor&>());
+              if (py::isinstance<NDArray>(value)) {
+                inputs.push_back(value.cast<const NDArray&>());
                 continue;
               }
               std::string what =
@@ -412,7 +413,7 @@ static void bind_graph_executor(py::module_& m) {
               arrays.push_back(array_view(value, what));
               inputs.push_back(arrays.back().tensor);
             }
-            std::vector<Tensor> outputs;
+            std::vector<NDArray> outputs;
             {
               py::gil_scoped_release release;
               outputs = ex.run(inputs);
@@ -424,7 +425,7 @@ static void bind_graph_executor(py::module_& m) {
       // tensors): no input copy, and fresh outputs that no later run overwrites.
       .def(
           "run_bound",
-          [](GraphExecutor& ex, const std::vector<Tensor>& inputs) {
+          [](GraphExecutor& ex, const std::vector<NDArray>& inputs) {
             py::gil_scoped_release release;
             return ex.run_bound(inputs);
           },

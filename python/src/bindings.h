@@ -6,15 +6,15 @@
 
 #include <string>
 
+#include "ember/runtime/ndarray.h"
 #include "ember/runtime/report.h"
-#include "ember/runtime/tensor.h"
 
 namespace ember::python {
 
 /// Registers `EmberError` (ember::Error, the user's mistake) and `InternalError`
 /// (ember::InternalError, a compiler bug): two unrelated exception classes.
 void register_errors(pybind11::module_& m);
-/// Tensor (buffer protocol, DLPack), GraphExecutor, BenchmarkResult, thread count.
+/// NDArray as ember.Tensor (buffer protocol, DLPack), GraphExecutor, BenchmarkResult, thread count.
 void bind_runtime(pybind11::module_& m);
 /// Graph IR nodes, their checking constructors, the op list, structural equality.
 void bind_ir(pybind11::module_& m);
@@ -33,17 +33,17 @@ std::string str_arg(pybind11::handle value, const std::string& what);
 /// The value as an integer (bool rejected); ember::Error naming `what` otherwise.
 int64_t int_arg(pybind11::handle value, const std::string& what);
 
-/// A C-contiguous NumPy array and an ember Tensor viewing its memory. The view is valid
+/// A C-contiguous NumPy array and an ember NDArray viewing its memory. The view is valid
 /// only while `array` lives, so the two travel together.
 struct ArrayView {
   pybind11::array array;
-  runtime::Tensor tensor;
+  runtime::NDArray tensor;
 };
-/// Views `value` (a NumPy array) as a Tensor, making it
+/// Views `value` (a NumPy array) as an NDArray, making it
 /// contiguous first. Its dtype must be one Ember has (ember::Error naming `what` if not).
 ArrayView array_view(pybind11::handle value, const std::string& what);
-/// A Tensor with its own copy of `value`: an ember Tensor, or an array as for array_view.
-runtime::Tensor tensor_copy(pybind11::handle value, const std::string& what);
+/// An NDArray with its own copy of `value`: an NDArray, or an array as for array_view.
+runtime::NDArray tensor_copy(pybind11::handle value, const std::string& what);
 
 /// The report entries of Library and LoadedLibrary (defined in bind_deploy.cc): one dict per
 /// kernel ({func, name, ops, anchor, patterns}, plus workload, tuned and tuning_note when a

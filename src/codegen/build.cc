@@ -31,7 +31,7 @@ std::string Library::get_source(const std::string& format) const {
 namespace {
 
 std::shared_ptr<Library> build_library(const ir::Function& f, const std::string& target,
-                                       const std::map<std::string, runtime::Tensor>& params,
+                                       const std::map<std::string, runtime::NDArray>& params,
                                        const passes::PassContext& ctx, int llvm_opt_level,
                                        const std::map<std::string, passes::ScheduleKnobs>* tuned);
 
@@ -40,13 +40,13 @@ std::shared_ptr<Library> build_library(const ir::Function& f, const std::string&
 // LLVM at O0 compiles them 7x faster than at O3 (ResNet-50: 0.14 s against 0.93 s for its
 // 107 folding kernels) and runs them 40% slower (37 ms against 25 ms).
 constexpr int kConstantOptLevel = 0;
-std::vector<runtime::Tensor> evaluate_constant(const ir::Function& f) {
+std::vector<runtime::NDArray> evaluate_constant(const ir::Function& f) {
   passes::PassContext ctx;
   ctx.disabled_passes = {"FoldConstant"};
   auto lib = build_library(f, "llvm", {}, ctx, kConstantOptLevel, nullptr);
   runtime::GraphExecutor exec(lib->graph, lib->module);
   exec.run();
-  std::vector<runtime::Tensor> out;
+  std::vector<runtime::NDArray> out;
   for (int i = 0; i < exec.num_outputs(); ++i) out.push_back(exec.get_output(i).clone());
   return out;
 }
@@ -84,7 +84,7 @@ std::vector<ir::PrimFunc> lower_gpu_phases(const std::vector<ir::PrimFunc>& func
 // The build, from graph to code, as one list of steps; `log` prints the IR after each one
 // (PassContext config "dump_ir" or EMBER_DUMP_IR=1; run_pipeline logs each graph pass).
 std::shared_ptr<Library> build_library(const ir::Function& f, const std::string& target,
-                                       const std::map<std::string, runtime::Tensor>& params,
+                                       const std::map<std::string, runtime::NDArray>& params,
                                        const passes::PassContext& raw_ctx, int llvm_opt_level,
                                        const std::map<std::string, passes::ScheduleKnobs>* tuned) {
   if (!f) fail("ember.build needs a function (ir.Function), got None");
@@ -142,7 +142,7 @@ std::shared_ptr<Library> build_library(const ir::Function& f, const std::string&
 }  // namespace
 
 std::shared_ptr<Library> build(const ir::Function& f, const std::string& target,
-                               const std::map<std::string, runtime::Tensor>& params,
+                               const std::map<std::string, runtime::NDArray>& params,
                                const passes::PassContext& ctx,
                                const std::map<std::string, passes::ScheduleKnobs>* tuned) {
   return build_library(f, target, params, ctx, 3, tuned);

@@ -16,7 +16,7 @@
 #include "ember/codegen/target.h"
 #include "ember/ir/tensor_expr.h"
 #include "ember/passes/schedule.h"
-#include "ember/runtime/tensor.h"
+#include "ember/runtime/ndarray.h"
 #include "ember/support/error.h"
 
 namespace ember::codegen {
@@ -44,9 +44,9 @@ double measure_fma_peak(const std::string& target, double seconds) {
   auto module = compile_cpu({passes::lower_schedule(sch, "fma_peak", {a, b})}, options);
   runtime::KernelFn fn = module->get_function("fma_peak");
 
-  auto ta = runtime::Tensor::empty({lanes}, DType::Float32);
-  auto tb = runtime::Tensor::empty({lanes}, DType::Float32);
-  auto out = runtime::Tensor::empty({chains, lanes}, DType::Float32);
+  auto ta = runtime::NDArray::empty({lanes}, DType::Float32);
+  auto tb = runtime::NDArray::empty({lanes}, DType::Float32);
+  auto out = runtime::NDArray::empty({chains, lanes}, DType::Float32);
   std::fill_n(ta.data_as<float>(), lanes, 1e-3f);
   std::fill_n(tb.data_as<float>(), lanes, 0.999f);
   void* args[] = {ta.data(), tb.data(), out.data()};

@@ -112,7 +112,7 @@ std::string join_names(const std::vector<std::string>& names) {
   return fmt::format("{}", fmt::join(parts, " + "));
 }
 
-ConstantNode::ConstantNode(runtime::Tensor v, std::string n)
+ConstantNode::ConstantNode(runtime::NDArray v, std::string n)
     : ExprNode(kKind, TensorType{v.shape(), v.dtype()}, std::move(n)), value(std::move(v)) {}
 
 Expr var(const std::string& name, TensorType type) {
@@ -123,7 +123,7 @@ Expr var(const std::string& name, TensorType type) {
   return std::make_shared<VarNode>(name, std::move(type));
 }
 
-Expr constant(runtime::Tensor value, const std::string& name) {
+Expr constant(runtime::NDArray value, const std::string& name) {
   return std::make_shared<ConstantNode>(std::move(value), name);
 }
 
@@ -360,7 +360,7 @@ void infer_types(const Function& f) {
 
 namespace {
 
-bool tensor_equal(const runtime::Tensor& a, const runtime::Tensor& b) {
+bool tensor_equal(const runtime::NDArray& a, const runtime::NDArray& b) {
   return a.shape() == b.shape() && a.dtype() == b.dtype() &&
          (a.data() == b.data() || std::memcmp(a.data(), b.data(), a.nbytes()) == 0);
 }

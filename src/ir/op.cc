@@ -11,6 +11,7 @@
 #include <variant>
 
 #include "ember/support/error.h"
+#include "ops/op_util.h"
 
 namespace ember::ir {
 namespace {
@@ -36,7 +37,6 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   }
   return row[b.size()];
 }
-
 
 std::string shape_string(const std::vector<int64_t>& s) {
   return fmt::format("[{}]", fmt::join(s, ", "));
@@ -88,7 +88,41 @@ void apply_schema(const Op& op, Attrs& attrs, const TypeContext& ctx) {
   }
 }
 
+// The op whose rule is running on this thread; ReadingAttrs sets it around each rule.
+thread_local const Op* t_reading_op = nullptr;
+
+struct ReadingAttrs {
+  const Op* saved;
+  explicit ReadingAttrs(const Op* op) : saved(t_reading_op) { t_reading_op = op; }
+  ~ReadingAttrs() { t_reading_op = saved; }
+};
+
+// `rule` run with `op` as the op reading attributes (so op_util.h's readers check its schema).
+template <class R, class... Args>
+std::function<R(Args...)> reading_attrs_of(const Op* op, std::function<R(Args...)> rule) {
+  if (!rule) return rule;
+  return [op, rule = std::move(rule)](Args... args) -> R {
+    ReadingAttrs scope(op);
+    return rule(std::forward<Args>(args)...);
+  };
+}
+
 }  // namespace
+
+namespace ops {
+
+const Op* op_reading_attrs() { return t_reading_op; }
+
+void check_declared(const std::string& key) {
+  const Op* op = t_reading_op;
+  if (!op) return;  // a helper called directly (a test of a kernel): no op to check against
+  bool known = std::any_of(op->attrs.begin(), op->attrs.end(),
+                           [&](const AttrSpec& a) { return a.name == key; });
+  EMBER_CHECK(known, "op '", op->name, "' reads the attribute '", key,
+              "', which it does not declare; add it to the op's attribute schema");
+}
+
+}  // namespace ops
 
 std::string bare_op_name(const std::string& name) {
   return name.rfind("nn.", 0) == 0 ? name.substr(3) : name;
@@ -159,6 +193,7 @@ const Op* register_op(Op op) {
   ptr->type_rel = [rel = std::move(ptr->type_rel), ptr](const std::vector<Type>& args, Attrs& attrs,
                                                         const TypeContext& ctx) {
     apply_schema(*ptr, attrs, ctx);
+    ReadingAttrs scope(ptr);
     try {
       return rel(args, attrs, ctx);
     } catch (const Error& e) {
@@ -167,6 +202,11 @@ const Op* register_op(Op op) {
       ctx.fail(msg);
     }
   };
+  // Each rule reads only declared attributes (ops::check_declared, through op_util.h).
+  ptr->compute = reading_attrs_of(ptr, std::move(ptr->compute));
+  ptr->lower = reading_attrs_of(ptr, std::move(ptr->lower));
+  ptr->check_constants = reading_attrs_of(ptr, std::move(ptr->check_constants));
+  ptr->two_anchor = reading_attrs_of(ptr, std::move(ptr->two_anchor));
   ops.emplace(ptr->name, std::move(owned));
   return ptr;
 }

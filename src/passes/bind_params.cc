@@ -10,7 +10,7 @@ using namespace ir;
 
 // The one check of `params` against the function (ember.build passes them through): each
 // error names the param and says what to pass instead.
-Function bind_params(const Function& f, const std::map<std::string, runtime::Tensor>& params) {
+Function bind_params(const Function& f, const std::map<std::string, runtime::NDArray>& params) {
   if (params.empty()) return f;
   std::map<std::string, const ExprNode*> inputs;
   std::vector<std::string> names;

@@ -72,7 +72,7 @@ Function fold_constant(const Function& f, const ConstEvaluator& evaluate) {
   if (roots.empty()) return f;
 
   EMBER_CHECK(evaluate, "FoldConstant needs a constant evaluator (see passes/pipeline.h)");
-  std::vector<runtime::Tensor> values;
+  std::vector<runtime::NDArray> values;
   {
     EvaluatingScope scope;
     Expr body = roots.size() == 1 ? roots[0] : tuple(roots);

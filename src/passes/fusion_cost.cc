@@ -86,92 +86,93 @@ class Counter {
   void stmt(const Stmt& s, double runs, int64_t width) {
     if (!s) return;
     switch (s.kind()) {
-      case StmtKind::For: {
-        auto* f = s.as<ForNode>();
-        int64_t extent = extent_of(f->extent);
-        if (int64_t lo; as_int(f->min, &lo)) ranges_[f->var.get()] = {lo, lo + extent - 1};
-        double unroll = unroll_;
-        if (f->for_kind == ForKind::Vectorized) {
-          const PrimVarNode* outer = lane_;
-          lane_ = f->var.get();
-          stmt(f->body, runs, width * extent);
-          lane_ = outer;
-        } else {
-          // Unrolled copies of an accumulation are independent chains; a loop that is not
-          // unrolled runs its iterations' chains one after another.
-          unroll_ = f->for_kind == ForKind::Unrolled ? unroll_ * static_cast<double>(extent) : 1;
-          stmt(f->body, runs * static_cast<double>(extent), width);
-        }
-        unroll_ = unroll;
-        break;
-      }
-      case StmtKind::Store: {
-        auto* st = s.as<StoreNode>();
-        double before = work.instructions + work.loads + work.stores;
-        expr(st->value, runs, width);
-        expr(st->index, runs, width);
-        if (accumulates(*st)) add(&KernelWork::chain_cycles, runs / unroll_ * m_.fma_latency);
-        if (st->buffer->scope == BufferScope::Global)
-          add(&KernelWork::stores, memory_instructions(st->index, runs, width, st->buffer->dtype));
-        // Every run's value is a dependency chain `depth` cycles long. Independent runs
-        // overlap as far as the window holds them: kWindowInstructions / (instructions per
-        // run) at a time, so the statement takes at least depth x instructions / window.
-        std::map<const PrimExprNode*, double> memo;
-        double issued = work.instructions + work.loads + work.stores - before;
-        add(&KernelWork::latency_cycles, depth(st->value, memo) * issued / kWindowInstructions);
-        break;
-      }
+      case StmtKind::For:
+        return for_stmt(*s.as<ForNode>(), runs, width);
+      case StmtKind::Store:
+        return store_stmt(*s.as<StoreNode>(), runs, width);
       case StmtKind::Allocate:
-        stmt(s.as<AllocateNode>()->body, runs, width);
-        break;
+        return stmt(s.as<AllocateNode>()->body, runs, width);
       case StmtKind::LetStmt: {
         auto* l = s.as<LetStmtNode>();
         expr(l->value, runs, width);
         if (auto b = const_bound(l->value, ranges_)) ranges_[l->var.get()] = *b;
         std::map<const PrimExprNode*, double> memo;
         var_depth_[l->var.get()] = depth(l->value, memo);
-        stmt(l->body, runs, width);
-        break;
+        return stmt(l->body, runs, width);
       }
-      case StmtKind::IfThenElse: {
-        auto* i = s.as<IfThenElseNode>();
-        expr(i->cond, runs, width);
-        if (uses_lane(i->cond)) {
-          // A guard that differs between lanes: the vector body runs one lane at a time.
-          const PrimVarNode* lane = lane_;
-          lane_ = nullptr;
-          stmt(i->then_case, runs * static_cast<double>(width), 1);
-          stmt(i->else_case, runs * static_cast<double>(width), 1);
-          lane_ = lane;
-        } else {
-          stmt(i->then_case, runs, width);
-          stmt(i->else_case, runs, width);
-        }
-        break;
-      }
-      case StmtKind::Seq: {
-        const auto& seq = s.as<SeqNode>()->seq;
-        for (auto& x : seq) {
-          KernelWork outer = phase_;
-          phase_ = KernelWork{};
-          stmt(x, runs, width);
-          KernelWork inner = phase_;
-          phase_ = outer;
-          double issued = inner.instructions + inner.loads + inner.stores;
-          if (seq.size() > 1 && issued > kWindowInstructions * runs)
-            end_phase(inner);  // runs alone: its neighbours wait for it
-          else
-            merge(inner);
-        }
-        break;
-      }
+      case StmtKind::IfThenElse:
+        return if_stmt(*s.as<IfThenElseNode>(), runs, width);
+      case StmtKind::Seq:
+        return seq_stmt(s.as<SeqNode>()->seq, runs, width);
       case StmtKind::Evaluate:
-        expr(s.as<EvaluateNode>()->value, runs, width);
-        break;
+        return expr(s.as<EvaluateNode>()->value, runs, width);
     }
   }
 
  private:
+  void for_stmt(const ForNode& f, double runs, int64_t width) {
+    int64_t extent = extent_of(f.extent);
+    if (int64_t lo; as_int(f.min, &lo)) ranges_[f.var.get()] = {lo, lo + extent - 1};
+    double unroll = unroll_;
+    if (f.for_kind == ForKind::Vectorized) {
+      const PrimVarNode* outer = lane_;
+      lane_ = f.var.get();
+      stmt(f.body, runs, width * extent);
+      lane_ = outer;
+    } else {
+      // Unrolled copies of an accumulation are independent chains; a loop that is not
+      // unrolled runs its iterations' chains one after another.
+      unroll_ = f.for_kind == ForKind::Unrolled ? unroll_ * static_cast<double>(extent) : 1;
+      stmt(f.body, runs * static_cast<double>(extent), width);
+    }
+    unroll_ = unroll;
+  }
+
+  void store_stmt(const StoreNode& st, double runs, int64_t width) {
+    double before = work.instructions + work.loads + work.stores;
+    expr(st.value, runs, width);
+    expr(st.index, runs, width);
+    if (accumulates(st)) add(&KernelWork::chain_cycles, runs / unroll_ * m_.fma_latency);
+    if (st.buffer->scope == BufferScope::Global)
+      add(&KernelWork::stores, memory_instructions(st.index, runs, width, st.buffer->dtype));
+    // Every run's value is a dependency chain `depth` cycles long. Independent runs
+    // overlap as far as the window holds them: kWindowInstructions / (instructions per
+    // run) at a time, so the statement takes at least depth x instructions / window.
+    std::map<const PrimExprNode*, double> memo;
+    double issued = work.instructions + work.loads + work.stores - before;
+    add(&KernelWork::latency_cycles, depth(st.value, memo) * issued / kWindowInstructions);
+  }
+
+  void if_stmt(const IfThenElseNode& i, double runs, int64_t width) {
+    expr(i.cond, runs, width);
+    if (uses_lane(i.cond)) {
+      // A guard that differs between lanes: the vector body runs one lane at a time.
+      const PrimVarNode* lane = lane_;
+      lane_ = nullptr;
+      stmt(i.then_case, runs * static_cast<double>(width), 1);
+      stmt(i.else_case, runs * static_cast<double>(width), 1);
+      lane_ = lane;
+    } else {
+      stmt(i.then_case, runs, width);
+      stmt(i.else_case, runs, width);
+    }
+  }
+
+  void seq_stmt(const std::vector<Stmt>& seq, double runs, int64_t width) {
+    for (auto& x : seq) {
+      KernelWork outer = phase_;
+      phase_ = KernelWork{};
+      stmt(x, runs, width);
+      KernelWork inner = phase_;
+      phase_ = outer;
+      double issued = inner.instructions + inner.loads + inner.stores;
+      if (seq.size() > 1 && issued > kWindowInstructions * runs)
+        end_phase(inner);  // runs alone: its neighbours wait for it
+      else
+        merge(inner);
+    }
+  }
+
   int64_t extent_of(const PrimExpr& e) {
     int64_t v = 1;
     if (as_int(e, &v)) return v;

@@ -87,7 +87,7 @@ struct Simplifier {
     return nullptr;
   }
 
-  static bool all_identity(const runtime::Tensor& t, const std::string& op) {
+  static bool all_identity(const runtime::NDArray& t, const std::string& op) {
     if (t.numel() == 0) return false;
     for (int64_t i = 0; i < t.numel(); ++i) {
       double v;

@@ -39,7 +39,7 @@ Expr expand_batch_norm(const CallNode* bn, const std::vector<Expr>& in) {
   double eps_value = bn->attrs.get_float("epsilon", 1e-5);
 
   // eps as a one-element tensor in the data dtype, broadcast against var.
-  runtime::Tensor eps_tensor = runtime::Tensor::empty({1}, data.dtype);
+  runtime::NDArray eps_tensor = runtime::NDArray::empty({1}, data.dtype);
   switch (data.dtype) {
     case DType::Float32:
       *eps_tensor.data_as<float>() = static_cast<float>(eps_value);

@@ -221,7 +221,7 @@ File read(const std::string& path, const std::string& sha256, const std::string&
   // below checks this buffer, not what was read above (the file may have changed since).
   File file;
   file.size = size;
-  file.buffer = Tensor::empty({static_cast<int64_t>(size)}, DType::Bool);
+  file.buffer = NDArray::empty({static_cast<int64_t>(size)}, DType::Bool);
   const char* data = static_cast<const char*>(file.buffer.data());
   if (!read_at(in, 0, static_cast<char*>(file.buffer.data()), size))
     fail("cannot read ", where, ": read error (did the file change while it was read?)");

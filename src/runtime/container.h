@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "ember/runtime/tensor.h"
+#include "ember/runtime/ndarray.h"
 
 namespace ember::runtime::container {
 
@@ -29,7 +29,7 @@ struct Section {
 
 /// A container read into one 64-byte aligned buffer; the sections point into it.
 struct File {
-  Tensor buffer;  // the whole file (its owner keeps the sections alive)
+  NDArray buffer;  // the whole file (its owner keeps the sections alive)
   uint64_t size = 0;
   std::vector<Section> sections;
 };

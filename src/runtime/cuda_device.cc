@@ -225,21 +225,21 @@ void synchronize(int device) {
   check(d, d.cuCtxSynchronize(), "synchronize (a kernel failed while running)");
 }
 
-Tensor empty(const Shape& shape, DType dtype, int device) {
+NDArray empty(const Shape& shape, DType dtype, int device) {
   size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_bytes(dtype);
   void* p = alloc(bytes, device);
   std::shared_ptr<void> owner(p, [device](void* q) { cuda::free(q, device); });
-  return Tensor::view(std::move(owner), p, shape, dtype, Device{DeviceType::CUDA, device});
+  return NDArray::view(std::move(owner), p, shape, dtype, Device{DeviceType::CUDA, device});
 }
 
-Tensor zeros(const Shape& shape, DType dtype, int device) {
-  Tensor t = empty(shape, dtype, device);
+NDArray zeros(const Shape& shape, DType dtype, int device) {
+  NDArray t = empty(shape, dtype, device);
   Driver& d = driver(device);
   if (t.nbytes() > 0) check(d, d.cuMemsetD8(dptr(t.data()), 0, t.nbytes()), "cuMemsetD8");
   return t;
 }
 
-void copy(Tensor& dst, const Tensor& src) {
+void copy(NDArray& dst, const NDArray& src) {
   if (dst.shape() != src.shape() || dst.dtype() != src.dtype())
     fail("cannot copy a ", dtype_name(src.dtype()), shape_str(src.shape()), " tensor into a ",
          dtype_name(dst.dtype()), shape_str(dst.shape()), " tensor: shapes and dtypes must match");
@@ -259,9 +259,9 @@ void copy(Tensor& dst, const Tensor& src) {
     dst.copy_from(src);
 }
 
-Tensor to_host(const Tensor& t) {
+NDArray to_host(const NDArray& t) {
   if (t.device().type != DeviceType::CUDA) return t;
-  Tensor h = Tensor::empty(t.shape(), t.dtype());
+  NDArray h = NDArray::empty(t.shape(), t.dtype());
   copy(h, t);
   return h;
 }

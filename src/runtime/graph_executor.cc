@@ -59,7 +59,7 @@ GraphExecutor::~GraphExecutor() = default;
 void GraphExecutor::allocate(const MemoryPlan& plan) {
   const ExecGraph& g = *graph_;
   const int n = static_cast<int>(g.values.size());
-  Tensor pool = launcher_->alloc({static_cast<int64_t>(plan.pool_bytes)}, DType::Bool, false);
+  NDArray pool = launcher_->alloc({static_cast<int64_t>(plan.pool_bytes)}, DType::Bool, false);
   auto* pool_data = static_cast<char*>(pool.data());
   // Roots first, then views over their roots' memory.
   tensors_.resize(n);
@@ -72,15 +72,15 @@ void GraphExecutor::allocate(const MemoryPlan& plan) {
       // (A value no kernel touches gets a small buffer of its own rather than pool space.)
       tensors_[v] = launcher_->alloc(val.shape, val.dtype, true);
     } else if (role == Role::Intermediate) {
-      tensors_[v] = Tensor::view(pool.owner(), pool_data + plan.offset[v], val.shape, val.dtype,
-                                 pool.device());
+      tensors_[v] = NDArray::view(pool.owner(), pool_data + plan.offset[v], val.shape, val.dtype,
+                                  pool.device());
     }
   }
   for (int v = 0; v < n; ++v) {
     if (plan.role[v] != Role::View) continue;
-    const Tensor& base = tensors_[plan.root[v]];
-    tensors_[v] = Tensor::view(base.owner(), base.data(), g.values[v].shape, g.values[v].dtype,
-                               base.device());
+    const NDArray& base = tensors_[plan.root[v]];
+    tensors_[v] = NDArray::view(base.owner(), base.data(), g.values[v].shape, g.values[v].dtype,
+                                base.device());
   }
 }
 
@@ -120,17 +120,17 @@ int GraphExecutor::input_index(const std::string& name) const {
   fail("unknown input '", name, "': the model's inputs are ", names_str(input_names()));
 }
 
-void GraphExecutor::set_input(int index, const Tensor& value) {
+void GraphExecutor::set_input(int index, const NDArray& value) {
   std::lock_guard<std::mutex> lock(mutex_);
   set_input_locked(index, value);
 }
 
-void GraphExecutor::set_input_locked(int index, const Tensor& value) {
+void GraphExecutor::set_input_locked(int index, const NDArray& value) {
   check_input(index, value);
   cuda::copy(tensors_[graph_->inputs[index].value], value);  // host or device, either way
 }
 
-void GraphExecutor::check_input(int index, const Tensor& value) const {
+void GraphExecutor::check_input(int index, const NDArray& value) const {
   if (index < 0 || index >= num_inputs())
     fail("input index ", index, " out of range: the model has ", num_inputs(), " inputs ",
          names_str(input_names()));
@@ -145,7 +145,7 @@ void GraphExecutor::check_input(int index, const Tensor& value) const {
          ": pass a tensor of that shape and dtype (or rebuild the model for the new shape)");
 }
 
-void GraphExecutor::set_input(const std::string& name, const Tensor& value) {
+void GraphExecutor::set_input(const std::string& name, const NDArray& value) {
   set_input(input_index(name), value);
 }
 
@@ -156,14 +156,14 @@ void GraphExecutor::run() {
 
 void GraphExecutor::run_locked() { launcher_->run(args_); }
 
-std::vector<Tensor> GraphExecutor::run(const std::vector<Tensor>& inputs) {
+std::vector<NDArray> GraphExecutor::run(const std::vector<NDArray>& inputs) {
   if (static_cast<int>(inputs.size()) != num_inputs())
     fail("run was given ", inputs.size(), " input(s) but the model has ", num_inputs(), ": ",
          names_str(input_names()), "; pass one tensor per input, in this order");
   std::lock_guard<std::mutex> lock(mutex_);
   for (int i = 0; i < num_inputs(); ++i) set_input_locked(i, inputs[i]);
   run_locked();
-  std::vector<Tensor> outputs;
+  std::vector<NDArray> outputs;
   for (int o : graph_->outputs) outputs.push_back(tensors_[o].clone());
   return outputs;
 }
@@ -172,7 +172,7 @@ void GraphExecutor::point_slots(int root, void* data) {
   for (auto [kernel, arg] : slots_[root]) args_[kernel][arg] = data;
 }
 
-std::vector<Tensor> GraphExecutor::run_bound(const std::vector<Tensor>& inputs) {
+std::vector<NDArray> GraphExecutor::run_bound(const std::vector<NDArray>& inputs) {
   if (device().type != DeviceType::CPU)
     fail("run_bound runs CPU models only; use run(inputs) on a CUDA model");
   if (static_cast<int>(inputs.size()) != num_inputs())
@@ -185,32 +185,32 @@ std::vector<Tensor> GraphExecutor::run_bound(const std::vector<Tensor>& inputs) 
   }
   const ExecGraph& g = *graph_;
   // Fresh memory for every output root (several outputs may share one through views).
-  std::vector<Tensor> fresh(g.values.size());
+  std::vector<NDArray> fresh(g.values.size());
   for (int o : g.outputs) {
     int r = root_[o];
     if (root_is_output_[r] && !fresh[r].defined())
-      fresh[r] = Tensor::empty(g.values[r].shape, g.values[r].dtype);
+      fresh[r] = NDArray::empty(g.values[r].shape, g.values[r].dtype);
   }
   std::lock_guard<std::mutex> lock(mutex_);
   for (int i = 0; i < num_inputs(); ++i) point_slots(g.inputs[i].value, inputs[i].data());
   for (size_t r = 0; r < fresh.size(); ++r)
     if (fresh[r].defined()) point_slots(static_cast<int>(r), fresh[r].data());
   run_locked();
-  std::vector<Tensor> outputs;
+  std::vector<NDArray> outputs;
   for (int o : g.outputs) {
     int r = root_[o];
     if (fresh[r].defined()) {
       outputs.push_back(
-          Tensor::view(fresh[r].owner(), fresh[r].data(), g.values[o].shape, g.values[o].dtype));
+          NDArray::view(fresh[r].owner(), fresh[r].data(), g.values[o].shape, g.values[o].dtype));
       continue;
     }
     int input = -1;  // an output that is (a view of) an input: copy the caller's tensor
     for (int i = 0; i < num_inputs(); ++i)
       if (g.inputs[i].value == r) input = i;
-    const Tensor& src = input >= 0 ? inputs[input] : tensors_[r];
-    Tensor copy = src.clone();
+    const NDArray& src = input >= 0 ? inputs[input] : tensors_[r];
+    NDArray copy = src.clone();
     outputs.push_back(
-        Tensor::view(copy.owner(), copy.data(), g.values[o].shape, g.values[o].dtype));
+        NDArray::view(copy.owner(), copy.data(), g.values[o].shape, g.values[o].dtype));
   }
   // Back to the executor's own buffers for run() and get_output().
   for (int i = 0; i < num_inputs(); ++i)
@@ -222,15 +222,15 @@ std::vector<Tensor> GraphExecutor::run_bound(const std::vector<Tensor>& inputs) 
 
 Device GraphExecutor::device() const { return launcher_->device(); }
 
-Tensor GraphExecutor::get_output(int index) const {
+NDArray GraphExecutor::get_output(int index) const {
   if (index < 0 || index >= num_outputs())
     fail("output index ", index, " out of range: the model has ", num_outputs(), " outputs");
-  const Tensor& out = tensors_[graph_->outputs[index]];
+  const NDArray& out = tensors_[graph_->outputs[index]];
   // A parameter is shared by every executor of the model: never hand out a writable alias.
   return output_is_param_[index] ? out.clone() : out;
 }
 
-Tensor GraphExecutor::get_input(int index) const {
+NDArray GraphExecutor::get_input(int index) const {
   if (index < 0 || index >= num_inputs())
     fail("input index ", index, " out of range: the model has ", num_inputs(), " inputs ",
          names_str(input_names()));

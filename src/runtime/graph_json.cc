@@ -327,7 +327,7 @@ ExecGraph::Param read_param(const json& p, const GraphReader& r, const std::stri
       static_cast<uint64_t>(nbytes) > params_size - static_cast<uint64_t>(offset))
     r.error(path + ".offset", "is not an aligned range inside the params section");
   return {r.string(p, "name", path), value,
-          Tensor::view(buffer, const_cast<char*>(params) + offset, v.shape, v.dtype)};
+          NDArray::view(buffer, const_cast<char*>(params) + offset, v.shape, v.dtype)};
 }
 
 // A kernel and its report; with GPU code, its launch entry must take its arguments.

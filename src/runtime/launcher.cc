@@ -34,10 +34,10 @@ class CpuLauncher final : public KernelLauncher {
     }
   }
   Device device() const override { return {}; }
-  Tensor alloc(const Shape& shape, DType dtype, bool zero) const override {
-    return zero ? Tensor::zeros(shape, dtype) : Tensor::empty(shape, dtype);
+  NDArray alloc(const Shape& shape, DType dtype, bool zero) const override {
+    return zero ? NDArray::zeros(shape, dtype) : NDArray::empty(shape, dtype);
   }
-  Tensor place_param(const Tensor& param) const override { return param; }
+  NDArray place_param(const NDArray& param) const override { return param; }
   void run(Args& args) override {
     KernelErrors errors;
     KernelErrorScope scope(&errors);
@@ -81,11 +81,11 @@ class CudaLauncher final : public KernelLauncher {
       if (!module_->kernels().count(k.func)) missing_function(k, "CUDA module");
   }
   Device device() const override { return {DeviceType::CUDA, 0}; }
-  Tensor alloc(const Shape& shape, DType dtype, bool zero) const override {
+  NDArray alloc(const Shape& shape, DType dtype, bool zero) const override {
     return zero ? cuda::zeros(shape, dtype) : cuda::empty(shape, dtype);
   }
-  Tensor place_param(const Tensor& param) const override {
-    Tensor t = cuda::empty(param.shape(), param.dtype());
+  NDArray place_param(const NDArray& param) const override {
+    NDArray t = cuda::empty(param.shape(), param.dtype());
     cuda::copy(t, param);
     return t;
   }

@@ -17,9 +17,9 @@ class KernelLauncher {
   virtual ~KernelLauncher() = default;
   virtual Device device() const = 0;
   /// A new tensor in the device's memory, zeroed or not.
-  virtual Tensor alloc(const Shape& shape, DType dtype, bool zero) const = 0;
+  virtual NDArray alloc(const Shape& shape, DType dtype, bool zero) const = 0;
   /// A parameter where the kernels read it (the CPU reads the shared parameter itself).
-  virtual Tensor place_param(const Tensor& param) const = 0;
+  virtual NDArray place_param(const NDArray& param) const = 0;
   /// Runs every kernel in order and returns once they have finished; ember::Error naming
   /// a kernel that reported bad data.
   virtual void run(Args& args) = 0;

@@ -51,7 +51,7 @@ std::string npy_field(const std::string& header, const std::string& key, const s
 }
 }  // namespace
 
-Tensor load_npy(const std::string& path) {
+NDArray load_npy(const std::string& path) {
   const std::string where = "'" + path + "'";
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot open ", where, ": no such file, or it is not readable");
@@ -111,14 +111,14 @@ Tensor load_npy(const std::string& path) {
   if (data_start < 0 || file_end < data_start || file_end - data_start < bytes)
     fail(where, " is truncated: its data is shorter than ", dtype_name(dtype), shape_str(shape),
          " (", bytes, " bytes)");
-  Tensor t = Tensor::empty(shape, dtype);
+  NDArray t = NDArray::empty(shape, dtype);
   if (t.nbytes() > 0 &&
       !in.read(static_cast<char*>(t.data()), static_cast<std::streamsize>(t.nbytes())))
     fail(where, " is truncated: its data is shorter than ", dtype_name(dtype), shape_str(shape));
   return t;
 }
 
-void save_npy(const std::string& path, const Tensor& t) {
+void save_npy(const std::string& path, const NDArray& t) {
   if (!t.defined()) fail("save_npy: the tensor is undefined");
   std::string header =
       std::string("{'descr': '") + npy_descr(t.dtype()) + "', 'fortran_order': False, 'shape': (";

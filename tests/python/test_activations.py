@@ -95,6 +95,7 @@ ACTS = {
     "gelu_tanh": (lambda v: op.nn.gelu(v, "tanh"), lambda t: F.gelu(t, approximate="tanh"),
                   None, True),
     "silu": (op.nn.silu, F.silu, None, True),
+    "log_sigmoid": (op.nn.log_sigmoid, F.logsigmoid, None, True),
     # DirectML-only activations: torch compositions as the float32 reference.
     "parametric_softplus": (lambda v: op.nn.parametric_softplus(v, 1.5, -0.7),
                             lambda t: 1.5 * torch_softplus_no_threshold(-0.7 * t),
@@ -177,6 +178,7 @@ def test_hard_inputs_match_torch(name):
     ("softplus", [-20.0, -30.0, -40.0, -45.0, -0.001, 0.001, 2.4999]),
     ("mish", [-1e-6, -0.001, -15.0, -30.0, -50.0, 8.0, 9.5, 19.9, 20.1]),
     ("parametric_softplus", [30.0, 45.0, 60.0, -60.0, 0.001]),
+    ("log_sigmoid", [10.0, 20.0, 40.0, 80.0, -1e-6, 1e-6, -20.0, -100.0]),
 ])
 def test_relative_accuracy_where_naive_formulas_cancel(name, xs):
     x = np.array(xs, dtype=np.float32)
@@ -188,7 +190,7 @@ def test_relative_accuracy_where_naive_formulas_cancel(name, xs):
 
 @pytest.mark.parametrize("name", ["elu", "selu", "celu", "softplus", "softsign", "threshold",
                                   "hardshrink", "softshrink", "mish", "parametric_softplus",
-                                  "linear_act", "relu"])
+                                  "linear_act", "relu", "log_sigmoid"])
 def test_float64(name):
     x, got_all = all_activations(np.float64)
     got, ref = got_all[name], reference64(name, x)
@@ -203,7 +205,7 @@ def test_float64(name):
 TORCH_MODULES = [
     nn.ELU(0.3), nn.SELU(), nn.CELU(0.7), nn.Softplus(0.5, 8.0), nn.Softsign(),
     nn.Threshold(-0.4, 3.0), nn.Hardshrink(0.8), nn.Softshrink(0.8), nn.Mish(), nn.Identity(),
-    nn.Tanhshrink(),
+    nn.Tanhshrink(), nn.LogSigmoid(),
 ]
 
 
@@ -231,7 +233,7 @@ def test_torch_modules(module, trace):
     expected = {nn.ELU: "nn.elu", nn.SELU: "nn.selu", nn.CELU: "nn.celu",
                 nn.Softplus: "nn.softplus", nn.Threshold: "nn.thresholded_relu",
                 nn.Hardshrink: "nn.hardshrink", nn.Softshrink: "nn.softshrink",
-                nn.Mish: "nn.mish"}.get(type(module))
+                nn.Mish: "nn.mish", nn.LogSigmoid: "nn.log_sigmoid"}.get(type(module))
     if expected:
         assert expected in graph, graph
 
@@ -383,6 +385,8 @@ def test_errors_name_the_op_and_say_what_to_do():
     assert "unknown attribute 'gamma'" in msg and "beta, threshold" in msg
     msg = error_of(lambda: op.nn.hardshrink(x, "big"))
     assert "lambd" in msg and "number" in msg
+    msg = error_of(lambda: op.nn.log_sigmoid(ir.var("i", (3, 5), "int64"), name="ls1"))
+    assert "nn.log_sigmoid 'ls1'" in msg and "float" in msg and "cast" in msg
 
 
 def test_instance_norm_errors():

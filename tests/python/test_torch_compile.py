@@ -36,8 +36,8 @@ def compiled(model, **kwargs):
     return torch.compile(model, backend="ember", **kwargs)
 
 
-class CumsumNet(nn.Module):
-    """conv -> relu -> cumsum (PyTorch) -> linear -> sigmoid, with sort in the middle too."""
+class CumprodNet(nn.Module):
+    """conv -> relu -> cumprod (PyTorch) -> linear -> sigmoid, with sort in the middle too."""
 
     def __init__(self):
         super().__init__()
@@ -46,7 +46,7 @@ class CumsumNet(nn.Module):
 
     def forward(self, x):
         y = torch.relu(self.conv(x)).mean((2, 3))
-        y = torch.cumsum(y, dim=1)
+        y = torch.cumprod(y, dim=1)
         y = torch.sort(self.fc(y), dim=-1).values
         return torch.sigmoid(y) * 2
 
@@ -137,7 +137,7 @@ def test_zoo_matches_eager(family):
 
 def test_unsupported_ops_stay_in_pytorch_and_are_reported(caplog):
     torch.manual_seed(0)
-    model = CumsumNet().eval()
+    model = CumprodNet().eval()
     x = torch.randn(2, 3, 8, 8)
     with torch.no_grad(), caplog.at_level("INFO", logger="ember"):
         got = compiled(model)(x)
@@ -145,13 +145,13 @@ def test_unsupported_ops_stay_in_pytorch_and_are_reported(caplog):
     close(got, want)
     report = ember.last_compile_report()
     fallen = {op: reason for _, op, reason in report.fallbacks}
-    assert "does not support aten.cumsum" in fallen["aten.cumsum"]
+    assert "does not support aten.cumprod" in fallen["aten.cumprod"]
     assert "does not support aten.sort" in fallen["aten.sort"]
     ember_ops = [op for p in report.partitions for op in p.ops]
     for op in ("aten.conv2d", "aten.relu", "aten.mean", "aten.linear", "aten.sigmoid"):
         assert op in ember_ops, report
     assert len(report.partitions) == 3  # conv..mean | linear | sigmoid*2
-    assert "PyTorch runs aten.cumsum" in caplog.text
+    assert "PyTorch runs aten.cumprod" in caplog.text
 
 
 class Rejected(nn.Module):
@@ -197,7 +197,7 @@ def test_results_are_never_overwritten():
 
 def test_new_shapes_build_new_modules():
     torch.manual_seed(0)
-    model = CumsumNet().eval()
+    model = CumprodNet().eval()
     fast = compiled(model, dynamic=None)
     shapes = []
     with torch.no_grad():

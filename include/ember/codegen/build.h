@@ -38,7 +38,7 @@ struct Library {
 /// (passes/tuning.h) to the schedule knobs of those kernels (CPU targets; python's
 /// ember.build fills it from PassContext config "tuning_log").
 std::shared_ptr<Library> build(const ir::Function& f, const std::string& target = "llvm",
-                               const std::map<std::string, runtime::Tensor>& params = {},
+                               const std::map<std::string, runtime::NDArray>& params = {},
                                const passes::PassContext& ctx = {},
                                const std::map<std::string, passes::ScheduleKnobs>* tuned = nullptr);
 

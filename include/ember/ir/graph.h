@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "ember/runtime/dtype.h"
-#include "ember/runtime/tensor.h"
+#include "ember/runtime/ndarray.h"
 
 namespace ember::ir {
 
@@ -98,8 +98,8 @@ struct VarNode : ExprNode {
 /// A constant tensor (weights, folded values).
 struct ConstantNode : ExprNode {
   static constexpr NodeKind kKind = NodeKind::Constant;
-  runtime::Tensor value;
-  ConstantNode(runtime::Tensor v, std::string n);
+  runtime::NDArray value;
+  ConstantNode(runtime::NDArray v, std::string n);
 };
 
 struct FunctionNode;
@@ -151,7 +151,7 @@ using Function = std::shared_ptr<const FunctionNode>;
 
 // Checking constructors: each validates its inputs and throws ember::Error naming the node.
 Expr var(const std::string& name, TensorType type);
-Expr constant(runtime::Tensor value, const std::string& name = "");
+Expr constant(runtime::NDArray value, const std::string& name = "");
 /// Runs the op's type relation (and attribute normalisation); errors name `name` and the op.
 Expr call(const Op* op, std::vector<Expr> args, Attrs attrs = {}, const std::string& name = "");
 Expr call(const std::string& op_name, std::vector<Expr> args, Attrs attrs = {},

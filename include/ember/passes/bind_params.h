@@ -10,6 +10,6 @@ namespace ember::passes {
 /// model's weights); they leave the function's parameter list. A name that is no input,
 /// or a tensor whose shape or dtype differs from the input's, is an ember::Error.
 ir::Function bind_params(const ir::Function& f,
-                         const std::map<std::string, runtime::Tensor>& params);
+                         const std::map<std::string, runtime::NDArray>& params);
 
 }  // namespace ember::passes

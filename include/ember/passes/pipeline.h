@@ -16,7 +16,7 @@ namespace ember::passes {
 /// Evaluates an all-constant function (no inputs) and returns its outputs, by compiling and
 /// running it with Ember's own pipeline for the host CPU. The build driver provides it, so
 /// the passes library does not link codegen.
-using ConstEvaluator = std::function<std::vector<runtime::Tensor>(const ir::Function&)>;
+using ConstEvaluator = std::function<std::vector<runtime::NDArray>(const ir::Function&)>;
 
 /// What the passes need to know of the target: layouts are chosen for the CPU's vectors.
 struct PipelineTarget {

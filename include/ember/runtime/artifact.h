@@ -51,8 +51,8 @@
 #include "ember/runtime/cuda.h"
 #include "ember/runtime/graph_executor.h"
 #include "ember/runtime/module.h"
+#include "ember/runtime/ndarray.h"
 #include "ember/runtime/report.h"
-#include "ember/runtime/tensor.h"
 
 namespace ember::runtime {
 

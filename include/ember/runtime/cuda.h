@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "ember/runtime/module.h"
-#include "ember/runtime/tensor.h"
+#include "ember/runtime/ndarray.h"
 
 namespace ember::runtime::cuda {
 
@@ -26,12 +26,12 @@ std::string device_name(int device = 0);
 std::string device_arch(int device = 0);
 
 /// An uninitialised (or zeroed) tensor in the memory of GPU `device`.
-Tensor empty(const Shape& shape, DType dtype, int device = 0);
-Tensor zeros(const Shape& shape, DType dtype, int device = 0);
+NDArray empty(const Shape& shape, DType dtype, int device = 0);
+NDArray zeros(const Shape& shape, DType dtype, int device = 0);
 /// Copies between tensors of the same shape and dtype on any devices (CPU or CUDA).
-void copy(Tensor& dst, const Tensor& src);
+void copy(NDArray& dst, const NDArray& src);
 /// A CPU copy of a tensor that may live on a GPU (the tensor itself when on the CPU).
-Tensor to_host(const Tensor& t);
+NDArray to_host(const NDArray& t);
 /// Waits for every kernel and copy queued on `device`; errors of kernels surface here.
 void synchronize(int device = 0);
 

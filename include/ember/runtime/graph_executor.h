@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "ember/runtime/module.h"
-#include "ember/runtime/tensor.h"
+#include "ember/runtime/ndarray.h"
 
 namespace ember::runtime {
 
@@ -28,7 +28,7 @@ struct ExecGraph {
   struct Param {
     std::string name;
     int value;
-    Tensor data;
+    NDArray data;
   };
   struct Kernel {
     std::string func;       // symbol in the module
@@ -85,26 +85,26 @@ class GraphExecutor {
   /// Copies `value` (on the CPU or the executor's GPU) into the executor's own input
   /// buffer; shape and dtype must match
   /// (ember::Error naming the input, the expected and the given type).
-  void set_input(int index, const Tensor& value);
-  void set_input(const std::string& name, const Tensor& value);
+  void set_input(int index, const NDArray& value);
+  void set_input(const std::string& name, const NDArray& value);
   /// Runs every kernel; on a GPU it returns once they have finished.
   void run();
   /// Sets every input (`inputs` in the order of input_names(), as set_input checks them),
   /// runs, and returns copies of the outputs (on device()), all as one step: the way for
   /// several threads to share one executor, each with its own inputs and outputs.
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  std::vector<NDArray> run(const std::vector<NDArray>& inputs);
   /// Runs on the caller's memory (CPU only): the kernels read `inputs` (checked as
   /// set_input checks them; in input_names() order) where they are, with no copy, and write
   /// the outputs into new tensors, which are returned and never reused by a later run. An
   /// output that is an input or a parameter is a copy. Serialized with the other calls.
-  std::vector<Tensor> run_bound(const std::vector<Tensor>& inputs);
+  std::vector<NDArray> run_bound(const std::vector<NDArray>& inputs);
   /// Where the executor's tensors live (CUDA for a CUDA module).
   Device device() const;
   /// The executor's output buffer (no copy, on device()): the next run() overwrites it. An
   /// output that is a parameter is a copy instead: the parameters are shared by every
   /// executor of the model, and writing through an output must not change them.
-  Tensor get_output(int index) const;
-  Tensor get_input(int index) const;
+  NDArray get_output(int index) const;
+  NDArray get_input(int index) const;
   BenchmarkResult benchmark(int number = 1, int repeat = 10, int warmup = 1);
   /// Per-kernel mean times over `repeat` runs, in kernel order.
   std::vector<KernelProfile> profile(int repeat = 10);
@@ -117,7 +117,7 @@ class GraphExecutor {
  private:
   std::shared_ptr<const ExecGraph> graph_;
   std::unique_ptr<KernelLauncher> launcher_;  // the CPU or the GPU (it holds the module)
-  std::vector<Tensor> tensors_;               // one per value
+  std::vector<NDArray> tensors_;              // one per value
   std::vector<std::vector<void*>> args_;      // per kernel, resolved pointers
   std::vector<bool> output_is_param_;         // per output: get_output copies it
   // run_bound's bookkeeping: each value's root (the value whose memory a view shares), and
@@ -127,10 +127,10 @@ class GraphExecutor {
   std::vector<std::vector<std::pair<int, int>>> slots_;
   void allocate(const MemoryPlan& plan);   // tensors_ as the plan says
   void bind_args(const MemoryPlan& plan);  // args_ and slots_
-  void check_input(int index, const Tensor& value) const;
+  void check_input(int index, const NDArray& value) const;
   void point_slots(int root, void* data);
   // The unlocked steps of the public calls; callers hold mutex_.
-  void set_input_locked(int index, const Tensor& value);
+  void set_input_locked(int index, const NDArray& value);
   void run_locked();
   size_t pool_bytes_ = 0;
   // Held while a call reads or writes the executor's buffers (set_input, run, benchmark,

@@ -3,11 +3,11 @@
 /// programs can exchange inputs and outputs with Python.
 #include <string>
 
-#include "ember/runtime/tensor.h"
+#include "ember/runtime/ndarray.h"
 
 namespace ember::runtime {
 
-Tensor load_npy(const std::string& path);
-void save_npy(const std::string& path, const Tensor& t);
+NDArray load_npy(const std::string& path);
+void save_npy(const std::string& path, const NDArray& t);
 
 }  // namespace ember::runtime

@@ -349,7 +349,7 @@ _UNARY = {"relu": "nn.relu", "sigmoid": "sigmoid", "tanh": "tanh", "exp": "exp",
           "sqrt": "sqrt", "rsqrt": "rsqrt", "erf": "erf", "log": "log", "abs": "abs",
           "neg": "negative", "floor": "floor", "ceil": "ceil", "round": "round",
           "silu": "nn.silu", "hardswish": "nn.hardswish", "hardsigmoid": "nn.hardsigmoid",
-          "logical_not": "logical_not", "sign": "sign"}
+          "log_sigmoid": "nn.log_sigmoid", "logical_not": "logical_not", "sign": "sign"}
 # Math functions of one float argument: integer inputs are computed in float32, as torch's
 # default dtype. (Core ATen's pointwise float ops; sin, cos and tan take float32 only.)
 _MATH = ("log1p", "expm1", "exp2", "log2", "log10", "erfc", "trunc", "sin", "cos", "tan",
@@ -1063,6 +1063,19 @@ def _topk(cx, a):
     axis = _axis(a["dim"] if a["dim"] is not None else -1, rank)
     t = cx.emit("topk", [x], k=k, axis=axis, **flags)
     return [ir.TupleGetItem(t, i, cx.name) for i in range(2)]
+
+
+@converts("cumsum")
+def _cumsum(cx, a):
+    """torch.cumsum(x, dim, dtype=None): with a dtype, x is cast to it first, as torch does."""
+    x = a[0]
+    if a.has("dtype") and a["dtype"] is not None:
+        x = cast(cx, x, dtype_name(a["dtype"]))
+    rank = len(x.shape)
+    if rank == 0:  # torch sums a scalar along dim 0 or -1: itself (integers become int64)
+        _axis(a["dim"], 1)
+        return reshape(cx, cx.emit("cumsum", [reshape(cx, x, [1])], axis=0), [])
+    return cx.emit("cumsum", [x], axis=_axis(a["dim"], rank))
 
 
 @converts("var", "std")

@@ -50,12 +50,7 @@ const Op* register_activation(const std::string& name, std::vector<FloatAttr> sp
     const TensorType& x = tensor_arg(args, 0, "the input", ctx);
     check_float(x, "the input", ctx);
     for (const FloatAttr& a : spec) {
-      double v = a.dflt;
-      try {
-        v = attrs.get_float(a.name, a.dflt);
-      } catch (const Error&) {
-        ctx.fail(std::string("attribute ") + a.name + " must be a number");
-      }
+      double v = attr_float(attrs, a.name);  // the schema filled the default, checked the kind
       check_attr(a, v, ctx);
       attrs = attrs.with(a.name, v);
     }
@@ -65,7 +60,7 @@ const Op* register_activation(const std::string& name, std::vector<FloatAttr> sp
   ComputeRule rule = [spec, fn, stage](const std::vector<Tensor>& in, const Attrs& attrs,
                                        const TensorType& out) {
     std::vector<double> values;
-    for (const FloatAttr& a : spec) values.push_back(attrs.get_float(a.name, a.dflt));
+    for (const FloatAttr& a : spec) values.push_back(attr_float(attrs, a.name));
     const Tensor& x = in[0];
     return compute(stage, out.shape, [&](const std::vector<PrimVar>& i) {
       // The input is bound once: in a fused group it is the producer's whole expression.

@@ -103,7 +103,7 @@ Type attention_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContex
       ctx.fail("the mask " + to_string(m) + " does not broadcast to the scores " +
                ints_str(scores) + " (batch..., queries, keys)");
   }
-  double scale = attrs.has("scale") ? attr_float(attrs, "scale") : 1.0 / std::sqrt(double(E));
+  double scale = attr_has(attrs, "scale") ? attr_float(attrs, "scale") : 1.0 / std::sqrt(double(E));
   if (!std::isfinite(scale))
     ctx.fail("scale must be a finite number, got " + std::to_string(scale));
   int64_t causal = attr_int(attrs, "causal");

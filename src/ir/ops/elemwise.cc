@@ -1,5 +1,6 @@
 // Elementwise ops: broadcasting binary arithmetic, comparisons and logic, where, unary
-// math, activations and cast. Numerics follow PyTorch; float Max/Min propagate NaN
+// math, activations (relu, leaky_relu, gelu, silu, log_sigmoid, hardswish,
+// hardsigmoid) and cast. Numerics follow PyTorch; float Max/Min propagate NaN
 // (loop.h), so relu, clip, maximum and the hard activations pass NaN through like torch.
 #include <string>
 #include <vector>
@@ -325,6 +326,12 @@ PrimExpr relu6_shifted(const PrimExpr& x) {
 // torch's x / (1 + e^-x): for x < -89 e^-x is inf and the result -0, as in torch.
 [[maybe_unused]] const Op* kSilu = register_unary(
     "nn.silu", [](const PrimExpr& x, const Attrs&) { return x / (cst(x, 1.0) + exp(-x)); });
+// torch.nn.functional.logsigmoid, log(1 / (1 + e^-x)), as torch's CPU kernel computes it:
+// min(x, 0) - log1p(e^-|x|), which never overflows and keeps full accuracy for large |x|
+// (about -e^-x for large x, x for very negative x); NaN propagates, -inf gives -inf.
+[[maybe_unused]] const Op* kLogSigmoid = register_unary(
+    "nn.log_sigmoid",
+    [](const PrimExpr& x, const Attrs&) { return min(x, cst(x, 0.0)) - log1p(exp(-abs(x))); });
 [[maybe_unused]] const Op* kHardswish = register_unary(
     "nn.hardswish",
     [](const PrimExpr& x, const Attrs&) { return x * relu6_shifted(x) / cst(x, 6.0); });

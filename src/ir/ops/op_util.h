@@ -59,11 +59,26 @@ inline void check_same_dtype(const TensorType& a, const std::string& what_a, con
 
 // ---------------------------------------------------------------- declared attributes
 
+// The op whose type relation, compute rule, own lowering, constant check or two-anchor rule
+// is running on this thread (register_op wraps each of them), or nullptr outside them.
+const Op* op_reading_attrs();
+// InternalError unless `key` is in the schema of the op whose rule is running: every
+// attribute an op reads is one it declares (the readers below all check). Outside an op's
+// rules (a kernel helper called directly by a test) there is nothing to check against.
+void check_declared(const std::string& key);
+
+// Whether a declared attribute without a default (attention's scale) was given.
+inline bool attr_has(const Attrs& a, const std::string& key) {
+  check_declared(key);
+  return a.has(key);
+}
 // The value of a declared attribute: Op::attrs filled its default before the relation ran,
 // so a typed attribute struct reads it without a default of its own.
 inline const AttrValue& declared(const Attrs& a, const std::string& key) {
+  check_declared(key);
   auto it = a.values().find(key);
-  EMBER_CHECK(it != a.values().end(), "attribute '", key, "' is read but was never declared");
+  EMBER_CHECK(it != a.values().end(), "attribute '", key, "' is declared without a default",
+              " and was not given; test attr_has first");
   return it->second;
 }
 inline int64_t attr_int(const Attrs& a, const std::string& key) {

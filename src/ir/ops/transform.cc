@@ -36,7 +36,6 @@ Tensor row_major_copy(const std::string& name, const Tensor& x,
 Type reshape_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
   check_arity(args, 1, ctx);
   const TensorType& x = tensor_arg(args, 0, "data", ctx);
-  if (!attrs.has("newshape")) ctx.fail("needs the newshape attribute");
   std::vector<int64_t> shape = attr_ints(attrs, "newshape");
   int64_t infer = -1, known = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -162,7 +161,7 @@ Type from_blocked_rel(const std::vector<Type>& args, Attrs& attrs, const TypeCon
   check_rank(x, 5, "data (NCHW[c]c)", ctx);
   const int64_t padded = x.shape[1] * x.shape[4];
   // Declared without a default: all of the blocks' channels, which depends on the input.
-  const int64_t channels = attrs.get_int("channels", padded);
+  const int64_t channels = attr_has(attrs, "channels") ? attr_int(attrs, "channels") : padded;
   if (channels > padded || channels <= padded - x.shape[4])
     ctx.fail("channels = " + std::to_string(channels) + " must be in the last block of " +
              to_string(x) + " (" + std::to_string(padded - x.shape[4] + 1) + " to " +
@@ -236,7 +235,6 @@ Tensor concatenate_compute(const std::vector<Tensor>& in, const Attrs& attrs,
 Type strided_slice_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
   check_arity(args, 1, ctx);
   const TensorType& x = tensor_arg(args, 0, "data", ctx);
-  if (!attrs.has("begin") || !attrs.has("end")) ctx.fail("needs the begin and end attributes");
   std::vector<int64_t> begin = attr_ints(attrs, "begin"), end = attr_ints(attrs, "end");
   size_t n = begin.size();
   std::vector<int64_t> strides = attr_ints(attrs, "strides");
@@ -285,7 +283,6 @@ Tensor strided_slice_compute(const std::vector<Tensor>& in, const Attrs& attrs,
 Type expand_dims_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
   check_arity(args, 1, ctx);
   const TensorType& x = tensor_arg(args, 0, "data", ctx);
-  if (!attrs.has("axis")) ctx.fail("needs the axis attribute");
   // The new axes go before input axis `axis`; axis == ndim appends them.
   int64_t axis = normalize_axis(attr_int(attrs, "axis"), x.ndim() + 1, ctx);
   int64_t count = attr_int(attrs, "num_newaxis");
@@ -347,7 +344,6 @@ Tensor squeeze_compute(const std::vector<Tensor>& in, const Attrs& attrs, const 
 Type broadcast_to_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
   check_arity(args, 1, ctx);
   const TensorType& x = tensor_arg(args, 0, "data", ctx);
-  if (!attrs.has("shape")) ctx.fail("needs the shape attribute");
   std::vector<int64_t> shape = attr_ints(attrs, "shape");
   int64_t lead = static_cast<int64_t>(shape.size()) - x.ndim();
   if (lead < 0)
@@ -402,7 +398,7 @@ void take_check_constants(const std::vector<Expr>& args, const Attrs& attrs,
   int64_t axis = attr_int(attrs, "axis");
   int64_t size = args[0]->type.tensor().shape[axis];
   bool allow_negative = attr_int(attrs, "allow_negative") != 0;
-  const runtime::Tensor& v = c->value;
+  const runtime::NDArray& v = c->value;
   for (int64_t i = 0; i < v.numel(); ++i) {
     int64_t at = v.dtype() == DType::Int64 ? v.data_as<int64_t>()[i] : v.data_as<int32_t>()[i];
     if (at < size && at >= (allow_negative ? -size : 0)) continue;

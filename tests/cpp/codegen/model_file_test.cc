@@ -37,7 +37,7 @@ std::string read_bytes(const std::string& path) {
 std::string exported_model() {
   static const std::string path = [] {
     ir::Expr x = ir::var("x", ir::TensorType{{4, 8}, DType::Float32});
-    runtime::Tensor w = runtime::Tensor::zeros({8}, DType::Float32);
+    runtime::NDArray w = runtime::NDArray::zeros({8}, DType::Float32);
     auto lib =
         build(ir::function({x}, ir::call("nn.relu", {ir::call("add", {x, ir::constant(w, "w")})})));
     std::string p = temp_path("model.ember");

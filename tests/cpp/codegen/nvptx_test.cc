@@ -11,6 +11,7 @@
 #include <random>
 #include <regex>
 
+#include "../op_examples.h"
 #include "../ptxas.h"
 #include "ember/codegen/build.h"
 #include "ember/codegen/codegen.h"
@@ -26,10 +27,6 @@ namespace {
 using namespace ember::ir;
 using namespace ember::test_util;
 
-Expr f32(const std::string& name, std::vector<int64_t> shape) {
-  return var(name, TensorType{std::move(shape), DType::Float32});
-}
-
 // Builds `body` over `params` for the GPU and checks the PTX with ptxas for both archs.
 void expect_assembles(const std::vector<Expr>& params, const Expr& body, const std::string& what) {
   auto lib = build(function(params, body), "cuda");
@@ -42,155 +39,6 @@ void expect_assembles(const std::vector<Expr>& params, const Expr& body, const s
   std::string ptx90 = lib90->get_source("ptx");
   EXPECT_NE(ptx90.find(".target sm_90"), std::string::npos) << what;
   EXPECT_EQ(ptxas(ptx90, "sm_90"), "") << what;
-}
-
-// One example call per op (ops with attributes or several inputs); any other op is tried
-// as a unary op on a float tensor.
-std::map<std::string, std::function<Expr(std::vector<Expr>&)>> examples() {
-  using V = std::vector<int64_t>;
-  auto x4 = [](std::vector<Expr>& p) { return p.emplace_back(f32("x", {2, 4, 9, 7})); };
-  return {
-      {"nn.conv2d",
-       [=](auto& p) {
-         Expr x = x4(p), w = p.emplace_back(f32("w", {6, 4, 3, 3}));
-         return call("nn.conv2d", {x, w}, Attrs({{"padding", V{1}}, {"strides", V{2}}}));
-       }},
-      {"nn.dense",
-       [](auto& p) {
-         Expr x = p.emplace_back(f32("x", {3, 40})), w = p.emplace_back(f32("w", {10, 40}));
-         return call("nn.dense", {x, w});
-       }},
-      {"nn.matmul",
-       [](auto& p) {
-         Expr a = p.emplace_back(f32("a", {3, 5, 6})), b = p.emplace_back(f32("b", {6, 4}));
-         return call("nn.matmul", {a, b});
-       }},
-      {"nn.batch_matmul",
-       [](auto& p) {
-         Expr a = p.emplace_back(f32("a", {3, 5, 6})), b = p.emplace_back(f32("b", {3, 6, 2}));
-         return call("nn.batch_matmul", {a, b});
-       }},
-      {"nn.bias_add",
-       [=](auto& p) {
-         Expr x = x4(p);
-         return call("nn.bias_add", {x, p.emplace_back(f32("b", {4}))});
-       }},
-      {"nn.batch_norm",
-       [=](auto& p) {
-         Expr x = x4(p);
-         std::vector<Expr> args{x};
-         for (const char* n : {"g", "b", "m", "v"}) args.push_back(p.emplace_back(f32(n, {4})));
-         return call("nn.batch_norm", args);
-       }},
-      {"nn.max_pool2d",
-       [=](auto& p) {
-         return call("nn.max_pool2d", {x4(p)},
-                     Attrs({{"pool_size", V{3}}, {"strides", V{2}}, {"padding", V{1}}}));
-       }},
-      {"nn.avg_pool2d",
-       [=](auto& p) {
-         return call("nn.avg_pool2d", {x4(p)}, Attrs({{"pool_size", V{2}}, {"padding", V{1}}}));
-       }},
-      {"nn.adaptive_avg_pool2d",
-       [=](auto& p) {
-         return call("nn.adaptive_avg_pool2d", {x4(p)}, Attrs({{"output_size", V{2}}}));
-       }},
-      {"nn.softmax",
-       [](auto& p) { return call("nn.softmax", {p.emplace_back(f32("x", {3, 1000}))}); }},
-      {"nn.log_softmax",
-       [](auto& p) { return call("nn.log_softmax", {p.emplace_back(f32("x", {3, 37}))}); }},
-      {"nn.layer_norm",
-       [](auto& p) {
-         Expr x = p.emplace_back(f32("x", {2, 5, 48}));
-         return call("nn.layer_norm",
-                     {x, p.emplace_back(f32("g", {48})), p.emplace_back(f32("b", {48}))});
-       }},
-      {"nn.pad",
-       [=](auto& p) {
-         return call("nn.pad", {x4(p)}, Attrs({{"pad_width", V{0, 0, 0, 0, 1, 1, 2, 2}}}));
-       }},
-      {"mean", [=](auto& p) { return call("mean", {x4(p)}, Attrs({{"axis", V{2, 3}}})); }},
-      {"sum", [=](auto& p) { return call("sum", {x4(p)}, Attrs({{"axis", V{1}}})); }},
-      {"max", [=](auto& p) { return call("max", {x4(p)}, Attrs({{"axis", V{3}}})); }},
-      {"reshape",
-       [=](auto& p) {
-         // A view alone has no kernel: add one so the kernel reads the view.
-         Expr r = call("reshape", {x4(p)}, Attrs({{"newshape", V{8, -1}}}));
-         return call("nn.relu", {r});
-       }},
-      {"flatten", [=](auto& p) { return call("nn.relu", {call("flatten", {x4(p)})}); }},
-      {"squeeze",
-       [](auto& p) {
-         return call("nn.relu", {call("squeeze", {p.emplace_back(f32("x", {3, 1, 4}))})});
-       }},
-      {"transpose",
-       [=](auto& p) { return call("transpose", {x4(p)}, Attrs({{"axes", V{0, 2, 3, 1}}})); }},
-      {"concatenate",
-       [](auto& p) {
-         Expr a = p.emplace_back(f32("a", {2, 3})), b = p.emplace_back(f32("b", {2, 5}));
-         return call("concatenate", {a, b}, Attrs({{"axis", int64_t{1}}}));
-       }},
-      {"where",
-       [](auto& p) {
-         Expr c = p.emplace_back(var("c", TensorType{{4, 5}, DType::Bool}));
-         return call("where", {c, p.emplace_back(f32("a", {4, 5})), p.emplace_back(f32("b", {5}))});
-       }},
-      {"cast",
-       [](auto& p) {
-         return call("cast", {p.emplace_back(f32("x", {4, 5}))},
-                     Attrs({{"dtype", std::string("int32")}}));
-       }},
-      {"take",
-       [](auto& p) {
-         Expr x = p.emplace_back(f32("x", {6, 5}));
-         Expr i = p.emplace_back(var("i", TensorType{{3}, DType::Int64}));
-         return call("take", {x, i}, Attrs({{"axis", int64_t{0}}}));
-       }},
-      {"broadcast_to",
-       [](auto& p) {
-         return call("broadcast_to", {p.emplace_back(f32("x", {3, 1}))},
-                     Attrs({{"shape", V{2, 3, 5}}}));
-       }},
-      {"expand_dims",
-       [](auto& p) {
-         return call("nn.relu", {call("expand_dims", {p.emplace_back(f32("x", {3, 4}))},
-                                      Attrs({{"axis", int64_t{1}}}))});
-       }},
-      {"strided_slice",
-       [=](auto& p) {
-         return call(
-             "strided_slice", {x4(p)},
-             Attrs({{"begin", V{0, 1, 1, 0}}, {"end", V{2, 4, 9, 7}}, {"strides", V{1, 2, 3, 1}}}));
-       }},
-      {"clip",
-       [](auto& p) {
-         return call("clip", {p.emplace_back(f32("x", {4, 5}))},
-                     Attrs({{"a_min", 0.0}, {"a_max", 6.0}}));
-       }},
-  };
-}
-
-// Binary elementwise ops and float64: broadcast shapes and the double expansions.
-Expr generic_example(const std::string& op, std::vector<Expr>& p, std::string* why) {
-  auto try_call = [&](std::vector<Expr> args) -> Expr {
-    try {
-      return call(op, args);
-    } catch (const Error& e) {
-      *why = e.what();
-      return nullptr;
-    }
-  };
-  std::vector<Expr> unary{f32("x", {3, 70})};
-  if (Expr e = try_call(unary)) {
-    p = unary;
-    return e;
-  }
-  std::vector<Expr> binary{f32("a", {3, 70}), f32("b", {70})};
-  if (Expr e = try_call(binary)) {
-    p = binary;
-    return e;
-  }
-  return nullptr;
 }
 
 TEST(NVPTX, EveryOpAssemblesForSm80AndSm90) {
@@ -246,8 +94,8 @@ class SerializeGpuLoops : public PrimMutator {
   }
 };
 
-runtime::Tensor random_tensor(const TensorType& t, std::mt19937& rng) {
-  runtime::Tensor x = runtime::Tensor::empty(t.shape, t.dtype);
+runtime::NDArray random_tensor(const TensorType& t, std::mt19937& rng) {
+  runtime::NDArray x = runtime::NDArray::empty(t.shape, t.dtype);
   std::normal_distribution<double> normal;
   for (int64_t i = 0; i < x.numel(); ++i) {
     switch (t.dtype) {
@@ -271,7 +119,7 @@ runtime::Tensor random_tensor(const TensorType& t, std::mt19937& rng) {
   return x;
 }
 
-double element(const runtime::Tensor& t, int64_t i) {
+double element(const runtime::NDArray& t, int64_t i) {
   switch (t.dtype()) {
     case DType::Float32:
       return t.data_as<float>()[i];
@@ -290,7 +138,7 @@ double element(const runtime::Tensor& t, int64_t i) {
 // Runs `fn` built for "llvm" and the serialized "cuda" build on the CPU; same outputs.
 void expect_gpu_schedule_matches_cpu(const Function& fn, const std::string& what) {
   std::mt19937 rng(7);
-  std::vector<runtime::Tensor> inputs;
+  std::vector<runtime::NDArray> inputs;
   for (auto& p : fn->params) inputs.push_back(random_tensor(p->type.tensor(), rng));
   auto cpu = build(fn, "llvm");
   auto gpu = build(fn, "cuda");
@@ -310,7 +158,7 @@ void expect_gpu_schedule_matches_cpu(const Function& fn, const std::string& what
   b.run();
   ASSERT_EQ(a.num_outputs(), b.num_outputs());
   for (int o = 0; o < a.num_outputs(); ++o) {
-    runtime::Tensor x = a.get_output(o), y = b.get_output(o);
+    runtime::NDArray x = a.get_output(o), y = b.get_output(o);
     ASSERT_EQ(x.shape(), y.shape()) << what;
     for (int64_t i = 0; i < x.numel(); ++i) {
       double u = element(x, i), v = element(y, i);
@@ -584,7 +432,7 @@ TEST(NVPTX, FusedConvBatchNormReluThroughThePipeline) {
   using V = std::vector<int64_t>;
   std::mt19937 rng(3);
   auto param = [&](std::vector<int64_t> shape, double lo, double hi) {
-    runtime::Tensor t = runtime::Tensor::empty(shape, DType::Float32);
+    runtime::NDArray t = runtime::NDArray::empty(shape, DType::Float32);
     std::uniform_real_distribution<float> u(static_cast<float>(lo), static_cast<float>(hi));
     for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = u(rng);
     return constant(t);
@@ -678,9 +526,9 @@ TEST(NVPTX, RunningWithoutAGpuIsAClearError) {
 TEST(NVPTX, CudaTensorsAreCopiedByTheDriver) {
   if (runtime::cuda::available()) GTEST_SKIP() << "a GPU is present";
   auto host = std::make_shared<std::vector<float>>(4, 1.0f);
-  runtime::Tensor dev = runtime::Tensor::view(host, host->data(), {4}, DType::Float32,
-                                              runtime::Device{runtime::DeviceType::CUDA, 0});
-  runtime::Tensor cpu = runtime::Tensor::zeros({4}, DType::Float32);
+  runtime::NDArray dev = runtime::NDArray::view(host, host->data(), {4}, DType::Float32,
+                                                runtime::Device{runtime::DeviceType::CUDA, 0});
+  runtime::NDArray cpu = runtime::NDArray::zeros({4}, DType::Float32);
   for (auto& attempt : std::vector<std::function<void()>>{
            [&] { dev.clone(); }, [&] { cpu.copy_from(dev); }, [&] { dev.copy_from(cpu); }}) {
     try {
@@ -705,13 +553,13 @@ TEST(NVPTX, GpuMatchesCpu) {
   Function fn = function({x, w}, z);
   std::mt19937 rng(0);
   std::normal_distribution<float> dist;
-  std::vector<runtime::Tensor> inputs;
+  std::vector<runtime::NDArray> inputs;
   for (auto& p : fn->params) {
-    runtime::Tensor t = runtime::Tensor::empty(p->type.tensor().shape, DType::Float32);
+    runtime::NDArray t = runtime::NDArray::empty(p->type.tensor().shape, DType::Float32);
     for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = dist(rng);
     inputs.push_back(t);
   }
-  std::vector<runtime::Tensor> outs;
+  std::vector<runtime::NDArray> outs;
   for (const char* target : {"llvm", "cuda"}) {
     auto lib = build(fn, target);
     runtime::GraphExecutor ex(lib->graph, lib->module);

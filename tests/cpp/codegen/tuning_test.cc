@@ -19,9 +19,9 @@ namespace ember {
 namespace {
 
 using namespace ir;
-using runtime::Tensor;
+using runtime::NDArray;
 
-Tensor random_tensor(std::vector<int64_t> shape, unsigned seed) {
+NDArray random_tensor(std::vector<int64_t> shape, unsigned seed) {
   return passes::testing::normal_tensor(shape, seed);
 }
 
@@ -93,7 +93,7 @@ std::vector<float> run(const Function& group, const passes::ScheduleKnobs& knobs
     exec.set_input(static_cast<int>(i),
                    random_tensor(group->params[i]->type.tensor().shape, 7 + unsigned(i)));
   exec.run();
-  Tensor out = exec.get_output(0);
+  NDArray out = exec.get_output(0);
   return std::vector<float>(out.data_as<float>(), out.data_as<float>() + out.numel());
 }
 

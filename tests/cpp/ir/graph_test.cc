@@ -21,7 +21,7 @@ Function residual_chain(int blocks, float scale) {
   Expr x = var("x", TensorType{{4}, DType::Float32});
   Expr y = x;
   for (int i = 0; i < blocks; ++i) y = call("add", {call("nn.relu", {y}), y});
-  runtime::Tensor c = runtime::Tensor::empty({4}, DType::Float32);
+  runtime::NDArray c = runtime::NDArray::empty({4}, DType::Float32);
   for (int i = 0; i < 4; ++i) c.data_as<float>()[i] = scale;
   return function({x}, call("multiply", {y, constant(c)}));
 }

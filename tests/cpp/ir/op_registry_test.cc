@@ -6,11 +6,28 @@
 #include <set>
 #include <variant>
 
+#include "../../../src/ir/ops/op_util.h"
 #include "../expect_error.h"
+#include "../op_examples.h"
 #include "ember/ir/op.h"
 
 namespace ember::ir {
 namespace {
+
+// A test op that reads an attribute it does not declare ("bad") when it is given one: the
+// guard must make that an internal error naming op and attribute.
+[[maybe_unused]] const Op* kUndeclaredReader = register_op(ops::with_attrs(
+    {"test_undeclared_reader", 1, OpPattern::ElemWise,
+     [](const std::vector<Type>& args, Attrs& attrs, const TypeContext&) {
+       if (attrs.has("bad")) ops::attr_int(attrs, "bad");
+       return args[0];
+     },
+     [](const std::vector<Tensor>& in, const Attrs& attrs, const TensorType& out) {
+       if (attrs.has("bad")) ops::attr_float(attrs, "bad");
+       return compute("id", out.shape,
+                      [&](const std::vector<PrimVar>& i) { return in[0](ops::as_exprs(i)); });
+     }},
+    {ops::int_attr("good", 0, "a declared attribute")}));
 
 bool value_has_kind(const AttrValue& v, AttrKind k) {
   switch (k) {
@@ -92,6 +109,71 @@ TEST(OpRegistry, AttributeErrorsNameTheNode) {
   // An op that declares nothing: Attrs' own getter error, re-raised with the node.
   EXPECT_ERROR_WITH(call("clip", {x}, Attrs({{"a_min", std::string("lo")}, {"a_max", 1.0}}), "c1"),
                     "clip 'c1'", "'a_min'");
+}
+
+template <class F>
+void expect_internal_error(F f, std::initializer_list<const char*> parts) {
+  try {
+    f();
+    ADD_FAILURE() << "expected ember::InternalError";
+  } catch (const InternalError& e) {
+    for (const char* part : parts)
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
+TEST(OpRegistry, ReadingAnUndeclaredAttributeIsAnInternalError) {
+  Expr x = var("x", TensorType{{2, 5}, DType::Float32});
+  Expr ok = call("test_undeclared_reader", {x}, Attrs({{"good", int64_t{1}}}));
+  // In the type relation.
+  expect_internal_error([&] { call("test_undeclared_reader", {x}, Attrs({{"bad", int64_t{1}}})); },
+                        {"op 'test_undeclared_reader'", "attribute 'bad'", "does not declare"});
+  // In the compute rule (called directly, as lowering does).
+  auto* c = as<CallNode>(ok);
+  std::vector<Tensor> in{placeholder("x", {2, 5}, DType::Float32)};
+  expect_internal_error([&] { c->op->compute(in, c->attrs.with("bad", 2.0), c->type.tensor()); },
+                        {"op 'test_undeclared_reader'", "attribute 'bad'"});
+}
+
+// Every registered op's relation, constant check, compute rule, own lowering (CPU and GPU)
+// and two-anchor rule run on its sample call (op_examples.h) reading only declared
+// attributes: an undeclared read throws InternalError, which fails the test.
+TEST(OpRegistry, EveryOpReadsOnlyDeclaredAttributes) {
+  auto table = test_util::examples();
+  table.merge(test_util::cpu_layout_examples());
+  std::vector<std::string> missing;
+  for (const std::string& name : list_ops()) {
+    SCOPED_TRACE(name);
+    std::vector<Expr> params;
+    std::string why;
+    Expr body =
+        table.count(name) ? table[name](params) : test_util::generic_example(name, params, &why);
+    if (!body) {
+      missing.push_back(name + " (" + why + ")");
+      continue;
+    }
+    for (const Expr& e : post_order(body)) {  // the op's call and any around it
+      auto* c = as<CallNode>(e);
+      if (!c || !c->op) continue;
+      if (c->op->compute) {
+        std::vector<Tensor> inputs;
+        for (size_t i = 0; i < c->args.size(); ++i) {
+          const TensorType& t = c->args[i]->type.tensor();
+          inputs.push_back(placeholder("in" + std::to_string(i), t.shape, t.dtype));
+        }
+        Tensor out = c->op->compute(inputs, c->attrs, c->type.tensor());
+        EXPECT_EQ(out.shape(), c->type.tensor().shape);
+      }
+      if (c->op->lower && e == body) {
+        Function group = function(params, body);
+        c->op->lower(group, "k", 256, false);
+        c->op->lower(group, "k", 256, true);
+      }
+      if (c->op->two_anchor) c->op->two_anchor(*c, *c);
+    }
+  }
+  EXPECT_TRUE(missing.empty()) << "ops without a sample call in tests/cpp/op_examples.h: "
+                               << ::testing::PrintToString(missing);
 }
 
 }  // namespace

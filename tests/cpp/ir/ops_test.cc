@@ -332,7 +332,7 @@ TEST(OpsTest, Softmax) {
 TEST(OpsTest, NewOpPatterns) {
   for (const char* name :
        {"erf", "log", "abs", "negative", "floor", "ceil", "round", "cast", "logical_not", "nn.gelu",
-        "nn.leaky_relu", "nn.silu", "nn.hardswish", "nn.hardsigmoid"})
+        "nn.leaky_relu", "nn.silu", "nn.log_sigmoid", "nn.hardswish", "nn.hardsigmoid"})
     EXPECT_EQ(get_op(name)->pattern, OpPattern::ElemWise) << name;
   for (const char* name :
        {"power", "maximum", "minimum", "equal", "not_equal", "less", "less_equal", "greater",
@@ -347,6 +347,26 @@ TEST(OpsTest, NewOpPatterns) {
   EXPECT_TRUE(get_op("expand_dims")->is_view);
   EXPECT_TRUE(get_op("squeeze")->is_view);
   EXPECT_FALSE(get_op("strided_slice")->is_view);
+}
+
+TEST(OpsTest, Cumsum) {
+  Expr x = f32("x", {2, 7, 3});
+  Expr c = call("cumsum", {x}, Attrs({{"axis", int64_t{-2}}}), "cs");
+  EXPECT_EQ(shape_of(c), (std::vector<int64_t>{2, 7, 3}));
+  EXPECT_EQ(c->type.tensor().dtype, DType::Float32);
+  EXPECT_EQ(attrs_of(c).get_int("axis", 0), 1);                // normalised
+  for (DType t : {DType::Int32, DType::Int64, DType::Bool}) {  // torch's promotion
+    Expr i = call("cumsum", {var("i", TensorType{{5}, t})}, Attrs({{"axis", int64_t{0}}}));
+    EXPECT_EQ(i->type.tensor().dtype, DType::Int64);
+  }
+  EXPECT_EQ(get_op("cumsum")->pattern, OpPattern::Opaque);  // a scan: its own loop nest
+  EXPECT_TRUE(get_op("cumsum")->lower);
+  EXPECT_FALSE(get_op("cumsum")->compute);
+  expect_error([&] { call("cumsum", {x}, Attrs({{"axis", int64_t{3}}}), "cs"); },
+               {"cumsum 'cs'", "axis 3 is out of range"});
+  expect_error([&] { call("cumsum", {x}, {}, "cs"); }, {"cumsum 'cs'", "needs the attribute axis"});
+  expect_error([&] { call("cumsum", {f32("s", {})}, Attrs({{"axis", int64_t{0}}}), "cs"); },
+               {"cumsum 'cs'", "scalar", "reshape it to [1]"});
 }
 
 TEST(OpsTest, ElementwiseDtypes) {

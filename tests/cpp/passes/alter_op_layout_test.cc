@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "ember/ir/op.h"
-#include "ember/runtime/tensor.h"
+#include "ember/runtime/ndarray.h"
 
 namespace ember::passes {
 namespace {
@@ -13,7 +13,7 @@ namespace {
 using namespace ir;
 
 Expr weight(int64_t n, int64_t k) {
-  return constant(runtime::Tensor::empty({n, k}, DType::Float32), "fc.weight");
+  return constant(runtime::NDArray::empty({n, k}, DType::Float32), "fc.weight");
 }
 
 int count_calls(const Function& f, const std::string& op) {
@@ -60,7 +60,7 @@ TEST(AlterOpLayout, WeightsThatAreInputsAreLeftAlone) {
 }
 
 Expr conv_weight(int64_t co, int64_t ci) {
-  return constant(runtime::Tensor::empty({co, ci, 3, 3}, DType::Float32), "w");
+  return constant(runtime::NDArray::empty({co, ci, 3, 3}, DType::Float32), "w");
 }
 
 TEST(AlterOpLayout, ConvChainRunsBlockedWithOneConversionInAndOut) {
@@ -69,7 +69,7 @@ TEST(AlterOpLayout, ConvChainRunsBlockedWithOneConversionInAndOut) {
   Expr x = var("x", TensorType{{1, 16, 9, 9}, DType::Float32});
   Attrs pad({{"padding", std::vector<int64_t>{1, 1, 1, 1}}, {"groups", int64_t{1}}});
   Expr w1 = conv_weight(16, 16), w2 = conv_weight(8, 16);
-  Expr bias = constant(runtime::Tensor::empty({16, 1, 1}, DType::Float32), "b");
+  Expr bias = constant(runtime::NDArray::empty({16, 1, 1}, DType::Float32), "b");
   Expr y = call("nn.relu", {call("add", {call("nn.conv2d", {x, w1}, pad, "c1"), bias})});
   Function f = function({x}, call("nn.conv2d", {y, w2}, pad, "c2"));
   Function got = alter_op_layout(f, MachineModel::for_vector_bits(256));
@@ -97,7 +97,7 @@ TEST(AlterOpLayout, PaddedChannelsStayBlockedOnlyThroughOpsThatKeepThemFinite) {
   Expr x = var("x", TensorType{{1, 38, 9, 9}, DType::Float32});
   Attrs pad({{"padding", std::vector<int64_t>{1, 1, 1, 1}}, {"groups", int64_t{1}}});
   Expr w1 = conv_weight(38, 38), w2 = conv_weight(38, 38), w3 = conv_weight(16, 38);
-  Expr bias = constant(runtime::Tensor::empty({38, 1, 1}, DType::Float32), "b");
+  Expr bias = constant(runtime::NDArray::empty({38, 1, 1}, DType::Float32), "b");
   Expr y = call("sigmoid", {call("add", {call("nn.conv2d", {x, w1}, pad, "c1"), bias})});
   y = call("divide", {call("nn.conv2d", {y, w2}, pad, "c2"), bias});
   Function f = function({x}, call("nn.conv2d", {y, w3}, pad, "c3"));

@@ -18,7 +18,7 @@ namespace ember::passes {
 namespace {
 
 using namespace ir;
-using runtime::Tensor;
+using runtime::NDArray;
 using namespace testing;
 
 std::string str(const Function& f) { return to_string(Expr(f)); }
@@ -31,13 +31,13 @@ const ConstEvaluator kEvaluate = [](const Function& f) {
   return run(f);
 };
 
-void expect_near(const Tensor& got, const std::vector<float>& want) {
+void expect_near(const NDArray& got, const std::vector<float>& want) {
   ASSERT_EQ(got.numel(), static_cast<int64_t>(want.size()));
   for (size_t i = 0; i < want.size(); ++i)
     EXPECT_NEAR(got.data_as<float>()[i], want[i], 1e-5) << "element " << i;
 }
 
-std::vector<float> values(const Tensor& t) {
+std::vector<float> values(const NDArray& t) {
   return std::vector<float>(t.data_as<float>(), t.data_as<float>() + t.numel());
 }
 
@@ -48,7 +48,7 @@ const ConstantNode* constant_arg(const Expr& e, size_t i) {
 
 TEST(FoldConstant, ChainOfConstantOpsBecomesOneConstant) {
   Expr x = f32("x", {2, 4});
-  Tensor a = random_tensor({4}, -1, 1, 1), b = random_tensor({4}, -1, 1, 2);
+  NDArray a = random_tensor({4}, -1, 1, 1), b = random_tensor({4}, -1, 1, 2);
   Expr sum = call("add", {constant(a, "a"), constant(b, "b")}, {}, "sum");
   Expr e = call("exp", {sum}, {}, "exp");
   Expr sq = call("sqrt", {e}, {}, "exp");  // a name already used: it appears once
@@ -83,8 +83,8 @@ TEST(FoldConstant, InputDependentSubgraphsStay) {
 
 TEST(FoldConstant, OnlyTheConstantPartOfAMixedGraphFolds) {
   Expr x = f32("x", {2, 3});
-  Tensor a = random_tensor({3}, 0, 1, 4), b = random_tensor({3}, 0, 1, 5);
-  Tensor c = random_tensor({2, 3}, 0, 1, 6);
+  NDArray a = random_tensor({3}, 0, 1, 4), b = random_tensor({3}, 0, 1, 5);
+  NDArray c = random_tensor({2, 3}, 0, 1, 6);
   Expr prod = call("multiply", {constant(a), constant(b)}, {}, "prod");
   Expr lhs = call("add", {x, prod}, {}, "lhs");
   // Two separate constant subgraphs, evaluated by one compilation.
@@ -114,7 +114,7 @@ TEST(FoldConstant, OnlyTheConstantPartOfAMixedGraphFolds) {
 
 TEST(FoldConstant, ReshapeOfAConstantFoldsAndKeepsItsName) {
   Expr x = f32("x", {2, 6});
-  Tensor w = random_tensor({12}, -1, 1, 7);
+  NDArray w = random_tensor({12}, -1, 1, 7);
   Expr w2 = call("reshape", {constant(w, "fc.weight")},
                  Attrs({{"newshape", std::vector<int64_t>{2, 6}}}));
   Function before = function({x}, call("nn.dense", {x, w2}, {}, "fc"));
@@ -128,7 +128,7 @@ TEST(FoldConstant, ReshapeOfAConstantFoldsAndKeepsItsName) {
 }
 
 TEST(FoldConstant, AllConstantOutputsFoldAndConstantOutputsStay) {
-  Tensor a = random_tensor({2, 2}, -1, 1, 8);
+  NDArray a = random_tensor({2, 2}, -1, 1, 8);
   Expr k = constant(a, "k");
   Expr x = f32("x", {2, 2});
   Function before =

@@ -20,7 +20,7 @@ namespace ember::passes {
 namespace {
 
 using namespace ir;
-using runtime::Tensor;
+using runtime::NDArray;
 using namespace testing;
 
 Expr weight(const std::vector<int64_t>& shape, unsigned seed, const std::string& name) {

@@ -15,9 +15,9 @@ namespace ember::passes {
 namespace {
 
 using namespace ir;
-using runtime::Tensor;
+using runtime::NDArray;
 
-Tensor random_tensor(std::vector<int64_t> shape, unsigned seed) {
+NDArray random_tensor(std::vector<int64_t> shape, unsigned seed) {
   return testing::normal_tensor(shape, seed);
 }
 
@@ -181,8 +181,8 @@ TEST(FuseOps, TwoAnchorKernelsKeepNoWholeIntermediateAndAgree) {
           if (auto* a = s.as<AllocateNode>(); a && a->buffer->name != "conv2d_pad")
             EXPECT_LT(a->buffer->numel(), intermediate / 4) << a->buffer->name << "\n" << pf;
         });
-    Tensor in = random_tensor({2, 8, 14, 20}, 9);
-    std::vector<Tensor> outs;
+    NDArray in = random_tensor({2, 8, 14, 20}, 9);
+    std::vector<NDArray> outs;
     for (bool fuse : {true, false}) {
       PassContext ctx;
       if (!fuse) ctx.disabled_passes = {"FuseOps"};
@@ -268,8 +268,8 @@ TEST(FuseOps, FusedAndUnfusedBuildsAgree) {
   Expr b = bias(conv(a, 6, 3, "conv2"), 4, "b2");
   Expr y = call("nn.relu", {call("add", {b, conv(x, 6, 5, "skip")})}, {}, "relu2");
   Function f = function({x}, y);
-  Tensor in = random_tensor({1, 4, 8, 8}, 9);
-  std::vector<Tensor> outs;
+  NDArray in = random_tensor({1, 4, 8, 8}, 9);
+  std::vector<NDArray> outs;
   for (bool fuse : {true, false}) {
     PassContext ctx;
     // The plain layout: AlterOpLayout would pad the 6 channels to a block of 8 at 256 bits

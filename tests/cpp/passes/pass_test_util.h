@@ -12,9 +12,9 @@
 
 namespace ember::passes::testing {
 
-inline runtime::Tensor random_tensor(const std::vector<int64_t>& shape, float lo, float hi,
-                                     unsigned seed) {
-  runtime::Tensor t = runtime::Tensor::empty(shape, DType::Float32);
+inline runtime::NDArray random_tensor(const std::vector<int64_t>& shape, float lo, float hi,
+                                      unsigned seed) {
+  runtime::NDArray t = runtime::NDArray::empty(shape, DType::Float32);
   std::mt19937 gen(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
   for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = dist(gen);
@@ -22,8 +22,8 @@ inline runtime::Tensor random_tensor(const std::vector<int64_t>& shape, float lo
 }
 
 /// Standard-normal float32 values, reproducible from `seed`.
-inline runtime::Tensor normal_tensor(const std::vector<int64_t>& shape, unsigned seed) {
-  runtime::Tensor t = runtime::Tensor::empty(shape, DType::Float32);
+inline runtime::NDArray normal_tensor(const std::vector<int64_t>& shape, unsigned seed) {
+  runtime::NDArray t = runtime::NDArray::empty(shape, DType::Float32);
   std::mt19937 gen(seed);
   std::normal_distribution<float> dist;
   for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = dist(gen);
@@ -36,25 +36,25 @@ inline ir::Expr f32(const std::string& name, std::vector<int64_t> shape) {
 
 // Compiles `f` with ember::build, runs it on `inputs` and returns copies of its outputs.
 // The folding and batching passes are off, so the graph runs as it is given.
-inline std::vector<runtime::Tensor> run(const ir::Function& f,
-                                        const std::vector<runtime::Tensor>& inputs = {}) {
+inline std::vector<runtime::NDArray> run(const ir::Function& f,
+                                         const std::vector<runtime::NDArray>& inputs = {}) {
   PassContext ctx;
   ctx.disabled_passes = {"SimplifyInference", "FoldConstant", "FoldScaleAxis", "BatchSharedDense"};
   auto lib = ember::build(f, "llvm", {}, ctx);
   runtime::GraphExecutor ex(lib->graph, lib->module);
   for (size_t i = 0; i < inputs.size(); ++i) ex.set_input(static_cast<int>(i), inputs[i]);
   ex.run();
-  std::vector<runtime::Tensor> out;
+  std::vector<runtime::NDArray> out;
   for (int i = 0; i < ex.num_outputs(); ++i) out.push_back(ex.get_output(i).clone());
   return out;
 }
 
 // `before` and `after` give the same outputs on random inputs, within 1e-5.
 inline void expect_same_outputs(const ir::Function& before, const ir::Function& after) {
-  std::vector<runtime::Tensor> inputs;
+  std::vector<runtime::NDArray> inputs;
   for (size_t i = 0; i < before->params.size(); ++i)
     inputs.push_back(random_tensor(before->params[i]->type.tensor().shape, -1, 1, 100 + i));
-  std::vector<runtime::Tensor> want = run(before, inputs), got = run(after, inputs);
+  std::vector<runtime::NDArray> want = run(before, inputs), got = run(after, inputs);
   ASSERT_EQ(want.size(), got.size());
   for (size_t o = 0; o < want.size(); ++o) {
     ASSERT_EQ(want[o].shape(), got[o].shape());

@@ -17,10 +17,10 @@ namespace ember::passes {
 namespace {
 
 using namespace ir;
-using runtime::Tensor;
+using runtime::NDArray;
 
 Expr scalar(float value) {
-  Tensor t = Tensor::empty({}, DType::Float32);
+  NDArray t = NDArray::empty({}, DType::Float32);
   *t.data_as<float>() = value;
   return constant(t);
 }
@@ -54,7 +54,7 @@ Expr frontend_form(const Inputs& in, const Expr& drop) {
   Expr s = call("nn.batch_matmul", {flat(in.q), flat(kt)}, {}, "sdpa");
   s = call("reshape", {s}, newshape({2, 3, 12, 20}), "sdpa");
   s = call("divide", {s, scalar(4.0f)}, {}, "sdpa");
-  Tensor tril = Tensor::empty({12, 20}, DType::Bool);
+  NDArray tril = NDArray::empty({12, 20}, DType::Bool);
   for (int i = 0; i < 12; ++i)
     for (int j = 0; j < 20; ++j) tril.data_as<uint8_t>()[i * 20 + j] = j <= i;
   s = call("where", {constant(tril), s, scalar(-INFINITY)}, {}, "sdpa");
@@ -160,8 +160,8 @@ TEST(RecognizeAttention, LookAlikesAreLeftAlone) {
   }
 }
 
-Tensor random_tensor(std::vector<int64_t> shape, unsigned seed, DType dtype = DType::Float32) {
-  Tensor t = Tensor::empty(shape, dtype);
+NDArray random_tensor(std::vector<int64_t> shape, unsigned seed, DType dtype = DType::Float32) {
+  NDArray t = NDArray::empty(shape, dtype);
   std::mt19937 gen(seed);
   std::normal_distribution<float> dist;
   for (int64_t i = 0; i < t.numel(); ++i) {
@@ -173,7 +173,7 @@ Tensor random_tensor(std::vector<int64_t> shape, unsigned seed, DType dtype = DT
   return t;
 }
 
-std::vector<float> run_model(const Function& f, const std::vector<Tensor>& inputs,
+std::vector<float> run_model(const Function& f, const std::vector<NDArray>& inputs,
                              const PassContext& ctx, size_t* kernels,
                              std::vector<std::string>* patterns) {
   auto lib = build(f, "llvm", {}, ctx);
@@ -183,7 +183,7 @@ std::vector<float> run_model(const Function& f, const std::vector<Tensor>& input
   runtime::GraphExecutor ex(lib->graph, lib->module);
   for (size_t i = 0; i < inputs.size(); ++i) ex.set_input(static_cast<int>(i), inputs[i]);
   ex.run();
-  Tensor out = ex.get_output(0);
+  NDArray out = ex.get_output(0);
   return std::vector<float>(out.data_as<float>(), out.data_as<float>() + out.numel());
 }
 
@@ -191,9 +191,9 @@ TEST(RecognizeAttention, BuiltModelMatchesTheUnfusedOps) {
   Inputs in;
   Expr drop = var("drop", TensorType{{2, 1, 1, 20}, DType::Bool});
   Function f = function({in.q, in.k, in.v, drop}, frontend_form(in, drop));
-  std::vector<Tensor> inputs = {random_tensor({2, 3, 12, 8}, 1), random_tensor({2, 3, 20, 8}, 2),
-                                random_tensor({2, 3, 20, 6}, 3),
-                                random_tensor({2, 1, 1, 20}, 4, DType::Bool)};
+  std::vector<NDArray> inputs = {random_tensor({2, 3, 12, 8}, 1), random_tensor({2, 3, 20, 8}, 2),
+                                 random_tensor({2, 3, 20, 6}, 3),
+                                 random_tensor({2, 1, 1, 20}, 4, DType::Bool)};
   size_t fused_kernels = 0, unfused_kernels = 0;
   std::vector<std::string> fused_patterns, unfused_patterns;
   PassContext off;

@@ -15,7 +15,7 @@ namespace {
 using namespace ir;
 
 Expr scalar(double v) {
-  runtime::Tensor t = runtime::Tensor::empty({}, DType::Float32);
+  runtime::NDArray t = runtime::NDArray::empty({}, DType::Float32);
   *t.data_as<float>() = static_cast<float>(v);
   return constant(t);
 }

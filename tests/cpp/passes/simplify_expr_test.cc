@@ -16,7 +16,7 @@ Expr f32(const std::string& name, std::vector<int64_t> shape) {
 }
 
 Expr scalar(float v) {
-  runtime::Tensor t = runtime::Tensor::empty({}, DType::Float32);
+  runtime::NDArray t = runtime::NDArray::empty({}, DType::Float32);
   *t.data_as<float>() = v;
   return constant(t, "c");
 }
@@ -49,7 +49,7 @@ TEST(SimplifyExpr, IdentityScalesAreErased) {
 
 TEST(SimplifyExpr, BroadcastsAndPlusZeroAreNotIdentities) {
   Expr x = f32("x", {4, 1});
-  runtime::Tensor ones = runtime::Tensor::empty({1, 3}, DType::Float32);
+  runtime::NDArray ones = runtime::NDArray::empty({1, 3}, DType::Float32);
   for (int i = 0; i < 3; ++i) ones.data_as<float>()[i] = 1.0f;
   Function grow = function({x}, call("multiply", {x, constant(ones)}));
   expect_equal(simplify_expr(grow), grow);

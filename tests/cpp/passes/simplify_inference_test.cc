@@ -16,7 +16,7 @@ namespace ember::passes {
 namespace {
 
 using namespace ir;
-using runtime::Tensor;
+using runtime::NDArray;
 using namespace testing;
 
 std::string str(const Function& f) { return to_string(Expr(f)); }
@@ -32,7 +32,7 @@ struct BnParams {
 };
 
 Expr eps_constant(float eps) {
-  Tensor t = Tensor::empty({1}, DType::Float32);
+  NDArray t = NDArray::empty({1}, DType::Float32);
   *t.data_as<float>() = eps;
   return constant(t);
 }

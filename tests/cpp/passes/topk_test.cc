@@ -185,7 +185,7 @@ void reference(const Case& c, const std::vector<double>& x, std::vector<double>*
 // Runs a topk kernel (params: input, values, indices) on the CPU.
 void run_kernel(const PrimFunc& f, const Case& c, const std::vector<double>& x,
                 std::vector<double>* values, std::vector<int64_t>* indices) {
-  runtime::Tensor in = runtime::Tensor::empty(c.shape, c.dtype);
+  runtime::NDArray in = runtime::NDArray::empty(c.shape, c.dtype);
   for (size_t i = 0; i < x.size(); ++i) switch (c.dtype) {
       case DType::Float32:
         in.data_as<float>()[i] = static_cast<float>(x[i]);
@@ -201,8 +201,8 @@ void run_kernel(const PrimFunc& f, const Case& c, const std::vector<double>& x,
         break;
     }
   std::vector<int64_t> out_shape = f.params[1]->shape;
-  runtime::Tensor v = runtime::Tensor::empty(out_shape, c.dtype);
-  runtime::Tensor ix = runtime::Tensor::empty(out_shape, DType::Int64);
+  runtime::NDArray v = runtime::NDArray::empty(out_shape, c.dtype);
+  runtime::NDArray ix = runtime::NDArray::empty(out_shape, DType::Int64);
   std::vector<void*> args{in.data(), v.data(), ix.data()};
   codegen::compile_cpu({f})->get_function(f.name)(args.data());
   values->resize(v.numel());
@@ -376,9 +376,9 @@ TEST(TopkBuild, FusedSoftmaxTopkIsOneKernelAndMatchesTheUnfusedBuild) {
   EXPECT_EQ(unfused->kernels.size(), 2u);
 
   std::vector<double> data = distinct_data(1600, 3, 0.02);
-  runtime::Tensor in = runtime::Tensor::empty({16, 100}, DType::Float32);
+  runtime::NDArray in = runtime::NDArray::empty({16, 100}, DType::Float32);
   for (int64_t i = 0; i < 1600; ++i) in.data_as<float>()[i] = static_cast<float>(data[i]);
-  std::vector<std::vector<runtime::Tensor>> outs;
+  std::vector<std::vector<runtime::NDArray>> outs;
   for (auto& lib : {fused, unfused}) {
     runtime::GraphExecutor ex(lib->graph, lib->module);
     ex.set_input(0, in);
@@ -406,9 +406,9 @@ TEST(TopkBuild, UnusedIndicesAndAnElementwiseConsumer) {
   auto lib = build(f);
   EXPECT_EQ(lib->kernels.size(), 2u);
   std::vector<double> data = distinct_data(180, 4, 0.1);
-  runtime::Tensor in = runtime::Tensor::empty({6, 30}, DType::Float32);
+  runtime::NDArray in = runtime::NDArray::empty({6, 30}, DType::Float32);
   for (int64_t i = 0; i < 180; ++i) in.data_as<float>()[i] = static_cast<float>(data[i]);
-  std::vector<runtime::Tensor> out = testing::run(f, {in});
+  std::vector<runtime::NDArray> out = testing::run(f, {in});
   Case c{{6, 30}, 4, -1};
   std::vector<double> wv;
   std::vector<int64_t> wi;

@@ -23,10 +23,10 @@ namespace ember {
 namespace {
 
 using runtime::GraphExecutor;
-using runtime::Tensor;
+using runtime::NDArray;
 
-Tensor random_tensor(const runtime::Shape& shape, unsigned seed) {
-  Tensor t = Tensor::empty(shape, DType::Float32);
+NDArray random_tensor(const runtime::Shape& shape, unsigned seed) {
+  NDArray t = NDArray::empty(shape, DType::Float32);
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = dist(rng);
@@ -63,15 +63,15 @@ std::shared_ptr<Library> build_model() {
   return build(ir::function({x}, ir::tuple({fc, t})));
 }
 
-std::vector<Tensor> run(GraphExecutor& ex, const Tensor& x) {
+std::vector<NDArray> run(GraphExecutor& ex, const NDArray& x) {
   ex.set_input(0, x);
   ex.run();
-  std::vector<Tensor> out;
+  std::vector<NDArray> out;
   for (int i = 0; i < ex.num_outputs(); ++i) out.push_back(ex.get_output(i).clone());
   return out;
 }
 
-bool same_bits(const Tensor& a, const Tensor& b) {
+bool same_bits(const NDArray& a, const NDArray& b) {
   return a.shape() == b.shape() && a.dtype() == b.dtype() &&
          std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
 }
@@ -98,7 +98,7 @@ TEST_F(ArtifactTest, RoundTripMatchesTheJitBitForBit) {
   auto loaded = runtime::load_library(path_);
   EXPECT_EQ(loaded->module->type_key(), "so");
   GraphExecutor saved(loaded->graph, loaded->module);
-  Tensor x = random_tensor({64, 128}, 3);
+  NDArray x = random_tensor({64, 128}, 3);
   auto expected = run(jit, x), got = run(saved, x);
   ASSERT_EQ(got.size(), 2u);
   for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(same_bits(got[i], expected[i])) << i;
@@ -133,8 +133,8 @@ TEST_F(ArtifactTest, FourThreadsOnOneLoadedModel) {
   auto loaded = runtime::load_library(path_);
   GraphExecutor jit(lib_->graph, lib_->module);
   constexpr int kThreads = 4, kIters = 25;
-  std::vector<Tensor> inputs;
-  std::vector<std::vector<Tensor>> expected;
+  std::vector<NDArray> inputs;
+  std::vector<std::vector<NDArray>> expected;
   for (int t = 0; t < kThreads; ++t) {
     inputs.push_back(random_tensor({64, 128}, 10 + t));
     expected.push_back(run(jit, inputs.back()));
@@ -192,12 +192,12 @@ TEST(Artifact, ComputeObjectAndLinkErrors) {
 TEST(Artifact, NpyRoundTripAndErrors) {
   const std::string path = temp_path("t.npy");
   for (auto shape : {runtime::Shape{}, runtime::Shape{5}, runtime::Shape{2, 3, 4}}) {
-    Tensor t = random_tensor(shape, 7);
+    NDArray t = random_tensor(shape, 7);
     runtime::save_npy(path, t);
-    Tensor back = runtime::load_npy(path);
+    NDArray back = runtime::load_npy(path);
     EXPECT_TRUE(same_bits(back, t)) << runtime::shape_str(shape);
   }
-  Tensor ints = Tensor::empty({3}, DType::Int64);
+  NDArray ints = NDArray::empty({3}, DType::Int64);
   for (int i = 0; i < 3; ++i) ints.data_as<int64_t>()[i] = -i;
   runtime::save_npy(path, ints);
   EXPECT_TRUE(same_bits(runtime::load_npy(path), ints));

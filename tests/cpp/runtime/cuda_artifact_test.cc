@@ -24,7 +24,7 @@
 namespace ember {
 namespace {
 
-using runtime::Tensor;
+using runtime::NDArray;
 using runtime::cuda::CudaModule;
 using runtime::cuda::LaunchDims;
 
@@ -122,7 +122,7 @@ void replace_once(std::string& s, const std::string& from, const std::string& to
 ir::Function model() {
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  Tensor w = Tensor::empty({24, 32}, DType::Float32), b = Tensor::empty({24}, DType::Float32);
+  NDArray w = NDArray::empty({24, 32}, DType::Float32), b = NDArray::empty({24}, DType::Float32);
   for (int64_t i = 0; i < w.numel(); ++i) w.data_as<float>()[i] = dist(rng);
   for (int64_t i = 0; i < b.numel(); ++i) b.data_as<float>()[i] = dist(rng);
   ir::Expr x = ir::var("x", ir::TensorType{{4, 32}, DType::Float32});
@@ -215,9 +215,9 @@ TEST(CudaArtifact, LoadedGpuModelMatchesTheCpuBuild) {
   build(model(), "cuda -arch=" + runtime::cuda::device_arch())->export_library(path);
   auto loaded = runtime::load_library(path);
   auto cpu = build(model(), "llvm");
-  Tensor x = Tensor::empty({4, 32}, DType::Float32);
+  NDArray x = NDArray::empty({4, 32}, DType::Float32);
   for (int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] = std::sin(0.37 * i);
-  std::vector<Tensor> outs;
+  std::vector<NDArray> outs;
   for (auto [graph, module] :
        {std::pair{loaded->graph, loaded->module}, std::pair{cpu->graph, cpu->module}}) {
     runtime::GraphExecutor ex(graph, module);

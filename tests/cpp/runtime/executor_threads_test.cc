@@ -79,8 +79,8 @@ std::shared_ptr<ExecGraph> chain(const std::string& first = "add_one") {
   return g;
 }
 
-Tensor filled(float start) {
-  Tensor t = Tensor::empty({kN}, DType::Float32);
+NDArray filled(float start) {
+  NDArray t = NDArray::empty({kN}, DType::Float32);
   for (int i = 0; i < kN; ++i) t.data_as<float>()[i] = start + i;
   return t;
 }
@@ -93,14 +93,14 @@ TEST(ExecutorThreads, RunWithInputsIsOneStepPerCaller) {
     threads.emplace_back([&, t] {
       for (int call = 0; call < 100; ++call) {
         float start = 1000.0f * t + call;
-        std::vector<Tensor> out = ex.run({filled(start)});
+        std::vector<NDArray> out = ex.run({filled(start)});
         for (int i = 0; i < kN; ++i)
           if (out[0].data_as<float>()[i] != start + i + 2.0f) ++wrong;
       }
     });
   for (auto& th : threads) th.join();
   EXPECT_EQ(wrong.load(), 0);
-  EXPECT_ERROR_WITH(ex.run(std::vector<Tensor>{}), "0 input(s)", "(x)");
+  EXPECT_ERROR_WITH(ex.run(std::vector<NDArray>{}), "0 input(s)", "(x)");
 }
 
 TEST(ExecutorThreads, CallsOnOneExecutorWaitForARun) {
@@ -139,7 +139,7 @@ TEST(ExecutorThreads, ParameterOutputsAreCopies) {
   g->outputs = {2, 1};  // y = x + w, and the weight itself
   auto module = std::make_shared<TestModule>();
   GraphExecutor a(g, module), b(g, module);
-  Tensor w = a.get_output(1);
+  NDArray w = a.get_output(1);
   EXPECT_NE(w.data(), g->params[0].data.data());
   w.data_as<float>()[0] = -1e6f;  // must not reach the model's weights
   b.set_input(0, filled(0));

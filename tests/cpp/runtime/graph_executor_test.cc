@@ -103,8 +103,8 @@ struct GraphBuilder {
   GraphExecutor make() { return GraphExecutor(g, std::make_shared<TestModule>()); }
 };
 
-Tensor iota(Shape shape = {kN}, float start = 0.0f) {
-  Tensor t = Tensor::empty(shape, DType::Float32);
+NDArray iota(Shape shape = {kN}, float start = 0.0f) {
+  NDArray t = NDArray::empty(shape, DType::Float32);
   for (int i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = start + i;
   return t;
 }
@@ -121,7 +121,7 @@ TEST(GraphExecutor, ChainResultsAndBufferReuse) {
   GraphExecutor ex = b.make();
   ex.set_input(0, iota());
   ex.run();
-  Tensor y = ex.get_output(0);
+  NDArray y = ex.get_output(0);
   ASSERT_EQ(y.shape(), (Shape{kN}));
   // reverse twice is the identity: y = 2 (x + 1) + 1. Any output/input aliasing would break
   // a reverse and show here.
@@ -149,7 +149,7 @@ TEST(GraphExecutor, OutputsAreNotOverwrittenByLaterKernels) {
   GraphExecutor ex = b.make();
   ex.set_input(0, iota());
   ex.run();
-  Tensor y1 = ex.get_output(0), y2 = ex.get_output(1);
+  NDArray y1 = ex.get_output(0), y2 = ex.get_output(1);
   EXPECT_NE(y1.data(), y2.data());
   for (int i = 0; i < kN; ++i) {
     EXPECT_FLOAT_EQ(y1.data_as<float>()[i], i + 1.0f);
@@ -172,7 +172,7 @@ TEST(GraphExecutor, ViewsAliasTheirSource) {
   GraphExecutor ex = b.make();
   ex.set_input(0, iota({4, 4}));
   ex.run();
-  Tensor y = ex.get_output(0), yv = ex.get_output(1), xi = ex.get_output(2), tv = ex.get_output(3);
+  NDArray y = ex.get_output(0), yv = ex.get_output(1), xi = ex.get_output(2), tv = ex.get_output(3);
   EXPECT_EQ(y.shape(), (Shape{8, 2}));
   EXPECT_EQ(yv.shape(), (Shape{kN}));
   EXPECT_EQ(yv.data(), y.data());
@@ -216,9 +216,9 @@ TEST(GraphExecutor, RunBoundReadsCallerMemoryAndReturnsFreshOutputs) {
   b.g->params.push_back({"w", w, iota({kN}, 5.0f)});
   b.g->outputs = {o1, b.view(o2, {kN}), x, w};
   GraphExecutor ex = b.make();
-  Tensor in1 = iota({4, 4}), in2 = iota({4, 4}, 100.0f);
-  std::vector<Tensor> r1 = ex.run_bound({in1});
-  std::vector<Tensor> r2 = ex.run_bound({in2});
+  NDArray in1 = iota({4, 4}), in2 = iota({4, 4}, 100.0f);
+  std::vector<NDArray> r1 = ex.run_bound({in1});
+  std::vector<NDArray> r2 = ex.run_bound({in2});
   // Fresh outputs per call: the first results survive the second call.
   EXPECT_NE(r1[0].data(), r2[0].data());
   EXPECT_NE(r1[0].data(), ex.get_output(0).data());
@@ -256,14 +256,14 @@ TEST(GraphExecutor, InputErrors) {
   EXPECT_ERROR_WITH(ex.set_input(-1, iota()), "input index -1 out of range");
   EXPECT_ERROR_WITH(ex.set_input(0, iota({1, 3, 16, 16})), "'x'", "float32(1, 3, 32, 32)",
                     "float32(1, 3, 16, 16)", "pass a tensor");
-  EXPECT_ERROR_WITH(ex.set_input("y", Tensor::zeros({kN}, DType::Int32)), "'y'", "float32(16)",
+  EXPECT_ERROR_WITH(ex.set_input("y", NDArray::zeros({kN}, DType::Int32)), "'y'", "float32(16)",
                     "int32(16)");
   EXPECT_ERROR_WITH(ex.set_input("z", iota()), "'z'", "(x, y)");
   EXPECT_ERROR_WITH(ex.input_index("w"), "'w'", "(x, y)");
   EXPECT_ERROR_WITH(ex.get_output(2), "output index 2 out of range", "2 outputs");
   EXPECT_ERROR_WITH(ex.get_input(2), "input index 2 out of range");
   // The input is copied, not aliased.
-  Tensor v = iota();
+  NDArray v = iota();
   ex.set_input("y", v);
   v.data_as<float>()[0] = -1.0f;
   EXPECT_FLOAT_EQ(ex.get_output(1).data_as<float>()[0], 0.0f);

@@ -102,7 +102,7 @@ TEST(MemoryPlan, AnOutputViewKeepsItsRootOutOfThePool) {
 TEST(MemoryPlan, AParamOutputIsMarked) {
   ExecGraph g = chain(1);
   g.values.push_back({{16}, DType::Float32});
-  g.params = {{"w", 3, Tensor::zeros({16}, DType::Float32)}};
+  g.params = {{"w", 3, NDArray::zeros({16}, DType::Float32)}};
   g.outputs = {2, 3};
   MemoryPlan plan = plan_memory(g);
   EXPECT_EQ(plan.role[3], Role::Param);
@@ -119,7 +119,7 @@ TEST(MemoryPlan, AValueNoKernelTouchesHasNoBlock) {
 
 TEST(MemoryPlan, ChecksTheGraph) {
   ExecGraph g = chain(1);
-  g.params = {{"w", 1, Tensor::zeros({3}, DType::Float32)}};
+  g.params = {{"w", 1, NDArray::zeros({3}, DType::Float32)}};
   EXPECT_ERROR_WITH(plan_memory(g), "parameter 'w'", "float32(3)", "float32(16)");
   g = chain(1);
   g.kernels[0].args = {0, 9};

@@ -38,7 +38,7 @@ ExecGraph small_graph() {
               {{4}, DType::Float32},
               {{2, 2}, DType::Float32}};
   g.inputs = {{"x", 0}};
-  g.params = {{"w", 1, Tensor::zeros({4}, DType::Float32)}};
+  g.params = {{"w", 1, NDArray::zeros({4}, DType::Float32)}};
   g.kernels = {{"k", "add", {0, 1, 2}, 2}};
   g.outputs = {2};
   return g;
@@ -125,7 +125,7 @@ TEST(ModelFileReader, AValueHasOneOwner) {
   EXPECT_ERROR_WITH(inspect(path), "params[0].value", "already an input, a parameter or a view");
   std::remove(path.c_str());
   g = small_graph();
-  g.params.push_back({"w2", 1, Tensor::zeros({4}, DType::Float32)});  // two params, one value
+  g.params.push_back({"w2", 1, NDArray::zeros({4}, DType::Float32)});  // two params, one value
   path = write_model(g, "param_twice.ember");
   EXPECT_ERROR_WITH(inspect(path), "params[1].value", "already");
   std::remove(path.c_str());

@@ -14,8 +14,8 @@
 #include "ember/ir/graph.h"
 #include "ember/ir/op.h"
 #include "ember/runtime/artifact.h"
+#include "ember/runtime/ndarray.h"
 #include "ember/runtime/npy.h"
-#include "ember/runtime/tensor.h"
 #include "ember/support/checked_math.h"
 
 namespace ember {
@@ -41,12 +41,13 @@ TEST(CheckedMath, CountsAndBytes) {
 }
 
 TEST(Sizes, TensorsCheckTheirByteCount) {
-  using runtime::Tensor;
+  using runtime::NDArray;
   // (2^62,) float32 is 2^64 bytes: it used to wrap to 0 and "succeed".
-  EXPECT_ERROR_WITH(Tensor::empty({kBig}, DType::Float32), "64 bits");
-  EXPECT_ERROR_WITH(Tensor::empty({int64_t{1} << 31, int64_t{1} << 31, 4}, DType::Bool), "64 bits");
+  EXPECT_ERROR_WITH(NDArray::empty({kBig}, DType::Float32), "64 bits");
+  EXPECT_ERROR_WITH(NDArray::empty({int64_t{1} << 31, int64_t{1} << 31, 4}, DType::Bool),
+                    "64 bits");
   // Representable but more than any machine has: a clear out-of-memory error.
-  EXPECT_ERROR_WITH(Tensor::empty({int64_t{1} << 60}, DType::Float32), "out of memory",
+  EXPECT_ERROR_WITH(NDArray::empty({int64_t{1} << 60}, DType::Float32), "out of memory",
                     "cannot allocate");
 }
 

@@ -1,5 +1,5 @@
-// Runtime basics: dtypes, Tensor storage and errors, and the ember_parallel_for pool.
-#include "ember/runtime/tensor.h"
+// Runtime basics: dtypes, NDArray storage and errors, and the ember_parallel_for pool.
+#include "ember/runtime/ndarray.h"
 
 #include <gtest/gtest.h>
 
@@ -29,7 +29,7 @@ TEST(DType, NamesSizesAndRoundTrip) {
                     "bool");
 }
 
-TEST(Tensor, ShapeHelpers) {
+TEST(NDArray, ShapeHelpers) {
   EXPECT_EQ(shape_str({1, 3, 32, 32}), "(1, 3, 32, 32)");
   EXPECT_EQ(shape_str({}), "()");
   EXPECT_EQ(shape_numel({1, 3, 32, 32}), 3072);
@@ -38,31 +38,31 @@ TEST(Tensor, ShapeHelpers) {
   EXPECT_ERROR_WITH(shape_numel({2, -1}), "(2, -1)", "negative");
 }
 
-TEST(Tensor, AlignedStorage) {
+TEST(NDArray, AlignedStorage) {
   for (int64_t n : {1, 3, 17, 1000}) {
     for (DType t : {DType::Float32, DType::Float64, DType::Bool}) {
-      Tensor x = Tensor::empty({n}, t);
+      NDArray x = NDArray::empty({n}, t);
       EXPECT_EQ(reinterpret_cast<uintptr_t>(x.data()) % 64, 0u) << n;
       EXPECT_EQ(x.nbytes(), static_cast<size_t>(n) * dtype_bytes(t));
     }
   }
-  Tensor z = Tensor::zeros({2, 3}, DType::Int64);
+  NDArray z = NDArray::zeros({2, 3}, DType::Int64);
   for (int i = 0; i < 6; ++i) EXPECT_EQ(z.data_as<int64_t>()[i], 0);
-  Tensor empty = Tensor::empty({0, 5}, DType::Float32);  // zero-size is fine
+  NDArray empty = NDArray::empty({0, 5}, DType::Float32);  // zero-size is fine
   EXPECT_TRUE(empty.defined());
   EXPECT_EQ(empty.numel(), 0);
   EXPECT_EQ(empty.nbytes(), 0u);
-  EXPECT_FALSE(Tensor().defined());
+  EXPECT_FALSE(NDArray().defined());
 }
 
-TEST(Tensor, CopiesShareStorageAndCloneDoesNot) {
-  Tensor a = Tensor::zeros({4}, DType::Float32);
-  Tensor b = a;  // shares storage
+TEST(NDArray, CopiesShareStorageAndCloneDoesNot) {
+  NDArray a = NDArray::zeros({4}, DType::Float32);
+  NDArray b = a;  // shares storage
   b.data_as<float>()[2] = 5.0f;
   EXPECT_EQ(a.data_as<float>()[2], 5.0f);
   EXPECT_EQ(a.owner().use_count(), 2);
 
-  Tensor c = a.clone();
+  NDArray c = a.clone();
   EXPECT_NE(c.data(), a.data());
   EXPECT_EQ(c.data_as<float>()[2], 5.0f);
   c.data_as<float>()[2] = 7.0f;
@@ -70,10 +70,10 @@ TEST(Tensor, CopiesShareStorageAndCloneDoesNot) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(c.data()) % 64, 0u);
 }
 
-TEST(Tensor, StorageOutlivesTheFirstHandle) {
-  Tensor r;
+TEST(NDArray, StorageOutlivesTheFirstHandle) {
+  NDArray r;
   {
-    Tensor a = Tensor::empty({2, 3}, DType::Int32);
+    NDArray a = NDArray::empty({2, 3}, DType::Int32);
     for (int i = 0; i < 6; ++i) a.data_as<int32_t>()[i] = i * 10;
     r = a.reshape({3, 2});
   }
@@ -82,35 +82,35 @@ TEST(Tensor, StorageOutlivesTheFirstHandle) {
   EXPECT_EQ(r.data_as<int32_t>()[5], 50);
 }
 
-TEST(Tensor, ViewKeepsOwnerAlive) {
+TEST(NDArray, ViewKeepsOwnerAlive) {
   auto buffer = std::make_shared<std::vector<float>>(8, 1.5f);
   std::weak_ptr<std::vector<float>> weak = buffer;
-  Tensor v = Tensor::view(buffer, buffer->data() + 4, {2, 2}, DType::Float32);
+  NDArray v = NDArray::view(buffer, buffer->data() + 4, {2, 2}, DType::Float32);
   buffer.reset();
   ASSERT_FALSE(weak.expired());
   EXPECT_EQ(v.data_as<float>()[3], 1.5f);
-  v = Tensor();
+  v = NDArray();
   EXPECT_TRUE(weak.expired());
 }
 
-TEST(Tensor, CopyFromChecksShapeAndDtype) {
-  Tensor dst = Tensor::zeros({2, 3}, DType::Float32);
-  Tensor src = Tensor::empty({2, 3}, DType::Float32);
+TEST(NDArray, CopyFromChecksShapeAndDtype) {
+  NDArray dst = NDArray::zeros({2, 3}, DType::Float32);
+  NDArray src = NDArray::empty({2, 3}, DType::Float32);
   for (int i = 0; i < 6; ++i) src.data_as<float>()[i] = 0.5f * i;
   dst.copy_from(src);
   EXPECT_NE(dst.data(), src.data());
   for (int i = 0; i < 6; ++i) EXPECT_EQ(dst.data_as<float>()[i], 0.5f * i);
 
-  EXPECT_ERROR_WITH(dst.copy_from(Tensor::zeros({3, 2}, DType::Float32)), "float32(3, 2)",
+  EXPECT_ERROR_WITH(dst.copy_from(NDArray::zeros({3, 2}, DType::Float32)), "float32(3, 2)",
                     "float32(2, 3)");
-  EXPECT_ERROR_WITH(dst.copy_from(Tensor::zeros({2, 3}, DType::Int32)), "int32(2, 3)",
+  EXPECT_ERROR_WITH(dst.copy_from(NDArray::zeros({2, 3}, DType::Int32)), "int32(2, 3)",
                     "float32(2, 3)");
-  EXPECT_ERROR_WITH(dst.copy_from(Tensor()), "undefined");
+  EXPECT_ERROR_WITH(dst.copy_from(NDArray()), "undefined");
 }
 
-TEST(Tensor, ReshapeChecksElementCount) {
-  Tensor a = Tensor::zeros({2, 6}, DType::Float32);
-  Tensor b = a.reshape({3, 4});
+TEST(NDArray, ReshapeChecksElementCount) {
+  NDArray a = NDArray::zeros({2, 6}, DType::Float32);
+  NDArray b = a.reshape({3, 4});
   EXPECT_EQ(b.data(), a.data());
   EXPECT_EQ(b.shape(), (Shape{3, 4}));
   EXPECT_ERROR_WITH(a.reshape({5, 2}), "(2, 6)", "(5, 2)", "12", "10");

@@ -1,7 +1,8 @@
 #pragma once
-/// A dense, row-major tensor: 64-byte aligned CPU memory, or GPU memory (device CUDA, made
-/// by the CUDA runtime; data() is then a device pointer that the host must not read).
-/// Copies share storage (like torch.Tensor); use clone() for a deep copy of a CPU tensor.
+/// NDArray: a dense, row-major tensor holding data: 64-byte aligned CPU memory, or GPU memory
+/// (device CUDA, made by the CUDA runtime; data() is then a device pointer that the host must
+/// not read). Copies share storage (like torch.Tensor); use clone() for a deep copy of a CPU
+/// tensor. Python calls it ember.Tensor; the symbolic tensor of the compiler is ir::Tensor.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -23,18 +24,18 @@ struct Device {
 int64_t shape_numel(const Shape& shape);
 std::string shape_str(const Shape& shape);  // "(1, 3, 32, 32)"
 
-class Tensor {
+class NDArray {
  public:
-  Tensor() = default;
+  NDArray() = default;
   /// Uninitialised storage, 64-byte aligned.
-  static Tensor empty(const Shape& shape, DType dtype);
-  static Tensor zeros(const Shape& shape, DType dtype);
+  static NDArray empty(const Shape& shape, DType dtype);
+  static NDArray zeros(const Shape& shape, DType dtype);
   /// A tensor over memory owned by `owner` (kept alive as long as the tensor lives).
-  static Tensor view(std::shared_ptr<void> owner, void* data, const Shape& shape, DType dtype);
+  static NDArray view(std::shared_ptr<void> owner, void* data, const Shape& shape, DType dtype);
   /// The same over memory of `device` (a CUDA device pointer for DeviceType::CUDA).
-  static Tensor view(std::shared_ptr<void> owner, void* data, const Shape& shape, DType dtype,
-                     Device device) {
-    Tensor t = view(std::move(owner), data, shape, dtype);
+  static NDArray view(std::shared_ptr<void> owner, void* data, const Shape& shape, DType dtype,
+                      Device device) {
+    NDArray t = view(std::move(owner), data, shape, dtype);
     t.device_ = device;
     return t;
   }
@@ -54,11 +55,11 @@ class Tensor {
   size_t nbytes() const;
   const std::shared_ptr<void>& owner() const { return owner_; }
 
-  Tensor clone() const;
+  NDArray clone() const;
   /// Copies src's bytes into this tensor; shapes and dtypes must match (ember::Error if not).
-  void copy_from(const Tensor& src);
+  void copy_from(const NDArray& src);
   /// Same storage, new shape with the same element count.
-  Tensor reshape(const Shape& shape) const;
+  NDArray reshape(const Shape& shape) const;
 
  private:
   std::shared_ptr<void> owner_;

@@ -1,4 +1,4 @@
-#include "ember/runtime/tensor.h"
+#include "ember/runtime/ndarray.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -15,14 +15,14 @@ namespace {
 constexpr size_t kAlignment = 64;
 
 // "float32(1, 3, 32, 32)": how error messages name a tensor's type.
-std::string type_str(const Tensor& t) {
+std::string type_str(const NDArray& t) {
   return std::string(dtype_name(t.dtype())) + shape_str(t.shape());
 }
 }  // namespace
 
 int64_t shape_numel(const Shape& shape) { return checked_numel(shape, "a tensor"); }
 
-size_t Tensor::nbytes() const {
+size_t NDArray::nbytes() const {
   return static_cast<size_t>(checked_nbytes(shape_, dtype_bytes(dtype_), "a tensor"));
 }
 
@@ -34,7 +34,7 @@ std::string shape_str(const Shape& shape) {
   return os.str();
 }
 
-Tensor Tensor::empty(const Shape& shape, DType dtype) {
+NDArray NDArray::empty(const Shape& shape, DType dtype) {
   // At most 2^63 - 1 bytes (checked), so rounding up below cannot wrap around.
   size_t bytes = static_cast<size_t>(
       checked_nbytes(shape, dtype_bytes(dtype), std::string("a ") + dtype_name(dtype) + " tensor"));
@@ -46,7 +46,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
   if (!p)
     fail("out of memory: cannot allocate ", bytes, " bytes for a ", dtype_name(dtype),
          shape_str(shape), " tensor; use smaller shapes (or a machine with more memory)");
-  Tensor t;
+  NDArray t;
   t.owner_ = std::shared_ptr<void>(p, std::free);
   t.data_ = p;
   t.shape_ = shape;
@@ -54,38 +54,38 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
   return t;
 }
 
-Tensor Tensor::zeros(const Shape& shape, DType dtype) {
-  Tensor t = empty(shape, dtype);
+NDArray NDArray::zeros(const Shape& shape, DType dtype) {
+  NDArray t = empty(shape, dtype);
   std::memset(t.data_, 0, t.nbytes());
   return t;
 }
 
-Tensor Tensor::view(std::shared_ptr<void> owner, void* data, const Shape& shape, DType dtype) {
-  Tensor t;
+NDArray NDArray::view(std::shared_ptr<void> owner, void* data, const Shape& shape, DType dtype) {
+  NDArray t;
   t.owner_ = std::move(owner);
   t.data_ = data;
   t.shape_ = shape;
   t.dtype_ = dtype;
   shape_numel(shape);  // validates the shape
   if (!data && t.numel() != 0)
-    fail("Tensor::view of a ", type_str(t), " tensor was given a null data pointer");
+    fail("NDArray::view of a ", type_str(t), " tensor was given a null data pointer");
   return t;
 }
 
-Tensor Tensor::clone() const {
+NDArray NDArray::clone() const {
   if (!defined()) fail("cannot clone an undefined tensor");
   // Device memory is not addressable here: the driver copies it.
   if (device_.type == DeviceType::CUDA) {
-    Tensor t = cuda::empty(shape_, dtype_, device_.id);
+    NDArray t = cuda::empty(shape_, dtype_, device_.id);
     cuda::copy(t, *this);
     return t;
   }
-  Tensor t = empty(shape_, dtype_);
+  NDArray t = empty(shape_, dtype_);
   if (nbytes() > 0) std::memcpy(t.data_, data_, nbytes());
   return t;
 }
 
-void Tensor::copy_from(const Tensor& src) {
+void NDArray::copy_from(const NDArray& src) {
   if (!defined()) fail("copy_from: the destination tensor is undefined");
   if (!src.defined()) fail("copy_from: the source tensor is undefined");
   if (src.shape_ != shape_ || src.dtype_ != dtype_)
@@ -97,11 +97,11 @@ void Tensor::copy_from(const Tensor& src) {
   if (nbytes() > 0 && src.data_ != data_) std::memmove(data_, src.data_, nbytes());
 }
 
-Tensor Tensor::reshape(const Shape& shape) const {
+NDArray NDArray::reshape(const Shape& shape) const {
   if (shape_numel(shape) != numel())
     fail("cannot reshape a ", type_str(*this), " tensor (", numel(), " elements) to ",
          shape_str(shape), " (", shape_numel(shape), " elements): element counts must match");
-  Tensor t = *this;
+  NDArray t = *this;
   t.shape_ = shape;
   return t;
 }
