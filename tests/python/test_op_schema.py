@@ -92,6 +92,10 @@ def test_registered_ops_without_a_wrapper_are_callable():
         op.nn.no_such_op
     with pytest.raises(ember.EmberError, match="unknown attribute"):
         op.nn.elu(x, beta=2.0)
+    # An op that declares no attributes says so rather than ignore one.
+    with pytest.raises(ember.EmberError,
+                       match="op.nn.log_sigmoid: unknown attribute 'alpha'; it takes no attr"):
+        op.nn.log_sigmoid(x, alpha=1.0)
 
 
 def test_layout_ops_declare_their_attributes():

@@ -119,13 +119,12 @@ def _generic(op):
     def make(*inputs, name="", **attrs):
         values = {}
         for key, value in attrs.items():
-            if declared and key not in declared:
+            # Every attribute an op reads is declared (C++ checks its reads), so one it does
+            # not declare would be ignored: say so rather than drop it.
+            if key not in declared:
                 raise EmberError(f"op.{op}: unknown attribute '{key}'; it takes "
-                                 f"{', '.join(declared) or 'none'}")
-            kind = declared[key][0] if declared else (
-                "float" if isinstance(value, float) else "str" if isinstance(value, str)
-                else "ints" if isinstance(value, (list, tuple)) else "int")
-            values[key] = _attr(value, kind, key, op)
+                                 f"{', '.join(declared) or 'no attributes'}")
+            values[key] = _attr(value, declared[key][0], key, op)
         return _call(op, [_expr(x, f"input {i}", op) for i, x in enumerate(inputs)], values, name)
     make.__name__ = op.split(".")[-1]
     make.__doc__ = f"{op}, called as registered (inputs, then attributes as keywords)."
