@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ember/ir/op.h"
+#include "ember/ir/tensor_expr.h"
 #include "ember/support/error.h"
 
 namespace ember::test_util {
@@ -221,6 +222,16 @@ inline std::map<std::string, std::function<Expr(std::vector<Expr>&)>> cpu_layout
          return call("nn.dense_packed", {x, dense_weight(p)}, Attrs({{"units", i(10)}}));
        }},
   };
+}
+
+// The compute rule of call `c` over placeholders "in0", "in1", ... for its inputs.
+inline ir::Tensor compute_on_placeholders(const ir::CallNode* c) {
+  std::vector<ir::Tensor> inputs;
+  for (size_t i = 0; i < c->args.size(); ++i) {
+    const TensorType& t = c->args[i]->type.tensor();
+    inputs.push_back(ir::placeholder("in" + std::to_string(i), t.shape, t.dtype));
+  }
+  return c->op->compute(inputs, c->attrs, c->type.tensor());
 }
 
 }  // namespace ember::test_util

@@ -11,6 +11,7 @@
 #include <functional>
 #include <limits>
 
+#include "../op_examples.h"
 #include "ember/codegen/codegen.h"
 #include "ember/ir/graph.h"
 #include "ember/ir/op.h"
@@ -46,12 +47,7 @@ void expect_error(F fn, std::vector<std::string> words) {
 // Names of the compute stages (not placeholders) the op's compute rule builds.
 std::vector<std::string> stage_names(const Expr& call_expr) {
   auto* c = as<CallNode>(call_expr);
-  std::vector<Tensor> inputs;
-  for (size_t i = 0; i < c->args.size(); ++i) {
-    const TensorType& t = c->args[i]->type.tensor();
-    inputs.push_back(placeholder("in" + std::to_string(i), t.shape, t.dtype));
-  }
-  Tensor out = c->op->compute(inputs, c->attrs, c->type.tensor());
+  Tensor out = test_util::compute_on_placeholders(c);
   EXPECT_EQ(out.shape(), c->type.tensor().shape);
   EXPECT_EQ(out.dtype(), c->type.tensor().dtype);
   std::vector<std::string> names;
