@@ -357,3 +357,33 @@ def test_pointwise_convs_run_their_pixels_as_one_row(bits, cin, cout, height, wi
         ref = ref + r
     ref = F.relu(ref + t(b2)).numpy()
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5 * np.sqrt(cin * 9 + cout))
+
+
+@pytest.mark.parametrize("bits", WIDTHS)
+@pytest.mark.parametrize("channels,height,width,stride", [
+    (32, 57, 57, 2),   # 29 output rows: blocks of 16, the last one partial
+    (48, 40, 33, 1),   # not square, stride 1
+    (24, 13, 13, 1),   # few rows: blocks of 7, so that there are 4 tiles or more
+])
+def test_depthwise_convs_pad_a_block_of_rows_at_a_time(bits, channels, height, width, stride):
+    # A blocked depthwise conv computes its padded input a block of rows at a time, inside
+    # the tile that reads them (never the whole padded image first; at least 4 tiles for the
+    # threads); results as PyTorch's.
+    # A 1x1 conv before it makes the chain run blocked.
+    rng = np.random.default_rng(channels + height)
+    x = ir.var("x", (1, channels, height, width), "float32")
+    w1 = rng.standard_normal((channels, channels, 1, 1)) / np.sqrt(channels)
+    wd = rng.standard_normal((channels, 1, 3, 3)) / 3
+    y = op.nn.relu(op.nn.conv2d(x, ir.const(w1.astype("float32"))))
+    y = op.nn.conv2d(y, ir.const(wd.astype("float32")), strides=(stride, stride),
+                     padding=(1, 1), groups=channels)
+    z = op.nn.relu(y)
+    a = rng.standard_normal((1, channels, height, width)).astype("float32")
+    lib, (got,) = build_run(ir.Function([x], z), [a], bits)
+    dw = [f for f in lib.get_source("loop").split("\nfunc ") if "conv2d_pad" in f]
+    assert dw, lib.get_source("loop")[:2000]
+    padded = int(re.search(r"allocate conv2d_pad: float32\[(\d+)\]", dw[0]).group(1))
+    assert padded < (height + 2) * (width + 2) * channels, dw[0][:1500]
+    r = F.relu(F.conv2d(t(a).double(), t(w1)))
+    ref = F.relu(F.conv2d(r, t(wd), stride=stride, padding=1, groups=channels)).numpy()
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5 * np.sqrt(9 + channels))
