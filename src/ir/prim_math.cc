@@ -54,6 +54,9 @@ const std::vector<double> kErfcLarge = {
 
 }  // namespace
 
+PrimExpr fma(PrimExpr a, PrimExpr b, PrimExpr c) {
+  return prim_call(Intrinsic::Fma, {std::move(a), std::move(b), std::move(c)});
+}
 PrimExpr is_nan(const PrimExpr& x) { return prim_call(Intrinsic::IsNan, {x}); }
 PrimExpr abs(const PrimExpr& x) { return prim_call(Intrinsic::Abs, {x}); }
 PrimExpr floor(const PrimExpr& x) { return prim_call(Intrinsic::Floor, {x}); }

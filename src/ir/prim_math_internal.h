@@ -51,10 +51,6 @@ inline PrimExpr horner(const std::vector<double>& c, const PrimExpr& z) {
   return acc;
 }
 
-// a * b + c rounded once (an FMA instruction; the code generator never contracts itself).
-inline PrimExpr fma(PrimExpr a, PrimExpr b, PrimExpr c) {
-  return prim_call(Intrinsic::Fma, {std::move(a), std::move(b), std::move(c)});
-}
 // horner with each step one FMA (for functions whose accuracy budget allows the rounding
 // differences; `horner` keeps separate multiplies and adds).
 inline PrimExpr horner_fma(const std::vector<double>& c, const PrimExpr& z) {

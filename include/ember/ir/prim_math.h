@@ -7,6 +7,8 @@
 
 namespace ember::ir {
 
+/// a * b + c rounded once (an FMA instruction; the code generator never contracts itself).
+PrimExpr fma(PrimExpr a, PrimExpr b, PrimExpr c);
 PrimExpr exp(const PrimExpr& x);
 PrimExpr log(const PrimExpr& x);
 /// log(1 + x) and exp(x) - 1, accurate for small |x| (where the naive forms cancel).

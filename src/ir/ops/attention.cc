@@ -208,11 +208,6 @@ Stmt vectorized(const std::string& name, int64_t extent, const Body& body) {
 int64_t ceil_div(int64_t x, int64_t m) { return (x + m - 1) / m; }
 int64_t round_up(int64_t x, int64_t m) { return ceil_div(x, m) * m; }
 
-// a * b + c rounded once (an FMA instruction; the code generator never contracts itself).
-PrimExpr fma(PrimExpr a, PrimExpr b, PrimExpr c) {
-  return prim_call(Intrinsic::Fma, {std::move(a), std::move(b), std::move(c)});
-}
-
 // Rows [0, extent) in tiles of `rows`: a loop over the whole tiles, then one tile of the
 // remainder, so that every tile has constant extents (no guard in the hot loop).
 // `tile(start, rows)` builds one tile.

@@ -1,4 +1,5 @@
 #include <map>
+#include <utility>
 
 #include "ember/ir/op.h"
 #include "ember/passes/fuse_ops.h"
@@ -75,41 +76,58 @@ PrimFunc lower_tuned(const Function& group, const std::string& func, const Lower
 
 }  // namespace
 
-// A pointwise conv (1x1, stride 1, no padding) reads its input pixels in the order it writes
-// its output pixels, so a group of it and elementwise ops can run on the H x W pixels as one
-// row of H*W. ResNet's 7x7 1x1 convs computed 8 pixels for every 7 (tiles of 4), its 14x14
-// ones 15 for 14 (tiles of 5).
-TensorType flat_pixel_type(const Function& group, const TensorType& t) {
+namespace {
+
+// The (H, W) pixels of a group that can run them as one row, or (0, 0). A pointwise conv
+// (1x1, stride 1, no padding) reads its input pixels in the order it writes its output
+// pixels, so a group of it and elementwise ops can run on the H x W pixels as one row of
+// H*W. ResNet's 7x7 1x1 convs computed 8 pixels for every 7 (tiles of 4), its 14x14 ones 15
+// for 14 (tiles of 5).
+std::pair<int64_t, int64_t> flat_pixels(const Function& group) {
+  const std::pair<int64_t, int64_t> none{0, 0};
   const CallNode* conv = nullptr;
   for (auto* c : op_calls(group)) {
     if (c->op->name == "nn.conv2d_blocked" && !conv) {
       conv = c;
       continue;
     }
-    if (c->op->pattern != OpPattern::ElemWise && c->op->pattern != OpPattern::Broadcast) return t;
+    if (c->op->pattern != OpPattern::ElemWise && c->op->pattern != OpPattern::Broadcast)
+      return none;
   }
-  if (!conv) return t;
+  if (!conv) return none;
   const std::vector<int64_t>& w = conv->args[1]->type.tensor().shape;
   const std::vector<int64_t>& x = conv->args[0]->type.tensor().shape;
   const Attrs& a = conv->attrs;
   if (w[2] != 1 || w[3] != 1 || a.get_int("groups", 1) != 1 ||
       a.get_ints("strides", {1, 1}) != std::vector<int64_t>{1, 1} ||
       a.get_ints("padding", {0, 0, 0, 0}) != std::vector<int64_t>{0, 0, 0, 0} || x[2] < 2)
-    return t;
+    return none;
   // Every other tensor of the group must be blocked with these pixels, or broadcast over them.
   auto fits = [&](const TensorType& u) {
     return u.shape.size() == 5 &&
            ((u.shape[2] == x[2] && u.shape[3] == x[3]) || (u.shape[2] == 1 && u.shape[3] == 1));
   };
   for (auto& p : group->params)
-    if (p != conv->args[1] && !fits(p->type.tensor())) return t;
+    if (p != conv->args[1] && !fits(p->type.tensor())) return none;
   for (auto* c : op_calls(group))
-    if (!fits(c->type.tensor())) return t;
-  if (t.shape.size() != 5 || t.shape[2] != x[2] || t.shape[3] != x[3]) return t;
-  TensorType flat = t;
-  flat.shape[2] = 1;
-  flat.shape[3] = x[2] * x[3];
-  return flat;
+    if (!fits(c->type.tensor())) return none;
+  return {x[2], x[3]};
+}
+
+// `t` with its (H, W) pixels as one row when `pixels` are (H, W).
+TensorType flat_type(TensorType t, std::pair<int64_t, int64_t> pixels) {
+  if (pixels.first == 0 || t.shape.size() != 5 || t.shape[2] != pixels.first ||
+      t.shape[3] != pixels.second)
+    return t;
+  t.shape[2] = 1;
+  t.shape[3] = pixels.first * pixels.second;
+  return t;
+}
+
+}  // namespace
+
+TensorType flat_pixel_type(const Function& group, const TensorType& t) {
+  return flat_type(t, flat_pixels(group));
 }
 
 namespace {
@@ -159,9 +177,10 @@ bool has_custom_lowering(const Function& group) {
 
 ir::Tensor group_compute(const Function& group, std::vector<ir::Tensor>& inputs) {
   std::map<const ExprNode*, ir::Tensor> te;
+  const std::pair<int64_t, int64_t> pixels = flat_pixels(group);
   inputs.clear();
   for (size_t i = 0; i < group->params.size(); ++i) {
-    const TensorType t = flat_pixel_type(group, group->params[i]->type.tensor());
+    const TensorType t = flat_type(group->params[i]->type.tensor(), pixels);
     inputs.push_back(placeholder("p" + std::to_string(i), t.shape, t.dtype));
     te[group->params[i].get()] = inputs.back();
   }
@@ -177,7 +196,7 @@ ir::Tensor group_compute(const Function& group, std::vector<ir::Tensor>& inputs)
     }
     EMBER_CHECK(c->op->compute, c->op->name,
                 " has no tensor-expression form; it lowers only alone, through Op::lower");
-    const TensorType type = flat_pixel_type(group, c->type.tensor());
+    const TensorType type = flat_type(c->type.tensor(), pixels);
     ir::Tensor out = c->op->compute(args, c->attrs, type);
     EMBER_CHECK(out && out.shape() == type.shape && out.dtype() == type.dtype, "compute rule of ",
                 c->op->name, " disagrees with its type relation");

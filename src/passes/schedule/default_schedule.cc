@@ -143,40 +143,34 @@ bool input_ignores(const Stage& r, int d) {
 
 // Does `r` read an input through a window: an index that moves with both one of r's axes
 // and a reduction axis of more than one step (a 3x3 conv's rows, not a 1x1 conv's)?
-bool reads_window(const Stage& r) {
+// Does `r`'s reduction axis `ra` move along a window: an input index that uses it together
+// with one of r's own axes?
+bool slides(const Stage& r, const IterVar& ra) {
   auto* red = r.body().as<ReduceNode>();
-  if (!red) return false;
-  auto uses_any = [](const PrimExpr& idx, const std::vector<IterVar>& axes, int64_t min_extent) {
-    return std::any_of(axes.begin(), axes.end(), [&](const IterVar& a) {
-      return a->extent >= min_extent && uses_var(idx, a->var.get());
-    });
-  };
   bool found = false;
-  visit_prim(red->source, [&](const PrimExpr& e) {
-    if (auto* p = e.as<ProducerLoadNode>())
-      for (auto& idx : p->indices)
-        found |= uses_any(idx, r.axes(), 1) && uses_any(idx, r.reduce_axes(), 2);
-  });
-  return found;
-}
-
-// Is `r`'s reduction its window alone (a depthwise conv: every reduction axis moves along
-// an input's rows or columns together with one of r's axes, none sums over channels)?
-bool window_only(const Stage& r) {
-  auto* red = r.body().as<ReduceNode>();
-  if (!red || r.reduce_axes().empty()) return false;
-  for (const IterVar& ra : r.reduce_axes()) {
-    bool windowed = false;
+  if (red)
     visit_prim(red->source, [&](const PrimExpr& e) {
       if (auto* p = e.as<ProducerLoadNode>())
         for (auto& idx : p->indices)
-          windowed |= uses_var(idx, ra->var.get()) &&
-                      std::any_of(r.axes().begin(), r.axes().end(),
-                                  [&](const IterVar& a) { return uses_var(idx, a->var.get()); });
+          found |= uses_var(idx, ra->var.get()) &&
+                   std::any_of(r.axes().begin(), r.axes().end(),
+                               [&](const IterVar& a) { return uses_var(idx, a->var.get()); });
     });
-    if (!windowed) return false;
-  }
-  return true;
+  return found;
+}
+
+bool reads_window(const Stage& r) {
+  const std::vector<IterVar>& reduce = r.reduce_axes();
+  return std::any_of(reduce.begin(), reduce.end(),
+                     [&](const IterVar& ra) { return ra->extent >= 2 && slides(r, ra); });
+}
+
+// Is `r`'s reduction its window alone (a depthwise conv: every reduction axis slides, none
+// sums over channels)?
+bool window_only(const Stage& r) {
+  const std::vector<IterVar>& reduce = r.reduce_axes();
+  return !reduce.empty() && std::all_of(reduce.begin(), reduce.end(),
+                                        [&](const IterVar& ra) { return slides(r, ra); });
 }
 
 // Bytes of the inputs that `r` loads as vectors (indexed by its innermost axis).
