@@ -360,6 +360,49 @@ def test_pointwise_convs_run_their_pixels_as_one_row(bits, cin, cout, height, wi
 
 
 @pytest.mark.parametrize("bits", WIDTHS)
+@pytest.mark.parametrize("cin,cout,height,width,kernel,stride,padding,dilation", [
+    (64, 128, 7, 7, 3, 1, 1, 1),     # ResNet's layer4: 49 pixels, not 7 rows of 7
+    (32, 32, 14, 14, 3, 2, 1, 1),    # strided, 7x7 out
+    (16, 48, 14, 14, 3, 1, 1, 1),    # 196 pixels
+    (32, 16, 5, 9, 3, 1, 2, 2),      # dilated, not square
+    (16, 32, 13, 11, 3, 2, 0, 1),    # unpadded, strided: 6x5 out
+    (24, 32, 9, 9, 5, 1, 2, 1),      # a 5x5 window, 24 channels
+])
+def test_windowed_convs_run_their_pixels_as_one_row(bits, cin, cout, height, width, kernel,
+                                                    stride, padding, dilation):
+    # A windowed conv whose register tiles fit H*W pixels better than rows of W (machine
+    # model; which ones: LowerGraph.WindowedConvGroups* in C++) computes its output pixels
+    # as one row, reading its input at (p / W, p % W); with its bias, the residual add (the
+    # 1x1 conv's output, where the shapes agree) and the ReLU; results as PyTorch's. The 1x1
+    # conv before it makes the chain run blocked.
+    rng = np.random.default_rng(cin * width + height + kernel)
+    x = ir.var("x", (1, cin, height, width), "float32")
+    w1 = rng.standard_normal((cin, cin, 1, 1)) / np.sqrt(cin)
+    w2 = rng.standard_normal((cout, cin, kernel, kernel)) / np.sqrt(cin * kernel**2)
+    b2 = rng.standard_normal((cout, 1, 1))
+    y = op.nn.relu(op.nn.conv2d(x, ir.const(w1.astype("float32"))))
+    z = op.nn.conv2d(y, ir.const(w2.astype("float32")), strides=(stride, stride),
+                     padding=(padding, padding), dilation=(dilation, dilation))
+    oh = (height + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+    ow = (width + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+    residual = (oh, ow, cout) == (height, width, cin)
+    if residual:
+        z = op.add(z, y)
+    z = op.nn.relu(op.add(z, ir.const(b2.astype("float32"))))
+    a = rng.standard_normal((1, cin, height, width)).astype("float32")
+    lib, (got,) = build_run(ir.Function([x], z), [a], bits)
+    if (bits, height, width, stride) == (256, 7, 7, 1):
+        conv = [f for f in lib.get_source("loop").split("\nfunc ") if "conv2d_pad[" in f]
+        assert conv and " % 7)" in conv[-1], lib.get_source("loop")[-3000:]
+    r = F.relu(F.conv2d(t(a).double(), t(w1)))
+    ref = F.conv2d(r, t(w2), stride=stride, padding=padding, dilation=dilation)
+    if residual:
+        ref = ref + r
+    ref = F.relu(ref + t(b2)).numpy()
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5 * np.sqrt(cin * kernel**2 + cin))
+
+
+@pytest.mark.parametrize("bits", WIDTHS)
 @pytest.mark.parametrize("channels,height,width,stride", [
     (32, 57, 57, 2),   # 29 output rows: blocks of 16, the last one partial
     (48, 40, 33, 1),   # not square, stride 1

@@ -36,13 +36,17 @@ ir::PrimFunc lower_group(const ir::Function& group, const std::string& func_name
 
 /// Whether `group` is one op with its own lowering (Op::lower: no schedule knobs).
 bool has_custom_lowering(const ir::Function& group);
-/// The type that `t`, a tensor of `group`, has in the group's loop nest: a group of a
-/// pointwise blocked conv (1x1, stride 1, no padding) and elementwise ops computes its
-/// [.., H, W, c] tensors as [.., 1, H*W, c] (the same memory; register tiles then walk H*W
-/// pixels, not rows of W); `t` itself for any other group or tensor.
-ir::TensorType flat_pixel_type(const ir::Function& group, const ir::TensorType& t);
-/// The group's result as a tensor expression over placeholders for its params (`inputs`).
-ir::Tensor group_compute(const ir::Function& group, std::vector<ir::Tensor>& inputs);
+/// The type that `node`, a node of `group`, has in the group's loop nest: a group of a
+/// blocked conv (groups 1) and elementwise ops computes its [.., H, W, c] tensors as
+/// [.., 1, H*W, c] (the same memory; register tiles then walk H*W pixels, not rows of W)
+/// where the conv is pointwise (1x1, stride 1, no padding), or where the machine model
+/// (`vector_bits` wide) says its register tiles fit H*W pixels better than rows of W; a
+/// windowed conv's input keeps its shape. Its own type for any other group or node.
+ir::TensorType flat_pixel_type(const ir::Function& group, const ir::Expr& node, int vector_bits);
+/// The group's result as a tensor expression over placeholders for its params (`inputs`),
+/// for a target `vector_bits` wide.
+ir::Tensor group_compute(const ir::Function& group, std::vector<ir::Tensor>& inputs,
+                         int vector_bits);
 
 /// Lowers every call of `f` (op calls one kernel each, fused groups one kernel per group); view ops
 /// (reshape, flatten) become executor views, constants become parameters, and the function's inputs

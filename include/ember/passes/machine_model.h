@@ -37,6 +37,7 @@ struct MachineModel {
 /// broadcasts and `vectors` vector loads.
 struct RegisterTile {
   int64_t rows = 1, vectors = 1, lanes = 1;
+  double efficiency = 0;  // choose_register_tile's estimate of its share of the FMA peak
   int64_t cols() const { return vectors * lanes; }
 };
 

@@ -4,6 +4,7 @@
 #include "ember/ir/op.h"
 #include "ember/passes/fuse_ops.h"
 #include "ember/passes/lower.h"
+#include "ember/passes/machine_model.h"
 #include "ember/passes/schedule.h"
 #include "ember/passes/tuning.h"
 #include "ember/support/error.h"
@@ -78,56 +79,105 @@ PrimFunc lower_tuned(const Function& group, const std::string& func, const Lower
 
 namespace {
 
-// The (H, W) pixels of a group that can run them as one row, or (0, 0). A pointwise conv
-// (1x1, stride 1, no padding) reads its input pixels in the order it writes its output
-// pixels, so a group of it and elementwise ops can run on the H x W pixels as one row of
-// H*W. ResNet's 7x7 1x1 convs computed 8 pixels for every 7 (tiles of 4), its 14x14 ones 15
-// for 14 (tiles of 5).
-std::pair<int64_t, int64_t> flat_pixels(const Function& group) {
-  const std::pair<int64_t, int64_t> none{0, 0};
+// The pixels that a group of one blocked conv and elementwise ops computes as one row (its
+// output's H x W, all zero when it does not), and the conv whose input keeps its own shape.
+struct FlatPixels {
+  int64_t h = 0, w = 0;
+  // A windowed or strided conv: it reads its 2-D input at (p / W, p % W) of its flat output
+  // pixel p. Null for a pointwise conv (1x1, stride 1, no padding), which reads its input
+  // pixels in the order it writes its output pixels, so its input is one row too.
+  const CallNode* windowed = nullptr;
+};
+
+bool pointwise(const CallNode* conv) {
+  const std::vector<int64_t>& w = conv->args[1]->type.tensor().shape;
+  const Attrs& a = conv->attrs;
+  return w[2] == 1 && w[3] == 1 && a.get_ints("strides", {1, 1}) == std::vector<int64_t>{1, 1} &&
+         a.get_ints("padding", {0, 0, 0, 0}) == std::vector<int64_t>{0, 0, 0, 0};
+}
+
+// Whether the conv's register tiles waste less on H*W pixels than on rows of W (machine
+// model): ResNet's 7x7 3x3 convs took tiles of 4 + 3 pixels (87.5% of the peak at most),
+// its 14x14 ones 3 tiles of 5 for 14. One row costs each tile a division per pixel (hoisted
+// out of the reduction), so it must win by a margin.
+bool windowed_rows_pay(const CallNode* conv, int vector_bits) {
+  const TensorType& out = conv->type.tensor();
+  const MachineModel m = MachineModel::for_vector_bits(vector_bits);
+  const int64_t h = out.shape[2], w = out.shape[3], c = out.shape[4];
+  return choose_register_tile(m, h * w, c, out.dtype).efficiency >
+         choose_register_tile(m, w, c, out.dtype).efficiency + 0.02;
+}
+
+// Which groups run their H x W pixels as one row: ResNet's 7x7 1x1 convs computed 8 pixels
+// for every 7 (tiles of 4), its 14x14 ones 15 for 14 (tiles of 5).
+FlatPixels flat_pixels(const Function& group, int vector_bits) {
   const CallNode* conv = nullptr;
   for (auto* c : op_calls(group)) {
     if (c->op->name == "nn.conv2d_blocked" && !conv) {
       conv = c;
       continue;
     }
-    if (c->op->pattern != OpPattern::ElemWise && c->op->pattern != OpPattern::Broadcast)
-      return none;
+    if (c->op->pattern != OpPattern::ElemWise && c->op->pattern != OpPattern::Broadcast) return {};
   }
-  if (!conv) return none;
-  const std::vector<int64_t>& w = conv->args[1]->type.tensor().shape;
-  const std::vector<int64_t>& x = conv->args[0]->type.tensor().shape;
-  const Attrs& a = conv->attrs;
-  if (w[2] != 1 || w[3] != 1 || a.get_int("groups", 1) != 1 ||
-      a.get_ints("strides", {1, 1}) != std::vector<int64_t>{1, 1} ||
-      a.get_ints("padding", {0, 0, 0, 0}) != std::vector<int64_t>{0, 0, 0, 0} || x[2] < 2)
-    return none;
+  if (!conv || conv->attrs.get_int("groups", 1) != 1) return {};
+  const std::vector<int64_t>& y = conv->type.tensor().shape;
+  if (y[2] < 2) return {};
+  FlatPixels flat{y[2], y[3], nullptr};
+  const Expr& data = conv->args[0];
+  if (!pointwise(conv)) {
+    // The conv's input keeps its shape, so it must be a parameter that nothing else reads.
+    int reads = 0;
+    for (auto* c : op_calls(group))
+      for (auto& a : c->args) reads += a.get() == data.get();
+    if (reads != 1 || data->kind != NodeKind::Var || !windowed_rows_pay(conv, vector_bits))
+      return {};
+    flat.windowed = conv;
+  }
   // Every other tensor of the group must be blocked with these pixels, or broadcast over them.
   auto fits = [&](const TensorType& u) {
     return u.shape.size() == 5 &&
-           ((u.shape[2] == x[2] && u.shape[3] == x[3]) || (u.shape[2] == 1 && u.shape[3] == 1));
+           ((u.shape[2] == y[2] && u.shape[3] == y[3]) || (u.shape[2] == 1 && u.shape[3] == 1));
   };
   for (auto& p : group->params)
-    if (p != conv->args[1] && !fits(p->type.tensor())) return none;
+    if (p != conv->args[1] && (p != data || !flat.windowed) && !fits(p->type.tensor())) return {};
   for (auto* c : op_calls(group))
-    if (!fits(c->type.tensor())) return none;
-  return {x[2], x[3]};
+    if (!fits(c->type.tensor())) return {};
+  return flat;
 }
 
-// `t` with its (H, W) pixels as one row when `pixels` are (H, W).
-TensorType flat_type(TensorType t, std::pair<int64_t, int64_t> pixels) {
-  if (pixels.first == 0 || t.shape.size() != 5 || t.shape[2] != pixels.first ||
-      t.shape[3] != pixels.second)
+// The type of `node`, a node of the group, in the group's loop nest: its (H, W) pixels
+// as one row when they are `flat`'s, except for a windowed conv's input and the conv itself
+// (flat_conv flattens the conv after its compute rule).
+TensorType loop_type(const FlatPixels& flat, const ExprNode* node) {
+  TensorType t = node->type.tensor();
+  if (flat.h == 0 || t.shape.size() != 5 || t.shape[2] != flat.h || t.shape[3] != flat.w ||
+      (flat.windowed && (node == flat.windowed || node == flat.windowed->args[0].get())))
     return t;
   t.shape[2] = 1;
-  t.shape[3] = pixels.first * pixels.second;
+  t.shape[3] = flat.h * flat.w;
   return t;
+}
+
+// `conv` ([.., H, W, c]) computed on its pixels as one row: [.., 1, H*W, c], its body read
+// at (p / W, p % W).
+ir::Tensor flat_conv(const ir::Tensor& conv) {
+  const int64_t w = conv.shape()[3];
+  std::vector<int64_t> shape = conv.shape();
+  shape[3] *= shape[2];
+  shape[2] = 1;
+  return compute(conv->name, shape, [&](const std::vector<PrimVar>& i) {
+    VarMap map;
+    for (size_t d = 0; d < i.size(); ++d) map.emplace_back(conv->axes[d]->var.get(), i[d]);
+    map[2].second = i[3] / PrimExpr(w);
+    map[3].second = i[3] % PrimExpr(w);
+    return substitute(conv->body, map);
+  });
 }
 
 }  // namespace
 
-TensorType flat_pixel_type(const Function& group, const TensorType& t) {
-  return flat_type(t, flat_pixels(group));
+TensorType flat_pixel_type(const Function& group, const Expr& node, int vector_bits) {
+  return loop_type(flat_pixels(group, vector_bits), node.get());
 }
 
 namespace {
@@ -175,12 +225,12 @@ bool has_custom_lowering(const Function& group) {
   return calls.size() == 1 && calls[0]->op->lower;
 }
 
-ir::Tensor group_compute(const Function& group, std::vector<ir::Tensor>& inputs) {
+ir::Tensor group_compute(const Function& group, std::vector<ir::Tensor>& inputs, int vector_bits) {
   std::map<const ExprNode*, ir::Tensor> te;
-  const std::pair<int64_t, int64_t> pixels = flat_pixels(group);
+  const FlatPixels flat = flat_pixels(group, vector_bits);
   inputs.clear();
   for (size_t i = 0; i < group->params.size(); ++i) {
-    const TensorType t = flat_type(group->params[i]->type.tensor(), pixels);
+    const TensorType t = loop_type(flat, group->params[i].get());
     inputs.push_back(placeholder("p" + std::to_string(i), t.shape, t.dtype));
     te[group->params[i].get()] = inputs.back();
   }
@@ -196,11 +246,11 @@ ir::Tensor group_compute(const Function& group, std::vector<ir::Tensor>& inputs)
     }
     EMBER_CHECK(c->op->compute, c->op->name,
                 " has no tensor-expression form; it lowers only alone, through Op::lower");
-    const TensorType type = flat_type(c->type.tensor(), pixels);
+    const TensorType type = loop_type(flat, c);
     ir::Tensor out = c->op->compute(args, c->attrs, type);
     EMBER_CHECK(out && out.shape() == type.shape && out.dtype() == type.dtype, "compute rule of ",
                 c->op->name, " disagrees with its type relation");
-    te[c] = out;
+    te[c] = c == flat.windowed ? flat_conv(out) : out;
   }
   ir::Tensor out = te.at(group->body.get());
   // A group whose result is one of its inputs unchanged still needs a kernel that copies it.
@@ -218,7 +268,7 @@ PrimFunc lower_group(const Function& group, const std::string& func_name,
   if (has_custom_lowering(group))
     return op_calls(group)[0]->op->lower(group, func_name, options.vector_bits, options.gpu);
   std::vector<ir::Tensor> inputs;
-  Schedule sch({group_compute(group, inputs)});
+  Schedule sch({group_compute(group, inputs, options.vector_bits)});
   if (options.gpu)
     apply_gpu_schedule(sch);
   else

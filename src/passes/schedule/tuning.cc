@@ -60,7 +60,7 @@ std::string canonical_form(const ir::Function& group, std::string* anchor) {
 // The knobs the default schedule uses for `group` with `knobs` set, and its knob ranges.
 KnobSpace schedule_space(const ir::Function& group, int vector_bits, const ScheduleKnobs& knobs) {
   std::vector<ir::Tensor> inputs;
-  Schedule sch({group_compute(group, inputs)});
+  Schedule sch({group_compute(group, inputs, vector_bits)});
   KnobSpace space;
   apply_default_schedule(sch, vector_bits, knobs, &space);
   return space;
