@@ -499,6 +499,7 @@ void LLVMCodeGen::emit_gpu_for(const ForNode* op) {
 
 Value* LLVMCodeGen::emit_call(const PrimCallNode* op) {
   if (op->op == Intrinsic::Barrier) return emit_barrier();  // the one call without arguments
+  if (op->op == Intrinsic::Prefetch) return emit_prefetch(op);
   std::vector<Value*> args;
   bool vec = false;
   for (auto& a : op->args) {
@@ -546,9 +547,22 @@ Value* LLVMCodeGen::emit_call(const PrimCallNode* op) {
     case Intrinsic::CheckIndex:
       return emit_check_index(op, args);
     case Intrinsic::Barrier:
+    case Intrinsic::Prefetch:
       break;  // handled above
   }
   EMBER_CHECK(false, "unknown intrinsic");
+}
+
+Value* LLVMCodeGen::emit_prefetch(const PrimCallNode* op) {
+  auto* l = op->args.size() == 1 ? op->args[0].as<LoadNode>() : nullptr;
+  EMBER_CHECK(l, "prefetch needs one load as its argument in ", func_name_);
+  Value* index = emit(l->index);
+  EMBER_CHECK(!is_vec(index), "prefetch of a vector of addresses in ", func_name_);
+  // llvm.prefetch(address, read, locality 3 (keep in every level), data cache)
+  b_.CreateIntrinsic(
+      llvm::Intrinsic::prefetch, {b_.getPtrTy()},
+      {element_ptr(l->buffer, index), b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+  return b_.getInt32(0);
 }
 
 Value* LLVMCodeGen::emit_check_index(const PrimCallNode* op, const std::vector<Value*>& args) {

@@ -39,6 +39,8 @@ class LLVMCodeGen {
   llvm::Value* emit_call(const ir::PrimCallNode* op);
   /// Intrinsic::Barrier; only a GPU target has one (the CPU target fails an internal check).
   virtual llvm::Value* emit_barrier();
+  /// Intrinsic::Prefetch: llvm.prefetch of the load's element address (reads nothing).
+  llvm::Value* emit_prefetch(const ir::PrimCallNode* op);
   /// Intrinsic::CheckIndex: the index wrapped and checked; 0 where it is out of range.
   llvm::Value* emit_check_index(const ir::PrimCallNode* op, const std::vector<llvm::Value*>& args);
   /// Reports the first lane of `index` where `bad` holds to the runtime (ember_index_error).

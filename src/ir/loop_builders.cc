@@ -267,6 +267,12 @@ PrimExpr barrier() {
       std::make_shared<PrimCallNode>(DType::Int32, Intrinsic::Barrier, std::vector<PrimExpr>{}));
 }
 
+PrimExpr prefetch(Buffer buffer, PrimExpr index) {
+  return PrimExpr(std::make_shared<PrimCallNode>(
+      DType::Int32, Intrinsic::Prefetch,
+      std::vector<PrimExpr>{load(std::move(buffer), std::move(index))}));
+}
+
 PrimExpr load(Buffer buffer, PrimExpr index) {
   return PrimExpr(std::make_shared<LoadNode>(std::move(buffer), std::move(index)));
 }

@@ -80,6 +80,8 @@ const char* intrinsic_name(Intrinsic op) {
       return "barrier";
     case Intrinsic::CheckIndex:
       return "check_index";
+    case Intrinsic::Prefetch:
+      return "prefetch";
   }
   return "?";
 }

@@ -339,7 +339,9 @@ class Counter {
         return {x.as<ReinterpretNode>()->value};
       case PrimKind::Load:
         return {x.as<LoadNode>()->index};
-      case PrimKind::Call:
+      case PrimKind::Call:  // a prefetch computes its address but loads nothing
+        if (x.as<PrimCallNode>()->op == Intrinsic::Prefetch)
+          return {x.as<PrimCallNode>()->args[0].as<LoadNode>()->index};
         return x.as<PrimCallNode>()->args;
       case PrimKind::Let:
         return {x.as<LetNode>()->value, x.as<LetNode>()->body};

@@ -296,7 +296,8 @@ def test_deep_convs_on_small_images_accumulate_in_chunks(bits, cin, cout, width,
     # A conv whose weights per output-channel block overflow half the L1 while its pixels
     # fit there accumulates in chunks of input-channel blocks (the "rc.o" loop), every pixel
     # tile reading each chunk of weights from L1; its rows are padded, never shifted (a
-    # shifted tile would add a chunk twice). A 1x1 conv, a residual add and a ReLU follow,
+    # shifted tile would add a chunk twice); each pixel tile prefetches a share of the next
+    # chunk of weights. A 1x1 conv, a residual add and a ReLU follow,
     # so the chain runs blocked and the epilogue reads the accumulated block.
     rng = np.random.default_rng(cin + width)
     x = ir.var("x", (1, cin, width, width), "float32")
@@ -310,6 +311,7 @@ def test_deep_convs_on_small_images_accumulate_in_chunks(bits, cin, cout, width,
     conv = [f for f in lib.get_source("loop").split("\nfunc ") if "conv2d_pad" in f or
             f.startswith("k1")][0]
     assert ("rc.o" in conv) == chunked[bits == 512], conv[:3000]
+    assert ("prefetch(" in conv) == chunked[bits == 512], conv[:3000]
     r = F.conv2d(t(a).double(), t(w), stride=stride, padding=kernel // 2)
     ref = F.relu(F.conv2d(r, t(w2)) + r).numpy()
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5 * np.sqrt(cin * kernel**2))

@@ -180,7 +180,10 @@ struct LoadNode : PrimExprNode {
 /// counts from the end when allow_negative is 1; an index still outside [0, size) is reported
 /// to the runtime (ember_index_error, which the executor raises as an error naming the
 /// kernel) and reads as 0, so the load it feeds stays in bounds.
-enum class Intrinsic { Sqrt, Floor, Ceil, Abs, Round, IsNan, Fma, Barrier, CheckIndex };
+/// Prefetch(load) (CPU only, Int32 result, used in an Evaluate) asks the cache for the line
+/// that holds the load's element; it reads nothing and never faults, so that element may
+/// lie past the buffer (a prefetch of the next block at the last one).
+enum class Intrinsic { Sqrt, Floor, Ceil, Abs, Round, IsNan, Fma, Barrier, CheckIndex, Prefetch };
 struct PrimCallNode : PrimExprNode {
   static constexpr PrimKind kKind = PrimKind::Call;
   Intrinsic op;
@@ -256,6 +259,8 @@ PrimExpr reinterpret(DType t, PrimExpr v);
 PrimExpr prim_call(Intrinsic op, std::vector<PrimExpr> args);
 /// `evaluate(barrier())` synchronises the threads of a GPU block (__syncthreads).
 PrimExpr barrier();
+/// `evaluate(prefetch(b, i))` prefetches the cache line of element `i` of `b` (CPU only).
+PrimExpr prefetch(Buffer buffer, PrimExpr index);
 PrimExpr load(Buffer buffer, PrimExpr index);
 PrimExpr let(PrimVar v, PrimExpr value, PrimExpr body);
 /// Constant value if `e` is an IntImm (or FloatImm for the double overload).

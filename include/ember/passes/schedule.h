@@ -82,6 +82,18 @@ class Stage {
   void compute_at(Stage& parent, const IterVar& axis);
   /// Substitutes this stage's expression into its consumers; it gets no loop nest.
   void compute_inline();
+  /// At the start of each iteration of the leaf loop `at`, prefetches its share (1 / the
+  /// extent of `at`) of the `bytes` of `input` that follow the first element this stage reads
+  /// in the next iteration of the outer leaf loop `ahead`: the next k-chunk of a packed
+  /// weight panel (a contiguous block), on its way from memory while this chunk computes.
+  /// A hint: a wrong address costs time, never a fault or a wrong result.
+  void prefetch(const IterVar& at, const Tensor& input, const IterVar& ahead, int64_t bytes);
+  struct Prefetch {
+    IterVar at, ahead;
+    Tensor input;
+    int64_t bytes;
+  };
+  const std::vector<Prefetch>& prefetches() const { return prefetches_; }
 
   AttachKind attach_kind() const { return attach_; }
   const Stage* attach_stage() const { return attach_stage_; }
@@ -107,6 +119,7 @@ class Stage {
   const Stage* attach_stage_ = nullptr;
   IterVar attach_axis_;
   bool local_ = false;
+  std::vector<Prefetch> prefetches_;
 };
 
 /// The stages of every compute tensor reachable from `outputs`.

@@ -390,10 +390,53 @@ class ScheduleLowering {
       return hoisted[level].empty() ? body : if_then_else(cond, body);
     }
 
-    // Leaf loop `i` around `body`, with its lets, its guards and (`with_children`) the
-    // stages attached at it.
+    // The prefetches (Stage::prefetch) at the start of leaf loop `i`: its iteration's share
+    // of lines from the element of the input read first in the next iteration of the loop
+    // ahead (the loops inside that one at 0).
+    std::vector<Stmt> prefetches_at(size_t i) const {
+      std::vector<Stmt> out;
+      for (const Stage::Prefetch& p : st->prefetches()) {
+        if (p.at != leaf[i]) continue;
+        auto a = pos_of.find(p.ahead.get());
+        EMBER_CHECK(a != pos_of.end() && a->second < i, "prefetch in ", t->name,
+                    ": the loop ahead is not a loop outside ", leaf[i]->var.name());
+        VarMap next;
+        for (size_t q = a->second; q < leaf.size(); ++q) {
+          next.emplace_back(loop_var[q].get(), q == a->second ? loop_var[q] + 1 : PrimExpr(0));
+          for (auto& [v, e] : lets[q]) next.emplace_back(v.get(), PrimExpr(0));
+        }
+        const ProducerLoadNode* read = nullptr;
+        visit_prim(body_expr, [&](const PrimExpr& e) {
+          auto* l = e.as<ProducerLoadNode>();
+          if (l && !read && l->producer == p.input.ref()) read = l;
+        });
+        EMBER_CHECK(read, "prefetch in ", t->name, " of ", p.input->name,
+                    ", which it does not read");
+        const Realized& in = self.realized_.at(p.input.operator->());
+        std::vector<PrimExpr> index;
+        for (size_t d = 0; d < read->indices.size(); ++d)
+          index.push_back(substitute(read->indices[d], next) -
+                          (in.mins.empty() ? PrimExpr(0) : in.mins[d]));
+        const int64_t line = 64 / dtype_bytes(p.input.dtype()), n = ext.at(leaf[i].get());
+        const int64_t lines = (p.bytes / 64 + n - 1) / n;
+        PrimExpr first = flat_index(in.buffer, index) + loop_var[i] * PrimExpr(lines * line);
+        for (int64_t l = 0; l < lines; ++l)
+          out.push_back(evaluate(prefetch(in.buffer, simplify(first + PrimExpr(l * line)))));
+      }
+      return out;
+    }
+
+    // Leaf loop `i` around `body`, with its lets, its guards, its prefetches and
+    // (`with_children`) the stages attached at it.
     Stmt wrap(size_t i, Stmt body, bool with_children) {
       Stmt inner = guarded(i + 1, body);
+      if (with_children) {
+        std::vector<Stmt> parts = prefetches_at(i);
+        if (!parts.empty()) {
+          parts.push_back(inner);
+          inner = seq(parts);
+        }
+      }
       if (with_children && !attached[i].empty()) {
         // Allocate the tiles, compute each child, then the rest of this loop's body.
         std::vector<Stmt> parts;

@@ -86,8 +86,8 @@ RegisterTile choose_register_tile(const MachineModel& m, int64_t rows, int64_t c
       // Ties go to fewer loads per FMA.
       const int64_t l3_bytes = vectors_from_l3 ? m.vector_bits / 8 : 0;
       double efficiency = tile_efficiency(m, rows, r, v, regs, rows_share_vectors, l3_bytes);
-      double score = efficiency - 1e-3 * static_cast<double>(r + v * regs) /
-                                      static_cast<double>(r * v * regs);
+      double score =
+          efficiency - 1e-3 * static_cast<double>(r + v * regs) / static_cast<double>(r * v * regs);
       if (score > best_score) {
         best_score = score;
         best.rows = r;

@@ -116,6 +116,13 @@ void Stage::compute_at(Stage& parent, const IterVar& axis) {
   attach_axis_ = axis;
 }
 
+void Stage::prefetch(const IterVar& at, const Tensor& input, const IterVar& ahead, int64_t bytes) {
+  EMBER_CHECK(leaf_pos(ahead, "prefetch") < leaf_pos(at, "prefetch"), "prefetch at ",
+              at->var.name(), " for the next ", ahead->var.name(), " in ", tensor_->name,
+              ": the loop ahead must enclose it");
+  prefetches_.push_back({at, ahead, input, bytes});
+}
+
 void Stage::compute_inline() {
   EMBER_CHECK(!body_.as<ReduceNode>(), "cannot inline the reduction ", tensor_->name);
   attach_ = AttachKind::Inline;

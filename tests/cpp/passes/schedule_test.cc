@@ -144,6 +144,38 @@ TEST(Schedule, PaddedSplitAccumulatesInChunksIntoARoundedUpTile) {
   EXPECT_THROW(root[dense].split(root[dense].reduce_axes()[0], 3, SplitTail::Pad), InternalError);
 }
 
+TEST(Schedule, PrefetchFetchesTheNextChunkAShareAtEachIteration) {
+  // The chunked dense of the test above, prefetching 4 KB of w from the first element it
+  // reads in the next k chunk (k = 4 (ko + 1)), a share of 32 lines per row tile (two of
+  // them); past the last chunk and past the buffer's end, which a prefetch may do.
+  ir::Tensor x = placeholder("x", {5, 8}, DType::Float32);
+  ir::Tensor w = placeholder("w", {36, 8}, DType::Float32);
+  IterVar k = reduce_axis(8, "k");
+  ir::Tensor dense = compute("dense", {5, 36}, [&](const std::vector<PrimVar>& i) {
+    return sum(x({i[0], k->var}) * w({i[1], k->var}), {k});
+  });
+  Schedule sch({dense});
+  Stage& d = sch[dense];
+  auto [ko, ki] = d.split(d.reduce_axes()[0], 4);
+  auto [io, ii] = d.split(d.axes()[0], 3, SplitTail::Guard);
+  d.reorder({ko, io, ki, ii, d.axes()[1]});
+  EXPECT_THROW(d.prefetch(ko, w, io, 4096), InternalError);  // the loop ahead must enclose it
+  d.prefetch(io, w, ko, 4096);
+  PrimFunc fn = lower_schedule(sch, "prefetched", {x, w});
+  std::vector<std::string> fetched;
+  visit_prim(fn.body, [&](const PrimExpr& e) {
+    if (auto* c = e.as<PrimCallNode>(); c && c->op == Intrinsic::Prefetch)
+      fetched.push_back(to_string(c->args[0].as<LoadNode>()->index));
+  });
+  ASSERT_EQ(fetched.size(), 32u) << fn;
+  EXPECT_EQ(fetched[0], "(((k.o*4) + (i.o*512)) + 4)") << fn;
+  EXPECT_EQ(fetched[31], "(((k.o*4) + (i.o*512)) + 500)") << fn;
+  std::vector<float> xv(5 * 8, 1.0f), wv(36 * 8, 2.0f), out(5 * 36);
+  void* args[] = {xv.data(), wv.data(), out.data()};
+  codegen::compile_cpu({fn})->get_function("prefetched")(args);
+  for (float v : out) EXPECT_EQ(v, 16.0f);
+}
+
 TEST(Schedule, DefaultScheduleTilesATransposeSoInputLinesServeManyOutputs) {
   // out[i, j, k] = x[i, k, j] + 1, 40 x 8: the vector loop along k reads x across its rows;
   // 16 values of j (x's contiguous axis) loop just outside it, inside the loop over k's
