@@ -173,7 +173,6 @@ bool window_only(const Stage& r) {
                                         [&](const IterVar& ra) { return slides(r, ra); });
 }
 
-// Bytes of the inputs that `r` loads as vectors (indexed by its innermost axis).
 // The input that r reads along its innermost axis (a conv's weights), or none.
 Tensor vector_input(const Stage& r) {
   Tensor found;
@@ -185,6 +184,7 @@ Tensor vector_input(const Stage& r) {
   return found;
 }
 
+// Bytes of the inputs that `r` loads as vectors (indexed by its innermost axis).
 int64_t vector_input_bytes(const Stage& r) {
   auto* red = r.body().as<ReduceNode>();
   int64_t bytes = 0;

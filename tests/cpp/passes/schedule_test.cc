@@ -24,6 +24,16 @@ struct DenseRelu {
   });
 };
 
+// dense [5, 8] x [36, 8]^T: 5 rows, which tiles of 3 do not divide.
+struct Dense5 {
+  ir::Tensor x = placeholder("x", {5, 8}, DType::Float32);
+  ir::Tensor w = placeholder("w", {36, 8}, DType::Float32);
+  IterVar k = reduce_axis(8, "k");
+  ir::Tensor dense = compute("dense", {5, 36}, [&](const std::vector<PrimVar>& i) {
+    return sum(x({i[0], k->var}) * w({i[1], k->var}), {k});
+  });
+};
+
 std::vector<Buffer> allocations(const Stmt& s) {
   std::vector<Buffer> out;
   visit_prim(
@@ -101,12 +111,8 @@ TEST(Schedule, PaddedSplitAccumulatesInChunksIntoARoundedUpTile) {
   // column tile, its 5 rows in tiles of 3 (padded to 6) inside chunks of 4 k steps: each
   // row is accumulated once per chunk, the padding row reads the last row, and no tile needs
   // a guard.
-  ir::Tensor x = placeholder("x", {5, 8}, DType::Float32);
-  ir::Tensor w = placeholder("w", {36, 8}, DType::Float32);
-  IterVar k = reduce_axis(8, "k");
-  ir::Tensor dense = compute("dense", {5, 36}, [&](const std::vector<PrimVar>& i) {
-    return sum(x({i[0], k->var}) * w({i[1], k->var}), {k});
-  });
+  Dense5 g;
+  ir::Tensor x = g.x, w = g.w, dense = g.dense;
   ir::Tensor relu = compute("relu", {5, 36}, [&](const std::vector<PrimVar>& i) {
     return max(dense({i[0], i[1]}), make_const(DType::Float32, 0));
   });
@@ -148,12 +154,8 @@ TEST(Schedule, PrefetchFetchesTheNextChunkAShareAtEachIteration) {
   // The chunked dense of the test above, prefetching 4 KB of w from the first element it
   // reads in the next k chunk (k = 4 (ko + 1)), a share of 32 lines per row tile (two of
   // them); past the last chunk and past the buffer's end, which a prefetch may do.
-  ir::Tensor x = placeholder("x", {5, 8}, DType::Float32);
-  ir::Tensor w = placeholder("w", {36, 8}, DType::Float32);
-  IterVar k = reduce_axis(8, "k");
-  ir::Tensor dense = compute("dense", {5, 36}, [&](const std::vector<PrimVar>& i) {
-    return sum(x({i[0], k->var}) * w({i[1], k->var}), {k});
-  });
+  Dense5 g;
+  ir::Tensor x = g.x, w = g.w, dense = g.dense;
   Schedule sch({dense});
   Stage& d = sch[dense];
   auto [ko, ki] = d.split(d.reduce_axes()[0], 4);
