@@ -1,5 +1,6 @@
 """Helpers shared by the op tests: build a graph over NumPy inputs, run it, compare."""
 import numpy as np
+import pytest
 import torch
 
 import ember
@@ -46,3 +47,10 @@ def check(got, want, tol):
     assert got.shape == want.shape, (got.shape, want.shape)
     assert got.dtype == want.dtype, (got.dtype, want.dtype)
     np.testing.assert_allclose(got, want, **tol)
+
+
+def error_of(fn):
+    """The message of the EmberError that fn() raises (the test fails if it raises none)."""
+    with pytest.raises(ember.EmberError) as e:
+        fn()
+    return str(e.value)

@@ -29,6 +29,7 @@ import ember
 from ember import ir, op
 from ember.frontend import from_pytorch
 from ember.transform import PassContext
+from op_checks import error_of
 
 # Thresholds used below (softplus's is threshold / beta = 2.5).
 THRESHOLDS = [0.0, 0.25, -0.3, 0.3, 2.5, 20.0, -20.0, 3.0, -3.0, 6.0, 0.625, -0.625, -0.5, 2.0]
@@ -358,12 +359,6 @@ def test_layer_norm_epilogue_loop_nest():
 
 
 # ------------------------------------------------------------------ user errors
-
-def error_of(fn):
-    with pytest.raises(ember.EmberError) as e:
-        fn()
-    return str(e.value)
-
 
 def test_errors_name_the_op_and_say_what_to_do():
     x = ir.var("x", (2, 3), "float32")

@@ -12,7 +12,7 @@ import torch
 
 import ember
 from ember import ir, op
-from op_checks import build_run, run, t
+from op_checks import build_run, error_of, run, t
 
 rng = np.random.default_rng(11)
 
@@ -71,12 +71,6 @@ def test_runs_alone_and_after_fused_producers():
     got = run(lambda v: op.multiply(op.cumsum(op.exp(v), axis=1), v), x)
     want = (torch.cumsum(torch.exp(t(x)).double(), 1).float() * t(x)).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
-
-
-def error_of(fn):
-    with pytest.raises(ember.EmberError) as e:
-        fn()
-    return str(e.value)
 
 
 def test_errors_name_the_node():

@@ -11,26 +11,19 @@ namespace {
 
 using namespace ir;
 
-// dense(x, w) followed by relu: the relu stage is the output and the dense is a reduction.
+// dense(x, w) over `rows` rows followed by relu: the relu stage is the output and the dense
+// is a reduction.
 struct DenseRelu {
-  ir::Tensor x = placeholder("x", {4, 8}, DType::Float32);
+  explicit DenseRelu(int64_t rows = 4) : rows(rows) {}
+  int64_t rows;
+  ir::Tensor x = placeholder("x", {rows, 8}, DType::Float32);
   ir::Tensor w = placeholder("w", {36, 8}, DType::Float32);
   IterVar k = reduce_axis(8, "k");
-  ir::Tensor dense = compute("dense", {4, 36}, [&](const std::vector<PrimVar>& i) {
+  ir::Tensor dense = compute("dense", {rows, 36}, [&](const std::vector<PrimVar>& i) {
     return sum(x({i[0], k->var}) * w({i[1], k->var}), {k});
   });
-  ir::Tensor relu = compute("relu", {4, 36}, [&](const std::vector<PrimVar>& i) {
+  ir::Tensor relu = compute("relu", {rows, 36}, [&](const std::vector<PrimVar>& i) {
     return max(dense({i[0], i[1]}), make_const(DType::Float32, 0));
-  });
-};
-
-// dense [5, 8] x [36, 8]^T: 5 rows, which tiles of 3 do not divide.
-struct Dense5 {
-  ir::Tensor x = placeholder("x", {5, 8}, DType::Float32);
-  ir::Tensor w = placeholder("w", {36, 8}, DType::Float32);
-  IterVar k = reduce_axis(8, "k");
-  ir::Tensor dense = compute("dense", {5, 36}, [&](const std::vector<PrimVar>& i) {
-    return sum(x({i[0], k->var}) * w({i[1], k->var}), {k});
   });
 };
 
@@ -111,11 +104,8 @@ TEST(Schedule, PaddedSplitAccumulatesInChunksIntoARoundedUpTile) {
   // column tile, its 5 rows in tiles of 3 (padded to 6) inside chunks of 4 k steps: each
   // row is accumulated once per chunk, the padding row reads the last row, and no tile needs
   // a guard.
-  Dense5 g;
-  ir::Tensor x = g.x, w = g.w, dense = g.dense;
-  ir::Tensor relu = compute("relu", {5, 36}, [&](const std::vector<PrimVar>& i) {
-    return max(dense({i[0], i[1]}), make_const(DType::Float32, 0));
-  });
+  DenseRelu g(5);  // 5 rows, which tiles of 3 do not divide
+  ir::Tensor x = g.x, w = g.w, dense = g.dense, relu = g.relu;
   Schedule sch({relu});
   Stage& o = sch[relu];
   auto [jo, ji] = o.split(o.axes()[1], 12);
@@ -154,7 +144,7 @@ TEST(Schedule, PrefetchFetchesTheNextChunkAShareAtEachIteration) {
   // The chunked dense of the test above, prefetching 4 KB of w from the first element it
   // reads in the next k chunk (k = 4 (ko + 1)), a share of 32 lines per row tile (two of
   // them); past the last chunk and past the buffer's end, which a prefetch may do.
-  Dense5 g;
+  DenseRelu g(5);  // 5 rows, which tiles of 3 do not divide
   ir::Tensor x = g.x, w = g.w, dense = g.dense;
   Schedule sch({dense});
   Stage& d = sch[dense];
