@@ -637,6 +637,18 @@ Value* LLVMCodeGen::emit_load(const LoadNode* op) {
     for (int64_t l = 0; l < lanes_; ++l) pick.push_back(static_cast<int>(l * *stride));
     return from_memory(t, b_.CreateShuffleVector(all, pick));
   }
+  // A larger constant stride (a column of a row-major matrix): a scalar load per lane at a
+  // constant offset from lane 0's element. x86 has no fast gather (8 lanes of vgatherdps
+  // cost more than 8 loads), and the per-lane addresses of a gather cost more still.
+  if (!mask_ && stride && *stride != 0) {
+    Value* base = element_ptr(op->buffer, b_.CreateExtractElement(index, uint64_t{0}));
+    Value* v = llvm::PoisonValue::get(vt);
+    for (int64_t l = 0; l < lanes_; ++l) {
+      Value* at = b_.CreateInBoundsGEP(mt, base, b_.getInt64(l * *stride));
+      v = b_.CreateInsertElement(v, b_.CreateAlignedLoad(mt, at, align), uint64_t(l));
+    }
+    return from_memory(t, v);
+  }
   // Gather (a uniform index under a mask is a gather from one address).
   Value* ptrs = element_ptr(op->buffer, widen(index));
   return from_memory(t, b_.CreateMaskedGather(vt, ptrs, align, mask_, pass));
@@ -923,6 +935,17 @@ void LLVMCodeGen::emit_store(const StoreNode* op) {
       b_.CreateMaskedStore(value, base, align, mask_);
     else
       b_.CreateAlignedStore(value, base, align);
+    return;
+  }
+  // A constant stride: a scalar store per lane at a constant offset from lane 0's element
+  // (cheaper than a scatter's per-lane addresses; see emit_load).
+  std::optional<int64_t> stride = is_vec(index) ? lane_stride(op->index) : std::nullopt;
+  if (!mask_ && stride && *stride != 0) {
+    llvm::Type* mt = memory_type(t);
+    Value* base = element_ptr(op->buffer, b_.CreateExtractElement(index, uint64_t{0}));
+    for (int64_t l = 0; l < lanes_; ++l)
+      b_.CreateAlignedStore(b_.CreateExtractElement(value, uint64_t(l)),
+                            b_.CreateInBoundsGEP(mt, base, b_.getInt64(l * *stride)), align);
     return;
   }
   b_.CreateMaskedScatter(value, element_ptr(op->buffer, widen(index)), align, mask_);

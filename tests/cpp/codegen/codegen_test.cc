@@ -162,7 +162,7 @@ TEST(CodegenCpu, StridedAndIndirectGather) {
   auto out = make_buffer("out", DType::Float32, {lanes});
   auto out2 = make_buffer("out2", DType::Float32, {2 * lanes});
   PrimVar i("i");
-  // A stride-3 gather, and an indirect gather stored by a stride-2 scatter.
+  // A stride-3 gather, and an indirect gather stored at stride 2 (lane by lane).
   Stmt body = for_loop(
       i, 0, lanes, ForKind::Vectorized,
       seq({store(out, i, load(a, i * 3 + 1)), store(out2, i * 2 + 1, load(a, load(idx, i)))}));
@@ -176,6 +176,31 @@ TEST(CodegenCpu, StridedAndIndirectGather) {
   for (int64_t j = 0; j < lanes; ++j) EXPECT_FLOAT_EQ(ov[j], av[j * 3 + 1]) << j;
   for (int64_t j = 0; j < 2 * lanes; ++j)
     EXPECT_FLOAT_EQ(o2v[j], j % 2 ? av[iv[j / 2]] : -1.0f) << j;
+}
+
+// A larger constant stride (a matrix column) loads and stores lane by lane at constant
+// offsets: no gather or scatter, negative strides too.
+TEST(CodegenCpu, ColumnLoadsAndStoresAreScalarPerLane) {
+  const int64_t lanes = native_vector_lanes(DType::Float32), cols = 7, n = lanes * cols;
+  auto a = make_buffer("A", DType::Float32, {n});
+  auto out = make_buffer("out", DType::Float32, {n});
+  PrimVar c("c"), i("i");
+  // out[i * 7 + c] = A[(lanes - 1 - i) * 7 + c] * 2: a column read bottom-up, written down.
+  Stmt body = for_loop(c, 0, cols, ForKind::Serial,
+                       for_loop(i, 0, lanes, ForKind::Vectorized,
+                                store(out, i * cols + c,
+                                      load(a, (PrimExpr(lanes - 1) - i) * cols + c) *
+                                          make_const(DType::Float32, 2))));
+  PrimFunc f = make_func("columns", {a, out}, 1, body);
+  auto av = iota_floats(n, 0.0f, 1.5f);
+  std::vector<float> ov(n, 0.0f);
+  auto m = run(f, {av.data(), ov.data()});
+  std::string ll = m->get_source("ll");
+  EXPECT_EQ(ll.find("masked.gather"), std::string::npos);
+  EXPECT_EQ(ll.find("masked.scatter"), std::string::npos);
+  for (int64_t r = 0; r < lanes; ++r)
+    for (int64_t k = 0; k < cols; ++k)
+      EXPECT_FLOAT_EQ(ov[r * cols + k], 2 * av[(lanes - 1 - r) * cols + k]) << r << ", " << k;
 }
 
 TEST(CodegenCpu, FloorDivModOfNegatives) {

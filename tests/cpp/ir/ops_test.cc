@@ -611,6 +611,36 @@ TEST(PrimMathTest, Float32WithinFewUlp) {
   EXPECT_LE(max_ulp32(log, [](double x) { return std::log(x); }, xs), 1.5);
 }
 
+// The softmax exponentials: exp_nonpositive(x) and exp2_nonpositive(x) for x <= 0, within
+// 2 ulp where the result is a normal float, within the smallest normal below that (flushed
+// or not); -inf -> 0, NaN -> NaN.
+TEST(PrimMathTest, NonpositiveExponentials) {
+  const float inf = std::numeric_limits<float>::infinity();
+  struct Case {
+    PrimExpr (*fn)(const PrimExpr&);
+    double (*ref)(double);
+    double lowest;  // the grid runs from here to 0
+  };
+  for (const Case& c : {Case{exp_nonpositive, [](double x) { return std::exp(x); }, -130},
+                        Case{exp2_nonpositive, [](double x) { return std::exp2(x); }, -190}}) {
+    std::vector<float> xs = f32_grid(c.lowest, 0, 200001);
+    xs.resize(200001);  // the grid without its positive specials
+    for (float s : {-inf, std::numeric_limits<float>::quiet_NaN(), -0.0f, -1e-30f, -1e-45f})
+      xs.push_back(s);
+    std::vector<float> got = eval_unary<float>(c.fn, xs);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      double want = c.ref(xs[i]);
+      if (std::isnan(xs[i]))
+        EXPECT_TRUE(std::isnan(got[i]));
+      else if (want >= std::numeric_limits<float>::min())
+        EXPECT_LE(ulp_error32(got[i], want), 2.0) << "x = " << xs[i] << " got " << got[i];
+      else
+        EXPECT_LE(std::fabs(got[i] - want), std::numeric_limits<float>::min()) << "x = " << xs[i];
+    }
+    EXPECT_EQ(got[200001], 0.0f);  // -inf
+  }
+}
+
 TEST(PrimMathTest, Float64) {
   std::vector<double> xs;
   for (int i = 0; i <= 20000; ++i) xs.push_back(-708.0 + 1417.0 * i / 20000);  // normal results
