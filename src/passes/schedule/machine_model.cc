@@ -79,11 +79,8 @@ RegisterTile choose_register_tile(const MachineModel& m, int64_t rows, int64_t c
     for (int64_t r = 1; r <= std::min<int64_t>(rows, 16); ++r) {
       // Accumulators, the vectors of one k step and a broadcast must fit in registers, with
       // four left besides the accumulators (LLVM's FMA forms and the loop need them: 14
-      // accumulators of 16 spill). Where each broadcast feeds one FMA (a tile one register
-      // wide), LLVM issues a step's broadcasts ahead of its FMAs, each in a register of its
-      // own: 8 x 1 and 12 x 1 tiles spilled accumulators and ran 1.6x slower than 7 x 1.
-      const bool one_register = v * regs == 1;
-      int64_t operands = !rows_share_vectors ? regs + 1 : one_register ? r + 1 : v * regs + 1;
+      // accumulators of 16 spill).
+      int64_t operands = rows_share_vectors ? v * regs + 1 : regs + 1;
       if (r * v * regs + operands > m.vector_registers || r * v * regs + 4 > m.vector_registers)
         continue;
       // Where every row loads its own vectors (a depthwise conv in NCHW), the tile is

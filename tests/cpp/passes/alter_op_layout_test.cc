@@ -260,23 +260,6 @@ TEST(MachineModel, RowsWithTheirOwnVectorsGetJustTheAccumulatorsTheLatencyNeeds)
   EXPECT_GT(shared.rows, t.rows);
 }
 
-TEST(MachineModel, OneRegisterWideTilesKeepARegisterPerBroadcast) {
-  // A GEMM-like tile one register wide (a conv block of 8 channels on AVX2, 16 at 512 bits):
-  // each row's broadcast feeds one FMA and LLVM issues them all ahead of the FMAs, so a row
-  // takes two registers (12 x 1 tiles spilled). Two vectors per row share their broadcast.
-  for (int bits : {256, 512}) {
-    MachineModel m = MachineModel::for_vector_bits(bits);
-    const int64_t lanes = m.lanes(DType::Float32);
-    RegisterTile one = choose_register_tile(m, 192, lanes, DType::Float32);
-    SCOPED_TRACE(std::to_string(bits) + " bits");
-    EXPECT_EQ(one.vectors * one.lanes, lanes);
-    EXPECT_LE(2 * one.rows + 1, m.vector_registers);
-    if (bits == 256) EXPECT_EQ(one.rows, 7);  // as many as fit
-    RegisterTile two = choose_register_tile(m, 192, 2 * lanes, DType::Float32);
-    EXPECT_GT(two.rows * two.vectors, one.rows);
-  }
-}
-
 TEST(MachineModel, VectorsFromTheL3TakeTilesWithMoreRows) {
   // A 14x14 1x1 conv with 1 MB of weights on AVX2, its 196 pixels one row: 4 pixels x 2
   // vectors divide the row, but each step's 64 bytes of weights from the L3 then take longer
