@@ -108,6 +108,9 @@ void detect_leaf7(Features& f, const Regs& l7, const SavedState& saved) {
   f["invpcid"] = bit(l7.ebx, 10);
   f["rtm"] = bit(l7.ebx, 11);
   f["avx512f"] = bit(l7.ebx, 16) && avx512_save;
+  // LLVM 19 records the 512-bit EVEX encodings as a feature of their own, present (and only
+  // then listed) with avx512f: a model exported on an AVX-512 host needs it.
+  if (f["avx512f"]) f["evex512"] = true;
   f["avx512dq"] = bit(l7.ebx, 17) && avx512_save;
   f["rdseed"] = bit(l7.ebx, 18);
   f["adx"] = bit(l7.ebx, 19);
