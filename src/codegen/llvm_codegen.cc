@@ -106,6 +106,28 @@ bool lanes_collide(const ForNode* vector_loop) {
 
 bool is_vec(Value* v) { return v->getType()->isVectorTy(); }
 
+// A loop whose whole body adds into one float scalar that does not move with the loop (a row
+// sum, a layer norm's variance) over a constant trip count of at least 8. LLVM would unroll
+// it fully before its loop vectorizer runs and then leave the chain scalar (a 16-wide layer
+// norm summed in 16 dependent adds); kept rolled, the vectorizer widens it (reassoc flag).
+bool is_short_scalar_sum(const ForNode* loop) {
+  int64_t extent = 0;
+  auto* st = loop->body.as<StoreNode>();
+  if (!st || !is_float(st->buffer->dtype) || !as_int(loop->extent, &extent) || extent < 8)
+    return false;
+  bool moves = false;
+  visit_prim(st->index, [&](const PrimExpr& e) { moves |= e.get() == loop->var.get(); });
+  auto is_acc = [&](const PrimExpr& e) {
+    auto* l = e.as<LoadNode>();
+    return l && l->buffer.get() == st->buffer.get() && structural_equal(l->index, st->index);
+  };
+  auto* add = st->value.as<BinaryNode>();
+  auto* fma = st->value.as<PrimCallNode>();
+  bool acc = (add && add->op == BinaryOp::Add && (is_acc(add->a) || is_acc(add->b))) ||
+             (fma && fma->op == Intrinsic::Fma && fma->args.size() == 3 && is_acc(fma->args[2]));
+  return acc && !moves;
+}
+
 }  // namespace
 
 LLVMCodeGen::LLVMCodeGen(llvm::Module* module, std::string cpu, std::string features,
@@ -730,12 +752,16 @@ void LLVMCodeGen::emit_for(const ForNode* op) {
       llvm::Type* t = value_type(op->var.dtype());
       Value* begin = int_cast(emit(op->min), t);
       Value* end = b_.CreateAdd(begin, int_cast(emit(op->extent), t));
-      return emit_serial_loop(op, begin, end, op->for_kind == ForKind::Unrolled);
+      const char* hint = op->for_kind == ForKind::Unrolled ? "llvm.loop.unroll.full"
+                         : is_short_scalar_sum(op)         ? "llvm.loop.unroll.disable"
+                                                           : nullptr;
+      return emit_serial_loop(op, begin, end, hint);
     }
   }
 }
 
-void LLVMCodeGen::emit_serial_loop(const ForNode* op, Value* begin, Value* end, bool unroll) {
+void LLVMCodeGen::emit_serial_loop(const ForNode* op, Value* begin, Value* end,
+                                   const char* loop_hint) {
   llvm::BasicBlock* pre = b_.GetInsertBlock();
   auto* header = llvm::BasicBlock::Create(ctx_, op->var.name() + ".header", func_);
   auto* body = llvm::BasicBlock::Create(ctx_, op->var.name() + ".body", func_);
@@ -752,11 +778,10 @@ void LLVMCodeGen::emit_serial_loop(const ForNode* op, Value* begin, Value* end, 
   // i < end, so i + 1 cannot overflow.
   Value* next = b_.CreateAdd(i, llvm::ConstantInt::get(i->getType(), 1), "", false, true);
   llvm::BranchInst* back = b_.CreateBr(header);
-  if (unroll) {
+  if (loop_hint) {
     llvm::TempMDTuple self = llvm::MDNode::getTemporary(ctx_, {});
-    llvm::Metadata* full =
-        llvm::MDNode::get(ctx_, llvm::MDString::get(ctx_, "llvm.loop.unroll.full"));
-    llvm::MDNode* loop_id = llvm::MDNode::getDistinct(ctx_, {self.get(), full});
+    llvm::Metadata* hint = llvm::MDNode::get(ctx_, llvm::MDString::get(ctx_, loop_hint));
+    llvm::MDNode* loop_id = llvm::MDNode::getDistinct(ctx_, {self.get(), hint});
     loop_id->replaceOperandWith(0, loop_id);
     back->setMetadata(llvm::LLVMContext::MD_loop, loop_id);
   }
@@ -772,7 +797,7 @@ void LLVMCodeGen::emit_vectorized_for(const ForNode* op) {
   llvm::Type* t = value_type(op->var.dtype());
   Value* begin = int_cast(emit(op->min), t);
   if (lanes <= 1 || lanes_collide(op)) {
-    emit_serial_loop(op, begin, b_.CreateAdd(begin, llvm::ConstantInt::get(t, lanes)), false);
+    emit_serial_loop(op, begin, b_.CreateAdd(begin, llvm::ConstantInt::get(t, lanes)), nullptr);
     return;
   }
   lanes_ = static_cast<int>(lanes);
@@ -852,7 +877,7 @@ void LLVMCodeGen::emit_outlined_body(const ForNode* op, const Closure& c, llvm::
   }
   ++parallel_depth_;
   emit_serial_loop(op, b_.CreateAdd(min, int_cast(impl->getArg(0), t)),
-                   b_.CreateAdd(min, int_cast(impl->getArg(1), t)), false);
+                   b_.CreateAdd(min, int_cast(impl->getArg(1), t)), nullptr);
   --parallel_depth_;
   b_.CreateRetVoid();
 
@@ -867,7 +892,7 @@ void LLVMCodeGen::emit_parallel_for(const ForNode* op) {
   Value* begin = int_cast(emit(op->min), t);
   Value* extent = emit(op->extent);
   if (parallel_depth_ > 0) {  // the pool is already busy: nested loops run serially
-    emit_serial_loop(op, begin, b_.CreateAdd(begin, int_cast(extent, t)), false);
+    emit_serial_loop(op, begin, b_.CreateAdd(begin, int_cast(extent, t)), nullptr);
     return;
   }
 

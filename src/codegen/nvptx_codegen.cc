@@ -216,7 +216,7 @@ LaunchDims NVPTXCodeGen::add_kernel(const PrimFunc& f) {
 void NVPTXCodeGen::emit_parallel_for(const ForNode* op) {
   llvm::Type* t = value_type(op->var.dtype());
   Value* begin = int_cast(emit(op->min), t);
-  emit_serial_loop(op, begin, b_.CreateAdd(begin, int_cast(emit(op->extent), t)), false);
+  emit_serial_loop(op, begin, b_.CreateAdd(begin, int_cast(emit(op->extent), t)), nullptr);
 }
 
 void NVPTXCodeGen::emit_gpu_for(const ForNode* op) {
