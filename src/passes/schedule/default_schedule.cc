@@ -226,9 +226,10 @@ bool weights_from_l3(const Stage& r, const MachineModel& m, int64_t cols) {
 // values of `d` per tile reuses each vector load of that input kTile times. Returns -1 when
 // no axis qualifies or `o` does not read `r` elementwise.
 constexpr int64_t kTile = 4;
-constexpr int64_t kTransposeRows = 16;  // tile_transpose: outputs per input cache line
-constexpr int64_t kRows = 4;            // output rows per tile where windows overlap
-constexpr int64_t kPadRows = 16;        // output rows per tile that computes its padded input
+constexpr int64_t kTransposeRows = 16;     // tile_transpose: outputs per input cache line
+constexpr int64_t kRows = 4;               // output rows per tile where windows overlap
+constexpr int64_t kStatBlockBytes = 4096;  // tile_row_statistics: short rows per tile
+constexpr int64_t kPadRows = 16;           // output rows per tile that computes its padded input
 
 // Does `o` read `r` at its own indices (so o's axis k is r's axis k)?
 bool reads_elementwise(const PrimExpr& o_body, const Stage& o, const Stage& r) {
@@ -594,6 +595,7 @@ struct OutputTiling {
   bool chunk_conv_block();
   bool tile_transpose();
   void tile_row_statistics();
+  void block_short_rows(IterVar& rows, size_t used);
   void attach_in_tile();
 
   Schedule& sch;
@@ -909,8 +911,23 @@ void OutputTiling::tile_row_statistics() {
         choose_row_block(machine, rows->extent, last->extent * dtype_bytes(o.tensor().dtype()));
     row_block = tuned_row_block(row_block, rows->extent, knobs, space);
     if (row_block < rows->extent) rows = o.split(rows, row_block).first;
+  } else {
+    block_short_rows(tile_axes.back(), used);
   }
   tile = o.fuse(tile_axes);
+}
+
+// Short rows (a layer norm over 16 values): one row per tile leaves each row's reductions,
+// a chain of dependent steps, in series with its epilogue (a fused GELU waited for them:
+// 2x the unfused pair). A block of rows up to kStatBlockBytes computes the statistics of
+// all its rows, then their outputs: independent rows the core overlaps.
+void OutputTiling::block_short_rows(IterVar& rows, size_t used) {
+  int64_t row_bytes = dtype_bytes(o.tensor().dtype()) * last->extent;
+  for (size_t d = used; d < outer.size(); ++d) row_bytes *= outer[d]->extent;
+  int64_t block = 1;
+  for (int64_t b = 2; b <= rows->extent && b * row_bytes <= kStatBlockBytes; ++b)
+    if (rows->extent % b == 0) block = b;
+  if (block > 1) rows = o.split(rows, block).first;
 }
 
 // Runs the tile loop in parallel and computes the padded inputs and the reductions inside

@@ -223,20 +223,41 @@ TEST(Schedule, InlineRejectsReductions) {
   EXPECT_THROW(sch[g.dense].compute_inline(), InternalError);
 }
 
-TEST(Schedule, ComputeAtRegionIsOneRowForARowReduction) {
-  // softmax-like: out[i, j] = a[i, j] / s[i], s[i] = sum_j a[i, j]
-  ir::Tensor a = placeholder("a", {5, 100}, DType::Float32);
-  IterVar r = reduce_axis(100, "r");
-  ir::Tensor s =
-      compute("s", {5}, [&](const std::vector<PrimVar>& i) { return sum(a({i[0], r->var}), {r}); });
-  ir::Tensor out = compute(
-      "out", {5, 100}, [&](const std::vector<PrimVar>& i) { return a({i[0], i[1]}) / s({i[0]}); });
+// softmax-like: out[i, j] = a[i, j] / s[i], s[i] = sum_j a[i, j], scheduled for AVX-512.
+PrimFunc row_sum_norm(int64_t rows, int64_t cols) {
+  ir::Tensor a = placeholder("a", {rows, cols}, DType::Float32);
+  IterVar r = reduce_axis(cols, "r");
+  ir::Tensor s = compute(
+      "s", {rows}, [&](const std::vector<PrimVar>& i) { return sum(a({i[0], r->var}), {r}); });
+  ir::Tensor out = compute("out", {rows, cols}, [&](const std::vector<PrimVar>& i) {
+    return a({i[0], i[1]}) / s({i[0]});
+  });
   Schedule sch({out});
   apply_default_schedule(sch, 512);
-  PrimFunc fn = lower_schedule(sch, "norm", {a});
+  return lower_schedule(sch, "norm", {a});
+}
+
+TEST(Schedule, ComputeAtRegionIsOneRowForARowReduction) {
+  PrimFunc fn = row_sum_norm(5, 2000);
   auto allocs = allocations(fn.body);
   ASSERT_EQ(allocs.size(), 1u) << fn;
   EXPECT_EQ(allocs[0]->numel(), 1) << fn;  // computed once per row, not per vector
+}
+
+TEST(Schedule, ShortRowsShareATileThatComputesTheirStatisticsFirst) {
+  // 16 values a row: a tile of 6 rows (under 4 KB) sums all six, then divides them, so the
+  // rows' dependent sums overlap instead of each waiting in front of its own epilogue.
+  PrimFunc fn = row_sum_norm(12, 16);
+  auto allocs = allocations(fn.body);
+  ASSERT_EQ(allocs.size(), 1u) << fn;
+  EXPECT_EQ(allocs[0]->numel(), 12) << fn;
+  auto* top = fn.body.as<ForNode>();
+  ASSERT_NE(top, nullptr) << fn;
+  EXPECT_EQ(top->for_kind, ForKind::Parallel);
+  // Rows of 2000 values stay one per tile (row_sum_norm(5, 2000) above); 12 x 600 floats
+  // takes blocks of a divisor of 12 rows that fit 4 KB: one row (2.4 KB).
+  EXPECT_EQ(allocations(row_sum_norm(12, 600).body)[0]->numel(), 1);
+  EXPECT_EQ(allocations(row_sum_norm(12, 200).body)[0]->numel(), 4);  // 3.2 KB
 }
 
 }  // namespace
