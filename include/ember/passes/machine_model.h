@@ -54,9 +54,10 @@ inline constexpr double kMinUsefulLanes = 0.9;
 /// input twice), else one vector. Otherwise the channels are padded up to a multiple of one
 /// vector (two where that pads no more) where the pad lanes are under a tenth
 /// (kMinUsefulLanes: 38 -> 40 and 100 -> 104 on AVX2): a conv between two padded tensors
-/// runs 1 / useful^2 its multiply-adds, 1.47x for 33 -> 40. Else half a vector where it
-/// divides the channels (24 on AVX-512 takes 8), else 0: keep the plain layout (33
-/// channels, and 5 on AVX2).
+/// runs 1 / useful^2 its multiply-adds, 1.47x for 33 -> 40. Where half a vector divides the
+/// channels, padded whole vectors where they keep useful^2 over a half (half vectors run half
+/// the FMA peak: 24 on AVX-512 pads to 32), else half vectors (8 on AVX-512); else 0: keep
+/// the plain layout (33 channels, and 5 on AVX2).
 int64_t channel_block_for(const MachineModel& m, int64_t channels, DType t);
 
 /// The register tile for a reduction whose output is `rows` x `cols` (the tiled axis and
