@@ -86,8 +86,8 @@ TEST(LoopIR, AVectorsLaneStaysOutOfDivisionsByWholeVectors) {
   Stmt s =
       for_loop(j, 0, 384, ForKind::Serial,
                for_loop(ko, 0, 96, ForKind::Serial, for_loop(ki, 0, 8, ForKind::Serial, body)));
-  auto* st =
-      simplify(s).as<ForNode>()->body.as<ForNode>()->body.as<ForNode>()->body.as<StoreNode>();
+  const Stmt simple = simplify(s);  // held: `st` points into it
+  auto* st = simple.as<ForNode>()->body.as<ForNode>()->body.as<ForNode>()->body.as<StoreNode>();
   ASSERT_NE(st, nullptr);
   auto form = linear_form(st->value);
   EXPECT_FALSE(form.has_value()) << st->value;  // ko / 8 and ko % 8 stay
