@@ -69,8 +69,12 @@ int64_t channel_block_for(const MachineModel& m, int64_t channels, DType t);
 /// vectors of its own and only the broadcast is shared (a depthwise conv in NCHW: each output
 /// row reads its own input rows under one weight). `vectors_from_l3`: the shared vectors
 /// stream from the L3 (MachineModel::l3_bytes_per_cycle) rather than from the L1 or L2.
+/// `panel_k` (0: unknown): the reduction length of a GEMM whose column panel (panel_k x the
+/// tile's columns) is reused by many row tiles from the L2; a tile whose panel overflows the
+/// L2 streams its vectors from the L3 instead.
 RegisterTile choose_register_tile(const MachineModel& m, int64_t rows, int64_t cols, DType t,
-                                  bool rows_share_vectors = true, bool vectors_from_l3 = false);
+                                  bool rows_share_vectors = true, bool vectors_from_l3 = false,
+                                  int64_t panel_k = 0);
 
 /// Rows of a GEMM output to compute at once when a row statistic reads it (layer norm on a
 /// dense): a divisor of `rows`, at most half of them (two blocks to run in parallel),

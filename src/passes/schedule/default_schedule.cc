@@ -946,7 +946,8 @@ void OutputTiling::attach_in_tile() {
     r->compute_at(o, reduction_at ? reduction_at : tile);
     if (std::find(row_gemms.begin(), row_gemms.end(), r) != row_gemms.end()) {
       DType t = o.tensor().dtype();
-      RegisterTile gt = choose_register_tile(machine, row_block, last->extent, t);
+      RegisterTile gt = choose_register_tile(machine, row_block, last->extent, t, true, false,
+                                             inner_reduce_extent(*r));
       gt = tuned_register_tile(gt, row_block, last->extent, t, machine, knobs, space);
       schedule_gemm_block(*r, static_cast<int>(r->axes().size()) - 2, gt,
                           tuned_unroll(1, inner_reduce_extent(*r), knobs, space));

@@ -219,6 +219,25 @@ TEST(MachineModel, ChannelsNoBlockDividesArePaddedWhereThatPays) {
   }
 }
 
+TEST(MachineModel, AGemmPanelOverTheL2NarrowsTheTile) {
+  // BERT's 3072 -> 768 dense under a layer norm: 4 x 6 AVX-512 vectors make a 1.2 MB column
+  // panel that each row tile read from the L3 (221 GFLOP/s on Zen 5); two vectors keep it in
+  // the L2 (265). K = 768 keeps the wider tile, and AVX2's tiles fit either way.
+  MachineModel avx2 = MachineModel::for_vector_bits(256),
+               avx512 = MachineModel::for_vector_bits(512);
+  const DType f = DType::Float32;
+  RegisterTile wide = choose_register_tile(avx512, 64, 768, f, true, false, 768);
+  RegisterTile narrow = choose_register_tile(avx512, 64, 768, f, true, false, 3072);
+  EXPECT_GT(wide.vectors, 2);
+  EXPECT_LE(narrow.vectors, 2);
+  EXPECT_LE(3072 * narrow.vectors * 64, avx512.l2_bytes);
+  EXPECT_GE(narrow.rows * narrow.vectors, 8);  // still covers the FMA latency
+  RegisterTile a = choose_register_tile(avx2, 64, 768, f, true, false, 3072);
+  RegisterTile b = choose_register_tile(avx2, 64, 768, f);
+  EXPECT_EQ(a.rows, b.rows);
+  EXPECT_EQ(a.vectors, b.vectors);
+}
+
 TEST(MachineModel, RegisterTilesFitTheRegistersAndWasteLittle) {
   for (int bits : {256, 512}) {
     MachineModel m = MachineModel::for_vector_bits(bits);
