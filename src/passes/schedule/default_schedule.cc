@@ -662,8 +662,11 @@ void OutputTiling::size_register_tile() {
   rt = RegisterTile{1, 1, vector_lanes(o, vector_bits)};
   if (tiled) {
     int64_t tile_rows = tile_axis >= 0 ? axes[tile_axis]->extent : 1;
+    // Rows that share the vectors reuse each column tile's panel from the L2 (a GEMV's one
+    // row streams it once).
+    const int64_t panel_k = rows_share && tile_rows > 1 ? inner_reduce_extent(*reds[0]) : 0;
     rt = choose_register_tile(machine, tile_rows, last->extent, o.tensor().dtype(), rows_share,
-                              weights_from_l3(*reds[0], machine, last->extent));
+                              weights_from_l3(*reds[0], machine, last->extent), panel_k);
     // A one-row tile (a GEMV: a batch-1 dense streams its weights once) may take any number
     // of vectors (the last column tile shifted back), and its reduction may run as partial
     // sums: independent accumulator chains, added in the epilogue (tuning only).
