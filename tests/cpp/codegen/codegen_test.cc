@@ -345,16 +345,22 @@ TEST(CodegenCpu, FailedHeapAllocationIsReported) {
   }
 }
 
-TEST(CodegenCpu, SumReductionOverInnerLoop) {
-  const int64_t rows = 6, cols = 45;
-  auto a = make_buffer("A", DType::Float64, {rows, cols});
-  auto out = make_buffer("out", DType::Float64, {rows});
+// out[r] = sum_k A[r, k], a serial loop nest over A's rows.
+PrimFunc row_sums(const std::string& name, DType t, int64_t rows, int64_t cols) {
+  auto a = make_buffer("A", t, {rows, cols});
+  auto out = make_buffer("out", t, {rows});
   PrimVar r("r"), k("k");
   Stmt body = for_loop(r, 0, rows, ForKind::Serial,
-                       seq({store(out, r, make_const(DType::Float64, 0.0)),
+                       seq({store(out, r, make_const(t, 0.0)),
                             for_loop(k, 0, cols, ForKind::Serial,
                                      store(out, r, load(out, r) + load(a, r * cols + k)))}));
-  PrimFunc f = make_func("row_sum", {a, out}, 1, body);
+  return make_func(name, {a, out}, 1, body);
+}
+
+TEST(CodegenCpu, SumReductionOverInnerLoop) {
+  const int64_t rows = 6, cols = 45;
+  PrimFunc f = row_sums("row_sum", DType::Float64, rows, cols);
+  auto a = f.params[0];
   std::vector<double> av(rows * cols), ov(rows, -1.0);
   for (size_t i = 0; i < av.size(); ++i) av[i] = std::sin(static_cast<double>(i));
   run(f, {av.data(), ov.data()});
@@ -381,14 +387,7 @@ TEST(CodegenCpu, SumReductionOverInnerLoop) {
 // unrolled first, its 16 dependent scalar adds were left in series.
 TEST(CodegenCpu, ShortRowSumsAreVectorized) {
   const int64_t rows = 3, cols = 16;
-  auto a = make_buffer("A", DType::Float32, {rows, cols});
-  auto out = make_buffer("out", DType::Float32, {rows});
-  PrimVar r("r"), k("k");
-  Stmt body = for_loop(r, 0, rows, ForKind::Serial,
-                       seq({store(out, r, make_const(DType::Float32, 0.0)),
-                            for_loop(k, 0, cols, ForKind::Serial,
-                                     store(out, r, load(out, r) + load(a, r * cols + k)))}));
-  PrimFunc f = make_func("short_rows", {a, out}, 1, body);
+  PrimFunc f = row_sums("short_rows", DType::Float32, rows, cols);
   auto av = iota_floats(rows * cols, -3.0f, 0.25f);
   std::vector<float> ov(rows, -1.0f);
   auto m = run(f, {av.data(), ov.data()});
