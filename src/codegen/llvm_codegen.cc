@@ -106,26 +106,33 @@ bool lanes_collide(const ForNode* vector_loop) {
 
 bool is_vec(Value* v) { return v->getType()->isVectorTy(); }
 
-// A loop whose whole body adds into one float scalar that does not move with the loop (a row
-// sum, a layer norm's variance) over a constant trip count of at least 8. LLVM would unroll
-// it fully before its loop vectorizer runs and then leave the chain scalar (a 16-wide layer
-// norm summed in 16 dependent adds); kept rolled, the vectorizer widens it (reassoc flag).
-bool is_short_scalar_sum(const ForNode* loop) {
-  int64_t extent = 0;
-  auto* st = loop->body.as<StoreNode>();
-  if (!st || !is_float(st->buffer->dtype) || !as_int(loop->extent, &extent) || extent < 8)
-    return false;
-  bool moves = false;
-  visit_prim(st->index, [&](const PrimExpr& e) { moves |= e.get() == loop->var.get(); });
+// How a store updates its own element: `b[i] = b[i] + x` (Add), `fma(p, q, b[i])` (Fma),
+// or neither: a float reduction's update, which may be reassociated.
+enum class Accumulation { None, Add, Fma };
+Accumulation accumulation_of(const StoreNode* st) {
+  if (!is_float(st->buffer->dtype)) return Accumulation::None;
   auto is_acc = [&](const PrimExpr& e) {
     auto* l = e.as<LoadNode>();
     return l && l->buffer.get() == st->buffer.get() && structural_equal(l->index, st->index);
   };
-  auto* add = st->value.as<BinaryNode>();
+  if (auto* add = st->value.as<BinaryNode>(); add && add->op == BinaryOp::Add)
+    return is_acc(add->a) || is_acc(add->b) ? Accumulation::Add : Accumulation::None;
   auto* fma = st->value.as<PrimCallNode>();
-  bool acc = (add && add->op == BinaryOp::Add && (is_acc(add->a) || is_acc(add->b))) ||
-             (fma && fma->op == Intrinsic::Fma && fma->args.size() == 3 && is_acc(fma->args[2]));
-  return acc && !moves;
+  return fma && fma->op == Intrinsic::Fma && is_acc(fma->args[2]) ? Accumulation::Fma
+                                                                  : Accumulation::None;
+}
+
+// A loop whose whole body accumulates into one element that does not move with the loop (a
+// row sum, a layer norm's variance) over a constant trip count of at least 8. LLVM would
+// unroll it fully before its loop vectorizer runs and then leave the chain scalar (a 16-wide
+// layer norm summed in 16 dependent adds); kept rolled, the vectorizer widens it.
+bool is_short_scalar_sum(const ForNode* loop) {
+  int64_t extent = 0;
+  auto* st = loop->body.as<StoreNode>();
+  if (!st || !as_int(loop->extent, &extent) || extent < 8) return false;
+  bool moves = false;
+  visit_prim(st->index, [&](const PrimExpr& e) { moves |= e.get() == loop->var.get(); });
+  return !moves && accumulation_of(st) != Accumulation::None;
 }
 
 }  // namespace
@@ -916,24 +923,20 @@ void LLVMCodeGen::emit_parallel_for(const ForNode* op) {
 }
 
 Value* LLVMCodeGen::emit_accumulation(const StoreNode* op) {
-  if (!is_float(op->buffer->dtype) || lanes_ != 0 || mask_) return nullptr;
-  auto is_acc = [&](const PrimExpr& e) {
-    auto* l = e.as<LoadNode>();
-    return l && l->buffer.get() == op->buffer.get() && structural_equal(l->index, op->index);
-  };
+  const Accumulation kind = accumulation_of(op);
+  if (kind == Accumulation::None || lanes_ != 0 || mask_) return nullptr;
   llvm::FastMathFlags flags;
   flags.setAllowReassoc();
-  if (auto* add = op->value.as<BinaryNode>(); add && add->op == BinaryOp::Add) {
-    if (!is_acc(add->a) && !is_acc(add->b)) return nullptr;
+  if (kind == Accumulation::Add) {
+    auto* add = op->value.as<BinaryNode>();
     Value *a = emit(add->a), *b = emit(add->b);
     auto* sum = llvm::cast<llvm::Instruction>(b_.CreateFAdd(a, b));
     sum->setFastMathFlags(flags);
     return sum;
   }
-  auto* fma = op->value.as<PrimCallNode>();
-  if (!fma || fma->op != Intrinsic::Fma || !is_acc(fma->args[2])) return nullptr;
   // fmuladd, not fma: LLVM vectorizes reductions of the former (it is still one FMA
   // instruction on a CPU that has them).
+  auto* fma = op->value.as<PrimCallNode>();
   flags.setAllowContract();
   std::vector<Value*> args{emit(fma->args[0]), emit(fma->args[1]), emit(fma->args[2])};
   auto* call = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {args[0]->getType()}, args);
