@@ -925,8 +925,16 @@ void OutputTiling::tile_row_statistics() {
 // 2x the unfused pair). A block of rows up to kStatBlockBytes computes the statistics of
 // all its rows, then their outputs: independent rows the core overlaps.
 void OutputTiling::block_short_rows(IterVar& rows, size_t used) {
-  int64_t row_bytes = dtype_bytes(o.tensor().dtype()) * last->extent;
-  for (size_t d = used; d < outer.size(); ++d) row_bytes *= outer[d]->extent;
+  // A row's size is what it writes or what one of its statistics reads, the larger (a sum of
+  // squares over 768 values per 4 outputs is no short row: blocked, it lost its threads).
+  int64_t elements = last->extent;
+  for (size_t d = used; d < outer.size(); ++d) elements *= outer[d]->extent;
+  for (Stage* r : reds) {
+    int64_t reduced = 1;
+    for (const IterVar& a : r->reduce_axes()) reduced *= a->extent;
+    elements = std::max(elements, reduced);
+  }
+  const int64_t row_bytes = dtype_bytes(o.tensor().dtype()) * elements;
   int64_t block = 1;
   for (int64_t b = 2; b <= rows->extent && b * row_bytes <= kStatBlockBytes; ++b)
     if (rows->extent % b == 0) block = b;

@@ -258,6 +258,25 @@ TEST(Schedule, ShortRowsShareATileThatComputesTheirStatisticsFirst) {
   // takes blocks of a divisor of 12 rows that fit 4 KB: one row (2.4 KB).
   EXPECT_EQ(allocations(row_sum_norm(12, 600).body)[0]->numel(), 1);
   EXPECT_EQ(allocations(row_sum_norm(12, 200).body)[0]->numel(), 4);  // 3.2 KB
+  // A statistic that reads a long row for a short output row: s[i, k] = sum_r a[i, r, k]
+  // reads 768 x 4 values for 4 outputs; its rows keep a tile each (and the threads).
+  ir::Tensor a = placeholder("a", {128, 768, 4}, DType::Float32);
+  IterVar r = reduce_axis(768, "r");
+  ir::Tensor s = compute("s", {128, 4}, [&](const std::vector<PrimVar>& i) {
+    return sum(a({i[0], r->var, i[1]}), {r});
+  });
+  ir::Tensor out = compute("out", {128, 4}, [&](const std::vector<PrimVar>& i) {
+    return s({i[0], i[1]}) * make_const(DType::Float32, 2.0);
+  });
+  Schedule sch({out});
+  apply_default_schedule(sch, 512);
+  PrimFunc long_rows = lower_schedule(sch, "sum_squares_like", {a});
+  auto* tile_loop = long_rows.body.as<ForNode>();
+  ASSERT_NE(tile_loop, nullptr) << long_rows;
+  EXPECT_EQ(tile_loop->for_kind, ForKind::Parallel) << long_rows;
+  int64_t tiles = 0;
+  ASSERT_TRUE(as_int(tile_loop->extent, &tiles)) << long_rows;
+  EXPECT_GE(tiles, 2) << long_rows;
 }
 
 }  // namespace
