@@ -957,11 +957,11 @@ void OutputTiling::attach_in_tile() {
     r->compute_at(o, reduction_at ? reduction_at : tile);
     if (std::find(row_gemms.begin(), row_gemms.end(), r) != row_gemms.end()) {
       DType t = o.tensor().dtype();
-      RegisterTile gt = choose_register_tile(machine, row_block, last->extent, t, true, false,
-                                             inner_reduce_extent(*r));
+      const int64_t k = inner_reduce_extent(*r);
+      RegisterTile gt = choose_register_tile(machine, row_block, last->extent, t, true, false, k);
       gt = tuned_register_tile(gt, row_block, last->extent, t, machine, knobs, space);
       schedule_gemm_block(*r, static_cast<int>(r->axes().size()) - 2, gt,
-                          tuned_unroll(1, inner_reduce_extent(*r), knobs, space));
+                          tuned_unroll(1, k, knobs, space));
     } else if (partial_sums > 1) {  // the partial sums are the tile's rows
       schedule_register_tile(*r, static_cast<int>(r->axes().size()) - 2,
                              RegisterTile{partial_sums, rt.vectors, rt.lanes},
