@@ -13,7 +13,8 @@ The knobs (include/ember/passes/schedule_knobs.h; 0 leaves the schedule's own ch
     pad_rows                 rows per tile of a kernel that pads its input itself
     unroll                   steps of the innermost reduction loop unrolled together
     row_block                rows of a GEMM computed at once under a layer norm
-    partial_sums             a one-row dense (GEMV): independent partial sums per vector
+    partial_sums             a one-row tile (a GEMV, a sum over a middle axis): independent
+                             partial sums per vector
     k_chunk                  a conv whose pixel block fits the L1: input-channel blocks
                              accumulated per pass (all of them: one pass)
 

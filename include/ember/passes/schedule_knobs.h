@@ -84,9 +84,10 @@ int64_t tuned_unroll(int64_t dflt, int64_t extent, const ScheduleKnobs& knobs, K
 /// `choices` (axes whose rows share the vector loads: a blocked conv's row or column).
 int tuned_tile_axis(int dflt, const std::vector<int>& choices, const ScheduleKnobs& knobs,
                     KnobSpace& space);
-/// Partial sums of a one-row register tile's innermost reduction loop (`extent` steps): 1
-/// (the default: one accumulator chain per vector) or a divisor of `extent`.
-int64_t tuned_partial_sums(int64_t extent, const ScheduleKnobs& knobs, KnobSpace& space);
+/// Partial sums of a one-row register tile's innermost reduction loop (`extent` steps): the
+/// knob (a divisor of `extent`), else `dflt` (default_partial_sums).
+int64_t tuned_partial_sums(int64_t dflt, int64_t extent, const ScheduleKnobs& knobs,
+                           KnobSpace& space);
 /// Outer reduction steps per pass of a conv block that may accumulate in chunks (`extent` of
 /// them): `dflt` (0: one pass) or a divisor of `extent`. Returns 0 for one pass.
 int64_t tuned_k_chunk(int64_t dflt, int64_t extent, const ScheduleKnobs& knobs, KnobSpace& space);

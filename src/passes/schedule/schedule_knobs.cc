@@ -111,8 +111,10 @@ int tuned_tile_axis(int dflt, const std::vector<int>& choices, const ScheduleKno
   return d;
 }
 
-int64_t tuned_partial_sums(int64_t extent, const ScheduleKnobs& knobs, KnobSpace& space) {
-  const int64_t p = reduction_divisor("partial_sums", knobs.partial_sums, extent);
+int64_t tuned_partial_sums(int64_t dflt, int64_t extent, const ScheduleKnobs& knobs,
+                           KnobSpace& space) {
+  const int64_t p =
+      knobs.partial_sums ? reduction_divisor("partial_sums", knobs.partial_sums, extent) : dflt;
   space.partial_extent = extent;
   space.used.partial_sums = p;
   return p;

@@ -212,6 +212,47 @@ TEST(Tuning, GemvTunesItsColumnTileAndPartialSums) {
             0u);
 }
 
+// x * x summed over the middle axis of [rows, k, 4], kept as [rows, 1, 4]: each output
+// row is one quarter-width vector whose sum over k is one dependent FMA chain unless it is
+// split. (Without the unit axis, rows of the first axis form the register tile instead.)
+Function middle_sum_group(int64_t rows, int64_t k) {
+  Expr x = var("x", TensorType{{rows, k, 4}, DType::Float32});
+  Expr sq = call("multiply", {x, x}, {}, "sq");
+  Attrs a({{"axis", std::vector<int64_t>{1}}, {"keepdims", int64_t{1}}});
+  return function({x}, call("sum", {sq}, a, "ss"), "ss");
+}
+
+// By default such a sum runs as independent partial sums, as many as the FMA pipeline
+// holds (2 ports x 4 cycles), each at least 8 steps: the same count at both vector widths,
+// so both widths add in the same order. The knob still overrides it.
+TEST(Tuning, ASumOverAMiddleAxisRunsAsPartialSums) {
+  passes::LowerOptions opts;
+  for (int bits : {256, 512}) {
+    opts.vector_bits = bits;
+    std::string ir = ir::to_string(passes::lower_group(middle_sum_group(6, 768), "k", opts));
+    EXPECT_NE(ir.find("partial"), std::string::npos) << bits << "\n" << ir;
+    EXPECT_EQ(passes::knob_space(middle_sum_group(6, 768), bits)[0].partial_sums, 8) << bits;
+  }
+  opts.vector_bits = 256;
+  // 24 steps: 3 partial sums of 8 steps.
+  EXPECT_EQ(passes::knob_space(middle_sum_group(6, 24), 256)[0].partial_sums, 3);
+  // Too short to split.
+  EXPECT_EQ(passes::knob_space(middle_sum_group(6, 12), 256)[0].partial_sums, 1);
+  passes::ScheduleKnobs one;
+  one.partial_sums = 1;
+  std::string chain = ir::to_string(passes::lower_group(middle_sum_group(6, 768), "k", opts, one));
+  EXPECT_EQ(chain.find("partial"), std::string::npos) << chain;
+  std::vector<float> split = run(middle_sum_group(6, 768), {}),
+                     single = run(middle_sum_group(6, 768), one);
+  ASSERT_EQ(split.size(), 24u);
+  ASSERT_EQ(single.size(), 24u);
+  for (size_t j = 0; j < split.size(); ++j)
+    EXPECT_NEAR(split[j], single[j], 1e-5 * single[j]) << j;  // ~768, all positive
+  // A GEMV and a dense whose rows are a tile keep one chain per vector.
+  EXPECT_EQ(passes::knob_space(gemv_group(200, 96), 256)[0].partial_sums, 1);
+  EXPECT_EQ(passes::knob_space(dense_group(1, 8, 768), 256)[0].partial_sums, 1);
+}
+
 TEST(Tuning, KnobsOutOfRangeAreUserErrors) {
   Function g = dense_group(4, 64, 32);
   passes::ScheduleKnobs k;
