@@ -74,9 +74,10 @@ class LLVMCodeGen {
   /// Loop bound to a GPU block/thread index; only a GPU target has them.
   virtual void emit_gpu_for(const ir::ForNode* op);
   void emit_vectorized_for(const ir::ForNode* op);
+  // loop_hint: an llvm.loop metadata name; interleave > 0 adds llvm.loop.interleave.count.
   void emit_serial_loop(const ir::ForNode* op, llvm::Value* begin, llvm::Value* end,
                         const char* loop_hint, int interleave = 0);
-  int sum_interleave(const ir::ForNode* loop) const;  // loop_hint: an llvm.loop metadata name
+  int sum_interleave(const ir::ForNode* loop) const;
   void emit_store(const ir::StoreNode* op);
   /// The value of a scalar accumulation `b[i] = b[i] + x` or `fma(p, q, b[i])` (a reduction's
   /// update) with its order left to LLVM, so that the loop vectorizer may split the sum; null

@@ -701,7 +701,8 @@ void OutputTiling::size_register_tile() {
                               weights_from_l3(*reds[0], machine, last->extent), panel_k);
     // A one-row tile (a GEMV: a batch-1 dense streams its weights once) may take any number
     // of vectors (the last column tile shifted back), and its reduction may run as partial
-    // sums: independent accumulator chains, added in the epilogue (tuning only).
+    // sums: independent accumulator chains, added in the epilogue (by default only
+    // for a sum of one tensor: default_partial_sums).
     rt = tuned_register_tile(rt, tile_rows, last->extent, o.tensor().dtype(), machine, knobs, space,
                              tile_rows == 1);
     if (tile_rows == 1) {
