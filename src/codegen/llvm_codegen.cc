@@ -125,8 +125,9 @@ Accumulation accumulation_of(const StoreNode* st) {
 // A loop whose whole body accumulates into one element that does not move with the loop (a
 // row sum, a layer norm's variance) over a constant trip count of at least 8. LLVM would
 // unroll it fully before its loop vectorizer runs and then leave the chain scalar (a 16-wide
-// layer norm summed in 16 dependent adds); kept rolled, the vectorizer widens it.
-bool is_short_scalar_sum(const ForNode* loop) {
+// layer norm summed in 16 dependent adds); kept rolled, the vectorizer widens it, a long one
+// into sum_interleave's accumulators.
+bool is_rolled_scalar_sum(const ForNode* loop) {
   int64_t extent = 0;
   auto* st = loop->body.as<StoreNode>();
   if (!st || !as_int(loop->extent, &extent) || extent < 8) return false;
@@ -759,7 +760,7 @@ void LLVMCodeGen::emit_for(const ForNode* op) {
       llvm::Type* t = value_type(op->var.dtype());
       Value* begin = int_cast(emit(op->min), t);
       Value* end = b_.CreateAdd(begin, int_cast(emit(op->extent), t));
-      const bool sum = op->for_kind == ForKind::Serial && is_short_scalar_sum(op);
+      const bool sum = op->for_kind == ForKind::Serial && is_rolled_scalar_sum(op);
       const char* hint = op->for_kind == ForKind::Unrolled ? "llvm.loop.unroll.full"
                          : sum                             ? "llvm.loop.unroll.disable"
                                                            : nullptr;
@@ -768,7 +769,7 @@ void LLVMCodeGen::emit_for(const ForNode* op) {
   }
 }
 
-// Independent vector accumulators for a rolled sum (is_short_scalar_sum) that LLVM's loop
+// Independent vector accumulators for a rolled sum (is_rolled_scalar_sum) that LLVM's loop
 // vectorizer widens: unroll.disable also stops its interleaving, which left a layer norm's
 // statistics of 768 values as one chain of 48 dependent vector adds per row (latency-bound;
 // fused before a long activation, nothing else overlapped it). Four chains where each runs
