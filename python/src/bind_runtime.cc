@@ -351,6 +351,18 @@ static void bind_tensor(py::module_& m) {
           py::kw_only(), "stream"_a = py::none(), "max_version"_a = py::none(),
           "dl_device"_a = py::none(), "copy"_a = py::none(),
           "A DLPack capsule sharing this tensor's memory (the array API protocol).")
+      // NumPy tries the buffer protocol first and, when it refuses, makes a 0-d object array
+      // of the tensor; __array__ comes next and turns that into the same clear error.
+      .def(
+          "__array__",
+          [](const NDArray& t, py::object /*dtype*/, py::object /*copy*/) -> py::object {
+            if (on_gpu(t))
+              throw py::buffer_error("this ember Tensor is on " + device_str(t) +
+                                     ": copy it to the host with .numpy(), or share it with "
+                                     "torch.from_dlpack(t)");
+            return py::module_::import("numpy").attr("asarray")(py::memoryview(py::cast(t)));
+          },
+          "dtype"_a = py::none(), py::kw_only(), "copy"_a = py::none())
       .def("__dlpack_device__",
            [](const NDArray& t) {
              return py::make_tuple(static_cast<int>(t.device().type), t.device().id);
