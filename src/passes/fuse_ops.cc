@@ -193,8 +193,8 @@ bool is_anchor(OpPattern p) {
 // pointwise (1x1) conv after it. The name of that pattern, or "" for any other pair.
 class Fuser {
  public:
-  Fuser(const OpGraph& g, int max_depth, const MachineModel* machine)
-      : g_(g), max_depth_(max_depth), machine_(machine) {
+  Fuser(const OpGraph& g, int max_depth, const MachineModel* machine, bool gpu)
+      : g_(g), max_depth_(max_depth), machine_(machine), gpu_(gpu) {
     int n = static_cast<int>(g.calls.size());
     parent_.resize(n);
     std::iota(parent_.begin(), parent_.end(), 0);
@@ -217,6 +217,12 @@ class Fuser {
     return i;
   }
   const std::vector<int>& ipdom() const { return ipdom_; }
+  bool gpu() const { return gpu_; }
+  // The OutEWiseFusable anchor (conv, dense, matmul) of i's group, or -1.
+  int out_ewise_anchor(int i) {
+    int a = anchor_[root(i)];
+    return a >= 0 && g_.pattern(a) == OpPattern::OutEWiseFusable ? a : -1;
+  }
   std::map<std::pair<int, int>, std::string> rule;      // fused edge -> rule name
   std::map<std::pair<int, int>, std::string> declined;  // edge -> why the cost rule said no
 
@@ -239,9 +245,13 @@ class Fuser {
       bool out_ewise = g_.pattern(a) == OpPattern::OutEWiseFusable;
       // A second anchor may end the epilogue when the pair has a two-anchor schedule.
       second = reduction_[gi] < 0 ? two_anchor_pattern(g_.calls[a], g_.calls[d]) : "";
-      ok = [out_ewise, second](OpPattern k, bool sink) {
-        return k <= OpPattern::Broadcast ||
-               (sink && out_ewise && (k == OpPattern::CommReduce || !second.empty()));
+      // The GPU schedules have no template that computes a GEMM tile inside a reduction
+      // (the fallback runs the whole GEMM row by one thread): there the reduction is a
+      // kernel of its own, a block per row.
+      bool reduce_sink = out_ewise && !gpu_;
+      ok = [out_ewise, reduce_sink, second](OpPattern k, bool sink) {
+        return k <= OpPattern::Broadcast || (sink && ((reduce_sink && k == OpPattern::CommReduce) ||
+                                                      (out_ewise && !second.empty())));
       };
       name = second.empty() ? "epilogue" : second;
     } else if (phase == 0 && kind <= OpPattern::Broadcast) {
@@ -416,6 +426,7 @@ class Fuser {
   const OpGraph& g_;
   int max_depth_;
   const MachineModel* machine_;
+  bool gpu_;
   std::map<std::vector<int>, Cost> cost_cache_;
   std::vector<int> parent_, size_, anchor_, reduction_, ipdom_;
   std::vector<OpPattern> pattern_;
@@ -436,6 +447,10 @@ std::string unfused_reason(const OpGraph& g, Fuser& fz, int p, int c) {
   if (fz.depth_limited_.count(p)) return "the group would exceed FuseOps.max_depth";
   if (fz.ipdom()[p] != c && g.consumers[p].size() > 1)
     return op(p) + "'s result is used by several ops that do not rejoin in an elementwise op";
+  if (fz.gpu() && pc == OpPattern::CommReduce && fz.out_ewise_anchor(p) >= 0)
+    return op(c) + " reduces " + op(fz.out_ewise_anchor(p)) +
+           "'s output, and the GPU target has no schedule that computes a GEMM or conv tile "
+           "inside a reduction: the reduction runs as its own kernel, a block per row";
   if (is_anchor(pp) && pc > OpPattern::Broadcast)
     return op(c) + " is not elementwise, and only elementwise ops fuse into " + op(p) +
            "'s epilogue";
@@ -447,10 +462,10 @@ std::string unfused_reason(const OpGraph& g, Fuser& fz, int p, int c) {
 }  // namespace
 
 Function fuse_ops(const Function& f, int max_depth, std::vector<runtime::FusionEdge>* decisions,
-                  const MachineModel* machine) {
+                  const MachineModel* machine, bool gpu) {
   if (max_depth < 1) fail("FuseOps.max_depth must be at least 1, got ", max_depth);
   OpGraph g(f);
-  Fuser fz(g, max_depth, machine);
+  Fuser fz(g, max_depth, machine, gpu);
   fz.run();
   int n = static_cast<int>(g.calls.size());
 

@@ -58,7 +58,8 @@ const std::vector<GraphPass>& graph_passes() {
       {"FoldConstant", 2, true, fold_constants},
       {"FuseOps", 1, false,
        [](const Function& f, const PassEnv& env) {
-         return fuse_ops(f, env.fuse_max_depth, env.fusion_decisions, env.fuse_machine);
+         return fuse_ops(f, env.fuse_max_depth, env.fusion_decisions, env.fuse_machine,
+                         env.target.gpu);
        }},
   };
   return passes;

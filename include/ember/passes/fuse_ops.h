@@ -18,11 +18,13 @@ namespace ember::passes {
 /// (fusion_cost.h): the group is lowered with the default schedule and its estimated cycles
 /// must not exceed those of its parts as separate kernels; else the fusion is declined and
 /// the decision says why ("the fused kernel would be slower: ..."). Without one (GPU builds,
-/// whose schedules the CPU model does not describe) only the pattern rules apply.
+/// whose schedules the CPU model does not describe) only the pattern rules apply. With `gpu`,
+/// a GEMM or conv does not take a reduction of its output into its kernel: the GPU schedules
+/// have no template for it (the report says so).
 
 ir::Function fuse_ops(const ir::Function& f, int max_depth = 256,
                       std::vector<runtime::FusionEdge>* decisions = nullptr,
-                      const MachineModel* machine = nullptr);
+                      const MachineModel* machine = nullptr, bool gpu = false);
 
 /// The catalog names of the fusion rules a primitive function (a fused group) embodies,
 /// e.g. "conv2d+epilogue"; empty for a single op.
