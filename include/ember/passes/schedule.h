@@ -94,6 +94,12 @@ class Stage {
     int64_t bytes;
   };
   const std::vector<Prefetch>& prefetches() const { return prefetches_; }
+  /// Allocates `pad` more elements along this stage's innermost axis longer than 1 than its
+  /// region needs, when the outermost axis's stride would otherwise be even: rows of a
+  /// shared-memory tile then start in different banks, so threads reading down a column do
+  /// not all wait on one bank (TVM's storage_align).
+  void pad_rows(int64_t pad);
+  int64_t row_pad() const { return row_pad_; }
 
   AttachKind attach_kind() const { return attach_; }
   const Stage* attach_stage() const { return attach_stage_; }
@@ -120,6 +126,7 @@ class Stage {
   IterVar attach_axis_;
   bool local_ = false;
   std::vector<Prefetch> prefetches_;
+  int64_t row_pad_ = 0;
 };
 
 /// The stages of every compute tensor reachable from `outputs`.

@@ -44,6 +44,20 @@ int64_t padded_extent(const Stage& st, size_t d, int64_t extent) {
   return extent;
 }
 
+// Stage::pad_rows: the innermost axis longer than 1 grows by `pad` when the outermost axis's
+// stride is even (an odd stride already puts neighbouring rows in different banks);
+// flat_index then strides by the padded shape.
+void pad_rows(std::vector<int64_t>& shape, int64_t pad) {
+  if (pad == 0 || shape.size() < 2) return;
+  int64_t stride = 1;
+  for (size_t d = 1; d < shape.size(); ++d) stride *= shape[d];
+  for (size_t d = shape.size() - 1; d >= 1; --d)
+    if (shape[d] > 1) {
+      if (stride % 2 == 0) shape[d] += pad;
+      return;
+    }
+}
+
 // Where a tensor's values live during lowering.
 struct Realized {
   Buffer buffer;
@@ -323,6 +337,7 @@ class ScheduleLowering {
           shape.push_back(padded_extent(*c, d, reg[d].extent));
           mins.push_back(reg[d].min);
         }
+        pad_rows(shape, c->row_pad());
         child_region[c] = reg;
         Buffer b = make_buffer(c->tensor()->name, c->tensor()->dtype, shape, BufferScope::Local);
         self.realized_[c->tensor().operator->()] = {b, mins};

@@ -123,6 +123,11 @@ void Stage::prefetch(const IterVar& at, const Tensor& input, const IterVar& ahea
   prefetches_.push_back({at, ahead, input, bytes});
 }
 
+void Stage::pad_rows(int64_t pad) {
+  EMBER_CHECK(pad >= 0, "pad_rows(", pad, ") of ", tensor_->name, ": the pad cannot be negative");
+  row_pad_ = pad;
+}
+
 void Stage::compute_inline() {
   EMBER_CHECK(!body_.as<ReduceNode>(), "cannot inline the reduction ", tensor_->name);
   attach_ = AttachKind::Inline;

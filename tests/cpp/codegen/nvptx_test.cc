@@ -200,6 +200,22 @@ std::vector<std::pair<std::string, Function>> template_cases() {
              {call("nn.bias_add", {call("nn.dense", {x, w}), b}, Attrs({{"axis", int64_t{-1}}}))}));
   }
   {
+    // 26000 outputs: tiles shrink to 32 x 32 for more blocks; 130 and 200 leave tails.
+    Expr x = f32("x", {130, 96}), w = f32("w", {200, 96});
+    add("dense in small tiles", {x, w}, call("nn.dense", {x, w}));
+  }
+  {
+    // Too few outputs for tiles over a long sum: a block per output (tree reduce).
+    Expr x = f32("x", {1, 600}), w = f32("w", {37, 600}), b = f32("b", {37});
+    add("batch-1 dense (block per output)", {x, w, b},
+        call("nn.bias_add", {call("nn.dense", {x, w}), b}, Attrs({{"axis", int64_t{-1}}})));
+  }
+  {
+    Expr x = f32("x", {1, 64, 5, 5}), w = f32("w", {24, 64, 3, 3});
+    add("conv of few pixels (block per output)", {x, w},
+        call("nn.relu", {call("nn.conv2d", {x, w}, Attrs({{"padding", V{1}}}))}));
+  }
+  {
     Expr a = f32("a", {2, 33, 40}), b = f32("b", {40, 65});
     add("matmul", {a, b}, call("nn.matmul", {a, b}));
   }
@@ -295,6 +311,13 @@ TEST(NVPTX, SharedMemoryTemplatesComputeWhatTheCpuComputes) {
     bool simple = name.find("simple schedule") != std::string::npos;
     EXPECT_EQ(ptx.find(".shared") == std::string::npos, simple) << name;
     EXPECT_EQ(ptx.find("bar.sync") == std::string::npos, simple) << name;
+    // Which template: a tree of partial sums for a block per output, padded operand rows
+    // (33 words, not 32: no bank conflicts) for the tiles.
+    std::string loop = build(fn, "cuda")->get_source("loop");
+    if (name.find("block per output") != std::string::npos)
+      EXPECT_NE(loop.find(".tree"), std::string::npos) << loop;
+    if (name.find("small tiles") != std::string::npos)
+      EXPECT_NE(loop.find("*33)"), std::string::npos) << loop;
   }
 }
 
