@@ -1,26 +1,31 @@
-"""Compile the model zoo here, run it there: exported artifacts of every family of
-tests/python/models.py, checked and timed on a machine that has only Ember's runtime.
+"""Compile here, run there: the model zoo and the full-size models exported as artifacts,
+checked and timed on a machine that has only Ember's runtime (the GPU machine).
 
     # here, with the full Ember (LLVM, frontend, PyTorch):
     PYTHONPATH=python python3 benchmarks/gpu_families.py export DIR [--target cuda]
-        [--families vgg,mlp] [--batch 1]
-    # there (a GPU machine with a runtime-only install and PyTorch), from the repo root:
-    bash scripts/gpu_run.sh DIR          # builds the runtime-only module, then:
-    python3 benchmarks/gpu_families.py run DIR [--repeat 50] [--number 10]
+        [--families vgg,mlp] [--full resnet50,bert_s128] [--batches 1,32]
+    # there (a GPU machine with PyTorch, CMake and a compiler), from the repo root:
+    bash scripts/gpu_run.sh DIR      # builds the runtime-only module, runs tests/gpu, then:
+    python3 benchmarks/gpu_families.py run DIR [--budget-s 4]
 
-`export` writes, per family F: F.ember (graph, parameters, PTX or CPU code), F.in<i>.npy
-(the inputs), F.pt (the PyTorch state_dict) and F.ref<i>.npy (PyTorch's CPU outputs), plus
-manifest.json and include/nlohmann (the header the runtime's sources need, about 1 MiB); it prints each family's size and the total (the GPU machine takes at most
-64 MiB of carried files).
+`export` writes three kinds of entry, all listed in DIR/manifest.json:
+- zoo families (tests/python/models.py, narrow): K.ember with the weights bound, K.in<i>.npy,
+  K.ref<i>.npy (PyTorch's CPU outputs) and K.pt (the state_dict);
+- full-size models (benchmarks/e2e.py: ResNet-50 at 224x224, BERT-base layers, ...) at each
+  batch of --batches: K.ember built with the weights left as graph inputs (ResNet-50's 102 MB
+  would not travel: the GPU machine takes 64 MiB), plus a fingerprint of the seeded weights
+  and inputs. There, the runner rebuilds the same seeded model in PyTorch, checks the
+  fingerprint, binds the weights by name and compares with PyTorch on the GPU;
+- the small cases of tests/gpu/cases.py (DIR/cases), for the runtime-only GPU test suite.
+It also ships include/nlohmann (the header the runtime's sources need) and prints sizes.
 
-`run` imports only NumPy, the runtime part of `ember` (ember.load, ember.GraphModule) and,
-when present, PyTorch: no LLVM and no frontend. Each artifact runs where its code runs (on
-the GPU for a cuda artifact, the CPU for an llvm one) and is compared with the saved CPU
-reference and with PyTorch on the same device (the model rebuilt from models.py with the
-saved state_dict; reference only when that import fails). Ember (GraphModule.benchmark) and
-PyTorch (CUDA events on the GPU, perf_counter on the CPU) are timed in the same run, each
-as the median of `repeat` measurements of `number` runs. Prints a markdown table headed by
-the device. Exit status 1 when a family fails or disagrees with the reference.
+`run` imports NumPy, the runtime part of `ember` (ember.load, ember.GraphModule) and PyTorch:
+no LLVM and no frontend. Each artifact runs where its code runs (the GPU for target cuda) and
+is compared with PyTorch on that device, TF32 off, and for zoo entries with the saved CPU
+reference. Ember (GraphModule.benchmark) and PyTorch (CUDA events on the GPU, perf_counter on
+the CPU) are timed in the same run, each the median of repeated measurements sized to about
+--budget-s seconds per engine. Prints a markdown table per batch headed by the device; exit
+status 1 when an entry fails or disagrees with its reference.
 """
 import argparse
 import json
@@ -33,21 +38,16 @@ import time
 import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-MODELS_DIR = ROOT / "tests" / "python"
+for _p in (ROOT / "tests" / "python", ROOT / "benchmarks", ROOT / "tests" / "gpu"):
+    sys.path.insert(0, str(_p))
 
-# Agreement with the saved reference: |ember - ref| <= ATOL + RTOL * max|ref| (float32
+# Zoo entries against the saved CPU reference: |ember - ref| <= ATOL + RTOL * max|ref| (float32
 # kernels that reorder sums, and GPU math expansions, differ from PyTorch in the last bits).
 ATOL, RTOL = 1e-4, 1e-3
-
-
-def _models():
-    """tests/python/models.py (needs PyTorch), or None."""
-    sys.path.insert(0, str(MODELS_DIR))
-    try:
-        import models
-    except ImportError:
-        return None
-    return models
+# Full-size entries against PyTorch on the same device (deep nets reorder longer sums): the
+# tolerance benchmarks/e2e.py uses on the CPU.
+FULL_ATOL, FULL_RTOL = 1e-3, 1e-3
+DEFAULT_FULL = "resnet50,mobilenet_v2,bert_s128,bert_s384,mlp,lstm"
 
 
 def _flat(out):
@@ -58,77 +58,109 @@ def _size(n):
     return f"{n / 2**20:.2f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
 
 
+def _fingerprint(model, inputs):
+    """Sums (float64) of every input and every state_dict tensor: the same seeded definition
+    rebuilt by another PyTorch must give the same numbers."""
+    sd = model.state_dict()
+    return {"inputs": [float(t.double().sum()) for t in inputs],
+            "weights": {k: float(v.double().sum()) for k, v in sd.items()
+                        if v.is_floating_point()}}
+
+
+def _fingerprint_mismatch(want, got):
+    """The first input or weight whose sum differs, or None."""
+    for i, (a, b) in enumerate(zip(want["inputs"], got["inputs"])):
+        if not np.isclose(a, b, rtol=1e-9, atol=1e-9):
+            return f"input {i} (sum {b!r}, exported {a!r})"
+    for k, a in want["weights"].items():
+        b = got["weights"].get(k)
+        if b is None or not np.isclose(a, b, rtol=1e-9, atol=1e-9):
+            return f"weight {k} (sum {b!r}, exported {a!r})"
+    return None
+
+
 # ------------------------------------------------------------------------------ export
+def _export_zoo(ember, torch, models, out, family, args):
+    model, inputs = models.make(family, batch=args.zoo_batch)
+    with torch.no_grad():
+        refs = [t.numpy() for t in _flat(model(*inputs))]
+        mod, params = ember.frontend.from_pytorch(model, inputs)
+        lib = ember.build(mod, target=args.target, params=params)
+    key = family
+    lib.export(out / f"{key}.ember")
+    for i, t in enumerate(inputs):
+        np.save(out / f"{key}.in{i}.npy", t.numpy())
+    for i, r in enumerate(refs):
+        np.save(out / f"{key}.ref{i}.npy", r)
+    torch.save(model.state_dict(), out / f"{key}.pt")
+    return key, {"source": "zoo", "model": family, "batch": args.zoo_batch,
+                 "inputs": len(inputs), "outputs": len(refs), "kernels": len(lib.kernel_names)}
+
+
+def _export_full(ember, torch, e2e, out, name, batch, args):
+    model, inputs = e2e.make(name, batch)
+    with torch.no_grad():
+        outputs = len(_flat(model(*inputs)))
+        mod, params = ember.frontend.from_pytorch(model, inputs)
+        # No params: the weights stay graph inputs, bound by name where the model runs.
+        lib = ember.build(mod, target=args.target)
+    key = f"{name}_b{batch}"
+    lib.export(out / f"{key}.ember")
+    return key, {"source": "e2e", "model": name, "batch": batch, "inputs": len(inputs),
+                 "outputs": outputs, "kernels": len(lib.kernel_names),
+                 "weights": sorted(params), "fingerprint": _fingerprint(model, inputs)}
+
+
 def export(args):
     import torch
 
+    import cases
+    import e2e
     import ember
-    from ember.frontend import from_pytorch
-    models = _models()
-    if models is None:
-        sys.exit(f"export needs {MODELS_DIR / 'models.py'} and PyTorch")
-    families = args.families.split(",") if args.families else sorted(models.FAMILIES)
-    unknown = [f for f in families if f not in models.FAMILIES]
-    if unknown:
-        sys.exit(f"unknown families {unknown}; known: {', '.join(sorted(models.FAMILIES))}")
+    import models
+    families = sorted(models.FAMILIES) if args.families is None else \
+        [f for f in args.families.split(",") if f]
+    full = [f for f in args.full.split(",") if f]
+    batches = [int(b) for b in args.batches.split(",") if b]
+    bad = [f for f in families if f not in models.FAMILIES] + \
+        [f for f in full if f not in e2e.MODELS]
+    if bad:
+        sys.exit(f"unknown models {bad}; zoo: {', '.join(sorted(models.FAMILIES))}; "
+                 f"full-size: {', '.join(e2e.MODELS)}")
     out = pathlib.Path(args.dir)
     out.mkdir(parents=True, exist_ok=True)
-    manifest = {"target": args.target, "batch": args.batch, "families": {}}
-    total, failed = 0, []
-    for family in families:
-        model, inputs = models.make(family, batch=args.batch)
+    manifest = {"target": args.target, "entries": {}}
+    jobs = [(f, lambda f=f: _export_zoo(ember, torch, models, out, f, args)) for f in families]
+    jobs += [(f"{n}_b{b}", lambda n=n, b=b: _export_full(ember, torch, e2e, out, n, b, args))
+             for n in full for b in batches]
+    failed = []
+    for label, job in jobs:
         try:
-            with torch.no_grad():
-                refs = [t.numpy() for t in _flat(model(*inputs))]
-                mod, params = from_pytorch(model, inputs)
-                lib = ember.build(mod, target=args.target, params=params)
-            lib.export(out / f"{family}.ember")
-        except Exception as e:  # one family that does not build must not stop the others
-            failed.append(family)
-            print(f"{family:18s} FAILED: {type(e).__name__}: {str(e)[:300]}")
+            key, entry = job()
+        except Exception as e:  # one model that does not build must not stop the others
+            failed.append(label)
+            print(f"{label:18s} FAILED: {type(e).__name__}: {str(e)[:300]}")
             continue
-        for i, t in enumerate(inputs):
-            np.save(out / f"{family}.in{i}.npy", t.numpy())
-        for i, r in enumerate(refs):
-            np.save(out / f"{family}.ref{i}.npy", r)
-        torch.save(model.state_dict(), out / f"{family}.pt")
-        manifest["families"][family] = {"inputs": len(inputs), "outputs": len(refs),
-                                        "kernels": len(lib.kernel_names)}
-        size = sum(p.stat().st_size for p in out.glob(f"{family}.*"))
-        total += size
-        print(f"{family:18s} {len(lib.kernel_names):3d} kernels  {_size(size)}")
+        manifest["entries"][key] = entry
+        size = sum(p.stat().st_size for p in out.glob(f"{key}.*"))
+        print(f"{key:18s} {entry['kernels']:3d} kernels  {_size(size)}")
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    index = cases.export(out / "cases", target=args.target)
+    print(f"tests/gpu cases: {', '.join(index)} in {out / 'cases'}")
     # The GPU machine builds the runtime with no package manager: it gets nlohmann/json here.
     include = ember.deploy.ship_runtime_headers(out)
+    total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     print(f"runtime headers (nlohmann/json) for scripts/gpu_run.sh in {include}")
-    print(f"exported {len(manifest['families'])} families for target {args.target!r} to "
-          f"{out}: {_size(total)} in all")
+    print(f"exported {len(manifest['entries'])} entries for target {args.target!r} to {out}: "
+          f"{_size(total)} in all (the GPU machine takes 64 MiB)")
     return 1 if failed else 0
 
 
 # ------------------------------------------------------------------------------ run
-def _torch_time(torch, model, inputs, on_gpu, number, repeat):
-    """Median ms per run over `repeat` measurements of `number` runs."""
-    with torch.no_grad():
-        for _ in range(3):
-            model(*inputs)
-        times = []
-        for _ in range(repeat):
-            if on_gpu:
-                start = torch.cuda.Event(enable_timing=True)
-                stop = torch.cuda.Event(enable_timing=True)
-                start.record()
-                for _ in range(number):
-                    model(*inputs)
-                stop.record()
-                stop.synchronize()
-                times.append(start.elapsed_time(stop) / number)
-            else:
-                t0 = time.perf_counter()
-                for _ in range(number):
-                    model(*inputs)
-                times.append((time.perf_counter() - t0) * 1e3 / number)
-    return float(np.median(times))
+def torch_reference_mode(torch):
+    """PyTorch computes in float32 on the GPU (no TF32 in matmuls or convolutions)."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
 
 
 def _max_err(got, want):
@@ -139,33 +171,105 @@ def _max_err(got, want):
     return float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max())
 
 
-def _run_family(ember, torch, models, d, family, entry, args):
-    """One table row: errors against the reference and PyTorch, and both times."""
-    lib = ember.load(d / f"{family}.ember")
+def _scale(arrays):
+    return max((float(np.abs(a).max()) if a.size else 0.0) for a in arrays)
+
+
+class Checked:
+    """One entry run once and compared: row (errors, verdict) plus what timing needs."""
+
+    def __init__(self, row, module, model, torch_inputs):
+        self.row, self.module, self.model, self.torch_inputs = row, module, model, torch_inputs
+
+
+def _torch_model(torch, d, key, entry):
+    """(model, input tensors on the CPU) as the entry was exported."""
+    if entry["source"] == "zoo":
+        import models
+        model = models.make(entry["model"], batch=entry["batch"])[0]
+        model.load_state_dict(torch.load(d / f"{key}.pt", map_location="cpu"))
+        inputs = [torch.from_numpy(np.load(d / f"{key}.in{i}.npy"))
+                  for i in range(entry["inputs"])]
+        return model.eval(), inputs
+    import e2e
+    model, inputs = e2e.make(entry["model"], entry["batch"])
+    mismatch = _fingerprint_mismatch(entry["fingerprint"], _fingerprint(model, inputs))
+    if mismatch:
+        raise ValueError(f"PyTorch {torch.__version__} here rebuilds another {entry['model']}: "
+                         f"{mismatch} differs from the export; export with the full weights "
+                         "bound instead")
+    return model.eval(), list(inputs)
+
+
+def check_entry(ember, torch, d, key, entry):
+    """Loads and runs one entry, binds its weights if it left them as inputs, and compares
+    its outputs with the saved reference (zoo) and with PyTorch on the same device."""
+    d = pathlib.Path(d)
+    lib = ember.load(d / f"{key}.ember")
     on_gpu = lib.target.startswith("cuda")
     m = ember.GraphModule(lib)  # without a GPU, a cuda artifact fails here, clearly
-    inputs = [np.load(d / f"{family}.in{i}.npy") for i in range(entry["inputs"])]
-    for i, x in enumerate(inputs):
-        m.set_input(i, x)
+    model, tin = _torch_model(torch, d, key, entry)
+    for i, x in enumerate(tin):
+        m.set_input(i, x.numpy())
+    state = model.state_dict()
+    for name in entry.get("weights", []):
+        m.set_input(name, state[name].numpy())
     m.run()
     outs = [m.get_output(i).numpy() for i in range(m.get_num_outputs())]
-    refs = [np.load(d / f"{family}.ref{i}.npy") for i in range(entry["outputs"])]
-    if len(outs) != len(refs):
-        raise ValueError(f"{len(outs)} outputs, the reference has {len(refs)}")
-    row = {"family": family, "err_ref": max(_max_err(o, r) for o, r in zip(outs, refs)),
-           "scale": max(float(np.abs(r).max()) if r.size else 0.0 for r in refs),
-           "ember_ms": m.benchmark(number=args.number, repeat=args.repeat).median}
-    if torch is not None and models is not None and family in models.FAMILIES:
-        device = "cuda" if on_gpu else "cpu"
-        model = models.make(family, batch=1)[0]
-        model.load_state_dict(torch.load(d / f"{family}.pt", map_location="cpu"))
-        model = model.to(device).eval()
-        tin = [torch.from_numpy(x).to(device) for x in inputs]
-        with torch.no_grad():
-            touts = [t.cpu().numpy() for t in _flat(model(*tin))]
-        row["err_torch"] = max(_max_err(o, t) for o, t in zip(outs, touts))
-        row["torch_ms"] = _torch_time(torch, model, tin, on_gpu, args.number, args.repeat)
-    return row, on_gpu
+    if len(outs) != entry["outputs"]:
+        raise ValueError(f"{len(outs)} outputs, the model has {entry['outputs']}")
+    device = "cuda" if on_gpu else "cpu"
+    model = model.to(device)
+    tin = [t.to(device) for t in tin]
+    with torch.no_grad():
+        touts = [t.cpu().numpy() for t in _flat(model(*tin))]
+    row = {"key": key, "model": entry["model"], "batch": entry["batch"],
+           "device": device, "err_torch": max(_max_err(o, t) for o, t in zip(outs, touts)),
+           "scale": _scale(touts), "kernels": entry["kernels"]}
+    if entry["source"] == "zoo":
+        refs = [np.load(d / f"{key}.ref{i}.npy") for i in range(entry["outputs"])]
+        row["err_ref"] = max(_max_err(o, r) for o, r in zip(outs, refs))
+        row["ok"] = row["err_ref"] <= ATOL + RTOL * _scale(refs) and \
+            row["err_torch"] <= ATOL + RTOL * row["scale"]
+    else:
+        row["ok"] = row["err_torch"] <= FULL_ATOL + FULL_RTOL * row["scale"]
+    return Checked(row, m, model, tin)
+
+
+def _plan(once_ms, budget_s, max_repeat):
+    """(number, repeat): measurements of about 20 ms, about budget_s in all, 3 at least."""
+    number = max(1, int(20.0 / max(once_ms, 1e-3)))
+    repeat = int(budget_s * 1e3 / (number * max(once_ms, 1e-3)))
+    return number, max(3, min(max_repeat, repeat))
+
+
+def _torch_time(torch, model, inputs, on_gpu, budget_s, max_repeat):
+    """Median ms per run."""
+    def measure(number):
+        if on_gpu:
+            start = torch.cuda.Event(enable_timing=True)
+            stop = torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(number):
+                model(*inputs)
+            stop.record()
+            stop.synchronize()
+            return start.elapsed_time(stop) / number
+        t0 = time.perf_counter()
+        for _ in range(number):
+            model(*inputs)
+        return (time.perf_counter() - t0) * 1e3 / number
+    with torch.no_grad():
+        for _ in range(3):
+            once = measure(1)
+        number, repeat = _plan(once, budget_s, max_repeat)
+        return float(np.median([measure(number) for _ in range(repeat)]))
+
+
+def _ember_time(m, budget_s, max_repeat):
+    once = m.benchmark(number=1, repeat=3, warmup=1).median
+    number, repeat = _plan(once, budget_s, max_repeat)
+    return m.benchmark(number=number, repeat=repeat, warmup=1).median
 
 
 def _device_name(torch, on_gpu):
@@ -183,13 +287,29 @@ def _device_name(torch, on_gpu):
     return f"CPU: {name or platform.machine()}, {os.cpu_count()} cores"
 
 
+def _print_table(rows, title):
+    fmt = lambda x, spec: "-" if x is None else format(x, spec)  # noqa: E731
+    print(f"\n### {title}\n")
+    print("| entry | batch | kernels | max abs err (torch) | max abs err (ref) | scale | Ember ms "
+          "| PyTorch ms | Ember / PyTorch |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        if "error" in r:
+            print(f"| {r['key']} | | | error: {r['error']} | | | | | |")
+            continue
+        ratio = r["ember_ms"] / r["torch_ms"] if r.get("torch_ms") else None
+        print(f"| {r['key']} | {r['batch']} | {r['kernels']} | {fmt(r['err_torch'], '.2e')} "
+              f"| {fmt(r.get('err_ref'), '.2e')} | {fmt(r['scale'], '.3g')} "
+              f"| {fmt(r.get('ember_ms'), '.4f')} | {fmt(r.get('torch_ms'), '.4f')} "
+              f"| {fmt(ratio, '.2f')}{'' if r['ok'] else ' MISMATCH'} |")
+    sys.stdout.flush()
+
+
 def run(args):
+    import torch
+
     import ember
-    try:
-        import torch
-    except ImportError:
-        torch = None
-    models = _models() if torch is not None else None
+    torch_reference_mode(torch)
     d = pathlib.Path(args.dir)
     manifest = json.loads((d / "manifest.json").read_text())
     if manifest["target"].startswith("cuda") and not ember.cuda_available():
@@ -197,38 +317,47 @@ def run(args):
               "no CUDA GPU (ember.cuda_available() is False): run it on a GPU machine "
               "(scripts/gpu_run.sh), or export with --target llvm", file=sys.stderr)
         return 1
+    only = set(args.only.split(",")) if args.only else None
     rows, failures, on_gpu = [], [], False
-    for family, entry in manifest["families"].items():
+    for key, entry in manifest["entries"].items():
+        if only and key not in only and entry["model"] not in only:
+            continue
         try:
-            row, gpu = _run_family(ember, torch, models, d, family, entry, args)
+            c = check_entry(ember, torch, d, key, entry)
+            row = c.row
+            if not args.no_time:
+                row["ember_ms"] = _ember_time(c.module, args.budget_s, args.repeat)
+                row["torch_ms"] = _torch_time(torch, c.model, c.torch_inputs,
+                                              row["device"] == "cuda", args.budget_s,
+                                              args.repeat)
+            if args.profile:
+                print(f"#### profile of {key}")
+                c.module.profile(repeat=3)
+            del c
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
         except Exception as e:  # report it, run the others
-            failures.append(family)
-            rows.append({"family": family, "error": f"{type(e).__name__}: {str(e)[:200]}"})
+            failures.append(key)
+            rows.append({"key": key, "error": f"{type(e).__name__}: {str(e)[:300]}"})
+            print(f"{key}: {rows[-1]['error']}", flush=True)
             continue
-        on_gpu |= gpu
-        if row["err_ref"] > ATOL + RTOL * row["scale"]:
-            failures.append(family)
+        on_gpu |= row["device"] == "cuda"
+        if not row["ok"]:
+            failures.append(key)
         rows.append(row)
+        print(f"{key}: err {row['err_torch']:.2e} (scale {row['scale']:.3g}) Ember "
+              f"{row.get('ember_ms', 0):.4f} ms PyTorch {row.get('torch_ms', 0):.4f} ms",
+              flush=True)
 
-    fmt = lambda x, spec: "-" if x is None else format(x, spec)  # noqa: E731
     install = "runtime-only" if ember.RUNTIME_ONLY else "full"
-    print(f"### {_device_name(torch, on_gpu)}: target {manifest['target']!r}, batch "
-          f"{manifest['batch']}, median of {args.repeat} x {args.number} runs, Ember "
-          f"{install} install"
-          + ("" if models else " (no PyTorch model: reference only)"))
-    print()
-    print("| family | max abs err (ref) | max abs err (torch) | Ember ms | PyTorch ms | ratio |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for r in rows:
-        if "error" in r:
-            print(f"| {r['family']} | error: {r['error']} | | | | |")
-            continue
-        ratio = r["ember_ms"] / r["torch_ms"] if r.get("torch_ms") else None
-        print(f"| {r['family']} | {fmt(r['err_ref'], '.2e')} | {fmt(r.get('err_torch'), '.2e')} "
-              f"| {fmt(r['ember_ms'], '.4f')} | {fmt(r.get('torch_ms'), '.4f')} "
-              f"| {fmt(ratio, '.2f')} |")
-    print()
-    print("ratio: Ember ms / PyTorch ms (below 1: Ember is faster).")
+    title = (f"{_device_name(torch, on_gpu)}: target {manifest['target']!r}, PyTorch "
+             f"{torch.__version__} (TF32 off), Ember {install} install, medians")
+    _print_table([r for r in rows if "error" in r or r["batch"] == 1], title + ", batch 1")
+    big = [r for r in rows if "error" not in r and r["batch"] != 1]
+    if big:
+        _print_table(big, title + ", batch > 1")
+    print("\nEmber / PyTorch below 1: Ember is faster. The zoo is narrow (tests/python/"
+          "models.py); the full-size rows are benchmarks/e2e.py's models.")
     if failures:
         print(f"FAILED or disagreeing with the reference: {', '.join(failures)}")
     return 1 if failures else 0
@@ -237,16 +366,24 @@ def run(args):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
-    e = sub.add_parser("export", help="build and export every family (full Ember)")
+    e = sub.add_parser("export", help="build and export every entry (full Ember)")
     e.add_argument("dir")
     e.add_argument("--target", default="cuda", help='"cuda", "cuda -arch=sm_90" or "llvm"')
-    e.add_argument("--families", help="comma-separated (default: all of models.FAMILIES)")
-    e.add_argument("--batch", type=int, default=1)
+    e.add_argument("--families", help="zoo families, comma-separated (default: all of "
+                   "tests/python/models.py; '' for none)")
+    e.add_argument("--zoo-batch", type=int, default=1)
+    e.add_argument("--full", default=DEFAULT_FULL,
+                   help=f"full-size models of benchmarks/e2e.py (default {DEFAULT_FULL})")
+    e.add_argument("--batches", default="1,32", help="batches of the full-size models")
     e.set_defaults(func=export)
-    r = sub.add_parser("run", help="load, check and time the exported families (runtime only)")
+    r = sub.add_parser("run", help="load, check and time the exported entries (runtime only)")
     r.add_argument("dir")
-    r.add_argument("--repeat", type=int, default=50, help="measurements (default 50)")
-    r.add_argument("--number", type=int, default=10, help="runs per measurement (default 10)")
+    r.add_argument("--only", help="comma-separated entries or model names")
+    r.add_argument("--budget-s", type=float, default=2.0,
+                   help="about this many seconds of timed runs per engine and entry")
+    r.add_argument("--repeat", type=int, default=50, help="at most this many measurements")
+    r.add_argument("--no-time", action="store_true", help="check only")
+    r.add_argument("--profile", action="store_true", help="print each entry's kernel times")
     r.set_defaults(func=run)
     args = p.parse_args(argv)
     return args.func(args)

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# The one command to run ON the GPU machine (no LLVM there; cmake, ninja, pybind11, NumPy and
-# PyTorch are), from the repo root, with the directory that
+# The one command to run ON the GPU machine (no LLVM there; cmake, ninja, pybind11, NumPy,
+# pytest and PyTorch are), from the repo root, with the directory that
 #     python3 benchmarks/gpu_families.py export DIR [--target cuda]
 # wrote here carried along:
-#     bash scripts/gpu_run.sh DIR [--repeat N] [--number N]
+#     bash scripts/gpu_run.sh DIR [gpu_families.py run options: --only, --budget-s, --no-time]
 # It builds the runtime-only Python module (EMBER_RUNTIME_ONLY=ON: ember_runtime and
 # _ember_runtime, no LLVM, no Boost) into $EMBER_GPU_BUILD (default build-gpu-runtime), puts
-# it into a package beside copies of python/ember/*.py, and runs `gpu_families.py run DIR`
-# with that package first on PYTHONPATH. Its exit status is the run's.
+# it into a package beside copies of python/ember/*.py, and with that package first on
+# PYTHONPATH runs the GPU test suite (pytest tests/gpu --artifacts DIR), then the table
+# (`gpu_families.py run DIR`). Its exit status is 0 only when both pass.
 set -euo pipefail
 if [[ $# -lt 1 || ! -f "$1/manifest.json" ]]; then
-  echo "usage: bash scripts/gpu_run.sh DIR [--repeat N] [--number N]" >&2
+  echo "usage: bash scripts/gpu_run.sh DIR [--only KEYS] [--budget-s S] [--no-time]" >&2
   echo "  DIR: what 'benchmarks/gpu_families.py export DIR' wrote (it has manifest.json)" >&2
   exit 2
 fi
@@ -43,5 +44,8 @@ ninja -C "$build" _ember_runtime >"$build/build.log" || { cat "$build/build.log"
   cp "python/ember/$f" "$pkg/$f"
 done
 
-PYTHONPATH="$build/pkg${PYTHONPATH:+:$PYTHONPATH}" \
-  exec "$python" benchmarks/gpu_families.py run "$dir" "$@"
+export PYTHONPATH="$build/pkg${PYTHONPATH:+:$PYTHONPATH}"
+status=0
+"$python" -m pytest -q -p no:cacheprovider tests/gpu --artifacts "$dir" || status=1
+"$python" benchmarks/gpu_families.py run "$dir" "$@" || status=1
+exit $status

@@ -10,6 +10,7 @@ This file is also a helper script (no pytest needed):
     python test_deploy.py --run-dir DIR        loads every DIR/*.ember, runs it on its saved
                                                inputs and saves the outputs (the fresh process)
 """
+import json
 import os
 import pathlib
 import re
@@ -433,55 +434,76 @@ def _families(*args, env=None, timeout=180):
 
 
 def _table(stdout):
-    """{family: [max abs err (ref), (torch), Ember ms, PyTorch ms, ratio]} from the table."""
+    """{entry: {batch, kernels, err_torch, err_ref (None for a full-size entry), scale,
+    ember_ms, torch_ms, ratio, mismatch}} from the tables."""
     rows = {}
+    names = ["batch", "kernels", "err_torch", "err_ref", "scale", "ember_ms", "torch_ms", "ratio"]
     for line in stdout.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 6 and re.fullmatch(r"[0-9.e+-]+", cells[1]):
-            rows[cells[0]] = [float(c) for c in cells[1:]]
+        if len(cells) == 9 and re.fullmatch(r"[0-9]+", cells[1]):
+            mismatch = cells[8].endswith("MISMATCH")
+            cells[8] = cells[8].replace("MISMATCH", "").strip()
+            row = {k: None if c == "-" else float(c) for k, c in zip(names, cells[1:])}
+            rows[cells[0]] = dict(row, mismatch=mismatch)
     return rows
 
 
 @pytest.fixture(scope="module")
 def zoo_llvm(tmp_path_factory):
-    """Two small families of models.py exported by gpu_families.py for the CPU."""
+    """Two small families of models.py and the full-size MLP at batch 2 (weights left as
+    inputs, bound by name when run), exported by gpu_families.py for the CPU."""
     if not (HERE / "models.py").exists():
         pytest.skip("tests/python/models.py is missing")
     pytest.importorskip("torch")
     d = tmp_path_factory.mktemp("zoo") / "llvm"
-    done = _families("export", d, "--target", "llvm", "--families", "mlp,rnn_cell")
+    done = _families("export", d, "--target", "llvm", "--families", "mlp,rnn_cell",
+                     "--full", "mlp", "--batches", "2")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "exported 2 families for target 'llvm'" in done.stdout
+    assert "exported 3 entries for target 'llvm'" in done.stdout
     return d
 
 
 def test_gpu_families_export_and_run_on_the_cpu(zoo_llvm, tmp_path):
     """The compile-here, run-there script on llvm artifacts: it matches the saved reference
     and PyTorch, times both, and fails when the reference disagrees."""
-    manifest = (zoo_llvm / "manifest.json").read_text()
+    manifest = json.loads((zoo_llvm / "manifest.json").read_text())
+    assert set(manifest["entries"]) == {"mlp", "rnn_cell", "mlp_b2"}
     for family in ("mlp", "rnn_cell"):
-        assert f'"{family}"' in manifest
         for suffix in (".ember", ".in0.npy", ".ref0.npy", ".pt"):
             assert (zoo_llvm / f"{family}{suffix}").exists(), family + suffix
+    full = manifest["entries"]["mlp_b2"]
+    assert full["batch"] == 2 and "net.0.weight" in full["weights"]
+    assert not list(zoo_llvm.glob("mlp_b2.*.npy"))  # rebuilt from the seed where it runs
     assert (zoo_llvm / "include" / "nlohmann" / "json.hpp").is_file()
-    done = _families("run", zoo_llvm, "--repeat", "3", "--number", "2")
+    assert (zoo_llvm / "cases" / "cases.json").is_file()  # for tests/gpu
+    done = _families("run", zoo_llvm, "--repeat", "3", "--budget-s", "0.05")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "target 'llvm'" in done.stdout
     rows = _table(done.stdout)
-    assert set(rows) == {"mlp", "rnn_cell"}, done.stdout
-    for family, (err_ref, err_torch, ember_ms, torch_ms, ratio) in rows.items():
-        assert err_ref <= 1e-5 and err_torch <= 1e-5, (family, err_ref, err_torch)
-        assert ember_ms > 0 and torch_ms > 0, done.stdout
-        assert abs(ratio - ember_ms / torch_ms) <= 0.01, done.stdout  # printed to 2 decimals
+    assert set(rows) == {"mlp", "rnn_cell", "mlp_b2"}, done.stdout
+    for key, r in rows.items():
+        assert r["err_torch"] <= 1e-5 and not r["mismatch"], (key, r)
+        assert (r["err_ref"] is None) == (key == "mlp_b2"), (key, r)
+        assert r["ember_ms"] > 0 and r["torch_ms"] > 0, done.stdout
+        assert abs(r["ratio"] - r["ember_ms"] / r["torch_ms"]) <= 0.01, done.stdout
 
     # A reference that disagrees is reported and fails the run.
     bad = tmp_path / "bad"
     shutil.copytree(zoo_llvm, bad)
     np.save(bad / "mlp.ref0.npy", np.load(bad / "mlp.ref0.npy") + 0.5)
-    done = _families("run", bad, "--repeat", "1", "--number", "1")
+    done = _families("run", bad, "--no-time")
     assert done.returncode == 1, done.stdout + done.stderr
-    assert abs(_table(done.stdout)["mlp"][0] - 0.5) < 1e-5
+    assert abs(_table(done.stdout)["mlp"]["err_ref"] - 0.5) < 1e-5
+    assert _table(done.stdout)["mlp"]["mismatch"]
     assert "disagreeing with the reference: mlp" in done.stdout
+
+    # Weights that the seed no longer rebuilds are refused, naming the weight.
+    entries = json.loads((bad / "manifest.json").read_text())
+    entries["entries"]["mlp_b2"]["fingerprint"]["weights"]["net.0.weight"] += 1.0
+    (bad / "manifest.json").write_text(json.dumps(entries))
+    done = _families("run", bad, "--no-time", "--only", "mlp_b2")
+    assert done.returncode == 1
+    assert "rebuilds another mlp: weight net.0.weight" in done.stdout
 
 
 @pytest.mark.skipif(ember.cuda_available(), reason="a GPU is present")
@@ -490,7 +512,7 @@ def test_gpu_families_run_of_cuda_artifacts_without_a_gpu(tmp_path):
         pytest.skip("tests/python/models.py is missing")
     pytest.importorskip("torch")
     done = _families("export", tmp_path, "--target", "cuda -arch=sm_90", "--families",
-                     "rnn_cell")
+                     "rnn_cell", "--full", "")
     assert done.returncode == 0, done.stdout + done.stderr
     assert ember.load(tmp_path / "rnn_cell.ember").target == "cuda -arch=sm_90"
     done = _families("run", tmp_path)
@@ -502,20 +524,24 @@ def test_gpu_families_run_of_cuda_artifacts_without_a_gpu(tmp_path):
                     reason="needs cmake and ninja")
 def test_gpu_run_script_uses_the_runtime_only_build(zoo_llvm, tmp_path):
     """scripts/gpu_run.sh, the command for the GPU machine, on llvm artifacts: it builds the
-    runtime-only module (no LLVM) and runs the families with it. (Seconds with a compiler
-    cache, a minute or two without.)"""
+    runtime-only module (no LLVM), runs the GPU suite (tests/gpu), which fails here naming
+    the missing GPU rather than skipping, and runs the table with it. (Seconds with a
+    compiler cache, a minute or two without.)"""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["EMBER_GPU_BUILD"] = str(tmp_path / "build")
     done = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_run.sh"), str(zoo_llvm),
-                           "--repeat", "2", "--number", "1"], env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
+                           "--repeat", "2", "--budget-s", "0.05"], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "ember.cuda_available() is False" in done.stdout, done.stdout
+    assert "skipped" not in done.stdout
     assert "Ember runtime-only install" in done.stdout
     # The runtime took nlohmann/json from what the export shipped, as the GPU machine must.
     configured = (tmp_path / "build" / "configure.log").read_text()
     assert f"nlohmann/json from {zoo_llvm / 'include'}" in configured
     rows = _table(done.stdout)
-    assert set(rows) == {"mlp", "rnn_cell"} and all(r[0] <= 1e-5 for r in rows.values())
+    assert set(rows) == {"mlp", "rnn_cell", "mlp_b2"}, done.stdout
+    assert all(r["err_torch"] <= 1e-5 for r in rows.values())
 
 
 # ------------------------------------------------------------------------------ script modes

@@ -1,34 +1,31 @@
-"""The GPU target from Python: PTX out of ember.build(target="cuda") on any machine (every
-model family of models.py assembles with ptxas for sm_80 and sm_90), the clear error when no
-GPU is present, and (only where a GPU exists) runs compared with the CPU target, CUDA torch
-tensors in and out through DLPack, benchmark and profile. The numerics of the GPU schedules
-without a GPU are checked in C++ (tests/cpp/codegen/nvptx_test.cc, "GPU emulation")."""
+"""The GPU target from Python, on any machine: PTX out of ember.build(target="cuda") (every
+model family of models.py assembles with ptxas for sm_80 and sm_90), what FuseOps does
+differently for the GPU, and the clear error when no GPU is present. Runs on a GPU (against
+PyTorch, DLPack in and out, benchmark and profile) are tests/gpu's, on the GPU machine; the
+numerics of the GPU schedules without a GPU are checked in C++
+(tests/cpp/codegen/nvptx_test.cc, "GPU emulation")."""
 import os
+import pathlib
 import re
 import subprocess
+import sys
 
 import numpy as np
 import pytest
-import torch
 
 import ember
 import models
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "gpu"))
+import cases  # noqa: E402  (tests/gpu/cases.py: the cases the GPU suite runs)
 from ember import ir, op
 from ember.runtime import cuda_available
 
 PTXAS = "/usr/local/cuda/bin/ptxas"
-needs_gpu = pytest.mark.skipif(not cuda_available(), reason="no CUDA GPU: kernels not run")
 
 
 def conv_bn_relu(rs):
-    x = ir.var("x", shape=(2, 3, 20, 20))
-    w = rs.randn(8, 3, 3, 3).astype("float32") * 0.2
-    g, b = rs.rand(8).astype("float32") + 0.5, rs.randn(8).astype("float32")
-    m, v = rs.randn(8).astype("float32"), rs.rand(8).astype("float32") + 0.5
-    y = op.nn.conv2d(x, ir.const(w), padding=(1, 1), name="conv1")
-    y = op.nn.batch_norm(y, ir.const(g), ir.const(b), ir.const(m), ir.const(v), name="bn1")
-    y = op.nn.relu(y, name="relu1")
-    return ir.Function([x], y)
+    """conv + batch norm + ReLU: the case tests/gpu runs on the GPU."""
+    return cases.CASES["conv_bn_relu"](rs)[0]
 
 
 def assemble(ptx, arch, tmp_path):
@@ -98,6 +95,29 @@ def test_every_model_family_assembles_for_sm80_and_sm90(family, tmp_path):
         assert result.returncode == 0, f"{family} for {arch}:\n{result.stderr[:2000]}"
 
 
+def dense_add_layer_norm(rs, rows=16, width=64):
+    x = ir.var("x", shape=(rows, width))
+    w = ir.const(rs.randn(width, width).astype("float32") * 0.1)
+    y = op.add(op.nn.dense(x, w, name="fc"), x, name="residual")
+    return ir.Function([x], op.nn.layer_norm(y, name="norm"))
+
+
+def test_gpu_runs_a_reduction_of_a_gemm_as_its_own_kernel():
+    """On the CPU the layer norm computes the dense's row tiles inside its reduction; the GPU
+    has no such schedule (its fallback ran the whole GEMM row by one thread: BERT's fc2 +
+    layer norm took 200 ms on an H200), so there the norm is a block-per-row kernel and the
+    report says why."""
+    f = dense_add_layer_norm(np.random.RandomState(3))
+    cpu = ember.build(f, target="llvm")
+    assert cpu.kernel_names == ["fc + residual + norm"]
+    gpu = ember.build(f, target="cuda")
+    assert gpu.kernel_names == ["fc + residual", "norm"]
+    (why,) = [w for p, c, w in gpu.fusion_report().unfused if "'norm'" in c]
+    assert "GPU target has no schedule" in why and "nn.dense" in why, why
+    ptx = gpu.get_source("ptx")
+    assert ptx.count("bar.sync") >= 2  # the GEMM's shared tiles and the norm's tree
+
+
 def test_sources_and_unknown_formats():
     x = ir.var("x", shape=(5,))
     lib = ember.build(ir.Function([x], op.nn.relu(x)), target="cuda")
@@ -115,56 +135,7 @@ def test_running_without_a_gpu_is_a_clear_error():
         ember.GraphModule(lib)
 
 
-# ----------------------------------------------------------------- with a GPU only
-
-@needs_gpu
-def test_gpu_matches_cpu_with_numpy_and_torch_inputs():
-    rs = np.random.RandomState(1)
-    f = conv_bn_relu(rs)
-    data = rs.randn(2, 3, 20, 20).astype("float32")
-    cpu = ember.GraphModule(ember.build(f, target="llvm"))
-    cpu.set_input("x", data)
-    cpu.run()
-    ref = cpu.get_output(0).numpy()
-
-    gpu = ember.GraphModule(ember.build(f, target="cuda"))
-    assert gpu.device == "cuda:0"
-    gpu.set_input("x", data)  # NumPy: copied to the GPU
-    gpu.run()
-    out = gpu.get_output(0)
-    assert out.device == "cuda:0"
-    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=1e-5)
-    with pytest.raises(BufferError):
-        np.asarray(out)  # device memory is never read from the host by accident
-
-    gpu.set_input("x", torch.from_numpy(data).cuda())  # a CUDA tensor: read on the GPU
-    gpu.run()
-    t = torch.from_dlpack(gpu.get_output(0))  # shares the GPU buffer
-    assert t.is_cuda
-    np.testing.assert_allclose(t.cpu().numpy(), ref, rtol=1e-5, atol=1e-5)
-
-
-@needs_gpu
-def test_gpu_softmax_dense_and_pooling_match_torch():
-    rs = np.random.RandomState(2)
-    x = ir.var("x", shape=(4, 8, 12, 12))
-    w = rs.randn(10, 8 * 6 * 6).astype("float32") * 0.1
-    y = op.nn.max_pool2d(x, pool_size=(2, 2), strides=(2, 2))
-    y = op.nn.softmax(op.nn.dense(op.reshape(y, newshape=(4, -1)), ir.const(w)))
-    m = ember.GraphModule(ember.build(ir.Function([x], y), target="cuda"))
-    data = rs.randn(4, 8, 12, 12).astype("float32")
-    m.set_input("x", data)
-    m.run()
-    t = torch.nn.functional.max_pool2d(torch.from_numpy(data), 2)
-    ref = torch.softmax(t.reshape(4, -1) @ torch.from_numpy(w).T, dim=-1).numpy()
-    np.testing.assert_allclose(m.get_output(0).numpy(), ref, rtol=1e-4, atol=1e-6)
-
-
-@needs_gpu
-def test_gpu_benchmark_and_profile_use_events():
-    x = ir.var("x", shape=(256, 256))
-    m = ember.GraphModule(ember.build(ir.Function([x], op.nn.relu(x)), target="cuda"))
-    m.set_input("x", np.ones((256, 256), dtype="float32"))
-    r = m.benchmark(number=5, repeat=3)
-    assert len(r.results) == 3 and r.mean > 0
-    assert "Total" in m.profile(repeat=2)
+# Runs on a GPU: tests/gpu (the runtime-only suite, run by scripts/gpu_run.sh on the GPU
+# machine with artifacts that benchmarks/gpu_families.py exports here) checks the exported
+# zoo, the full-size models and these kernels' cases there: DLPack in and out, softmax,
+# dense and pooling against PyTorch, benchmark and profile.

@@ -1,0 +1,86 @@
+"""Small GPU cases for tests/gpu: built and exported here (full Ember), run on the GPU
+machine by test_gpu_artifacts.py with the runtime-only install. Each case is a graph, its
+inputs and the reference outputs computed here (by the CPU target or by PyTorch on the CPU).
+
+    export(dir)   # writes dir/<case>.ember, <case>.in<i>.npy, <case>.ref<i>.npy, cases.json
+"""
+import json
+import pathlib
+
+import numpy as np
+
+
+def _conv_bn_relu(rs):
+    """One fused kernel (conv + batch norm + ReLU) through shared memory."""
+    from ember import ir, op
+    x = ir.var("x", shape=(2, 3, 20, 20))
+    w = rs.randn(8, 3, 3, 3).astype("float32") * 0.2
+    g, b = rs.rand(8).astype("float32") + 0.5, rs.randn(8).astype("float32")
+    m, v = rs.randn(8).astype("float32"), rs.rand(8).astype("float32") + 0.5
+    y = op.nn.conv2d(x, ir.const(w), padding=(1, 1), name="conv1")
+    y = op.nn.batch_norm(y, ir.const(g), ir.const(b), ir.const(m), ir.const(v), name="bn1")
+    y = op.nn.relu(y, name="relu1")
+    data = rs.randn(2, 3, 20, 20).astype("float32")
+    return ir.Function([x], y), [data], None
+
+
+def _softmax_dense_pool(rs):
+    """Max pooling, a dense and a softmax (a row reduction) against PyTorch."""
+    import torch
+    from ember import ir, op
+    x = ir.var("x", shape=(4, 8, 12, 12))
+    w = rs.randn(10, 8 * 6 * 6).astype("float32") * 0.1
+    y = op.nn.max_pool2d(x, pool_size=(2, 2), strides=(2, 2))
+    y = op.nn.softmax(op.nn.dense(op.reshape(y, newshape=(4, -1)), ir.const(w)))
+    data = rs.randn(4, 8, 12, 12).astype("float32")
+    t = torch.nn.functional.max_pool2d(torch.from_numpy(data), 2)
+    ref = torch.softmax(t.reshape(4, -1) @ torch.from_numpy(w).T, dim=-1).numpy()
+    return ir.Function([x], y), [data], [ref]
+
+
+def _relu(rs):
+    """A plain elementwise kernel (benchmark and profile)."""
+    from ember import ir, op
+    x = ir.var("x", shape=(256, 256))
+    data = rs.randn(256, 256).astype("float32")
+    return ir.Function([x], op.nn.relu(x)), [data], [np.maximum(data, 0)]
+
+
+CASES = {"conv_bn_relu": _conv_bn_relu, "softmax_dense_pool": _softmax_dense_pool,
+         "relu": _relu}
+
+
+def export(dest, target="cuda"):
+    """Builds every case for `target` and writes it with inputs and references to dest."""
+    import ember
+    dest = pathlib.Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    index = {}
+    for i, (name, make) in enumerate(sorted(CASES.items())):
+        func, inputs, refs = make(np.random.RandomState(i))
+        if refs is None:  # the CPU target is the reference
+            cpu = ember.GraphModule(ember.build(func, target="llvm"))
+            for j, x in enumerate(inputs):
+                cpu.set_input(j, x)
+            cpu.run()
+            refs = [cpu.get_output(j).numpy() for j in range(cpu.get_num_outputs())]
+        lib = ember.build(func, target=target)
+        lib.export(dest / f"{name}.ember")
+        for j, x in enumerate(inputs):
+            np.save(dest / f"{name}.in{j}.npy", x)
+        for j, r in enumerate(refs):
+            np.save(dest / f"{name}.ref{j}.npy", r)
+        index[name] = {"inputs": len(inputs), "outputs": len(refs),
+                       "kernels": list(lib.kernel_names)}
+    (dest / "cases.json").write_text(json.dumps(index, indent=1))
+    return index
+
+
+def load(dest, name):
+    """(ember.LoadedLibrary, inputs, references) of an exported case."""
+    import ember
+    dest = pathlib.Path(dest)
+    entry = json.loads((dest / "cases.json").read_text())[name]
+    inputs = [np.load(dest / f"{name}.in{j}.npy") for j in range(entry["inputs"])]
+    refs = [np.load(dest / f"{name}.ref{j}.npy") for j in range(entry["outputs"])]
+    return ember.load(dest / f"{name}.ember"), inputs, refs
