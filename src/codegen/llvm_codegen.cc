@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "ember/ir/loop_sums.h"
 #include "ember/support/error.h"
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/DerivedTypes.h"
@@ -105,36 +106,6 @@ bool lanes_collide(const ForNode* vector_loop) {
 }
 
 bool is_vec(Value* v) { return v->getType()->isVectorTy(); }
-
-// How a store updates its own element: `b[i] = b[i] + x` (Add), `fma(p, q, b[i])` (Fma),
-// or neither: a float reduction's update, which may be reassociated.
-enum class Accumulation { None, Add, Fma };
-Accumulation accumulation_of(const StoreNode* st) {
-  if (!is_float(st->buffer->dtype)) return Accumulation::None;
-  auto is_acc = [&](const PrimExpr& e) {
-    auto* l = e.as<LoadNode>();
-    return l && l->buffer.get() == st->buffer.get() && structural_equal(l->index, st->index);
-  };
-  if (auto* add = st->value.as<BinaryNode>(); add && add->op == BinaryOp::Add)
-    return is_acc(add->a) || is_acc(add->b) ? Accumulation::Add : Accumulation::None;
-  auto* fma = st->value.as<PrimCallNode>();
-  return fma && fma->op == Intrinsic::Fma && is_acc(fma->args[2]) ? Accumulation::Fma
-                                                                  : Accumulation::None;
-}
-
-// A loop whose whole body accumulates into one element that does not move with the loop (a
-// row sum, a layer norm's variance) over a constant trip count of at least 8. LLVM would
-// unroll it fully before its loop vectorizer runs and then leave the chain scalar (a 16-wide
-// layer norm summed in 16 dependent adds); kept rolled, the vectorizer widens it, a long one
-// into sum_interleave's accumulators.
-bool is_rolled_scalar_sum(const ForNode* loop) {
-  int64_t extent = 0;
-  auto* st = loop->body.as<StoreNode>();
-  if (!st || !as_int(loop->extent, &extent) || extent < 8) return false;
-  bool moves = false;
-  visit_prim(st->index, [&](const PrimExpr& e) { moves |= e.get() == loop->var.get(); });
-  return !moves && accumulation_of(st) != Accumulation::None;
-}
 
 }  // namespace
 
@@ -770,19 +741,14 @@ void LLVMCodeGen::emit_for(const ForNode* op) {
 }
 
 // Independent vector accumulators for a rolled sum (is_rolled_scalar_sum) that LLVM's loop
-// vectorizer widens: unroll.disable also stops its interleaving, which left a layer norm's
-// statistics of 768 values as one chain of 48 dependent vector adds per row (latency-bound;
-// fused before a long activation, nothing else overlapped it). Four chains where each runs
-// at least two vectors, else two, else one.
+// vectorizer widens (ir::rolled_sum_interleave, which the FuseOps cost model prices too).
 int LLVMCodeGen::sum_interleave(const ForNode* loop) const {
   int64_t extent = 0;
   as_int(loop->extent, &extent);
   const int64_t lanes =
       std::max<int64_t>(1, (vector_bits_ > 0 ? vector_bits_ : 256) /
                                (8 * dtype_bytes(loop->body.as<StoreNode>()->buffer->dtype)));
-  for (int n : {4, 2})
-    if (extent >= 2 * n * lanes) return n;
-  return 1;
+  return rolled_sum_interleave(extent, lanes);
 }
 
 void LLVMCodeGen::emit_serial_loop(const ForNode* op, Value* begin, Value* end,

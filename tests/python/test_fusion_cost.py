@@ -140,7 +140,9 @@ def test_declines_a_layer_norm_whose_epilogue_chain_grows(cost_model, act):
     """Issue 12: layer_norm -> celu/mish/gelu_tanh at BERT size measured 1.1-1.36x slower as
     one kernel: the rows fit in the L2 and the activation is compute-bound, so fusion saves
     little traffic and lengthens every element's chain. The kernel's phases (statistics, then
-    normalize + activation) add up in the estimate, which now says so; softsign stays fused."""
+    normalize + activation) add up in the estimate, which now says so; softsign stays fused.
+    (Two rows are left to the estimate: the catalog measures these fused slower at its small
+    sizes too.)"""
     model = LayerNormThen(act).eval()
     x = torch.randn(1, 128, 768, generator=torch.Generator().manual_seed(1))
     lib, out = build(model, (x,), cost_model)
@@ -153,7 +155,6 @@ def test_declines_a_layer_norm_whose_epilogue_chain_grows(cost_model, act):
     fused, out_fused = build(model, (x,), cost_model="none")
     assert len(fused.fusion_report()) == 1
     np.testing.assert_allclose(out, out_fused, rtol=1e-6, atol=1e-6)
-    assert len(build(model, (x[:, :2].contiguous(),), cost_model)[0].fusion_report()) == 1
     soft = LayerNormThen(torch.nn.Softsign()).eval()
     lib, out = build(soft, (x,), cost_model)
     assert len(lib.fusion_report()) == 1, lib.fusion_report()

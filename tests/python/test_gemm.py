@@ -115,7 +115,9 @@ def test_reductions_fused_onto_a_gemm_match_unfused(bits, m, n, k):
     data = [rng.standard_normal((m, k)).astype("float32"),
             rng.standard_normal((m, n)).astype("float32")]
     f = ir.Function([x, r], outs)
-    lib, fused = build_run(f, data, bits)
+    # Fused whatever the cost rule says (at K = 8 it may run the norm apart): the numbers of
+    # the fused kernel are what this checks.
+    lib, fused = build_run(f, data, bits, config={"FuseOps.cost_model": "none"})
     _, unfused = build_run(f, data, bits, ["FuseOps"])
     kernels = [rep for rep in lib.fusion_report() if "nn.layer_norm" in rep.ops]
     assert len(kernels) == 1 and kernels[0].anchor.startswith("nn.dense"), lib.fusion_report()

@@ -66,9 +66,10 @@ def test_layer_norm_rows(bits, kind, n):
 @pytest.mark.parametrize("bits", WIDTHS)
 @pytest.mark.parametrize("kind", ["constant", "near_constant"])
 def test_layer_norm_fused_after_dense(bits, kind, tmp_path):
-    """dense -> bias_add -> add -> layer_norm is one kernel (the dense is its anchor). A zero
-    weight and bias make the norm's input exactly the residual rows, so the reference needs
-    no GEMM. The exported model (its scratch buffer comes from the runtime's ember_alloc
+    """dense -> bias_add -> add -> layer_norm as one kernel (the dense is its anchor; forced:
+    at K = 32 the cost rule runs the norm apart on AVX-512, measured 75 us against 90 fused).
+    A zero weight and bias make the norm's input exactly the residual rows, so the reference
+    needs no GEMM. The exported model (its scratch buffer comes from the runtime's ember_alloc
     through the file's import slots) gives the same numbers."""
     rng = np.random.default_rng(bits)
     m, n, k = 256, 768, 32
@@ -79,7 +80,7 @@ def test_layer_norm_fused_after_dense(bits, kind, tmp_path):
     gamma, beta = _affine(n, rng)
     f = ir.Function([x, r], op.nn.layer_norm(y, ir.const(gamma), ir.const(beta)))
     data = [rng.standard_normal((m, k)).astype("float32"), _rows(kind, m, n, rng)]
-    lib, (got,) = build_run(f, data, bits)
+    lib, (got,) = build_run(f, data, bits, config={"FuseOps.cost_model": "none"})
     kernels = lib.fusion_report()
     assert len(kernels) == 1 and kernels[0].anchor.startswith("nn.dense"), kernels
     _check(got, data[1], gamma, beta, kind)

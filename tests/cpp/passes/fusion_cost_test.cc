@@ -131,17 +131,20 @@ Function dense_sum(int64_t axis) {
 }
 
 TEST(FuseOps, CostRuleDeclinesAGemmThatItsReductionWouldSlowDown) {
+  // Through the pipeline (AlterOpLayout packs the dense first): fused, the GEMM would run
+  // outside its register tiles, measured on Zen 5 6-35x slower than its two kernels.
   for (int bits : {256, 512}) {
-    MachineModel m = MachineModel::for_vector_bits(bits);
-    // A row sum reads the GEMM's output along its vector axis, one tile at a time: kept.
-    EXPECT_EQ(groups(fuse_ops(dense_sum(1), 256, nullptr, &m)).size(), 1u) << bits;
-    // A column sum would run the GEMM without its register tiles: declined.
-    std::vector<runtime::FusionEdge> why;
-    Function f = fuse_ops(dense_sum(0), 256, &why, &m);
-    EXPECT_EQ(groups(f).size(), 2u) << bits << " bits\n" << to_string(f);
-    ASSERT_EQ(why.size(), 1u);
-    EXPECT_NE(why[0].reason.find("the fused kernel would be slower"), std::string::npos)
-        << why[0].reason;
+    for (int64_t axis : {0, 1}) {
+      PassContext ctx;
+      ctx.config["FuseOps.cost_model"] = bits == 256 ? "avx2" : "avx512";
+      auto lib =
+          ember::build(dense_sum(axis), "llvm -vector-bits=" + std::to_string(bits), {}, ctx);
+      EXPECT_EQ(lib->prim_funcs.size(), 2u) << bits << " bits, axis " << axis;
+      bool said = false;
+      for (const runtime::FusionEdge& e : lib->fusion)
+        said |= !e.fused && e.reason.find("the fused kernel would be slower") != std::string::npos;
+      EXPECT_TRUE(said) << bits << " bits, axis " << axis;
+    }
   }
 }
 
@@ -201,9 +204,31 @@ Function layer_norm_then(int64_t rows, int64_t cols, const std::string& act) {
   return function({x}, call("divide", {y, d}, {}, "softsign"));
 }
 
+// Issue 12: the statistics of a layer norm are rolled sums that LLVM vectorizes into
+// rolled_sum_interleave accumulators (the code generator asks for them): their chain is
+// rows x ceil(768 / (lanes x 4)) vector adds of fma_latency per statistic, then the lanes'
+// sum, not one add per element (as priced before: 20-50x too long, which made every layer
+// norm look latency-bound).
+TEST(FusionCost, RolledSumsArePricedAsTheVectorChainsTheCodeGeneratorEmits) {
+  PassContext ctx;
+  ctx.config["FuseOps.cost_model"] = "none";
+  ctx.disabled_passes = {"FuseOps"};
+  for (int bits : {256, 512}) {
+    MachineModel m = MachineModel::for_vector_bits(bits);
+    auto lib = ember::build(layer_norm_then(128, 768, "nn.celu"),
+                            "llvm -vector-bits=" + std::to_string(bits), {}, ctx);
+    KernelWork norm = kernel_work(lib->prim_funcs[0], m);
+    const double lanes = m.lanes(DType::Float32), steps = 768 / (lanes * 4);
+    // Sum and variance: the vector chain, then their lanes added up (log2(lanes x 4) adds);
+    // plus the shift's one-element sum (a chain of one) per row.
+    const double per_row = 2 * (steps + std::log2(lanes * 4)) + 1;
+    EXPECT_DOUBLE_EQ(norm.chain_cycles, 128 * per_row * m.fma_latency) << bits;
+  }
+}
+
 // Issue 12: a kernel's phases run one after another. A layer norm's statistics pass and its
-// normalize pass each cost their own busiest resource; the statistics' accumulation chain no
-// longer hides the epilogue that an activation makes longer.
+// normalize pass each cost their own busiest resource; fused, an activation after the norm
+// adds its whole work to the kernel's.
 TEST(FusionCost, SequentialPhasesAddUp) {
   PassContext ctx;
   ctx.config["FuseOps.cost_model"] = "none";  // one kernel, whatever the rule says
@@ -215,13 +240,10 @@ TEST(FusionCost, SequentialPhasesAddUp) {
   ASSERT_EQ(apart->prim_funcs.size(), 2u);
   KernelWork norm = kernel_work(apart->prim_funcs[0], kAvx2);
   KernelWork act = kernel_work(apart->prim_funcs[1], kAvx2);
-  // The statistics' chain alone is longer than the activation's work ...
-  EXPECT_GT(w.chain_cycles, act.cycles);
-  // ... but the fused kernel costs the norm's statistics plus the whole activation.
+  // The fused kernel costs the norm's statistics plus the whole activation.
   EXPECT_GT(w.cycles, norm.chain_cycles + act.cycles);
   EXPECT_GT(w.cycles, std::max({w.instructions / kAvx2.fma_ports, w.loads / kAvx2.load_ports,
                                 w.chain_cycles, w.latency_cycles}));
-  EXPECT_TRUE(w.latency_bound);
 }
 
 // Issue 12: layer_norm -> celu / mish at BERT size (128 x 768, in the L2) measured 1.1-1.36x
@@ -257,4 +279,5 @@ TEST(FuseOps, DeclinedFusionGivesTheSameNumbers) {
 }
 
 }  // namespace
+
 }  // namespace ember::passes
