@@ -51,9 +51,10 @@ constexpr int64_t kMinBlockReduce = 32;         // shorter rows: one thread per 
 constexpr int64_t kTileVolume = 64 * 64;        // outputs per block in the tiled template
 constexpr int64_t kMinTileVolume = 32 * 32;     // ... at least, with 64 threads of 4 x 4
 constexpr int64_t kMinBlocks = 128;             // blocks the tiled template aims for
-constexpr int64_t kLongReduction = 256;         // ... below a quarter of that: block reduce
 constexpr int64_t kRegisterTile = 16;           // outputs per thread
 constexpr int64_t kReduceChunk = 32;            // reduction elements staged per step
+// A sum this long over fewer than kMinBlocks / 4 tiles runs a block per output instead.
+constexpr int64_t kLongReduction = 256;
 
 int64_t pow2_ceil(int64_t n) {
   int64_t p = 1;
