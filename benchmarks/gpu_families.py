@@ -312,12 +312,21 @@ def run(args):
     torch_reference_mode(torch)
     d = pathlib.Path(args.dir)
     manifest = json.loads((d / "manifest.json").read_text())
+    if "entries" not in manifest:
+        print(f"error: {d / 'manifest.json'} was written by an older gpu_families.py (no "
+              "'entries'); export it again", file=sys.stderr)
+        return 2
     if manifest["target"].startswith("cuda") and not ember.cuda_available():
         print(f"error: {d} holds GPU code (target {manifest['target']!r}) and this machine has "
               "no CUDA GPU (ember.cuda_available() is False): run it on a GPU machine "
               "(scripts/gpu_run.sh), or export with --target llvm", file=sys.stderr)
         return 1
     only = set(args.only.split(",")) if args.only else None
+    known = set(manifest["entries"]) | {e["model"] for e in manifest["entries"].values()}
+    if only and only - known:
+        print(f"error: --only names {', '.join(sorted(only - known))}, which {d} does not hold; "
+              f"its entries: {', '.join(manifest['entries'])}", file=sys.stderr)
+        return 2
     rows, failures, on_gpu = [], [], False
     for key, entry in manifest["entries"].items():
         if only and key not in only and entry["model"] not in only:

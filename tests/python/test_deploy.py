@@ -504,6 +504,8 @@ def test_gpu_families_export_and_run_on_the_cpu(zoo_llvm, tmp_path):
     done = _families("run", bad, "--no-time", "--only", "mlp_b2")
     assert done.returncode == 1
     assert "rebuilds another mlp: weight net.0.weight" in done.stdout
+    done = _families("run", bad, "--no-time", "--only", "resnet99")
+    assert done.returncode == 2 and "--only names resnet99" in done.stderr, done.stderr
 
 
 @pytest.mark.skipif(ember.cuda_available(), reason="a GPU is present")
