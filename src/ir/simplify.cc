@@ -227,12 +227,39 @@ Terms collect(const PrimExpr& e) {
   return t;
 }
 
+// (x / c) * c + x % c is x (floor division and modulo by a positive constant): the index of
+// a loop fused from two, r0 = f / W and r1 = f % W, into a row of W is f again. Replaces each
+// pair of such atoms (coefficients k * c and k) in `t` by x.
+void recombine_div_mod(Terms& t) {
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 0; i < t.atoms.size() && !changed; ++i) {
+      auto* mod = t.atoms[i].first.as<BinaryNode>();
+      int64_t c = 0, k = t.atoms[i].second;
+      if (!mod || mod->op != BinaryOp::Mod || !as_int(mod->b, &c) || c <= 0) continue;
+      for (size_t j = 0; j < t.atoms.size(); ++j) {
+        auto* div = t.atoms[j].first.as<BinaryNode>();
+        if (!div || div->op != BinaryOp::Div || t.atoms[j].second != k * c ||
+            !structural_equal(div->b, mod->b) || !structural_equal(div->a, mod->a))
+          continue;
+        PrimExpr x = mod->a, d = t.atoms[j].first, m = t.atoms[i].first;
+        t.add(d, -k * c);
+        t.add(m, -k);
+        t.add(collect(x), k);
+        changed = true;
+        break;
+      }
+    }
+  }
+}
+
 PrimExpr simplify_int(const PrimExpr& e) {
   // Simplify children of non-affine nodes; affine nodes are canonicalised by collect().
   if (auto* b = e.as<BinaryNode>()) {
     if (b->op == BinaryOp::Add || b->op == BinaryOp::Sub || b->op == BinaryOp::Mul ||
         b->op == BinaryOp::Div || b->op == BinaryOp::Mod) {
       Terms t = collect(e);
+      recombine_div_mod(t);
       bool changed = t.atoms.size() != 1 || t.constant != 0 || t.atoms[0].second != 1 ||
                      !t.atoms[0].first.same_as(e);
       return changed ? rebuild(t, e.dtype()) : e;

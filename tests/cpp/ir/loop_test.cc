@@ -36,6 +36,18 @@ TEST(LoopIR, SimplifyCancelsAffineTerms) {
   EXPECT_EQ(to_string(simplify((wo * 6 + 3) / 4)), "(((wo*6) + 3)/4)");
 }
 
+TEST(LoopIR, DivisionAndModuloRecombine) {
+  // (x / c) * c + x % c is x: a row of W read through a fused loop f = (r0, r1) =
+  // (f / W, f % W) is contiguous again, also inside a larger index and for any x.
+  PrimVar f("f"), n("n");
+  EXPECT_EQ(to_string(simplify(f / 56 * 56 + f % 56)), "f");
+  EXPECT_EQ(to_string(simplify(n * 3136 + (f / 56) * 56 + f % 56)), "((n*3136) + f)");
+  EXPECT_EQ(to_string(simplify((n + f) % 7 + (n + f) / 7 * 7 + 2)), "((n + f) + 2)");
+  // Other coefficients or divisors do not pair.
+  EXPECT_EQ(to_string(simplify(f / 56 * 55 + f % 56)), "(((f/56)*55) + (f % 56))");
+  EXPECT_EQ(to_string(simplify(f / 8 * 8 + f % 4)), "(((f/8)*8) + (f % 4))");
+}
+
 TEST(LoopIR, LoopRangesSimplifyDivisionAndModulo) {
   // n = no*24 + g*8 + l with l in [0, 8): n / 8 = no*3 + g and n % 8 = l inside the loops,
   // as a packed weight's index is (vector loads stay contiguous); outside them, unchanged.
