@@ -126,22 +126,19 @@ class Counter {
       stmt(f.body, runs, width * extent);
       lane_ = outer;
     } else if (f.for_kind == ForKind::Serial && width == 1 && is_rolled_scalar_sum(&f)) {
-      // The code generator keeps it rolled and LLVM vectorizes it into `chains` independent
-      // vector accumulators: priced as one vector loop whose chain is extent / (lanes x
-      // chains) dependent steps, not one per element.
+      // The code generator keeps it rolled and LLVM vectorizes it into `chains`
+      // (rolled_sum_interleave) independent vector accumulators: priced as one vector loop
+      // whose chain is extent / (lanes x chains) dependent steps, not one per element.
       const int64_t lanes = m_.lanes(f.body.as<StoreNode>()->buffer->dtype);
-      const double steps =
-          std::ceil(static_cast<double>(extent) /
-                    static_cast<double>(lanes * rolled_sum_interleave(extent, lanes)));
+      const double accumulators = static_cast<double>(lanes * rolled_sum_interleave(extent, lanes));
+      const double steps = std::ceil(static_cast<double>(extent) / accumulators);
       const PrimVarNode* outer = lane_;
       lane_ = f.var.get();
       unroll_ = 1.0 / steps;  // store_stmt charges runs / unroll_ latencies
       stmt(f.body, runs, extent);
       lane_ = outer;
       // Then the accumulators' lanes are added up: log2(lanes x chains) dependent adds.
-      add(&KernelWork::chain_cycles,
-          runs * std::log2(static_cast<double>(lanes * rolled_sum_interleave(extent, lanes))) *
-              m_.fma_latency);
+      add(&KernelWork::chain_cycles, runs * std::log2(accumulators) * m_.fma_latency);
     } else {
       // Unrolled copies of an accumulation are independent chains; a loop that is not
       // unrolled runs its iterations' chains one after another.

@@ -463,10 +463,10 @@ class ScheduleLowering {
           inner = allocate(self.realized_.at((*c)->tensor().operator->()).buffer, inner);
       }
       if (leaf[i]->reduce && inner.as<StoreNode>()) {
-        // A fused reduction loop around one update (a row sum over fused trailing
-        // dimensions): its lets substituted, the update stays the loop's whole body (the
-        // code generator's rolled sum) and the final simplify folds (f / W) * W + f % W
-        // back into f, a contiguous read.
+        // A reduction loop around one update (a row sum over fused trailing dimensions):
+        // its lets (r0 = f / W, r1 = f % W) substituted, the update stays the loop's whole
+        // body (the code generator's rolled sum) and the final simplify folds
+        // (f / W) * W + f % W back into f, a contiguous read.
         for (auto it = lets[i].rbegin(); it != lets[i].rend(); ++it)
           inner = substitute(inner, VarMap{{it->first.get(), it->second}});
       } else {
