@@ -300,7 +300,7 @@ def _print_table(rows, title):
         ratio = r["ember_ms"] / r["torch_ms"] if r.get("torch_ms") else None
         print(f"| {r['key']} | {r['batch']} | {r['kernels']} | {fmt(r['err_torch'], '.2e')} "
               f"| {fmt(r.get('err_ref'), '.2e')} | {fmt(r['scale'], '.3g')} "
-              f"| {fmt(r.get('ember_ms'), '.4f')} | {fmt(r.get('torch_ms'), '.4f')} "
+              f"| {fmt(r.get('ember_ms'), '.4g')} | {fmt(r.get('torch_ms'), '.4g')} "
               f"| {fmt(ratio, '.2f')}{'' if r['ok'] else ' MISMATCH'} |")
     sys.stdout.flush()
 
@@ -355,7 +355,7 @@ def run(args):
             failures.append(key)
         rows.append(row)
         print(f"{key}: err {row['err_torch']:.2e} (scale {row['scale']:.3g}) Ember "
-              f"{row.get('ember_ms', 0):.4f} ms PyTorch {row.get('torch_ms', 0):.4f} ms",
+              f"{row.get('ember_ms', 0):.4g} ms PyTorch {row.get('torch_ms', 0):.4g} ms",
               flush=True)
 
     install = "runtime-only" if ember.RUNTIME_ONLY else "full"

@@ -9,6 +9,7 @@
 #include "ember/passes/lower.h"
 #include "ember/passes/pipeline.h"
 #include "ember/passes/schedule.h"
+#include "ember/runtime/parallel.h"
 #include "ember/support/error.h"
 
 namespace ember {
@@ -95,8 +96,9 @@ std::shared_ptr<Library> build_library(const ir::Function& f, const std::string&
         "the chosen schedule knobs as build's `tuned` argument");
   const codegen::Target tgt = codegen::parse_target(target);
   const bool cuda = tgt.is_cuda();
-  const passes::PipelineTarget pipeline_target{
-      cuda, passes::MachineModel::for_vector_bits(tgt.resolved_vector_bits())};
+  passes::MachineModel machine = passes::MachineModel::for_vector_bits(tgt.resolved_vector_bits());
+  machine.threads = runtime::get_num_threads();  // the model is built for the threads it runs on
+  const passes::PipelineTarget pipeline_target{cuda, machine};
   passes::LowerOptions lower_opts;
   lower_opts.gpu = cuda;
   lower_opts.vector_bits = pipeline_target.machine.vector_bits;

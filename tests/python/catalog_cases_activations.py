@@ -176,6 +176,16 @@ PAIRS = {
     "instance_norm": ["selu", "softshrink", "hardshrink", "leaky_relu"],
 }
 
+# Pairs whose small inputs FuseOps' cost rule runs as two kernels (the AVX2 model that the
+# tests pin), as the catalog benchmark measured faster: a norm's statistics and a long
+# activation chain in one kernel keep the out-of-order window from overlapping rows (small,
+# Zen 5, one thread: layer_norm -> celu 1.64x, instance_norm -> selu 1.30x fused). Their
+# fused kernels are checked, forced, in test_activations.py; the instance norm pairs fuse
+# at the real sizes.
+SMALL_APART = {("layer_norm", "mish"), ("layer_norm", "celu"), ("layer_norm", "gelu_tanh"),
+               ("instance_norm", "selu"), ("instance_norm", "softshrink"),
+               ("instance_norm", "hardshrink"), ("instance_norm", "leaky_relu")}
+
 CASES = []
 for _name, (_factory, _thresholds) in ACTIVATIONS.items():
     CASES.append(case(
@@ -185,8 +195,10 @@ for _name, (_factory, _thresholds) in ACTIVATIONS.items():
 for _anchor, _acts in PAIRS.items():
     _make, _inputs, _pattern, _real = ANCHORS[_anchor]
     for _name in _acts:
-        CASES.append(case(f"{_anchor}_{_name}", _make(ACTIVATIONS[_name][0]), _inputs, 1,
-                          _pattern, rtol=2e-4, atol=2e-4, real=_real))
+        _apart = (_anchor, _name) in SMALL_APART
+        CASES.append(case(f"{_anchor}_{_name}", _make(ACTIVATIONS[_name][0]), _inputs,
+                          2 if _apart else 1, None if _apart else _pattern, rtol=2e-4,
+                          atol=2e-4, real=_real))
 
 CASES += [
     # Softmax is opaque: the activation after it is its own kernel.

@@ -323,10 +323,16 @@ FUSION_CASES = [
 @pytest.mark.parametrize("name,model,inputs,pattern", FUSION_CASES,
                          ids=[c[0] for c in FUSION_CASES])
 def test_fuses_into_one_kernel(name, model, inputs, pattern):
+    """Each chain can be one kernel, and that kernel computes what the unfused ops do. The
+    fusion is forced (cost_model "none"): at these few elements FuseOps' cost rule runs some
+    apart, as measured faster (Zen 5, one thread: linear_softplus 0.196 us fused vs 0.109 us
+    as two kernels, add_layer_norm_mish 0.46 vs 0.35); its default build must agree too."""
     torch.manual_seed(0)
     model, inputs = model().eval(), inputs()
-    lib, fused = build_torch(model, inputs)
+    lib, fused = build_torch(model, inputs, config={"FuseOps.cost_model": "none"})
     _, unfused = build_torch(model, inputs, disabled_passes=["FuseOps"])
+    _, default = build_torch(model, inputs)
+    np.testing.assert_allclose(default, unfused, rtol=1e-5, atol=1e-5)
     report = lib.fusion_report()
     assert len(report) == 1, str(report)
     assert any(pattern in p for p in report[0].patterns), str(report)
@@ -337,11 +343,12 @@ def test_fuses_into_one_kernel(name, model, inputs, pattern):
 
 @pytest.mark.parametrize("shape, tile_rows", [((6, 32), 6), ((4, 768), 1)])
 def test_layer_norm_epilogue_loop_nest(shape, tile_rows):
-    """layer_norm -> gelu lowers to one parallel loop over tiles of rows: the rows' shift
-    (their first element), sum and variance are computed into per-tile locals inside it,
-    then the normalised, activated rows are stored with a vectorized loop. Nothing else is
-    allocated and each row is stored once. Short rows share a tile (up to 4 KB: the six rows
-    of 32), so their dependent sums overlap; a 3 KB row has a tile of its own."""
+    """layer_norm -> gelu lowers to one loop over tiles of rows (parallel where the work is
+    worth handing to other threads): the rows' shift (their first element), sum and variance
+    are computed into per-tile locals inside it, then the normalised, activated rows are
+    stored with a vectorized loop. Nothing else is allocated and each row is stored once.
+    Short rows share a tile (up to 4 KB: the six rows of 32), so their dependent sums
+    overlap; a 3 KB row has a tile of its own."""
     x = ir.var("x", shape, "float32")
     y = op.nn.gelu(op.nn.layer_norm(x, name="ln"), name="act")
     # The loop nest of the fused kernel, whatever FuseOps' cost rule says of it on this host.
@@ -350,12 +357,13 @@ def test_layer_norm_epilogue_loop_nest(shape, tile_rows):
     loops = lib.get_source("loop")
     assert len(lib.fusion_report()) == 1
     lines = loops.splitlines()
+    tile = [i for i, l in enumerate(lines) if l.strip().startswith("for ")][:1]
     par = [i for i, l in enumerate(lines) if "parallel" in l]
-    assert len(par) == 1, loops
+    assert tile and set(par) <= set(tile), loops
     allocs = [l.strip() for l in lines if "allocate" in l]
     assert allocs == [f"allocate layer_norm_{s}: float32[{tile_rows}]"
                       for s in ("shift", "sum", "var")], loops
-    assert all(i > par[0] for i, l in enumerate(lines) if "allocate" in l), loops
+    assert all(i > tile[0] for i, l in enumerate(lines) if "allocate" in l), loops
     stores = [l for l in lines if re.match(r"\s*gelu\[", l)]
     assert len(stores) == 1, loops
     assert any("vectorized" in l for l in lines), loops

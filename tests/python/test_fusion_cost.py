@@ -106,7 +106,8 @@ class ExpTanh(torch.nn.Module):
 @pytest.mark.parametrize("cost_model", ["avx2", "avx512"])
 def test_declines_a_chain_too_long_for_the_out_of_order_window(cost_model):
     """exp -> tanh on ResNet-sized maps: one chain of two transcendental functions per
-    element, which measured 1.16x slower fused (AVX2) than as two kernels; small, it stays."""
+    element, which measured 1.16x slower fused (AVX2) than as two kernels; small too (120
+    floats: 0.59 us fused, 0.39 us as two serial kernels on Zen 5, one thread)."""
     x = torch.randn(2, 192, 56, 56, generator=torch.Generator().manual_seed(0)) * 0.5
     lib, out = build(ExpTanh(), (x,), cost_model)
     report = lib.fusion_report()
@@ -118,7 +119,7 @@ def test_declines_a_chain_too_long_for_the_out_of_order_window(cost_model):
     assert len(fused.fusion_report()) == 1
     np.testing.assert_allclose(out, out_fused, rtol=1e-6, atol=0)
     small = x[:1, :3, :4, :5].contiguous()
-    assert len(build(ExpTanh(), (small,), cost_model)[0].fusion_report()) == 1
+    assert len(build(ExpTanh(), (small,), cost_model)[0].fusion_report()) == 2
 
 
 class LayerNormThen(torch.nn.Module):

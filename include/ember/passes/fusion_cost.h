@@ -30,14 +30,23 @@ struct KernelWork {
   // pass); shorter statements share the phase around them.
   double cycles = 0;
   bool latency_bound = false;  // the dependency chains bound the phase that costs the most
+  bool parallel = false;       // it has a parallel loop (the thread pool runs it)
 };
 
 /// Counts the work of `f`; vector loops count one instruction per `m.lanes(dtype)` lanes.
 KernelWork kernel_work(const ir::PrimFunc& f, const MachineModel& m);
 
-/// Estimated cycles of a kernel on one core: its work's `cycles` (the busiest resource,
-/// phase by phase), plus the kernel's inputs and outputs streamed through memory once, plus a
-/// fixed cost of running a kernel at all.
+/// The time of `w` on one core: the longer of its `cycles` (the busiest resource, phase by
+/// phase) and its inputs and outputs streamed through memory once.
+double work_cycles(const KernelWork& w);
+
+/// Estimated cycles of a kernel: work_cycles plus the fixed cost of running a kernel at all
+/// (the executor's call); a parallel kernel with m.threads > 1 takes the thread pool's
+/// dispatch and join, then its work_cycles shared among the threads.
 double estimated_cycles(const KernelWork& w, const MachineModel& m);
+
+/// Runs `f`'s parallel loops serially where its work_cycles are under the grain at which
+/// handing work to other threads pays (PyTorch's grain size, in cycles of this model).
+ir::PrimFunc serial_below_parallel_grain(const ir::PrimFunc& f, const MachineModel& m);
 
 }  // namespace ember::passes

@@ -25,6 +25,10 @@ struct MachineModel {
   // (ResNet-50's 14x14 1024 -> 256 1x1 convs, 1 MB of weights re-read for every tile of
   // pixels: 6-pixel tiles 10% faster than 4-pixel ones).
   int l3_bytes_per_cycle = 12;
+  // The threads that run the kernels' parallel loops (ember.set_num_threads at build time;
+  // 1 in the fixed models that tests pin): FuseOps' cost rule charges a parallel kernel the
+  // pool's dispatch and join only where there are other threads to hand work to.
+  int threads = 1;
 
   /// The model of an x86-64 CPU whose vectors are `vector_bits` wide.
   static MachineModel for_vector_bits(int vector_bits);

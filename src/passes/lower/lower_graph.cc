@@ -3,6 +3,7 @@
 
 #include "ember/ir/op.h"
 #include "ember/passes/fuse_ops.h"
+#include "ember/passes/fusion_cost.h"
 #include "ember/passes/lower.h"
 #include "ember/passes/machine_model.h"
 #include "ember/passes/schedule.h"
@@ -265,15 +266,20 @@ PrimFunc lower_group(const Function& group, const std::string& func_name,
                      const LowerOptions& options, const ScheduleKnobs& knobs) {
   // An op with its own lowering (Op::lower: nn.attention, topk) builds its own loop nest
   // when it is alone in its group; elsewhere its compute rule lowers like any other.
-  if (has_custom_lowering(group))
-    return op_calls(group)[0]->op->lower(group, func_name, options.vector_bits, options.gpu);
-  std::vector<ir::Tensor> inputs;
-  Schedule sch({group_compute(group, inputs, options.vector_bits)});
-  if (options.gpu)
-    apply_gpu_schedule(sch);
-  else
-    apply_default_schedule(sch, options.vector_bits, knobs);
-  return with_group_types(lower_schedule(sch, func_name, inputs), group);
+  PrimFunc f;
+  if (has_custom_lowering(group)) {
+    f = op_calls(group)[0]->op->lower(group, func_name, options.vector_bits, options.gpu);
+  } else {
+    std::vector<ir::Tensor> inputs;
+    Schedule sch({group_compute(group, inputs, options.vector_bits)});
+    if (options.gpu)
+      apply_gpu_schedule(sch);
+    else
+      apply_default_schedule(sch, options.vector_bits, knobs);
+    f = with_group_types(lower_schedule(sch, func_name, inputs), group);
+  }
+  if (options.gpu) return f;
+  return serial_below_parallel_grain(f, MachineModel::for_vector_bits(options.vector_bits));
 }
 
 LoweredGraph lower_graph(const Function& f, const LowerOptions& options) {
