@@ -80,12 +80,18 @@ def _fingerprint_mismatch(want, got):
 
 
 # ------------------------------------------------------------------------------ export
+def _pass_context(ember, args):
+    """The build's PassContext: --disabled-passes (FuseOps, to time what fusion buys)."""
+    return ember.transform.PassContext(disabled_passes=args.disabled_passes)
+
+
 def _export_zoo(ember, torch, models, out, family, args):
     model, inputs = models.make(family, batch=args.zoo_batch)
     with torch.no_grad():
         refs = [t.numpy() for t in _flat(model(*inputs))]
         mod, params = ember.frontend.from_pytorch(model, inputs)
-        lib = ember.build(mod, target=args.target, params=params)
+        with _pass_context(ember, args):
+            lib = ember.build(mod, target=args.target, params=params)
     key = family
     lib.export(out / f"{key}.ember")
     for i, t in enumerate(inputs):
@@ -103,7 +109,8 @@ def _export_full(ember, torch, e2e, out, name, batch, args):
         outputs = len(_flat(model(*inputs)))
         mod, params = ember.frontend.from_pytorch(model, inputs)
         # No params: the weights stay graph inputs, bound by name where the model runs.
-        lib = ember.build(mod, target=args.target)
+        with _pass_context(ember, args):
+            lib = ember.build(mod, target=args.target)
     key = f"{name}_b{batch}"
     lib.export(out / f"{key}.ember")
     return key, {"source": "e2e", "model": name, "batch": batch, "inputs": len(inputs),
@@ -129,7 +136,7 @@ def export(args):
                  f"full-size: {', '.join(e2e.MODELS)}")
     out = pathlib.Path(args.dir)
     out.mkdir(parents=True, exist_ok=True)
-    manifest = {"target": args.target, "entries": {}}
+    manifest = {"target": args.target, "disabled_passes": args.disabled_passes, "entries": {}}
     jobs = [(f, lambda f=f: _export_zoo(ember, torch, models, out, f, args)) for f in families]
     jobs += [(f"{n}_b{b}", lambda n=n, b=b: _export_full(ember, torch, e2e, out, n, b, args))
              for n in full for b in batches]
@@ -359,7 +366,9 @@ def run(args):
               flush=True)
 
     install = "runtime-only" if ember.RUNTIME_ONLY else "full"
-    title = (f"{_device_name(torch, on_gpu)}: target {manifest['target']!r}, PyTorch "
+    off = manifest.get("disabled_passes")
+    title = (f"{_device_name(torch, on_gpu)}: target {manifest['target']!r}"
+             f"{', built without ' + ', '.join(off) if off else ''}, PyTorch "
              f"{torch.__version__} (TF32 off), Ember {install} install, medians")
     _print_table([r for r in rows if "error" in r or r["batch"] == 1], title + ", batch 1")
     big = [r for r in rows if "error" not in r and r["batch"] != 1]
@@ -384,6 +393,8 @@ def main(argv=None):
     e.add_argument("--full", default=DEFAULT_FULL,
                    help=f"full-size models of benchmarks/e2e.py (default {DEFAULT_FULL})")
     e.add_argument("--batches", default="1,32", help="batches of the full-size models")
+    e.add_argument("--disabled-passes", default=[], type=lambda s: [p for p in s.split(",") if p],
+                   help="passes to build without, comma-separated (FuseOps: the unfused build)")
     e.set_defaults(func=export)
     r = sub.add_parser("run", help="load, check and time the exported entries (runtime only)")
     r.add_argument("dir")

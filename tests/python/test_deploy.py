@@ -463,6 +463,23 @@ def zoo_llvm(tmp_path_factory):
     return d
 
 
+def test_gpu_families_exports_an_unfused_build(zoo_llvm, tmp_path):
+    """--disabled-passes FuseOps: the same entries as one kernel per op, recorded in the
+    manifest and named in the run's tables, with the same numbers."""
+    d = tmp_path / "unfused"
+    done = _families("export", d, "--target", "llvm", "--families", "mlp", "--full", "",
+                     "--disabled-passes", "FuseOps")
+    assert done.returncode == 0, done.stdout + done.stderr
+    manifest = json.loads((d / "manifest.json").read_text())
+    fused = json.loads((zoo_llvm / "manifest.json").read_text())
+    assert manifest["disabled_passes"] == ["FuseOps"] and not fused["disabled_passes"]
+    assert manifest["entries"]["mlp"]["kernels"] > fused["entries"]["mlp"]["kernels"]
+    done = _families("run", d, "--no-time")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "built without FuseOps" in done.stdout
+    assert _table(done.stdout)["mlp"]["err_ref"] <= 1e-5, done.stdout
+
+
 def test_gpu_families_export_and_run_on_the_cpu(zoo_llvm, tmp_path):
     """The compile-here, run-there script on llvm artifacts: it matches the saved reference
     and PyTorch, times both, and fails when the reference disagrees."""
