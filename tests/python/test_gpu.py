@@ -118,6 +118,33 @@ def test_gpu_runs_a_reduction_of_a_gemm_as_its_own_kernel():
     assert ptx.count("bar.sync") >= 2  # the GEMM's shared tiles and the norm's tree
 
 
+def test_gpu_runs_the_second_of_two_anchors_as_its_own_kernel():
+    """A depthwise conv then a pointwise conv (MobileNetV2's blocks) is one kernel on the CPU.
+    The GPU has no such schedule: its fallback recomputed the depthwise conv per output of
+    the pointwise one (MobileNetV2 on an H200: 5.7 ms fused, 1.8 ms apart), so there each is
+    its own kernel and the report says why. A conv then a max pooling (a few taps) stays one
+    kernel on both."""
+    rs = np.random.RandomState(4)
+    x = ir.var("x", shape=(1, 16, 12, 12))
+    dw = op.nn.conv2d(x, ir.const(rs.randn(16, 1, 3, 3).astype("float32")), padding=(1, 1),
+                      groups=16, name="dw")
+    pw = op.nn.conv2d(op.clip(dw, 0.0, 6.0, name="relu6"),
+                      ir.const(rs.randn(24, 16, 1, 1).astype("float32")), name="pw")
+    conv = op.nn.conv2d(x, ir.const(rs.randn(8, 16, 3, 3).astype("float32")), name="conv")
+    pool = op.nn.max_pool2d(conv, (2, 2), name="pool")
+    for f, pattern, gpu_kernels in ((ir.Function([x], pw), "pointwise conv", 2),
+                                    (ir.Function([x], pool), "pooling", 1)):
+        with ember.transform.PassContext(disabled_passes=["AlterOpLayout"]):  # plain layout
+            cpu = ember.build(f, target="llvm")
+        assert len(cpu.kernel_names) == 1 and any(
+            pattern in p for k in cpu.fusion_report() for p in k.patterns), cpu.fusion_report()
+        gpu = ember.build(f, target="cuda")
+        assert len(gpu.kernel_names) == gpu_kernels, gpu.fusion_report()
+    unfused = ember.build(ir.Function([x], pw), target="cuda").fusion_report().unfused
+    (why,) = [w for p, c, w in unfused if "'pw'" in c]
+    assert "GPU target has no schedule" in why and "nn.conv2d" in why, why
+
+
 def test_sources_and_unknown_formats():
     x = ir.var("x", shape=(5,))
     lib = ember.build(ir.Function([x], op.nn.relu(x)), target="cuda")
