@@ -56,14 +56,26 @@ def build(mod, params, inputs, fused):
     return lib, m, np.asarray(m.get_output(0)).copy()
 
 
+MIN_MEASUREMENT_MS = 0.2  # each measurement runs a build this long at least
+
+
+def runs_per_measurement(m):
+    """Runs averaged in one measurement: one for a build of 0.2 ms or more, enough to last
+    0.2 ms for a faster one (a 50 ns build timed one run at a time measured the clock: the
+    same kernels in two builds differed by 27%)."""
+    once = m.benchmark(number=100, repeat=3).median
+    return int(min(100000, max(1, np.ceil(MIN_MEASUREMENT_MS / max(once, 1e-7)))))
+
+
 def interleaved_ms(modules, repeat):
     """ms of each module: the best of ROUNDS alternating rounds (each round's median), so
     that other work on a shared machine weighs on neither side more than on the other."""
     per_round = max(1, repeat // ROUNDS)
+    numbers = [runs_per_measurement(m) for m in modules]
     times = [[] for _ in modules]
     for _ in range(ROUNDS):
-        for t, m in zip(times, modules):
-            t.append(m.benchmark(number=1, repeat=per_round).median)
+        for t, m, n in zip(times, modules, numbers):
+            t.append(m.benchmark(number=n, repeat=per_round).median)
     return [float(np.min(t)) for t in times]
 
 

@@ -283,8 +283,7 @@ TEST(FusionCost, SequentialPhasesAddUp) {
 // Issue 12: layer_norm -> celu / mish at BERT size (128 x 768, in the L2) measured 1.1-1.36x
 // slower fused: the activation kernel is compute-bound, so the stored and reloaded
 // intermediate cost it little, and fused the normalization lengthens every element's chain.
-// Declined, saying why. softsign (a short chain, three memory-bound kernels apart) and small
-// rows (the second kernel's fixed cost) stay fused.
+// Declined, saying why. softsign (a short chain, three memory-bound kernels apart) stays fused.
 TEST(FuseOps, CostRuleDeclinesANormWhoseEpilogueChainGrows) {
   for (int bits : {256, 512}) {
     MachineModel m = MachineModel::for_vector_bits(bits);
@@ -295,7 +294,8 @@ TEST(FuseOps, CostRuleDeclinesANormWhoseEpilogueChainGrows) {
       ASSERT_EQ(why.size(), 1u);
       EXPECT_NE(why[0].reason.find("the fused kernel would be slower"), std::string::npos)
           << why[0].reason;
-      EXPECT_EQ(groups(fuse_ops(layer_norm_then(2, 16, act), 256, nullptr, &m)).size(), 1u)
+      // 32 rows of 16 too (measured 1.36-1.49x slower fused at both widths, one thread).
+      EXPECT_EQ(groups(fuse_ops(layer_norm_then(32, 16, act), 256, nullptr, &m)).size(), 2u)
           << bits << " bits, " << act;
     }
     Function soft = fuse_ops(layer_norm_then(128, 768, "softsign"), 256, nullptr, &m);
