@@ -49,8 +49,8 @@ constexpr double kL3Bytes = 16 << 20;
 // 33 ns a kernel on one thread, work included; 353 ns on two.
 constexpr double kCallCycles = 100;
 constexpr double kDispatchCycles = 1500;
-// Work under this runs serially: split over two threads it would save less than the
-// dispatch costs (half of it against kDispatchCycles, with the estimate's slack).
+// Work under this runs serially: split over two threads it would save half of itself, no
+// more than the dispatch costs (kDispatchCycles), with the estimate's slack.
 constexpr double kParallelGrainCycles = 3000;
 // A scalar 64-bit integer division (its reciprocal throughput on current x86 cores).
 constexpr double kDivisionCycles = 20;

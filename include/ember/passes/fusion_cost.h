@@ -46,7 +46,8 @@ double work_cycles(const KernelWork& w);
 double estimated_cycles(const KernelWork& w, const MachineModel& m);
 
 /// Runs `f`'s parallel loops serially where its work_cycles are under the grain at which
-/// handing work to other threads pays (PyTorch's grain size, in cycles of this model).
+/// handing work to other threads pays (what PyTorch's grain size does, in this model's
+/// cycles rather than elements).
 ir::PrimFunc serial_below_parallel_grain(const ir::PrimFunc& f, const MachineModel& m);
 
 }  // namespace ember::passes
