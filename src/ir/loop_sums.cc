@@ -10,8 +10,14 @@ Accumulation accumulation_of(const StoreNode* st) {
     auto* l = e.as<LoadNode>();
     return l && l->buffer.get() == st->buffer.get() && structural_equal(l->index, st->index);
   };
-  if (auto* add = st->value.as<BinaryNode>(); add && add->op == BinaryOp::Add)
-    return is_acc(add->a) || is_acc(add->b) ? Accumulation::Add : Accumulation::None;
+  if (auto* bin = st->value.as<BinaryNode>()) {
+    const bool acc = is_acc(bin->a) || is_acc(bin->b);
+    if (!acc) return Accumulation::None;
+    return bin->op == BinaryOp::Add   ? Accumulation::Add
+           : bin->op == BinaryOp::Max ? Accumulation::Max
+           : bin->op == BinaryOp::Min ? Accumulation::Min
+                                      : Accumulation::None;
+  }
   auto* fma = st->value.as<PrimCallNode>();
   return fma && fma->op == Intrinsic::Fma && is_acc(fma->args[2]) ? Accumulation::Fma
                                                                   : Accumulation::None;

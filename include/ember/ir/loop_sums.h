@@ -8,13 +8,14 @@
 namespace ember::ir {
 
 /// How a store updates its own element: `b[i] = b[i] + x` (Add), `fma(p, q, b[i])` (Fma),
-/// or neither: a float reduction's update, which may be reassociated.
-enum class Accumulation { None, Add, Fma };
+/// `max(b[i], x)` or `min(b[i], x)` (Max, Min: exact in any order), or none: a float
+/// reduction's update, which may be reassociated.
+enum class Accumulation { None, Add, Fma, Max, Min };
 Accumulation accumulation_of(const StoreNode* st);
 
 /// A loop whose whole body accumulates into one element that does not move with the loop (a
-/// row sum, a layer norm's variance) over a constant trip count of at least 8. LLVM would
-/// unroll it fully before its loop vectorizer runs and then leave the chain scalar (a 16-wide
+/// row sum, a layer norm's variance, a row max) over a constant trip count of at least 8. LLVM
+/// would unroll it fully before its loop vectorizer runs and then leave the chain scalar (a 16-wide
 /// layer norm summed in 16 dependent adds); the code generator keeps it rolled, so the
 /// vectorizer widens it, a long one into rolled_sum_interleave's accumulators.
 bool is_rolled_scalar_sum(const ForNode* loop);
