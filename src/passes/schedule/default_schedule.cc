@@ -658,7 +658,7 @@ struct OutputTiling {
   bool chunk_conv_block();
   bool tile_transpose();
   void tile_row_statistics();
-  void block_short_rows(IterVar& rows, size_t used);
+  void block_short_rows(std::vector<IterVar>& tile_axes, size_t used);
   void attach_in_tile();
 
   Schedule& sch;
@@ -982,7 +982,7 @@ void OutputTiling::tile_row_statistics() {
     row_block = tuned_row_block(row_block, rows->extent, knobs, space);
     if (row_block < rows->extent) rows = o.split(rows, row_block).first;
   } else {
-    block_short_rows(tile_axes.back(), used);
+    block_short_rows(tile_axes, used);
   }
   tile = o.fuse(tile_axes);
 }
@@ -991,7 +991,7 @@ void OutputTiling::tile_row_statistics() {
 // a chain of dependent steps, in series with its epilogue (a fused GELU waited for them:
 // 2x the unfused pair). A block of rows up to kStatBlockBytes computes the statistics of
 // all its rows, then their outputs: independent rows the core overlaps.
-void OutputTiling::block_short_rows(IterVar& rows, size_t used) {
+void OutputTiling::block_short_rows(std::vector<IterVar>& tile_axes, size_t used) {
   // A row's size is what it writes or what one of its statistics reads, the larger (a sum of
   // squares over 768 values per 4 outputs is no short row: blocked, it lost its threads).
   int64_t elements = last->extent;
@@ -1002,6 +1002,15 @@ void OutputTiling::block_short_rows(IterVar& rows, size_t used) {
     elements = std::max(elements, reduced);
   }
   const int64_t row_bytes = dtype_bytes(o.tensor().dtype()) * elements;
+  // When every row of the kernel fits one block, the rows of all tile axes are one block: a
+  // layer norm over [2, 3, 16] in blocks of 3 rows left each block's statistics, a chain
+  // the next block's could not overlap, behind its epilogue (fused with celu 132 ns, one
+  // block of 6 rows 95 ns on Zen 5).
+  int64_t all_rows = 1;
+  for (const IterVar& a : tile_axes) all_rows *= a->extent;
+  if (tile_axes.size() > 1 && all_rows * row_bytes <= kStatBlockBytes)
+    tile_axes = {o.fuse(tile_axes)};
+  IterVar& rows = tile_axes.back();
   int64_t block = 1;
   for (int64_t b = 2; b <= rows->extent && b * row_bytes <= kStatBlockBytes; ++b)
     if (rows->extent % b == 0) block = b;
