@@ -92,10 +92,8 @@ std::pair<int64_t, int64_t> conv_blocks(const CallNode* c, const MachineModel& m
   const int64_t groups = c->attrs.get_int("groups", 1);
   const bool depthwise = groups > 1 && groups == x.shape[1] && w.shape[0] == groups;
   if (groups != 1 && !depthwise) return {0, 0};  // grouped convs keep NCHW
-  // The plain layout's vectors run along the output's width.
-  const int64_t plain = vector_lanes_for(machine, c->type.tensor().shape.back(), x.dtype);
-  int64_t ci = channel_block_for(machine, x.shape[1], x.dtype, plain);
-  int64_t co = channel_block_for(machine, w.shape[0], w.dtype, plain);
+  int64_t ci = channel_block_for(machine, x.shape[1], x.dtype);
+  int64_t co = channel_block_for(machine, w.shape[0], w.dtype);
   // Fewer channels than a vector (the RGB stem): one block of all of them, so the input
   // is read pixel by pixel (NHWC) and broadcast into the output-channel vectors.
   if (!depthwise && x.shape[1] < machine.lanes(x.dtype)) ci = x.shape[1];

@@ -51,9 +51,6 @@ int64_t vector_lanes_for(const MachineModel& m, int64_t extent, DType t);
 
 /// Padded channel vectors must carry at least this share of channels (see channel_block_for).
 inline constexpr double kMinUsefulLanes = 0.9;
-/// The same where the plain layout would run vectors of at most half the width (see
-/// channel_block_for).
-inline constexpr double kMinUsefulLanesOverHalfWidth = 0.8;
 
 /// The channel block of a blocked (NCHW[c]c) tensor of `channels`, the one place that
 /// decides where padding pays: two vectors where they divide the channels (a conv's
@@ -64,12 +61,8 @@ inline constexpr double kMinUsefulLanesOverHalfWidth = 0.8;
 /// runs 1 / useful^2 its multiply-adds, 1.47x for 33 -> 40. Where half a vector divides the
 /// channels, padded whole vectors where they keep useful^2 over a half (half vectors run half
 /// the FMA peak: 24 on AVX-512 pads to 32), else half vectors (8 on AVX-512); else 0: keep
-/// the plain layout (33 channels, and 5 on AVX2). `plain_lanes`, where known, is the width of
-/// the plain layout's vectors (vector_lanes_for the conv's output width); where that is at
-/// most half a vector, a padded block need only carry kMinUsefulLanesOverHalfWidth (100 ->
-/// 112 on AVX-512 for 56 pixels a row, which the plain layout runs in 8-lane vectors).
-int64_t channel_block_for(const MachineModel& m, int64_t channels, DType t,
-                          int64_t plain_lanes = 0);
+/// the plain layout (33 channels, and 5 on AVX2).
+int64_t channel_block_for(const MachineModel& m, int64_t channels, DType t);
 
 /// The register tile for a reduction whose output is `rows` x `cols` (the tiled axis and
 /// the innermost axis): vectors that divide the columns (no masks in the hot loop) and

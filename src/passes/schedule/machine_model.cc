@@ -22,7 +22,7 @@ int64_t vector_lanes_for(const MachineModel& m, int64_t extent, DType t) {
   return full;
 }
 
-int64_t channel_block_for(const MachineModel& m, int64_t channels, DType t, int64_t plain_lanes) {
+int64_t channel_block_for(const MachineModel& m, int64_t channels, DType t) {
   const int64_t full = m.lanes(t), half = full / 2;
   auto round_up = [&](int64_t b) { return (channels + b - 1) / b * b; };
   if (channels % (2 * full) == 0) return 2 * full;
@@ -31,13 +31,9 @@ int64_t channel_block_for(const MachineModel& m, int64_t channels, DType t, int6
   // tensors runs 1 / useful^2 the multiply-adds: padding pays only where it wastes under a
   // tenth of the lanes (38 -> 40 and 100 -> 104 on AVX2 measured 0.86x and 1.0x the plain
   // layout; 33 -> 40, 1.47x the multiply-adds, measured 1.57x). Two vectors where they pad
-  // no more than one. Where the plain layout would run half-width vectors (56 pixels a row
-  // on AVX-512: 8 lanes), it reaches about half the peak (Zen 5: 100 -> 100 3x3 conv at 56x56
-  // 48%, 4.06 ms), so padding pays sooner (100 -> 112, 1.25x the multiply-adds: 2.90 ms).
+  // no more than one.
   const double useful = static_cast<double>(channels) / static_cast<double>(round_up(full));
-  const bool plain_half = plain_lanes > 0 && 2 * plain_lanes <= full;
-  if (useful >= (plain_half ? kMinUsefulLanesOverHalfWidth : kMinUsefulLanes))
-    return round_up(2 * full) == round_up(full) ? 2 * full : full;
+  if (useful >= kMinUsefulLanes) return round_up(2 * full) == round_up(full) ? 2 * full : full;
   // Else half a vector where it divides, else the plain layout, whose vectors run along the
   // width (33 channels; 3 or 5 on AVX2). A half vector runs half the FMA peak where the FMA
   // units are full width (AVX2; AVX-512 on Zen 5 or Xeon: a 144 -> 24 1x1 conv of MobileNetV2
