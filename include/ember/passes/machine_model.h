@@ -65,9 +65,12 @@ inline constexpr double kMinUsefulLanes = 0.9;
 int64_t channel_block_for(const MachineModel& m, int64_t channels, DType t);
 
 /// The register tile for a reduction whose output is `rows` x `cols` (the tiled axis and
-/// the innermost axis): vectors that divide the columns (no masks in the hot loop) and
-/// rows in tiles whose last one is shifted back where they do not divide (SplitTail::Shift:
-/// a few values computed twice, no guards), chosen for the best estimated FMA throughput:
+/// the innermost axis): vectors that divide the columns (no masks in the hot loop), or
+/// (`shift_columns`: the vectors may start at any column, not only at a packed panel's)
+/// full vectors in column tiles whose last one is shifted back where only narrower vectors
+/// divide them, and rows in tiles whose last one is shifted back where they do not divide
+/// (SplitTail::Shift: a few values computed twice, no guards), chosen for the best estimated
+/// FMA throughput times the share of computed lanes that are columns:
 /// accumulators to cover the FMA latency, within the registers, loads per FMA within the
 /// load ports, and few recomputed rows. `rows_share_vectors` is false where every row loads
 /// vectors of its own and only the broadcast is shared (a depthwise conv in NCHW: each output
@@ -78,7 +81,7 @@ int64_t channel_block_for(const MachineModel& m, int64_t channels, DType t);
 /// L2 streams its vectors from the L3 instead.
 RegisterTile choose_register_tile(const MachineModel& m, int64_t rows, int64_t cols, DType t,
                                   bool rows_share_vectors = true, bool vectors_from_l3 = false,
-                                  int64_t panel_k = 0);
+                                  int64_t panel_k = 0, bool shift_columns = false);
 
 /// Rows of a GEMM output to compute at once when a row statistic reads it (layer norm on a
 /// dense): a divisor of `rows`, at most half of them (two blocks to run in parallel),

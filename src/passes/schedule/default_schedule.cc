@@ -728,8 +728,14 @@ void OutputTiling::size_register_tile() {
     // Rows that share the vectors reuse each column tile's panel from the L2 (a GEMV's one
     // row streams it once).
     const int64_t panel_k = rows_share && tile_rows > 1 ? inner_reduce_extent(*reds[0]) : 0;
+    // Column tiles may shift back where the vector input runs along the output's columns
+    // (a conv's input row in NCHW), not in panels (a packed dense weight: a shifted vector
+    // would straddle two panels).
+    const Tensor vin = vector_input(*reds[0]);
+    const bool shift_columns = vin && vin->shape.back() >= last->extent;
     rt = choose_register_tile(machine, tile_rows, last->extent, o.tensor().dtype(), rows_share,
-                              weights_from_l3(*reds[0], machine, last->extent), panel_k);
+                              weights_from_l3(*reds[0], machine, last->extent), panel_k,
+                              shift_columns);
     // A one-row tile (a GEMV: a batch-1 dense streams its weights once) may take any number
     // of vectors (the last column tile shifted back), and its reduction may run as partial
     // sums: independent accumulator chains, added in the epilogue (by default only

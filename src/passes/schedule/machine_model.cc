@@ -65,54 +65,76 @@ double tile_efficiency(const MachineModel& m, int64_t rows, int64_t r, int64_t v
   return useful * fma_cycles / cycles;
 }
 
+// Scores the tiles of r rows x `v` vectors of `lanes` (`regs` registers each) and keeps the
+// best in `best`: the estimated share of the FMA peak, times the `useful` share of lanes.
+void consider_tile(const MachineModel& m, int64_t rows, int64_t lanes, int64_t v, int64_t regs,
+                   double useful, bool rows_share_vectors, bool vectors_from_l3, int64_t panel_k,
+                   RegisterTile& best, double& best_score) {
+  for (int64_t r = 1; r <= std::min<int64_t>(rows, 16); ++r) {
+    // Accumulators, the vectors of one k step and a broadcast must fit in registers, with
+    // four left besides the accumulators (LLVM's FMA forms and the loop need them: 14
+    // accumulators of 16 spill).
+    int64_t operands = rows_share_vectors ? v * regs + 1 : regs + 1;
+    if (r * v * regs + operands > m.vector_registers || r * v * regs + 4 > m.vector_registers)
+      continue;
+    // Where every row loads its own vectors (a depthwise conv in NCHW), the tile is
+    // load-bound whatever its size: accumulators beyond what the FMA latency needs buy
+    // nothing, and LLVM keeps the window's broadcasts (a 3x3 conv's 9 weights) in the
+    // registers they would take (3 x 4 tiles spilled). Ties go to more vectors per row
+    // (fewer halo columns of padded input per tile) but at least two rows (a one-row tile
+    // leaves the rows untiled): 2 x 4 tiles are 12% faster than 3 x 4 on the forum net.
+    const bool own_vectors = !rows_share_vectors;
+    if (own_vectors && (r * v * regs > m.fma_ports * m.fma_latency || (r == 1 && rows > 1)))
+      continue;
+    // Ties go to fewer loads per FMA (to more vectors per row for own_vectors).
+    // A panel over the L2 (BERT's 3072 -> 768 dense in 4 x 6 tiles of AVX-512 vectors:
+    // 1.2 MB) is read from the L3 by every row tile: 221 GFLOP/s on Zen 5, 265 in 8 x 2.
+    const int64_t vector_bytes = m.vector_bits / 8;
+    const bool panel_in_l3 = panel_k * v * regs * vector_bytes > m.l2_bytes;
+    const int64_t l3_bytes = vectors_from_l3 || panel_in_l3 ? vector_bytes : 0;
+    double efficiency = useful * tile_efficiency(m, rows, r, v, regs, rows_share_vectors, l3_bytes);
+    double score = efficiency - 1e-3 * static_cast<double>(own_vectors ? r : r + v * regs) /
+                                    static_cast<double>(r * v * regs);
+    if (score > best_score) {
+      best_score = score;
+      best.rows = r;
+      best.vectors = v;
+      best.lanes = lanes;
+      best.efficiency = efficiency;
+    }
+  }
+}
+
 }  // namespace
 
 RegisterTile choose_register_tile(const MachineModel& m, int64_t rows, int64_t cols, DType t,
-                                  bool rows_share_vectors, bool vectors_from_l3, int64_t panel_k) {
+                                  bool rows_share_vectors, bool vectors_from_l3, int64_t panel_k,
+                                  bool shift_columns) {
   RegisterTile best;
   const int64_t full = m.lanes(t);
-  best.lanes = std::min(vector_lanes_for(m, cols, t), std::max<int64_t>(cols, 1));
+  int64_t lanes = std::min(vector_lanes_for(m, cols, t), std::max<int64_t>(cols, 1));
   // A short row that no vector width divides (7, 14, 28 pixels) is one vector of its own
   // length: LLVM splits it into register-sized pieces, with no masked tail.
-  if (cols % best.lanes != 0 && cols <= 4 * full) best.lanes = cols;
-  const int64_t regs = (best.lanes + full - 1) / full;  // registers per vector
-  const int64_t vecs = cols % best.lanes == 0 ? cols / best.lanes : 1;
+  if (cols % lanes != 0 && cols <= 4 * full) lanes = cols;
   double best_score = -1;
-  for (int64_t v = 1; v <= std::min<int64_t>(vecs, 8); ++v) {
-    if (vecs % v != 0) continue;
-    for (int64_t r = 1; r <= std::min<int64_t>(rows, 16); ++r) {
-      // Accumulators, the vectors of one k step and a broadcast must fit in registers, with
-      // four left besides the accumulators (LLVM's FMA forms and the loop need them: 14
-      // accumulators of 16 spill).
-      int64_t operands = rows_share_vectors ? v * regs + 1 : regs + 1;
-      if (r * v * regs + operands > m.vector_registers || r * v * regs + 4 > m.vector_registers)
-        continue;
-      // Where every row loads its own vectors (a depthwise conv in NCHW), the tile is
-      // load-bound whatever its size: accumulators beyond what the FMA latency needs buy
-      // nothing, and LLVM keeps the window's broadcasts (a 3x3 conv's 9 weights) in the
-      // registers they would take (3 x 4 tiles spilled). Ties go to more vectors per row
-      // (fewer halo columns of padded input per tile) but at least two rows (a one-row tile
-      // leaves the rows untiled): 2 x 4 tiles are 12% faster than 3 x 4 on the forum net.
-      const bool own_vectors = !rows_share_vectors;
-      if (own_vectors && (r * v * regs > m.fma_ports * m.fma_latency || (r == 1 && rows > 1)))
-        continue;
-      // Ties go to fewer loads per FMA (to more vectors per row for own_vectors).
-      // A panel over the L2 (BERT's 3072 -> 768 dense in 4 x 6 tiles of AVX-512 vectors:
-      // 1.2 MB) is read from the L3 by every row tile: 221 GFLOP/s on Zen 5, 265 in 8 x 2.
-      const int64_t vector_bytes = m.vector_bits / 8;
-      const bool panel_in_l3 = panel_k * v * regs * vector_bytes > m.l2_bytes;
-      const int64_t l3_bytes = vectors_from_l3 || panel_in_l3 ? vector_bytes : 0;
-      double efficiency = tile_efficiency(m, rows, r, v, regs, rows_share_vectors, l3_bytes);
-      double score = efficiency - 1e-3 * static_cast<double>(own_vectors ? r : r + v * regs) /
-                                      static_cast<double>(r * v * regs);
-      if (score > best_score) {
-        best_score = score;
-        best.rows = r;
-        best.vectors = v;
-        best.efficiency = efficiency;
-      }
+  auto consider = [&](int64_t lanes, bool shifted) {
+    const int64_t regs = (lanes + full - 1) / full;  // registers per vector
+    const int64_t vecs = cols % lanes == 0 ? cols / lanes : 1;
+    for (int64_t v = 1; v <= std::min<int64_t>(shifted ? cols / lanes : vecs, 8); ++v) {
+      if (!shifted && vecs % v != 0) continue;
+      // The share of the computed lanes that are columns: a narrower vector fills part of
+      // its register; a shifted last tile recomputes columns.
+      const int64_t tile_cols = v * lanes, tiles = (cols + tile_cols - 1) / tile_cols;
+      const double useful = static_cast<double>(cols) / static_cast<double>(tiles * tile_cols) *
+                            static_cast<double>(lanes) / static_cast<double>(regs * full);
+      consider_tile(m, rows, lanes, v, regs, useful, rows_share_vectors, vectors_from_l3, panel_k,
+                    best, best_score);
     }
-  }
+  };
+  consider(lanes, false);
+  // Full vectors with a shifted last tile, where the columns take only narrower ones (56
+  // pixels a row on AVX-512: 8 lanes fill half of each register; 16 recompute 8 of 64).
+  if (shift_columns && lanes < full && cols > full) consider(full, true);
   return best;
 }
 
