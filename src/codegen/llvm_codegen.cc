@@ -919,9 +919,8 @@ void LLVMCodeGen::emit_parallel_for(const ForNode* op) {
 
 Value* LLVMCodeGen::emit_accumulation(const StoreNode* op) {
   const Accumulation kind = accumulation_of(op);
-  // Max and Min need no flags: LLVM vectorizes llvm.maximum / minimum reductions as they are.
-  if (kind == Accumulation::None || kind == Accumulation::Max || kind == Accumulation::Min ||
-      lanes_ != 0 || mask_)
+  // Only sums are reassociated: LLVM vectorizes llvm.maximum / minimum reductions as they are.
+  if ((kind != Accumulation::Add && kind != Accumulation::Fma) || lanes_ != 0 || mask_)
     return nullptr;
   llvm::FastMathFlags flags;
   flags.setAllowReassoc();
