@@ -232,7 +232,10 @@ void print_stmt(std::ostream& os, const Stmt& s, int indent) {
       auto* op = s.as<AllocateNode>();
       os << pad << "allocate " << op->buffer->name << ": " << dtype_name(op->buffer->dtype) << "["
          << op->buffer->numel() << "]"
-         << (op->buffer->scope == BufferScope::Shared ? " shared" : "") << "\n";
+         << (op->buffer->scope == BufferScope::Shared      ? " shared"
+             : op->buffer->scope == BufferScope::PerThread ? " per thread"
+                                                           : "")
+         << "\n";
       print_stmt(os, op->body, indent);
       return;
     }

@@ -146,8 +146,11 @@ struct ReinterpretNode : PrimExprNode {
 };
 
 /// Global: kernel parameters; Local: per-thread (stack, registers); Shared: one copy per
-/// GPU thread block (addrspace 3), visible to all of its threads.
-enum class BufferScope { Global, Local, Shared };
+/// GPU thread block (addrspace 3), visible to all of its threads; PerThread: a GPU
+/// allocation at block level whose every element belongs to one thread, the same in every
+/// thread loop (a tiled GEMM's accumulator): lower_gpu_phases gives each thread its own
+/// elements, a Local buffer it keeps in registers, instead of sharing the block's tile.
+enum class BufferScope { Global, Local, Shared, PerThread };
 struct BufferNode {
   std::string name;
   DType dtype;
@@ -245,6 +248,9 @@ PrimExpr operator==(PrimExpr a, PrimExpr b);
 PrimExpr operator!=(PrimExpr a, PrimExpr b);
 /// Logical ops on Bool are functions, not operators: `!e` on a handle is a null test.
 PrimExpr logical_and(PrimExpr a, PrimExpr b);
+/// `a && b` of two expressions would test that both handles are set (always true), not
+/// build their conjunction: write logical_and.
+bool operator&&(const PrimExpr& a, const PrimExpr& b) = delete;
 PrimExpr logical_or(PrimExpr a, PrimExpr b);
 PrimExpr logical_not(PrimExpr a);
 PrimExpr binary(BinaryOp op, PrimExpr a, PrimExpr b);

@@ -100,6 +100,12 @@ class Stage {
   /// not all wait on one bank (TVM's storage_align).
   void pad_rows(int64_t pad);
   int64_t row_pad() const { return row_pad_; }
+  /// On the GPU: this stage, computed at block level by thread loops that each own the same
+  /// elements (a register tile strided by the threads, its epilogue split the same way),
+  /// keeps each thread's elements in that thread's registers (BufferScope::PerThread)
+  /// rather than in a block-shared tile.
+  void keep_per_thread() { per_thread_ = true; }
+  bool per_thread() const { return per_thread_; }
 
   AttachKind attach_kind() const { return attach_; }
   const Stage* attach_stage() const { return attach_stage_; }
@@ -127,6 +133,7 @@ class Stage {
   bool local_ = false;
   std::vector<Prefetch> prefetches_;
   int64_t row_pad_ = 0;
+  bool per_thread_ = false;
 };
 
 /// The stages of every compute tensor reachable from `outputs`.
@@ -190,9 +197,10 @@ void apply_gpu_schedule(Schedule& sch);
 
 /// The GPU kernel's memory and synchronisation from its loop nest (run by the NVPTX code
 /// generator after lowering): an allocation outside every thread loop that a thread loop
-/// writes is shared by the block's threads (BufferScope::Shared), and in a kernel with
-/// shared memory a barrier follows each thread loop at block level, so thread loops run as
-/// phases that see each other's writes.
+/// writes is shared by the block's threads (BufferScope::Shared), unless it is PerThread:
+/// then each thread keeps its own elements (a Local buffer indexed without the thread's
+/// part); in a kernel with shared memory a barrier follows each thread loop at block level,
+/// so thread loops run as phases that see each other's writes.
 ir::PrimFunc lower_gpu_phases(const ir::PrimFunc& f);
 
 /// Lowers a schedule to one loop-IR function. `inputs` are the placeholder tensors (in

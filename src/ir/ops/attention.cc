@@ -182,6 +182,7 @@ constexpr int64_t kMinTileRows = 6;   // rows of a register tile wider than a ve
 // 128 rows) still spreads over 48 multiprocessors (an H100 has 132; 128 rows per block
 // used 12). Each warp reads the same key row at once, from L1.
 constexpr int64_t kRowsPerBlock = 32;
+constexpr int64_t kGpuKeyTile = 32;  // keys staged in shared memory per step on the GPU
 constexpr double kLog2E = 1.4426950408889634;
 
 using Body = std::function<Stmt(PrimExpr)>;
@@ -577,10 +578,103 @@ PrimFunc lower_attention_rows(const Function& group, const std::string& func_nam
 
 namespace {
 
+// The GPU's rows per block when the keys can go through shared memory: a block's rows must
+// be of one batch entry (the threads share its K and V), so the count divides L; 64 where
+// that still leaves two blocks per multiprocessor of an H100 (132), else at most 32. 0: the
+// one-row-per-thread form instead (too few rows of one entry, or a q row and an accumulator
+// too long to keep in registers).
+int64_t gpu_rows_per_block(const Operands& o) {
+  if (o.E + o.Ev > 256) return 0;
+  if (o.L % 64 == 0 && o.B * o.L / 64 >= 264) return 64;
+  for (int64_t t = std::min<int64_t>(o.L, 32); t >= 8; --t)
+    if (o.L % t == 0) return t;
+  return 0;
+}
+
+PrimFunc lower_attention_gpu(const Function& group, const std::string& func_name) {
+  Operands o(group, func_name);
+  const int64_t T = gpu_rows_per_block(o);
+  if (T == 0)
+    return lower_attention_rows(group, func_name, ForKind::GpuBlockX, ForKind::GpuThreadX);
+  // Per thread (row), in registers: its q row, its output accumulator, max, sum and dot.
+  Buffer qr = make_buffer("q_row", o.t, {T * o.E}, BufferScope::PerThread);
+  Buffer acc = make_buffer("out_acc", o.t, {T * o.Ev}, BufferScope::PerThread);
+  Buffer st = make_buffer("row_state", o.t, {T * 3}, BufferScope::PerThread);
+  PrimVar block("block"), b("b"), i0("i0"), m_new("m_new", o.t), m_safe("m_safe", o.t),
+      alpha("alpha", o.t), p("p", o.t), x("x", o.t);
+  // A phase: thread t of the block computes query row i0 + t of batch entry b.
+  auto phase = [&](const std::string& name, const std::function<Stmt(PrimExpr, PrimExpr)>& body) {
+    PrimVar t(name);
+    return for_loop(t, 0, T, ForKind::GpuThreadX, body(t, PrimExpr(i0) + t));
+  };
+  Stmt init = phase("init", [&](PrimExpr t, PrimExpr i) {
+    return seq({store(st, t * 3, o.neg_inf), store(st, t * 3 + 1, o.zero),
+                unrolled("d", o.Ev, [&](PrimExpr d) { return store(acc, t * o.Ev + d, o.zero); }),
+                unrolled("e", o.E, [&](PrimExpr e) {
+                  return store(qr, t * o.E + e, load(o.q, (PrimExpr(b) * o.L + i) * o.E + e));
+                })});
+  });
+  // The block's threads copy keys [j0, j0 + kGpuKeyTile) of `src` into `tile` together.
+  auto stage = [&](const Buffer& tile, const Buffer& src, int64_t width, PrimExpr j0) {
+    const int64_t n = kGpuKeyTile * width;
+    return phase("stage", [&](PrimExpr t, PrimExpr) {
+      return serial("c", ceil_div(n, T), [&](PrimExpr c) {
+        PrimExpr at = c * T + t;
+        return if_then_else(logical_and(at < PrimExpr(n), j0 + at / width < PrimExpr(o.S)),
+                            store(tile, at, load(src, (PrimExpr(b) * o.S + j0) * width + at)));
+      });
+    });
+  };
+  PrimVar jt("jt");
+  Buffer ks = make_buffer("k_tile", o.t, {kGpuKeyTile * o.E}, BufferScope::Local);
+  Buffer vs = make_buffer("v_tile", o.t, {kGpuKeyTile * o.Ev}, BufferScope::Local);
+  PrimExpr j0 = PrimExpr(jt) * kGpuKeyTile;
+  Stmt keys = phase("keys", [&](PrimExpr t, PrimExpr i) {
+    PrimExpr m = load(st, t * 3), l = load(st, t * 3 + 1), dot = load(st, t * 3 + 2);
+    PrimExpr last = o.causal ? min(PrimExpr(o.S), i + 1) : PrimExpr(o.S);
+    return serial("jj", kGpuKeyTile, [&](PrimExpr jj) {
+      PrimExpr j = j0 + jj;
+      Stmt dot_loop = seq({store(st, t * 3 + 2, o.zero), unrolled("e", o.E, [&](PrimExpr e) {
+                             return store(st, t * 3 + 2,
+                                          prim_call(Intrinsic::Fma, {load(qr, t * o.E + e),
+                                                                     load(ks, jj * o.E + e), dot}));
+                           })});
+      Stmt update =
+          seq({store(st, t * 3 + 1, l * alpha + p), store(st, t * 3, m_new),
+               unrolled("d", o.Ev, [&](PrimExpr d) {
+                 PrimExpr a = load(acc, t * o.Ev + d);
+                 return store(
+                     acc, t * o.Ev + d,
+                     prim_call(Intrinsic::Fma, {PrimExpr(p), load(vs, jj * o.Ev + d), a * alpha}));
+               })});
+      update = let_stmt(p, exp(PrimExpr(x) - m_safe), update);
+      update = let_stmt(alpha, exp(m - m_safe), update);
+      update = let_stmt(m_safe, select(PrimExpr(m_new) == o.neg_inf, o.zero, m_new), update);
+      update = let_stmt(m_new, max(m, x), update);
+      update = let_stmt(x, o.masked(dot * o.scale, b, i, j, i, j), update);
+      return if_then_else(j < last, seq({dot_loop, update}));
+    });
+  });
+  Stmt key_tiles = for_loop(
+      jt, 0, ceil_div(o.S, kGpuKeyTile), ForKind::Serial,
+      allocate(ks, allocate(vs, seq({stage(ks, o.k, o.E, j0), stage(vs, o.v, o.Ev, j0), keys}))));
+  Stmt finish = phase("finish", [&](PrimExpr t, PrimExpr i) {
+    return unrolled("d", o.Ev, [&](PrimExpr d) {
+      return store(o.out, (PrimExpr(b) * o.L + i) * o.Ev + d,
+                   load(acc, t * o.Ev + d) / load(st, t * 3 + 1));
+    });
+  });
+  Stmt body = allocate(qr, allocate(acc, allocate(st, seq({init, key_tiles, finish}))));
+  body = let_stmt(b, PrimExpr(block) * T / o.L, let_stmt(i0, PrimExpr(block) * T % o.L, body));
+  o.f.body = for_loop(block, 0, o.B * o.L / T, ForKind::GpuBlockX, body);
+  verify(o.f);
+  return o.f;
+}
+
 // Builds the kernel of a group holding one nn.attention call (Op::lower).
 PrimFunc lower_attention(const Function& group, const std::string& func_name, int vector_bits,
                          bool gpu) {
-  if (gpu) return lower_attention_rows(group, func_name, ForKind::GpuBlockX, ForKind::GpuThreadX);
+  if (gpu) return lower_attention_gpu(group, func_name);
   return CpuKernel(group, func_name, vector_bits).build();
 }
 

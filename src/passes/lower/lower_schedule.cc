@@ -339,7 +339,8 @@ class ScheduleLowering {
         }
         pad_rows(shape, c->row_pad());
         child_region[c] = reg;
-        Buffer b = make_buffer(c->tensor()->name, c->tensor()->dtype, shape, BufferScope::Local);
+        Buffer b = make_buffer(c->tensor()->name, c->tensor()->dtype, shape,
+                               c->per_thread() ? BufferScope::PerThread : BufferScope::Local);
         self.realized_[c->tensor().operator->()] = {b, mins};
       }
     }

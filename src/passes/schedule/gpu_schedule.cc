@@ -3,7 +3,8 @@
 //
 // A kernel is one launch; inside it, a block's threads run in *phases*: a phase is a loop
 // bound to threadIdx at block level, and lower_gpu_phases puts a barrier after each one and
-// makes the buffers those loops write shared by the block. A value one phase writes is
+// makes the buffers those loops write shared by the block (or, for a PerThread buffer, one
+// copy per thread). A value one phase writes is
 // seen by every thread in the next, and running the phases one after the other on a CPU
 // (the emulation in the tests) computes exactly what the GPU computes.
 //
@@ -11,15 +12,17 @@
 //    sum of products of two tensors). One block per output tile:
 //
 //      blockIdx.x = tile                       tile sizes: a per-axis block tile b_d (volume
-//        ACC[tile] (shared)  = 0               up to 64 x 64) and a register tile r_d (4 x 4)
-//        for ko:                               per thread; threads = prod(b_d / r_d)
+//        ACC (per thread) = 0                  up to 128 x 128) and a register tile r_d
+//        for ko:                               (8 x 8, or 4 x 4 in small tiles) per thread;
 //          A_tile, B_tile (shared) = operands over the reduction chunk ko
 //          threadIdx: for ki, ...: ACC[r_d tile] += A_tile * B_tile
-//        threadIdx: O = epilogue(ACC)          (fused epilogue, then the only global store)
+//        threadIdx: O = epilogue(ACC[r_d tile]) (fused epilogue, then the only global store)
 //
 //    Operands are staged with cache_read (a conv's padded input reads its clamped input
-//    there); the register tile loops are unrolled, so each thread keeps its r_d tile of ACC
-//    in registers across ki and reuses each operand value r_d times.
+//    there); the register tile loops are unrolled and each thread reuses each operand value
+//    r_d times. The accumulator is allocated at block level but is PerThread: the epilogue
+//    splits the tile as the anchor does, so each thread reads back only its own register
+//    tile, and lower_gpu_phases keeps it in that thread's registers across the phases.
 // 2. Block reduction (softmax, log_softmax, layer norm, sum, mean, global pooling: an
 //    output reading row reductions with at least kMinBlockReduce elements). One block per
 //    row: Schedule::tree_reduce gives each reduction a partial stage (thread f reduces
@@ -33,8 +36,11 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <sstream>
+#include <utility>
 
 #include "analysis.h"
+#include "ember/ir/simplify.h"
 #include "ember/passes/schedule.h"
 #include "ember/support/error.h"
 
@@ -48,11 +54,14 @@ constexpr int64_t kThreads = 256;
 constexpr int64_t kMaxSharedBytes = 48 * 1024;  // static shared memory of one block
 constexpr int64_t kMaxLocalBytes = 1024;        // per-thread arrays beyond this spill
 constexpr int64_t kMinBlockReduce = 32;         // shorter rows: one thread per row
-constexpr int64_t kTileVolume = 64 * 64;        // outputs per block in the tiled template
+constexpr int64_t kTileVolume = 128 * 128;      // outputs per block in the tiled template
 constexpr int64_t kMinTileVolume = 32 * 32;     // ... at least, with 64 threads of 4 x 4
 constexpr int64_t kMinBlocks = 128;             // blocks the tiled template aims for
-constexpr int64_t kRegisterTile = 16;           // outputs per thread
-constexpr int64_t kReduceChunk = 32;            // reduction elements staged per step
+// Outputs per thread: 8 x 8 in tiles of at least 128 x 64 (16 operand loads from shared
+// memory per 64 FMAs), 4 x 4 in smaller ones (8 per 16) so that they still have 64 threads.
+constexpr int64_t kBigRegisterTile = 64, kRegisterTile = 16;
+constexpr int64_t kBigTileVolume = 128 * 64;
+constexpr int64_t kReduceChunk = 32;  // reduction elements staged per step
 // A sum this long over fewer than kMinBlocks / 4 tiles runs a block per output instead.
 constexpr int64_t kLongReduction = 256;
 
@@ -210,11 +219,14 @@ int64_t size_block_tile(const Stage& o, const Stage& r, const ProducerLoadNode* 
   for (int s = 0; s < 2; ++s)
     for (size_t d : side[s]) ext[s] *= o.axes()[d]->extent;
   int64_t want[2];
-  want[0] = std::min(pow2_ceil(ext[0]), int64_t{64});
+  int64_t side_cap = 64;  // square tiles in the biggest volume (128 x 128)
+  while (side_cap * side_cap * 4 <= volume) side_cap *= 2;
+  want[0] = std::min(pow2_ceil(ext[0]), side_cap);
   want[1] = std::min({pow2_ceil(ext[1]), volume / want[0], kThreads});
   want[0] = std::min(want[0], volume / want[1]);
   int64_t reg_side = 1;
-  while (reg_side * reg_side < kRegisterTile) reg_side *= 2;  // 4 x 4
+  int64_t reg_volume = volume >= kBigTileVolume ? kBigRegisterTile : kRegisterTile;
+  while (reg_side * reg_side < reg_volume) reg_side *= 2;
   for (int s = 0; s < 2; ++s) {
     int64_t left = want[s], reg_left = std::min(reg_side, want[s]);
     for (auto it = side[s].rbegin(); it != side[s].rend(); ++it) {
@@ -229,22 +241,41 @@ int64_t size_block_tile(const Stage& o, const Stage& r, const ProducerLoadNode* 
   return threads;
 }
 
-// Output: one block per tile; its threads stride over the tile for the epilogue. Returns
-// the block loop.
-IterVar bind_output_tiles(Stage& o, const std::vector<int64_t>& tile, int64_t threads) {
-  std::vector<IterVar> outer, inner;
+// Output: one block per tile; each thread applies the epilogue to its own register tile,
+// split as the anchor's (accumulate_in_block), so it reads the accumulator it computed.
+// Returns the block loop.
+IterVar bind_output_tiles(Stage& o, const std::vector<int64_t>& tile,
+                          const std::vector<int64_t>& reg) {
+  std::vector<IterVar> outer, threads, regs;
   for (size_t d = 0; d < tile.size(); ++d) {
     auto [xo, xi] = o.split(o.axes()[d], tile[d]);
+    auto [x, t] = o.split(xi, tile[d] / reg[d]);
     outer.push_back(xo);
-    inner.push_back(xi);
+    threads.push_back(t);
+    regs.push_back(x);
   }
   std::vector<IterVar> order = outer;
-  order.insert(order.end(), inner.begin(), inner.end());
+  order.insert(order.end(), threads.begin(), threads.end());
+  order.insert(order.end(), regs.begin(), regs.end());
   o.reorder(order);
   IterVar bx = o.fuse(outer);
   o.bind(bx, ForKind::GpuBlockX);
-  bind_strided(o, inner, threads);
+  o.bind(o.fuse(threads), ForKind::GpuThreadX);
+  for (auto& x : regs)
+    if (x->extent > 1) o.unroll(x);
   return bx;
+}
+
+// Reduction elements of the outermost reduction axis (of `extent`) staged per step: about
+// `target`, a divisor of the extent where one is at least half of it. A chunk that does not
+// divide leaves a guard in the register tile's loop, which keeps LLVM from sharing the
+// tile's operand loads between its FMAs (a 3x3 conv over 128 channels in chunks of 3
+// loaded twice per FMA).
+int64_t reduce_chunk(int64_t extent, int64_t target) {
+  target = std::clamp<int64_t>(target, 1, extent);
+  for (int64_t c = target; c * 2 >= target; --c)
+    if (extent % c == 0) return c;
+  return target;
 }
 
 // The anchor: accumulated in the block's `tile` at `bx`, a reduction chunk at a time, each
@@ -256,7 +287,7 @@ IterVar accumulate_in_block(Stage& r, Stage& o, const IterVar& bx, const std::ve
   std::vector<IterVar> raxes = r.reduce_axes();
   int64_t rest = 1;
   for (size_t k = 1; k < raxes.size(); ++k) rest *= raxes[k]->extent;
-  int64_t chunk = std::max<int64_t>(1, std::min(raxes[0]->extent, kReduceChunk / rest));
+  int64_t chunk = reduce_chunk(raxes[0]->extent, (kReduceChunk + rest - 1) / rest);
   auto [ko, ki] = r.split(raxes[0], chunk);
   // A thread's register tile is strided by the threads along each axis (thread t of T owns
   // t, t + T, ...): neighbouring threads read neighbouring rows of an operand tile, which
@@ -278,6 +309,7 @@ IterVar accumulate_in_block(Stage& r, Stage& o, const IterVar& bx, const std::ve
   r.bind(r.fuse(thread_axes), ForKind::GpuThreadX);
   for (auto& x : reg_axes)
     if (x->extent > 1) r.unroll(x);
+  r.keep_per_thread();
   return ko;
 }
 
@@ -306,7 +338,7 @@ bool schedule_tiled(Schedule& sch, int64_t volume) {
   int64_t threads = size_block_tile(*o, r, a, b, volume, tile, reg);
   if (threads < 32) return false;  // too small a tile to be worth a block
 
-  IterVar bx = bind_output_tiles(*o, tile, threads);
+  IterVar bx = bind_output_tiles(*o, tile, reg);
 
   // Operands: staged per chunk by all threads (cache_read of a computed operand, such as
   // a conv's padded input, computes it there from its inlined producers).
@@ -473,7 +505,9 @@ class Measure : public PrimVisitor {
   }
   void visit_allocate(const AllocateNode* op) override {
     int64_t bytes = op->buffer->numel() * dtype_bytes(op->buffer->dtype);
-    if (in_thread_)
+    if (op->buffer->scope == BufferScope::PerThread)
+      ;  // each thread's register tile (at most kBigRegisterTile values)
+    else if (in_thread_)
       fp.local = std::max(fp.local, bytes);
     else
       fp.shared += bytes;  // an upper bound: buffers only one thread writes stay local
@@ -503,6 +537,7 @@ void apply_gpu_schedule(Schedule& sch) {
   std::vector<std::function<bool(Schedule&)>> templates{
       [](Schedule& s) { return schedule_tiled(s, kTileVolume); },
       [](Schedule& s) { return schedule_tiled(s, kTileVolume / 4); },
+      [](Schedule& s) { return schedule_tiled(s, kTileVolume / 16); },
       schedule_block_reduce,
   };
   for (auto& tmpl : templates)
@@ -516,6 +551,103 @@ void apply_gpu_schedule(Schedule& sch) {
 // ------------------------------------------------------------------------ phases on GPU
 
 namespace {
+
+// Gives each thread its own elements of a PerThread allocation at block level. Inside a
+// thread loop, an access's index with the thread index set to 0 (lets substituted) is the
+// thread's offset into its own copy; what the thread index added to it must be the same
+// expression of the thread index in every access, so that a thread owns the same elements
+// in every phase (the schedule strides the register tile and its epilogue alike). The
+// buffer becomes Local: one copy per thread, which the unrolled register tile keeps in
+// registers.
+class PrivatizePerThread : public PrimMutator {
+ public:
+  using PrimMutator::mutate;
+  Stmt mutate(const Stmt& s) override {
+    auto* op = s.as<AllocateNode>();
+    if (!op || op->buffer->scope != BufferScope::PerThread) return PrimMutator::mutate(s);
+    const Buffer& b = op->buffer;
+    Buffer local = make_buffer(b->name, b->dtype, b->shape, BufferScope::Local);
+    // Inside a thread loop it is one thread's anyway: its indices stay.
+    targets_[b.get()] = Target{local, thread_ == nullptr, PrimExpr(), ""};
+    Stmt body = mutate(op->body);
+    targets_.erase(b.get());
+    return allocate(local, body);
+  }
+
+ protected:
+  // Lets and loops of one iteration are substituted into the indices (a grid of one block
+  // along an axis leaves its block index in the epilogue's index but not in the anchor's).
+  Stmt visit_for(const Stmt& s, const ForNode* op) override {
+    int64_t extent = 0;
+    bool single = as_int(op->extent, &extent) && extent == 1;
+    if (single) lets_.emplace_back(op->var.get(), op->min);
+    const PrimVarNode* outer = thread_;
+    if (is_thread_kind(op->for_kind) && !thread_) thread_ = op->var.get();
+    Stmt out = PrimMutator::visit_for(s, op);
+    thread_ = outer;
+    if (single) lets_.pop_back();
+    return out;
+  }
+  Stmt visit_let_stmt(const Stmt& s, const LetStmtNode* op) override {
+    lets_.emplace_back(op->var.get(), substitute(op->value, lets_));
+    Stmt out = PrimMutator::visit_let_stmt(s, op);
+    lets_.pop_back();
+    return out;
+  }
+  PrimExpr visit_load(const PrimExpr& e, const LoadNode* op) override {
+    PrimExpr base = PrimMutator::visit_load(e, op);
+    auto* l = base.as<LoadNode>();
+    auto it = targets_.find(l->buffer.get());
+    return it == targets_.end() ? base : load(it->second.to, own_index(it, l->index));
+  }
+  Stmt visit_store(const Stmt& s, const StoreNode* op) override {
+    Stmt base = PrimMutator::visit_store(s, op);
+    auto* st = base.as<StoreNode>();
+    auto it = targets_.find(st->buffer.get());
+    if (it == targets_.end()) return base;
+    return store(it->second.to, own_index(it, st->index), st->value);
+  }
+
+ private:
+  struct Target {
+    Buffer to;
+    bool rewrite = false;  // allocated at block level
+    PrimExpr thread_part;  // of the first access, in terms of `tid_`
+    std::string first;
+  };
+  using Targets = std::map<const BufferNode*, Target>;
+
+  PrimExpr own_index(Targets::iterator it, const PrimExpr& index) {
+    Target& target = it->second;
+    if (!target.rewrite) return index;
+    const std::string& name = it->first->name;
+    EMBER_CHECK(thread_, "buffer ", name, " is kept per thread but accessed outside a thread loop");
+    PrimExpr full = substitute(index, lets_);
+    PrimExpr own = simplify(substitute(full, {{thread_, PrimExpr(int64_t{0})}}));
+    PrimExpr part = simplify(substitute(full - own, {{thread_, PrimExpr(tid_)}}));
+    bool only_tid = true;
+    visit_prim(part, [&](const PrimExpr& x) {
+      if (auto* v = x.as<PrimVarNode>()) only_tid &= v == tid_.get();
+    });
+    std::ostringstream at;
+    at << index;
+    EMBER_CHECK(only_tid, "buffer ", name, " is kept per thread, but its index ", at.str(),
+                " does not separate into the thread's part and the rest");
+    if (!target.thread_part) {
+      target.thread_part = part;
+      target.first = at.str();
+    }
+    EMBER_CHECK(structural_equal(part, target.thread_part), "buffer ", name,
+                " is kept per thread, but its accesses ", target.first, " and ", at.str(),
+                " give a thread different elements");
+    return own;
+  }
+
+  const PrimVarNode* thread_ = nullptr;
+  VarMap lets_;
+  Targets targets_;
+  PrimVar tid_{"tid"};
+};
 
 // Allocations outside every thread loop that a thread loop writes become shared: the
 // block's threads compute them together. (One written outside thread loops is computed by
@@ -531,7 +663,8 @@ class PromoteShared : public PrimMutator {
     std::set<const BufferNode*> outer;
     outer.swap(written_in_thread_);
     Stmt body = mutate(op->body);
-    bool shared = written_in_thread_.count(op->buffer.get()) > 0;
+    bool shared = written_in_thread_.count(op->buffer.get()) > 0 &&
+                  op->buffer->scope != BufferScope::PerThread;  // PrivatizePerThread's
     written_in_thread_.insert(outer.begin(), outer.end());
     any_shared |= shared || op->buffer->scope == BufferScope::Shared;
     if (!shared) return body.same_as(op->body) ? s : allocate(op->buffer, body);
@@ -611,7 +744,7 @@ class InsertBarriers : public PrimMutator {
 PrimFunc lower_gpu_phases(const PrimFunc& f) {
   PrimFunc out = f;
   PromoteShared promote;
-  out.body = promote.mutate(f.body);
+  out.body = PrivatizePerThread().mutate(promote.mutate(f.body));
   // Without shared memory, threads never read each other's values: no barrier is needed.
   if (promote.any_shared) out.body = InsertBarriers().mutate(out.body);
   return out;

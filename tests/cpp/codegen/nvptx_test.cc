@@ -72,8 +72,11 @@ TEST(NVPTX, EveryOpAssemblesForSm80AndSm90) {
 // The GPU kernel's loop IR (after lower_gpu_phases) with every block/thread loop made
 // serial and its barriers dropped: run on the CPU, it computes what the GPU would, because
 // the schedules run a block's threads in phases (thread loops one after the other, a
-// barrier between them). The GPU indexing, guards, tiles and tree reductions are thus
-// checked without a GPU.
+// barrier between them). A Local buffer allocated at block level is one copy per thread on
+// the GPU (each thread runs the block-level code): here it gets a copy per thread index,
+// so what one thread keeps in registers across phases is exactly what it sees again. The
+// GPU indexing, guards, tiles, register tiles and tree reductions are thus checked
+// without a GPU.
 class SerializeGpuLoops : public PrimMutator {
  public:
   using PrimMutator::mutate;
@@ -82,16 +85,65 @@ class SerializeGpuLoops : public PrimMutator {
       auto* c = e->value.as<PrimCallNode>();
       if (c && c->op == Intrinsic::Barrier) return evaluate(PrimExpr(int64_t{0}));
     }
-    return PrimMutator::mutate(s);
+    auto* a = s.as<AllocateNode>();
+    if (!a || a->buffer->scope != BufferScope::Local || thread_) return PrimMutator::mutate(s);
+    // Thread loops that write it (a buffer only read there is the same for every thread).
+    int64_t threads = 0;
+    visit_prim(
+        a->body, [](const PrimExpr&) {},
+        [&](const Stmt& x) {
+          auto* f = x.as<ForNode>();
+          int64_t n = 0;
+          if (!f || f->for_kind != ForKind::GpuThreadX || !as_int(f->extent, &n)) return;
+          bool writes = false;
+          visit_prim(
+              f->body, [](const PrimExpr&) {},
+              [&](const Stmt& y) {
+                auto* st = y.as<StoreNode>();
+                writes |= st && st->buffer == a->buffer;
+              });
+          if (writes) threads = std::max(threads, n);
+        });
+    if (threads == 0) return PrimMutator::mutate(s);
+    const Buffer& b = a->buffer;
+    Buffer copies = make_buffer(b->name, b->dtype, {threads * b->numel()}, BufferScope::Local);
+    per_thread_[b.get()] = copies;
+    return allocate(copies, mutate(a->body));
   }
 
  protected:
   Stmt visit_for(const Stmt& s, const ForNode* op) override {
+    PrimExpr outer = thread_;
+    if (op->for_kind == ForKind::GpuThreadX) thread_ = op->var;
     Stmt body = mutate(op->body);
+    thread_ = outer;
     if (!is_gpu_kind(op->for_kind) && body.same_as(op->body)) return s;
     ForKind k = is_gpu_kind(op->for_kind) ? ForKind::Serial : op->for_kind;
     return for_loop(op->var, op->min, op->extent, k, body);
   }
+  PrimExpr visit_load(const PrimExpr& e, const LoadNode* op) override {
+    PrimExpr base = PrimMutator::visit_load(e, op);
+    auto* l = base.as<LoadNode>();
+    auto it = per_thread_.find(l->buffer.get());
+    return it == per_thread_.end() ? base : load(it->second, copy_index(l->buffer, l->index));
+  }
+  Stmt visit_store(const Stmt& s, const StoreNode* op) override {
+    Stmt base = PrimMutator::visit_store(s, op);
+    auto* st = base.as<StoreNode>();
+    auto it = per_thread_.find(st->buffer.get());
+    if (it == per_thread_.end()) return base;
+    return store(it->second, copy_index(st->buffer, st->index), st->value);
+  }
+
+ private:
+  // The element of the current thread's copy; block-level code (outside thread loops)
+  // runs as thread 0 would.
+  PrimExpr copy_index(const Buffer& b, const PrimExpr& index) const {
+    return (thread_ ? thread_ : PrimExpr(int64_t{0})) * b->numel() + index;
+  }
+
+  PrimExpr thread_;  // the enclosing thread loop's index, if any
+  std::map<const BufferNode*, Buffer> per_thread_;
 };
 
 runtime::NDArray random_tensor(const TensorType& t, std::mt19937& rng) {
@@ -295,6 +347,20 @@ std::vector<std::pair<std::string, Function>> template_cases() {
         call("nn.layer_norm", {call("add", {h, ff}), g, b}));
   }
   {
+    // Attention on the GPU: 24 rows per block (L = 48), keys staged 32 at a time (48 keys:
+    // a partial second tile), causal; and a broadcast mask over 70 keys with 20 rows per
+    // block; and 5 rows, too few for a block of one entry's rows (a row per thread).
+    Expr q = f32("q", {2, 48, 16}), k = f32("k", {2, 48, 16}), v = f32("v", {2, 48, 24});
+    add("attention, causal, key tiles", {q, k, v},
+        call("nn.attention", {q, k, v}, Attrs({{"causal", int64_t{1}}})));
+    Expr q2 = f32("q", {3, 40, 16}), k2 = f32("k", {3, 70, 16}), v2 = f32("v", {3, 70, 8}),
+         m2 = f32("mask", {40, 70});
+    add("attention, mask, key tiles", {q2, k2, v2, m2}, call("nn.attention", {q2, k2, v2, m2}));
+    Expr q3 = f32("q", {4, 5, 16}), k3 = f32("k", {4, 9, 16}), v3 = f32("v", {4, 9, 16});
+    add("attention, a row per thread (simple schedule)", {q3, k3, v3},
+        call("nn.attention", {q3, k3, v3}));
+  }
+  {
     Expr x = f32("x", {2, 16, 8, 8});
     add("global average pool", {x},
         call("nn.adaptive_avg_pool2d", {x}, Attrs({{"output_size", V{1}}})));
@@ -311,6 +377,8 @@ TEST(NVPTX, SharedMemoryTemplatesComputeWhatTheCpuComputes) {
     bool simple = name.find("simple schedule") != std::string::npos;
     EXPECT_EQ(ptx.find(".shared") == std::string::npos, simple) << name;
     EXPECT_EQ(ptx.find("bar.sync") == std::string::npos, simple) << name;
+    // Register tiles, accumulators and attention rows stay in registers: no local memory.
+    EXPECT_EQ(ptx.find(".local"), std::string::npos) << name;
     // Which template: a tree of partial sums for a block per output, padded operand rows
     // (33 words, not 32: no bank conflicts) for the tiles.
     std::string loop = build(fn, "cuda")->get_source("loop");
