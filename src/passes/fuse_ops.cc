@@ -67,11 +67,18 @@ using namespace ir;
 
 // The GPU schedules compute two anchors in one kernel with the simple template: one thread
 // per output of the second, computing the first for each of its terms. Fine for a pooling's
-// few taps (a VGG-style conv -> max pool ran 1.5x faster fused on an H200), not for a conv
-// that sums all the first's channels (MobileNetV2 with its depthwise -> pointwise pairs
-// fused: 5.7 ms; as separate kernels 1.8 ms).
-bool gpu_recomputes_first(const CallNode* second) {
-  return second->op && second->op->name == "nn.conv2d";
+// few taps over a small conv (a VGG-style conv -> max pool ran 1.5x faster fused on an
+// H200), not for a conv that sums all the first's channels (MobileNetV2 with its
+// depthwise -> pointwise pairs fused: 5.7 ms; as separate kernels 1.8 ms), nor for a first
+// anchor with outputs enough for the tiled template to fill the GPU (ResNet-50's stem
+// conv -> max pool at batch 32 took 6.8 ms fused, its whole unfused build 8.4 ms less).
+constexpr int64_t kGpuTiledOutputs = 128 * 32 * 32;  // kMinBlocks tiles of the smallest size
+
+bool gpu_recomputes_first(const CallNode* first, const CallNode* second) {
+  if (second->op && second->op->name == "nn.conv2d") return true;
+  int64_t outputs = 1;
+  for (int64_t d : first->type.tensor().shape) outputs *= d;
+  return outputs >= kGpuTiledOutputs;
 }
 
 std::string two_anchor_pattern(const CallNode* first, const CallNode* second) {
@@ -253,7 +260,7 @@ class Fuser {
       int a = anchor_[gi] >= 0 ? anchor_[gi] : i;
       bool out_ewise = g_.pattern(a) == OpPattern::OutEWiseFusable;
       // A second anchor may end the epilogue when the pair has a two-anchor schedule.
-      second = reduction_[gi] < 0 && !(gpu_ && gpu_recomputes_first(g_.calls[d]))
+      second = reduction_[gi] < 0 && !(gpu_ && gpu_recomputes_first(g_.calls[a], g_.calls[d]))
                    ? two_anchor_pattern(g_.calls[a], g_.calls[d])
                    : "";
       // The GPU schedules have no template that computes a GEMM tile inside a reduction
@@ -453,12 +460,13 @@ std::string unfused_reason(const OpGraph& g, Fuser& fz, int p, int c) {
   if (pp == OpPattern::Opaque) return op(p) + " is opaque and is never fused";
   if (pc == OpPattern::Opaque) return op(c) + " is opaque and is never fused";
   if (g.extern_ref[p]) return op(p) + "'s result is also a model output, so it must be stored";
-  if (int a = fz.out_ewise_anchor(p); fz.gpu() && a >= 0 && gpu_recomputes_first(g.calls[c]) &&
+  if (int a = fz.out_ewise_anchor(p); fz.gpu() && a >= 0 &&
+                                      gpu_recomputes_first(g.calls[a], g.calls[c]) &&
                                       !two_anchor_pattern(g.calls[a], g.calls[c]).empty())
     return op(a) + " -> " + op(c) +
-           " is one kernel on the CPU; the GPU target has no schedule "
-           "that computes both in one kernel (it would recompute " +
-           op(a) + " per output): " + op(c) + " runs as its own kernel";
+           " is one kernel on the CPU; on the GPU target one kernel would recompute " + op(a) +
+           " per output of " + op(c) + " without tiles (too many channels to sum, or outputs "
+           "enough for the tiled template): " + op(c) + " runs as its own kernel";
   if (pc == OpPattern::OutEWiseFusable)
     return op(c) + " is an anchor: it starts its own kernel (its input is read many times)";
   if (fz.depth_limited_.count(p)) return "the group would exceed FuseOps.max_depth";

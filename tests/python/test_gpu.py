@@ -122,8 +122,9 @@ def test_gpu_runs_the_second_of_two_anchors_as_its_own_kernel():
     """A depthwise conv then a pointwise conv (MobileNetV2's blocks) is one kernel on the CPU.
     The GPU has no such schedule: its fallback recomputed the depthwise conv per output of
     the pointwise one (MobileNetV2 on an H200: 5.7 ms fused, 1.8 ms apart), so there each is
-    its own kernel and the report says why. A conv then a max pooling (a few taps) stays one
-    kernel on both."""
+    its own kernel and the report says why. A small conv then a max pooling (a few taps)
+    stays one kernel on both; a conv with outputs enough for the GPU's tiled template (ResNet-50's
+    stem at batch 32: 6.8 ms as one untiled kernel) runs apart from its pooling there."""
     rs = np.random.RandomState(4)
     x = ir.var("x", shape=(1, 16, 12, 12))
     dw = op.nn.conv2d(x, ir.const(rs.randn(16, 1, 3, 3).astype("float32")), padding=(1, 1),
@@ -132,19 +133,27 @@ def test_gpu_runs_the_second_of_two_anchors_as_its_own_kernel():
                       ir.const(rs.randn(24, 16, 1, 1).astype("float32")), name="pw")
     conv = op.nn.conv2d(x, ir.const(rs.randn(8, 16, 3, 3).astype("float32")), name="conv")
     pool = op.nn.max_pool2d(conv, (2, 2), name="pool")
+    big_x = ir.var("x", shape=(2, 3, 128, 128))  # 2 x 64 x 128 x 128 conv outputs
+    big = op.nn.max_pool2d(
+        op.nn.conv2d(big_x, ir.const(rs.randn(64, 3, 3, 3).astype("float32")), padding=(1, 1),
+                     name="stem"), (2, 2), name="big_pool")
     gpu = {}
-    for f, pattern, gpu_kernels in ((ir.Function([x], pw), "pointwise conv", 2),
-                                    (ir.Function([x], pool), "pooling", 1)):
+    for f, key, pattern, gpu_kernels in (
+            (ir.Function([x], pw), "pointwise conv", "pointwise conv", 2),
+            (ir.Function([x], pool), "pooling", "pooling", 1),
+            (ir.Function([big_x], big), "big pooling", "pooling", 2)):
         # Plain layout, and whatever the CPU cost rule says at this host's vector width.
         with ember.transform.PassContext(disabled_passes=["AlterOpLayout"],
                                          config={"FuseOps.cost_model": "none"}):
             cpu = ember.build(f, target="llvm")
         assert len(cpu.kernel_names) == 1 and any(
             pattern in p for k in cpu.fusion_report() for p in k.patterns), cpu.fusion_report()
-        gpu[pattern] = ember.build(f, target="cuda")
-        assert len(gpu[pattern].kernel_names) == gpu_kernels, gpu[pattern].fusion_report()
+        gpu[key] = ember.build(f, target="cuda")
+        assert len(gpu[key].kernel_names) == gpu_kernels, gpu[key].fusion_report()
     (why,) = [w for p, c, w in gpu["pointwise conv"].fusion_report().unfused if "'pw'" in c]
-    assert "GPU target has no schedule" in why and "nn.conv2d" in why, why
+    assert "on the GPU target one kernel would recompute" in why and "nn.conv2d" in why, why
+    (why,) = [w for p, c, w in gpu["big pooling"].fusion_report().unfused if "'big_pool'" in c]
+    assert "without tiles" in why and "nn.max_pool2d" in why, why
 
 
 def test_sources_and_unknown_formats():
