@@ -4,9 +4,9 @@
 // A kernel is one launch; inside it, a block's threads run in *phases*: a phase is a loop
 // bound to threadIdx at block level, and lower_gpu_phases puts a barrier after each one and
 // makes the buffers those loops write shared by the block (or, for a PerThread buffer, one
-// copy per thread). A value one phase writes is
-// seen by every thread in the next, and running the phases one after the other on a CPU
-// (the emulation in the tests) computes exactly what the GPU computes.
+// copy per thread). A value one phase writes is seen by every thread in the next, and
+// running the phases one after the other on a CPU (the emulation in the tests) computes
+// exactly what the GPU computes.
 //
 // 1. Tiled (conv2d, dense, matmul, batch_matmul: one output read at its own index from a
 //    sum of products of two tensors). One block per output tile:
