@@ -591,6 +591,11 @@ int64_t gpu_rows_per_block(const Operands& o) {
   return 0;
 }
 
+// The GPU form: a block of T query rows of one batch entry, a row per thread; its q row,
+// output accumulator and softmax state stay in the thread's registers (PerThread buffers,
+// lower_gpu_phases) while the block's threads stage K and V through shared memory
+// kGpuKeyTile keys at a time, so each key is read from global memory once per block, not
+// once per row.
 PrimFunc lower_attention_gpu(const Function& group, const std::string& func_name) {
   Operands o(group, func_name);
   const int64_t T = gpu_rows_per_block(o);
