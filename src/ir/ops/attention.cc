@@ -578,6 +578,23 @@ PrimFunc lower_attention_rows(const Function& group, const std::string& func_nam
 
 namespace {
 
+// One key's online-softmax step in the row forms: the masked score x of (b, i, j) from
+// `dot`, then the row's max and sum (`state[at]`, `state[at + 1]`) updated and `rescale`
+// applied to its accumulator with the factor alpha for what it holds and the weight p of
+// key j. A row whose keys so far are all masked keeps 0 as the exponentials' max (the top).
+Stmt softmax_step(const Operands& o, const Buffer& state, PrimExpr at, PrimExpr dot, PrimExpr b,
+                  PrimExpr i, PrimExpr j, const std::function<Stmt(PrimExpr, PrimExpr)>& rescale) {
+  PrimVar x("x", o.t), m_new("m_new", o.t), m_safe("m_safe", o.t), alpha("alpha", o.t), p("p", o.t);
+  PrimExpr m = load(state, at), l = load(state, at + 1);
+  Stmt update =
+      seq({store(state, at + 1, l * alpha + p), store(state, at, m_new), rescale(alpha, p)});
+  update = let_stmt(p, exp(PrimExpr(x) - m_safe), update);
+  update = let_stmt(alpha, exp(m - m_safe), update);
+  update = let_stmt(m_safe, select(PrimExpr(m_new) == o.neg_inf, o.zero, m_new), update);
+  update = let_stmt(m_new, max(m, x), update);
+  return let_stmt(x, o.masked(dot * o.scale, b, i, j, i, j), update);
+}
+
 // The GPU's rows per block when the keys can go through shared memory: a block's rows must
 // be of one batch entry (the threads share its K and V), so the count divides L; 64 where
 // that still leaves two blocks per multiprocessor of an H100 (132), else at most 32. 0: the
@@ -605,8 +622,7 @@ PrimFunc lower_attention_gpu(const Function& group, const std::string& func_name
   Buffer qr = make_buffer("q_row", o.t, {T * o.E}, BufferScope::PerThread);
   Buffer acc = make_buffer("out_acc", o.t, {T * o.Ev}, BufferScope::PerThread);
   Buffer st = make_buffer("row_state", o.t, {T * 3}, BufferScope::PerThread);
-  PrimVar block("block"), b("b"), i0("i0"), m_new("m_new", o.t), m_safe("m_safe", o.t),
-      alpha("alpha", o.t), p("p", o.t), x("x", o.t);
+  PrimVar block("block"), b("b"), i0("i0");
   // A phase: thread t of the block computes query row i0 + t of batch entry b.
   auto phase = [&](const std::string& name, const std::function<Stmt(PrimExpr, PrimExpr)>& body) {
     PrimVar t(name);
@@ -635,7 +651,7 @@ PrimFunc lower_attention_gpu(const Function& group, const std::string& func_name
   Buffer vs = make_buffer("v_tile", o.t, {kGpuKeyTile * o.Ev}, BufferScope::Local);
   PrimExpr j0 = PrimExpr(jt) * kGpuKeyTile;
   Stmt keys = phase("keys", [&](PrimExpr t, PrimExpr i) {
-    PrimExpr m = load(st, t * 3), l = load(st, t * 3 + 1), dot = load(st, t * 3 + 2);
+    PrimExpr dot = load(st, t * 3 + 2);
     PrimExpr last = o.causal ? min(PrimExpr(o.S), i + 1) : PrimExpr(o.S);
     return serial("jj", kGpuKeyTile, [&](PrimExpr jj) {
       PrimExpr j = j0 + jj;
@@ -644,19 +660,13 @@ PrimFunc lower_attention_gpu(const Function& group, const std::string& func_name
                                           prim_call(Intrinsic::Fma, {load(qr, t * o.E + e),
                                                                      load(ks, jj * o.E + e), dot}));
                            })});
-      Stmt update =
-          seq({store(st, t * 3 + 1, l * alpha + p), store(st, t * 3, m_new),
-               unrolled("d", o.Ev, [&](PrimExpr d) {
-                 PrimExpr a = load(acc, t * o.Ev + d);
-                 return store(
-                     acc, t * o.Ev + d,
-                     prim_call(Intrinsic::Fma, {PrimExpr(p), load(vs, jj * o.Ev + d), a * alpha}));
-               })});
-      update = let_stmt(p, exp(PrimExpr(x) - m_safe), update);
-      update = let_stmt(alpha, exp(m - m_safe), update);
-      update = let_stmt(m_safe, select(PrimExpr(m_new) == o.neg_inf, o.zero, m_new), update);
-      update = let_stmt(m_new, max(m, x), update);
-      update = let_stmt(x, o.masked(dot * o.scale, b, i, j, i, j), update);
+      Stmt update = softmax_step(o, st, t * 3, dot, b, i, j, [&](PrimExpr alpha, PrimExpr p) {
+        return unrolled("d", o.Ev, [&](PrimExpr d) {
+          PrimExpr a = load(acc, t * o.Ev + d);
+          return store(acc, t * o.Ev + d,
+                       prim_call(Intrinsic::Fma, {p, load(vs, jj * o.Ev + d), a * alpha}));
+        });
+      });
       return if_then_else(j < last, seq({dot_loop, update}));
     });
   });
@@ -694,9 +704,8 @@ PrimFunc lower_attention_rows(const Function& group, const std::string& func_nam
   const int64_t rows = o.B * o.L, threads = std::min<int64_t>(rows, kRowsPerBlock);
   Buffer acc = make_buffer("out_acc", o.t, {o.Ev}, BufferScope::Local);
   Buffer st = make_buffer("row_state", o.t, {3}, BufferScope::Local);  // max, sum, dot
-  PrimVar block("block"), thread("thread"), b("b"), i("i"), m_new("m_new", o.t),
-      m_safe("m_safe", o.t), alpha("alpha", o.t), p("p", o.t);
-  PrimExpr m = load(st, 0), l = load(st, 1), dot = load(st, 2);
+  PrimVar block("block"), thread("thread"), b("b"), i("i");
+  PrimExpr l = load(st, 1), dot = load(st, 2);
 
   Stmt init = seq({store(st, 0, o.neg_inf), store(st, 1, o.zero),
                    serial("d", o.Ev, [&](PrimExpr d) { return store(acc, d, o.zero); })});
@@ -708,16 +717,11 @@ PrimFunc lower_attention_rows(const Function& group, const std::string& func_nam
                                         load(st, 2) + load(o.q, (b * o.L + i) * o.E + e) *
                                                           load(o.k, (b * o.S + j) * o.E + e));
                          })});
-    PrimVar x("x", o.t);
-    Stmt update =
-        seq({store(st, 1, l * alpha + p), store(st, 0, m_new), serial("d", o.Ev, [&](PrimExpr d) {
-               return store(acc, d, load(acc, d) * alpha + p * load(o.v, (b * o.S + j) * o.Ev + d));
-             })});
-    update = let_stmt(p, exp(PrimExpr(x) - m_safe), update);
-    update = let_stmt(alpha, exp(m - m_safe), update);
-    update = let_stmt(m_safe, select(PrimExpr(m_new) == o.neg_inf, o.zero, m_new), update);
-    update = let_stmt(m_new, max(m, x), update);
-    update = let_stmt(x, o.masked(dot * o.scale, b, i, j, i, j), update);
+    Stmt update = softmax_step(o, st, 0, dot, b, i, j, [&](PrimExpr alpha, PrimExpr p) {
+      return serial("d", o.Ev, [&](PrimExpr d) {
+        return store(acc, d, load(acc, d) * alpha + p * load(o.v, (b * o.S + j) * o.Ev + d));
+      });
+    });
     return seq({dot_loop, update});
   });
   Stmt finish = serial("d", o.Ev, [&](PrimExpr d) {
