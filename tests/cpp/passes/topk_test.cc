@@ -12,6 +12,7 @@
 #include <random>
 
 #include "../expect_error.h"
+#include "../gpu_emulation.h"
 #include "../ptxas.h"
 #include "ember/codegen/build.h"
 #include "ember/codegen/codegen.h"
@@ -238,17 +239,6 @@ void expect_matches(const std::vector<double>& gv, const std::vector<int64_t>& g
                     << "), expected (" << wv[i] << ", " << wi[i] << ")";
   }
 }
-
-// The GPU kernel with its block/thread loops made serial: it computes what the GPU would.
-class SerializeGpuLoops : public PrimMutator {
- protected:
-  Stmt visit_for(const Stmt& s, const ForNode* op) override {
-    Stmt body = mutate(op->body);
-    if (!is_gpu_kind(op->for_kind) && body.same_as(op->body)) return s;
-    ForKind k = is_gpu_kind(op->for_kind) ? ForKind::Serial : op->for_kind;
-    return for_loop(op->var, op->min, op->extent, k, body);
-  }
-};
 
 std::vector<Case> kernel_cases() {
   std::vector<Case> cases = {
