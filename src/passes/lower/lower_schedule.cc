@@ -35,6 +35,10 @@ PrimExpr multiply_add(const PrimExpr& src, const PrimExpr& acc) {
   return acc + src;
 }
 
+bool is_gpu_thread(ForKind k) {
+  return k == ForKind::GpuThreadX || k == ForKind::GpuThreadY || k == ForKind::GpuThreadZ;
+}
+
 // Root axis `d` of `st` over `extent` values, rounded up to whole tiles when a padded split
 // (SplitTail::Pad) divides it.
 int64_t padded_extent(const Stage& st, size_t d, int64_t extent) {
@@ -351,19 +355,29 @@ class ScheduleLowering {
     void hoist_guards() {
       hoisted.resize(leaf.size() + 1);
       if (leaf.empty()) return;
+      // A loop of one iteration (a register tile of one row) is 0 in the guard, which then
+      // need not stay inside it: a GPU conv tile's row guard inside the unrolled register
+      // tile kept LLVM from sharing the tile's operand loads between its FMAs.
       std::map<const PrimVarNode*, int> depth_of;
+      VarMap single;
       for (size_t i = 0; i < leaf.size(); ++i) {
+        if (ext.at(leaf[i].get()) == 1) single.emplace_back(loop_var[i].get(), int64_t{0});
         depth_of[loop_var[i].get()] = static_cast<int>(i);
         for (auto& [v, e] : lets[i]) depth_of[v.get()] = static_cast<int>(i);
       }
       PrimExpr kept = make_const(DType::Bool, 1);
-      for (const PrimExpr& part : conjuncts(guard)) {
+      for (PrimExpr part : conjuncts(guard)) {
+        if (!single.empty()) part = simplify(substitute(part, single));
         int depth = -1;
         visit_prim(part, [&](const PrimExpr& x) {
           auto it = depth_of.find(x.as<PrimVarNode>());
           if (it != depth_of.end()) depth = std::max(depth, it->second);
         });
-        if (depth < static_cast<int>(first_reduce) && depth + 1 < static_cast<int>(leaf.size()))
+        // Inside a reduction loop, a GPU thread loop (a phase inside the reduction chunk
+        // loop) still takes the guard: it holds for the thread's whole register tile.
+        bool outside = depth < static_cast<int>(first_reduce) ||
+                       (depth >= 0 && is_gpu_thread(st->kind_of(leaf[depth])));
+        if (outside && depth + 1 < static_cast<int>(leaf.size()))
           hoisted[depth + 1].push_back(part);
         else
           kept = logical_and(kept, part);
