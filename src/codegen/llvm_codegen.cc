@@ -3,6 +3,7 @@
 #include <set>
 
 #include "ember/ir/loop_sums.h"
+#include "ember/ir/transposed_loads.h"
 #include "ember/support/error.h"
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/DerivedTypes.h"
@@ -618,6 +619,23 @@ Value* LLVMCodeGen::emit_load(const LoadNode* op) {
   DType t = op->buffer->dtype;
   llvm::Type* mt = memory_type(t);
   llvm::Align align(dtype_bytes(t));
+  if (auto it = transposed_.find(op); it != transposed_.end() && lanes_ > 0 && !mask_) {
+    // This iteration's column of its block, transposed before the loop (emit_transposed_loop):
+    // the block of the unrolled loops' current combination.
+    auto [array, loops] = it->second;
+    Value* combination = b_.getInt64(0);
+    for (const ForNode* f : loops->between) {
+      int64_t n = 0;
+      as_int(f->extent, &n);
+      Value* i = b_.CreateSub(vars_.at(f->var.get()), int_cast(emit(f->min), b_.getInt64Ty()));
+      combination = b_.CreateAdd(b_.CreateMul(combination, b_.getInt64(n)), i);
+    }
+    Value* column =
+        b_.CreateAdd(b_.CreateMul(combination, b_.getInt64(lanes_)), transposed_column_);
+    auto* vt = llvm::FixedVectorType::get(mt, lanes_);
+    Value* at = b_.CreateInBoundsGEP(array->getAllocatedType(), array, {b_.getInt64(0), column});
+    return from_memory(t, b_.CreateAlignedLoad(vt, at, llvm::Align(kAlignment)));
+  }
   Value* index = emit(op->index);
   if (!is_vec(index) && !mask_)  // scalar code, or the same element in every lane
     return from_memory(t, b_.CreateAlignedLoad(mt, element_ptr(op->buffer, index), align));
@@ -734,6 +752,9 @@ void LLVMCodeGen::emit_for(const ForNode* op) {
       return emit_gpu_for(op);
     case ForKind::Serial:
     case ForKind::Unrolled: {
+      if (auto t = transposed_loads(op);
+          !t.loads.empty() && transposed_.empty() && !lanes_collide(t.vector_loop))
+        return emit_transposed_loop(op, t);
       llvm::Type* t = value_type(op->var.dtype());
       Value* begin = int_cast(emit(op->min), t);
       Value* end = b_.CreateAdd(begin, int_cast(emit(op->extent), t));
@@ -759,19 +780,27 @@ int LLVMCodeGen::sum_interleave(const ForNode* loop) const {
 
 void LLVMCodeGen::emit_serial_loop(const ForNode* op, Value* begin, Value* end,
                                    const char* loop_hint, int interleave) {
+  emit_loop(op->var.name(), begin, end, loop_hint, interleave, [&](Value* i) {
+    bind(op->var.as<PrimVarNode>(), i, 0);
+    emit(op->body);
+    unbind(op->var.as<PrimVarNode>());
+  });
+}
+
+void LLVMCodeGen::emit_loop(const std::string& name, Value* begin, Value* end,
+                            const char* loop_hint, int interleave,
+                            const std::function<void(Value*)>& body_fn) {
   llvm::BasicBlock* pre = b_.GetInsertBlock();
-  auto* header = llvm::BasicBlock::Create(ctx_, op->var.name() + ".header", func_);
-  auto* body = llvm::BasicBlock::Create(ctx_, op->var.name() + ".body", func_);
-  auto* exit = llvm::BasicBlock::Create(ctx_, op->var.name() + ".end", func_);
+  auto* header = llvm::BasicBlock::Create(ctx_, name + ".header", func_);
+  auto* body = llvm::BasicBlock::Create(ctx_, name + ".body", func_);
+  auto* exit = llvm::BasicBlock::Create(ctx_, name + ".end", func_);
   b_.CreateBr(header);
   b_.SetInsertPoint(header);
-  llvm::PHINode* i = b_.CreatePHI(begin->getType(), 2, op->var.name());
+  llvm::PHINode* i = b_.CreatePHI(begin->getType(), 2, name);
   b_.CreateCondBr(b_.CreateICmpSLT(i, end), body, exit);
 
   b_.SetInsertPoint(body);
-  bind(op->var.as<PrimVarNode>(), i, 0);
-  emit(op->body);
-  unbind(op->var.as<PrimVarNode>());
+  body_fn(i);
   // i < end, so i + 1 cannot overflow.
   Value* next = b_.CreateAdd(i, llvm::ConstantInt::get(i->getType(), 1), "", false, true);
   llvm::BranchInst* back = b_.CreateBr(header);
@@ -790,6 +819,101 @@ void LLVMCodeGen::emit_serial_loop(const ForNode* op, Value* begin, Value* end,
   i->addIncoming(begin, pre);
   i->addIncoming(next, b_.GetInsertBlock());
   b_.SetInsertPoint(exit);
+}
+
+// The V x V transpose of `rows` in registers: log2 V rounds, each swapping the off-diagonal
+// h x h blocks of every 2h x 2h block (h = V/2, V/4, ..., 1), two shuffles per row pair.
+std::vector<Value*> LLVMCodeGen::transpose_in_registers(std::vector<Value*> rows) {
+  const int v = static_cast<int>(rows.size());
+  for (int h = v / 2; h >= 1; h /= 2) {
+    std::vector<int> low, high;  // row r's new elements, then row r + h's
+    for (int c = 0; c < v; ++c) {
+      low.push_back((c & h) ? v + c - h : c);
+      high.push_back((c & h) ? v + c : c + h);
+    }
+    for (int r = 0; r < v; ++r) {
+      if (r & h) continue;
+      Value *a = rows[r], *b = rows[r + h];
+      rows[r] = b_.CreateShuffleVector(a, b, low);
+      rows[r + h] = b_.CreateShuffleVector(a, b, high);
+    }
+  }
+  return rows;
+}
+
+// A serial loop around a vector loop of V lanes that reads columns (ir::transposed_loads): per
+// V iterations, each such load's V x V block (one per combination of the unrolled loops in
+// between) is read as V rows, transposed in registers and kept in a stack array that the
+// iterations read a column of; the iterations past the last whole block run as written.
+void LLVMCodeGen::emit_transposed_loop(const ForNode* op, const TransposedLoads& t) {
+  int64_t lanes = 0, extent = 0;
+  as_int(t.vector_loop->extent, &lanes);
+  as_int(op->extent, &extent);
+  llvm::Type* it = value_type(op->var.dtype());
+  Value* begin = int_cast(emit(op->min), it);
+  const int64_t blocks = extent / lanes;
+  std::vector<llvm::AllocaInst*> arrays;
+  for (const TransposedLoad& l : t.loads) {
+    auto* vt = llvm::FixedVectorType::get(memory_type(l.load->buffer->dtype), lanes);
+    arrays.push_back(entry_alloca(llvm::ArrayType::get(vt, t.combinations * lanes), "transposed"));
+  }
+  const char* hint = op->for_kind == ForKind::Unrolled ? "llvm.loop.unroll.full" : nullptr;
+  emit_loop(
+      op->var.name() + ".block", b_.getInt64(0), b_.getInt64(blocks), nullptr, 0,
+      [&](Value* block) {
+        Value* first = b_.CreateAdd(begin, b_.CreateMul(block, llvm::ConstantInt::get(it, lanes)));
+        bind(op->var.as<PrimVarNode>(), first, 0);
+        bind(t.vector_loop->var.as<PrimVarNode>(), int_cast(emit(t.vector_loop->min), it), 0);
+        for (int64_t combination = 0; combination < t.combinations; ++combination) {
+          for (int64_t k = t.between.size(), rest = combination; k-- > 0;) {
+            int64_t n = 0;
+            as_int(t.between[k]->extent, &n);
+            Value* at = b_.CreateAdd(int_cast(emit(t.between[k]->min), it),
+                                     llvm::ConstantInt::get(it, rest % n));
+            bind(t.between[k]->var.as<PrimVarNode>(), at, 0);
+            rest /= n;
+          }
+          for (size_t k = 0; k < t.loads.size(); ++k)
+            transpose_block(t.loads[k], lanes, arrays[k], combination * lanes);
+        }
+        for (const ForNode* f : t.between) unbind(f->var.as<PrimVarNode>());
+        unbind(t.vector_loop->var.as<PrimVarNode>());
+        for (size_t k = 0; k < t.loads.size(); ++k) transposed_[t.loads[k].load] = {arrays[k], &t};
+        emit_loop(op->var.name() + ".column", b_.getInt64(0), b_.getInt64(lanes), hint, 0,
+                  [&](Value* column) {
+                    transposed_column_ = column;
+                    bind(op->var.as<PrimVarNode>(), b_.CreateAdd(first, int_cast(column, it)), 0);
+                    emit(op->body);
+                  });
+        transposed_.clear();
+        unbind(op->var.as<PrimVarNode>());
+      });
+  if (blocks * lanes < extent) {
+    Value* rest = b_.CreateAdd(begin, llvm::ConstantInt::get(it, blocks * lanes));
+    emit_serial_loop(op, rest, b_.CreateAdd(begin, llvm::ConstantInt::get(it, extent)), hint);
+  }
+}
+
+// Reads the block of `l` at the loops' current values (the first column of the block, the
+// vector loop at its first lane) as `lanes` rows and stores it transposed into
+// array[first .. first + lanes).
+void LLVMCodeGen::transpose_block(const TransposedLoad& l, int64_t lanes, llvm::AllocaInst* array,
+                                  int64_t first) {
+  DType t = l.load->buffer->dtype;
+  llvm::Type* mt = memory_type(t);
+  auto* vt = llvm::FixedVectorType::get(mt, lanes);
+  Value* corner = element_ptr(l.load->buffer, emit(l.load->index));
+  std::vector<Value*> rows;
+  for (int64_t r = 0; r < lanes; ++r) {
+    Value* at = b_.CreateInBoundsGEP(mt, corner, b_.getInt64(r * l.lane_stride));
+    rows.push_back(b_.CreateAlignedLoad(vt, at, llvm::Align(dtype_bytes(t))));
+  }
+  rows = transpose_in_registers(std::move(rows));
+  for (int64_t c = 0; c < lanes; ++c) {
+    Value* at = b_.CreateInBoundsGEP(array->getAllocatedType(), array,
+                                     {b_.getInt64(0), b_.getInt64(first + c)});
+    b_.CreateAlignedStore(rows[c], at, llvm::Align(kAlignment));
+  }
 }
 
 void LLVMCodeGen::emit_vectorized_for(const ForNode* op) {

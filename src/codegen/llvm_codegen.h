@@ -4,12 +4,14 @@
 /// parallel loops are outlined into a body function run by the runtime's ember_parallel_for.
 /// Target specifics are virtual: a GPU subclass overrides emit_parallel_for (thread axes).
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "ember/ir/loop.h"
+#include "ember/ir/transposed_loads.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
@@ -77,6 +79,15 @@ class LLVMCodeGen {
   // loop_hint: an llvm.loop metadata name; interleave > 0 adds llvm.loop.interleave.count.
   void emit_serial_loop(const ir::ForNode* op, llvm::Value* begin, llvm::Value* end,
                         const char* loop_hint, int interleave = 0);
+  /// A loop over [begin, end) whose body `body_fn(i)` emits.
+  void emit_loop(const std::string& name, llvm::Value* begin, llvm::Value* end,
+                 const char* loop_hint, int interleave,
+                 const std::function<void(llvm::Value*)>& body_fn);
+  /// A serial loop whose vector loop reads columns (ir::transposed_loads) block by block.
+  void emit_transposed_loop(const ir::ForNode* op, const ir::TransposedLoads& t);
+  void transpose_block(const ir::TransposedLoad& l, int64_t lanes, llvm::AllocaInst* array,
+                       int64_t first);
+  std::vector<llvm::Value*> transpose_in_registers(std::vector<llvm::Value*> rows);
   int sum_interleave(const ir::ForNode* loop) const;
   void emit_store(const ir::StoreNode* op);
   /// The value of a scalar accumulation `b[i] = b[i] + x` or `fma(p, q, b[i])` (a reduction's
@@ -131,6 +142,11 @@ class LLVMCodeGen {
   llvm::Value* mask_ = nullptr;
   // Lane stride of each variable bound to a vector (nullopt: not affine in the lane).
   std::unordered_map<const ir::PrimVarNode*, std::optional<int64_t>> varying_;
+  // Loads read from a block transposed in registers (emit_transposed_loop): the block's stack
+  // array, and the column of the current iteration.
+  std::unordered_map<const ir::LoadNode*, std::pair<llvm::AllocaInst*, const ir::TransposedLoads*>>
+      transposed_;
+  llvm::Value* transposed_column_ = nullptr;
   int parallel_depth_ = 0;
   int num_outlined_ = 0;
 };

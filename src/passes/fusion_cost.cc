@@ -28,6 +28,7 @@
 
 #include "ember/ir/loop_sums.h"
 #include "ember/ir/simplify.h"
+#include "ember/ir/transposed_loads.h"
 
 namespace ember::passes {
 
@@ -150,7 +151,10 @@ class Counter {
       // Unrolled copies of an accumulation are independent chains; a loop that is not
       // unrolled runs its iterations' chains one after another.
       unroll_ = f.for_kind == ForKind::Unrolled ? unroll_ * static_cast<double>(extent) : 1;
+      auto transposed = transposed_loads(&f);
+      for (const TransposedLoad& t : transposed.loads) transposed_.insert(t.load);
       stmt(f.body, runs * static_cast<double>(extent), width);
+      for (const TransposedLoad& t : transposed.loads) transposed_.erase(t.load);
     }
     unroll_ = unroll;
   }
@@ -324,8 +328,13 @@ class Counter {
     DType t = x.dtype();
     switch (x.kind()) {
       case PrimKind::Load:
-        if (auto* l = x.as<LoadNode>(); l->buffer->scope == BufferScope::Global)
+        if (auto* l = x.as<LoadNode>(); transposed_.count(l)) {
+          // A row of a block transposed in registers: one vector load, log2 V shuffles.
+          add(&KernelWork::loads, instructions(runs, width, t));
+          add(&KernelWork::instructions, instructions(runs, width, t) * std::log2(width));
+        } else if (l->buffer->scope == BufferScope::Global) {
           add(&KernelWork::loads, memory_instructions(l->index, runs, width, t));
+        }
         return;
       case PrimKind::Compare:
         t = x.as<CompareNode>()->a.dtype();
@@ -416,8 +425,9 @@ class Counter {
   KernelWork phase_;  // the phase being counted (`cycles`: the phases that ended inside it)
   double costliest_phase_ = -1;  // cycles of the costliest phase so far
   VarRanges ranges_;
-  const PrimVarNode* lane_ = nullptr;  // the variable of the vector loop around, if any
-  double unroll_ = 1;                  // copies of the body that unrolled loops make
+  const PrimVarNode* lane_ = nullptr;     // the variable of the vector loop around, if any
+  std::set<const LoadNode*> transposed_;  // loads read as transposed blocks (transposed_loads)
+  double unroll_ = 1;                     // copies of the body that unrolled loops make
   std::map<const PrimVarNode*, double> var_depth_;  // latency of a let variable's value
 };
 

@@ -462,12 +462,22 @@ class CpuKernel {
   }
 
   // Q^T of the task's queries, times the scale (and log2 e unless float_mask): [E, BL].
+  // A vector of queries at a time, its features inside: each V features of it are then one
+  // V x V block, which the code generator transposes in registers (ir::transposed_loads).
   Stmt transpose_queries() const {
     PrimExpr factor = make_const(o.t, o.scale_value * (float_mask() ? 1.0 : kLog2E));
-    return serial("e", o.E, [&](PrimExpr e) {
-      return vector_loop("i", k.BL, k.lanes, [&](PrimExpr i) {
-        PrimExpr row = pad_queries() ? min(row0 + i, PrimExpr(o.L - 1)) : row0 + i;
-        return store(qt, e * k.BL + i, load(o.q, (b * o.L + row) * o.E + e) * factor);
+    auto element = [&](PrimExpr i, PrimExpr e) {
+      PrimExpr row = pad_queries() ? min(row0 + i, PrimExpr(o.L - 1)) : row0 + i;
+      return store(qt, e * k.BL + i, load(o.q, (b * o.L + row) * o.E + e) * factor);
+    };
+    if (k.lanes <= 1 || k.BL % k.lanes != 0)
+      return serial("e", o.E, [&](PrimExpr e) {
+        return serial("i", k.BL, [&](PrimExpr i) { return element(i, e); });
+      });
+    return serial("i.o", k.BL / k.lanes, [&](PrimExpr io) {
+      return serial("e", o.E, [&](PrimExpr e) {
+        return vectorized("i.v", k.lanes,
+                          [&](PrimExpr iv) { return element(io * k.lanes + iv, e); });
       });
     });
   }

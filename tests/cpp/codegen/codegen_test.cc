@@ -211,6 +211,92 @@ TEST(CodegenCpu, ColumnLoadsAndStoresAreScalarPerLane) {
       EXPECT_FLOAT_EQ(ov[r * cols + k], 2 * av[(lanes - 1 - r) * cols + k]) << r << ", " << k;
 }
 
+// Columns read along the loop around the vector loop (ir::transposed_loads) are read as
+// V x V blocks transposed in registers: every element lands where the per-lane loads would
+// put it, for 4 to 16 lanes whatever the host's width, a block's worth of rows and a tail
+// that runs as written, an upward and a downward column, and types of 1 to 8 bytes.
+TEST(CodegenCpu, ColumnBlocksAreTransposedInRegisters) {
+  for (int64_t lanes : {4, 8, 16}) {
+    for (DType t : {DType::Float32, DType::Bool, DType::Float64, DType::Int64}) {
+      const int64_t rows = 2 * lanes + 3, stride = rows + 5, n = lanes * stride;
+      auto a = make_buffer("A", t, {n});
+      auto out = make_buffer("out", t, {2 * rows * lanes});
+      PrimVar c("c"), i("i");
+      PrimExpr down = load(a, (PrimExpr(lanes - 1) - i) * stride + c + 2);
+      Stmt body = for_loop(
+          c, 0, rows, ForKind::Serial,
+          for_loop(i, 0, lanes, ForKind::Vectorized,
+                   seq({store(out, c * lanes + i, load(a, i * stride + c)),
+                        store(out, (c + rows) * lanes + i,
+                              t == DType::Bool ? logical_not(down) : down + make_const(t, 1))})));
+      PrimFunc f = make_func("columns", {a, out}, 1, body);
+      const size_t bytes = dtype_bytes(t);
+      std::vector<uint8_t> av(n * bytes), ov(2 * rows * lanes * bytes, 0);
+      for (int64_t k = 0; k < n; ++k) {  // element k holds k (bools: whether 3 divides k)
+        if (t == DType::Float32) reinterpret_cast<float*>(av.data())[k] = static_cast<float>(k);
+        if (t == DType::Float64) reinterpret_cast<double*>(av.data())[k] = static_cast<double>(k);
+        if (t == DType::Int64) reinterpret_cast<int64_t*>(av.data())[k] = k;
+        if (t == DType::Bool) av[k] = k % 3 == 0;
+      }
+      auto m = run(f, {av.data(), ov.data()});
+      // Read as written, a column is one scalar load per lane: no vector load of A at all.
+      const char* elem = t == DType::Float32   ? " x float>"
+                         : t == DType::Float64 ? " x double>"
+                         : t == DType::Int64   ? " x i64>"
+                                               : " x i8>";
+      EXPECT_NE(m->get_source("ll").find("load <" + std::to_string(lanes) + elem),
+                std::string::npos);
+      auto at = [&](const std::vector<uint8_t>& v, int64_t k) -> double {
+        if (t == DType::Float32) return reinterpret_cast<const float*>(v.data())[k];
+        if (t == DType::Float64) return reinterpret_cast<const double*>(v.data())[k];
+        if (t == DType::Int64)
+          return static_cast<double>(reinterpret_cast<const int64_t*>(v.data())[k]);
+        return v[k];
+      };
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t l = 0; l < lanes; ++l) {
+          ASSERT_EQ(at(ov, r * lanes + l), at(av, l * stride + r)) << lanes << " " << r << " " << l;
+          const double d = at(av, (lanes - 1 - l) * stride + r + 2);
+          ASSERT_EQ(at(ov, (r + rows) * lanes + l), t == DType::Bool ? double(d == 0) : d + 1)
+              << lanes << " " << r << " " << l;
+        }
+    }
+  }
+}
+
+// Through unrolled loops between the serial loop and the vector loop (a reduction's register
+// tile of 3 x 2 vectors summing along rows): one transposed block per combination of them.
+TEST(CodegenCpu, ColumnBlocksThroughUnrolledLoops) {
+  const int64_t lanes = 8, rows = 3 * lanes + 5, n = 6 * lanes * rows;
+  auto a = make_buffer("A", DType::Float32, {n});
+  auto sum = make_buffer("sum", DType::Float32, {6 * lanes});
+  PrimVar r("r"), u("u"), w("w"), i("i");
+  // sum[u, w, i] += A[u, w, i, r]: the rows of A summed, 6 x 8 of them at a time.
+  PrimExpr at = (u * 2 + w) * lanes + i;
+  Stmt body = for_loop(
+      r, 0, rows, ForKind::Serial,
+      for_loop(u, 0, 3, ForKind::Unrolled,
+               for_loop(w, 0, 2, ForKind::Unrolled,
+                        for_loop(i, 0, lanes, ForKind::Vectorized,
+                                 store(sum, at, load(sum, at) + load(a, at * rows + r))))));
+  PrimFunc f = make_func("row_sums", {a, sum}, 1, body);
+  auto av = iota_floats(n, 0.0f, 0.25f);
+  std::vector<float> sv(6 * lanes, 1.0f);
+  auto m = run(f, {av.data(), sv.data()});
+  // Each block's 6 x 8 rows of A are vector loads (the sums' loads are 6 more at most).
+  std::string ll = m->get_source("ll");
+  size_t vector_loads = 0;
+  for (size_t p = ll.find("load <8 x float>"); p != std::string::npos;
+       p = ll.find("load <8 x float>", p + 1))
+    ++vector_loads;
+  EXPECT_GE(vector_loads, 48u);
+  for (int64_t k = 0; k < 6 * lanes; ++k) {
+    float expected = 1.0f;
+    for (int64_t j = 0; j < rows; ++j) expected += av[k * rows + j];
+    EXPECT_FLOAT_EQ(sv[k], expected) << k;
+  }
+}
+
 TEST(CodegenCpu, FloorDivModOfNegatives) {
   const std::vector<int64_t> xs = {-7, 7, -7, 7, -6, 6, 0, -1, 5, -9, 9, -8, 13, -13, 1, -2};
   const std::vector<int64_t> ys = {2, -2, -2, 2, 3, -3, 5, 4, -5, 4, -4, 8, 5, 5, -1, 7};

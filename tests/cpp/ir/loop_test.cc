@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ember/ir/simplify.h"
+#include "ember/ir/transposed_loads.h"
 #include "ember/support/error.h"
 
 namespace ember::ir {
@@ -254,6 +255,58 @@ TEST(LoopIR, PrinterListsParamsArgumentsAndIndices) {
       "k", {a, b}, 1, store(a, i, prim_call(Intrinsic::Fma, {load(a, i), load(a, i), load(a, i)}))};
   EXPECT_EQ(to_string(f),
             "func k(A: float32[2, 4], B: int32[4]):\n  A[i] = fma(A[i], A[i], A[i])\n");
+}
+
+// Which loads the code generator reads as register-transposed blocks: columns read along the
+// serial loop directly around the vector loop, and nothing it could not read in advance.
+TEST(LoopIR, TransposedLoadsAreColumnsReadAlongTheLoopAround) {
+  auto a = make_buffer("A", DType::Float32, {4096});
+  auto out = make_buffer("out", DType::Float32, {4096});
+  PrimVar c("c"), i("i"), x("x");
+  auto nest = [&](int64_t rows, int64_t lanes, ForKind kind, Stmt body) {
+    return for_loop(c, 0, rows, kind, for_loop(i, 0, lanes, ForKind::Vectorized, body));
+  };
+  auto found = [](const Stmt& s) { return transposed_loads(s.as<ForNode>()).loads; };
+  PrimExpr column = load(a, i * 40 + c + 3);
+  Stmt plain = store(out, c * 16 + i, column);
+  auto t = found(nest(20, 16, ForKind::Serial, plain));
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].load, column.as<LoadNode>());
+  EXPECT_EQ(t[0].lane_stride, 40);
+  EXPECT_EQ(found(nest(8, 8, ForKind::Unrolled, plain)).size(), 1u);
+  EXPECT_EQ(found(nest(20, 16, ForKind::Serial, store(out, i, load(a, (PrimExpr(15) - i) * 9 + c))))
+                .front()
+                .lane_stride,
+            -9);
+  // Through an unrolled loop (a register tile's rows): a block per iteration of it, so long
+  // as the blocks fit kMaxTransposedBytes; not through a serial one.
+  PrimVar u("u");
+  auto tile = [&](int64_t rows, ForKind kind) {
+    return for_loop(c, 0, 16, ForKind::Serial,
+                    for_loop(u, 0, rows, kind,
+                             for_loop(i, 0, 16, ForKind::Vectorized,
+                                      store(out, u * 16 + i, load(a, i * 40 + u * 640 + c)))));
+  };
+  auto through = transposed_loads(tile(4, ForKind::Unrolled).as<ForNode>());
+  EXPECT_EQ(through.loads.size(), 1u);
+  EXPECT_EQ(through.combinations, 4);
+  EXPECT_EQ(through.between.size(), 1u);
+  EXPECT_TRUE(found(tile(4, ForKind::Serial)).empty());
+  EXPECT_TRUE(found(tile(kMaxTransposedBytes / (16 * 16 * 4) + 1, ForKind::Unrolled)).empty());
+  // Fewer rows than lanes, lanes not a power of two, a parallel loop: none.
+  EXPECT_TRUE(found(nest(15, 16, ForKind::Serial, plain)).empty());
+  EXPECT_TRUE(found(nest(20, 12, ForKind::Serial, plain)).empty());
+  EXPECT_TRUE(found(nest(20, 16, ForKind::Parallel, plain)).empty());
+  // Contiguous, small strides (one wide load serves them), two elements a row, a division:
+  for (PrimExpr index : {PrimExpr(c * 16 + i), i * 3 + c, i * 40 + c * 2, i * 40 + c / 2})
+    EXPECT_TRUE(found(nest(20, 16, ForKind::Serial, store(out, i, load(a, index)))).empty())
+        << index;
+  // A guard, a store into the loaded buffer, an index through a variable bound inside:
+  EXPECT_TRUE(found(nest(20, 16, ForKind::Serial, if_then_else(c < 18, plain))).empty());
+  EXPECT_TRUE(found(nest(20, 16, ForKind::Serial, seq({plain, store(a, i, 1.0)}))).empty());
+  EXPECT_TRUE(
+      found(nest(20, 16, ForKind::Serial, let_stmt(x, i * 40, store(out, i, load(a, x + c)))))
+          .empty());
 }
 
 }  // namespace
