@@ -46,9 +46,12 @@ constexpr double kCachedBytesPerCycle = 16;
 constexpr double kL3Bytes = 16 << 20;
 // What running one more kernel costs besides its work: the executor's call and the loop's
 // setup (its constants, its buffers' addresses), and for a parallel loop on more than one
-// thread the pool's dispatch and join. Measured on Zen 5 over chains of 120-float kernels:
-// 33 ns a kernel on one thread, work included; 353 ns on two.
-constexpr double kCallCycles = 100;
+// thread the pool's dispatch and join. Measured on Zen 5 over chains of 120-float kernels
+// (abs, neg): 4.8 ns a kernel on one thread, about 8 cycles of work included (33 ns when
+// first measured; the 100 cycles priced from that fused pairs whose kernel does more work
+// than the two apart, measured 1.2-1.6x slower: exp on 3-lane vectors through a permute, a
+// layer norm with mish after it); 353 ns on two.
+constexpr double kCallCycles = 15;
 constexpr double kDispatchCycles = 1500;
 // Work under this runs serially: split over two threads it would save half of itself, no
 // more than the dispatch costs (kDispatchCycles), with the estimate's slack.
