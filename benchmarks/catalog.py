@@ -5,10 +5,11 @@
 
 For every case of every tests/python/catalog_cases_*.py module (see tests/python/
 test_catalog.py), builds the model with every pass on ("fused") and with FuseOps and the
-catalog passes disabled ("unfused"), times both with GraphModule.benchmark (median ms,
+catalog passes disabled ("unfused"), times both with GraphModule.benchmark (median,
 best of interleaved rounds) and PyTorch eager in the same run, and prints one table: kernels and
-median time of each build, the ratio fused / unfused (a "SLOWER" flag above 1.05), and the
-max abs difference between the two builds.
+median time of each build in microseconds, the ratio fused / unfused (a "SLOWER" flag above
+1.05), and the max abs difference between the two builds. A build under 2 us counts as the
+median of three separate builds of it (where it lands in memory moves it by up to 20%).
 --size small (the default) uses each case's test inputs, or its optional "bench_inputs";
 --size real uses its "real" entry: the same model grown to BERT-base or ResNet-50 sizes,
 weights included (tests/python/catalog_real.py); both prints the two.
@@ -85,18 +86,32 @@ def model_and_inputs(case, size):
     return case["model"](), case.get("bench_inputs", case["inputs"])()
 
 
+# Under this, each build is timed as INSTANCES separate builds, and the median one counts:
+# where a build of the same kernels lands in memory moves a 7 ns build by up to 20% (four
+# builds of one add measured 6.8, 7.1, 6.9 and 8.3 ns, each the same in every round).
+TINY_MS = 0.002
+INSTANCES = 3
+
+
 def run_case(case, size, repeat):
     model, inputs = model_and_inputs(case, size)
     mod, params = ember.frontend.from_pytorch(model, inputs)
     lib_f, mf, of = build(mod, params, inputs, True)
     lib_u, mu, ou = build(mod, params, inputs, False)
     tf, tu = interleaved_ms([mf, mu], repeat)
+    if min(tf, tu) < TINY_MS:
+        more = [build(mod, params, inputs, fused)[1]
+                for fused in (True, False) for _ in range(INSTANCES - 1)]
+        times = interleaved_ms([mf, mu] + more, repeat)
+        n = INSTANCES - 1
+        tf = float(np.median([times[0]] + times[2:2 + n]))
+        tu = float(np.median([times[1]] + times[2 + n:]))
     tt = torch_median_ms(model, inputs, max(3, repeat // ROUNDS))
     diff = float(np.nanmax(np.abs(of - ou))) if of.size else 0.0
     ratio = tf / tu
-    return (str(len(lib_f.fusion_report())), str(len(lib_u.fusion_report())), f"{tf:.4f}",
-            f"{tu:.4f}", f"{ratio:.2f}" + (" SLOWER" if ratio > 1.05 else ""), f"{tt:.4f}",
-            f"{diff:.1e}")
+    us = lambda ms: f"{ms * 1e3:.3g}"  # noqa: E731
+    return (str(len(lib_f.fusion_report())), str(len(lib_u.fusion_report())), us(tf), us(tu),
+            f"{ratio:.2f}" + (" SLOWER" if ratio > 1.05 else ""), us(tt), f"{diff:.1e}")
 
 
 def main():
@@ -129,8 +144,8 @@ def main():
                 rows.append((case_id, size) + ("-",) * 6 + (f"error: {e}"[:60],))
             print(f"done {case_id} {size}: {rows[-1][2:]}", file=sys.stderr, flush=True)
 
-    head = ("case", "size", "k fused", "k unfused", "fused ms", "unfused ms", "fused/unfused",
-            "torch ms", "max |f-u|")
+    head = ("case", "size", "k fused", "k unfused", "fused us", "unfused us", "fused/unfused",
+            "torch us", "max |f-u|")
     widths = [max(len(r[c]) for r in rows + [head]) for c in range(len(head))]
     fmt = "  ".join("{:<%d}" % w for w in widths)
     print(fmt.format(*head))
