@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "ember/codegen/codegen.h"
+#include "ember/ir/prim_math.h"
 #include "ember/ir/simplify.h"
 #include "ember/support/error.h"
 
@@ -195,6 +198,31 @@ TEST(Schedule, DefaultScheduleTilesATransposeSoInputLinesServeManyOutputs) {
     for (int j = 0; j < 40; ++j)
       for (int k = 0; k < 64; ++k)
         ASSERT_EQ(ov[(i * 40 + j) * 64 + k], xv[(i * 64 + k) * 40 + j] + 1) << i << j << k;
+}
+
+// An elementwise value that is a long dependency chain (tanh: an exp and a division) runs
+// its vector loop two registers wide, so that two chains issue side by side; a short one
+// (x + 1) keeps one register. 40 = 32 + 8: the last tile shifts back over computed columns.
+TEST(Schedule, LongChainsRunTwoRegistersAVector) {
+  ir::Tensor x = placeholder("x", {3, 40}, DType::Float32);
+  auto build = [&](bool long_chain) {
+    ir::Tensor out = compute("out", {3, 40}, [&](const std::vector<PrimVar>& i) {
+      PrimExpr v = x({i[0], i[1]});
+      return long_chain ? tanh(v) : v + make_const(DType::Float32, 1);
+    });
+    Schedule sch({out});
+    apply_default_schedule(sch, 256);
+    return lower_schedule(sch, long_chain ? "tanh" : "plus_one", {x});
+  };
+  PrimFunc wide = build(true), narrow = build(false);
+  EXPECT_NE(to_string(wide).find("[0, 16) vectorized"), std::string::npos) << wide;
+  EXPECT_NE(to_string(narrow).find("[0, 8) vectorized"), std::string::npos) << narrow;
+  std::vector<float> xv(3 * 40), ov(3 * 40, -2.0f);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = 0.1f * static_cast<float>(i) - 6.0f;
+  void* args[] = {xv.data(), ov.data()};
+  auto m = codegen::compile_cpu({wide});
+  m->get_function("tanh")(args);
+  for (size_t i = 0; i < xv.size(); ++i) EXPECT_NEAR(ov[i], std::tanh(xv[i]), 2e-6) << i;
 }
 
 TEST(Schedule, DefaultScheduleComputesTheAnchorTileInsideTheEpilogueLoop) {
