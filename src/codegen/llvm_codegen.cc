@@ -634,7 +634,7 @@ Value* LLVMCodeGen::emit_load(const LoadNode* op) {
         b_.CreateAdd(b_.CreateMul(combination, b_.getInt64(lanes_)), transposed_column_);
     auto* vt = llvm::FixedVectorType::get(mt, lanes_);
     Value* at = b_.CreateInBoundsGEP(array->getAllocatedType(), array, {b_.getInt64(0), column});
-    return from_memory(t, b_.CreateAlignedLoad(vt, at, llvm::Align(kAlignment)));
+    return from_memory(t, b_.CreateAlignedLoad(vt, at, column_alignment(vt)));
   }
   Value* index = emit(op->index);
   if (!is_vec(index) && !mask_)  // scalar code, or the same element in every lane
@@ -912,8 +912,15 @@ void LLVMCodeGen::transpose_block(const TransposedLoad& l, int64_t lanes, llvm::
   for (int64_t c = 0; c < lanes; ++c) {
     Value* at = b_.CreateInBoundsGEP(array->getAllocatedType(), array,
                                      {b_.getInt64(0), b_.getInt64(first + c)});
-    b_.CreateAlignedStore(rows[c], at, llvm::Align(kAlignment));
+    b_.CreateAlignedStore(rows[c], at, column_alignment(vt));
   }
+}
+
+// A column of a transposed block's array: the array is kAlignment-aligned and its columns
+// are vectors of a power-of-two size, so each is aligned to its size up to kAlignment.
+llvm::Align LLVMCodeGen::column_alignment(llvm::FixedVectorType* column) const {
+  const uint64_t bytes = module_->getDataLayout().getTypeAllocSize(column).getFixedValue();
+  return llvm::Align(std::min<uint64_t>(kAlignment, bytes));
 }
 
 void LLVMCodeGen::emit_vectorized_for(const ForNode* op) {

@@ -88,6 +88,7 @@ class LLVMCodeGen {
   void transpose_block(const ir::TransposedLoad& l, int64_t lanes, llvm::AllocaInst* array,
                        int64_t first);
   std::vector<llvm::Value*> transpose_in_registers(std::vector<llvm::Value*> rows);
+  llvm::Align column_alignment(llvm::FixedVectorType* column) const;
   int sum_interleave(const ir::ForNode* loop) const;
   void emit_store(const ir::StoreNode* op);
   /// The value of a scalar accumulation `b[i] = b[i] + x` or `fma(p, q, b[i])` (a reduction's

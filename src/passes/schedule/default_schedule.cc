@@ -461,6 +461,17 @@ int transposed_axis(const PrimExpr& body, const Stage& o) {
   return found;
 }
 
+// The lanes of an elementwise value's vectors: two registers' worth where the value is a
+// long dependency chain (an exp's polynomial, tanh, erf) and the axis has two vectors. Each
+// instruction of the chain is then two independent ones side by side, which the core
+// overlaps, where a loop of one-register chains ran only as many iterations at once as its
+// scheduler held (GELU(tanh) over 4 x 32: 112 -> 97 ns; softplus over 128 x 3072: 882 -> 629
+// us). A relu, memory-bound, keeps one register; so do the unrolled copies of a one-register
+// chain, which LLVM leaves one after another (they measured no faster).
+int64_t chain_lanes(const PrimExpr& body, int64_t lanes, const IterVar& axis) {
+  return chain_length(body) >= kLongChain && axis->extent >= 2 * lanes ? 2 * lanes : lanes;
+}
+
 int64_t vector_lanes(const Stage& o, int vector_bits) {
   int64_t lanes = lanes_for(o.tensor().dtype(), vector_bits);
   // Prefer half-width vectors that divide the axis (56 = 7 x 8) to full ones with a
@@ -744,14 +755,7 @@ void OutputTiling::size_register_tile() {
   if (tiled && tile_axis < 0 && axes.size() >= 2 && axes[axes.size() - 2]->extent >= 2)
     tile_axis = static_cast<int>(axes.size()) - 2;
   rt = RegisterTile{1, 1, vector_lanes(o, vector_bits)};
-  // Values that are a long dependency chain each (an exp's polynomial, tanh, erf) run two
-  // registers a vector: each instruction of the chain is then two independent ones side by
-  // side, which the core overlaps, where a loop of one-register chains ran only as many
-  // iterations at once as its scheduler held (GELU(tanh) over 4 x 32: 112 -> 97 ns; softplus
-  // over 128 x 3072: 882 -> 629 us; a relu, memory-bound, is not widened).
-  if (reds.empty() && chain_length(body) >= kLongChain && last->extent >= 2 * rt.lanes &&
-      transposed_axis(body, o) < 0)
-    rt.lanes *= 2;
+  if (reds.empty() && transposed_axis(body, o) < 0) rt.lanes = chain_lanes(body, rt.lanes, last);
   if (tiled) {
     int64_t tile_rows = tile_axis >= 0 ? axes[tile_axis]->extent : 1;
     // Rows that share the vectors reuse each column tile's panel from the L2 (a GEMV's one
@@ -1185,6 +1189,7 @@ void schedule_root(Stage& s, int vector_bits) {
   if (axes.empty()) return;
   IterVar last = axes.back();
   int64_t lanes = lanes_for(s.tensor().dtype(), vector_bits);
+  if (!is_reduction(s)) lanes = chain_lanes(s.body(), lanes, last);
   if (last->extent > lanes) last = s.split(last, lanes).second;
   if (last->extent > 1) s.vectorize(last);
   if (axes.size() >= 2) s.parallel(s.fuse(std::vector<IterVar>(axes.begin(), axes.end() - 1)));

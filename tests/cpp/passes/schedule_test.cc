@@ -223,6 +223,16 @@ TEST(Schedule, LongChainsRunTwoRegistersAVector) {
   auto m = codegen::compile_cpu({wide});
   m->get_function("tanh")(args);
   for (size_t i = 0; i < xv.size(); ++i) EXPECT_NEAR(ov[i], std::tanh(xv[i]), 2e-6) << i;
+  // Likewise a stage computed at the root, before the row sums that read it.
+  IterVar k = reduce_axis(40, "k");
+  ir::Tensor t =
+      compute("t", {3, 40}, [&](const std::vector<PrimVar>& i) { return tanh(x({i[0], i[1]})); });
+  ir::Tensor sums = compute(
+      "sums", {3}, [&](const std::vector<PrimVar>& i) { return sum(t({i[0], k->var}), {k}); });
+  Schedule sch({sums});
+  apply_default_schedule(sch, 256);
+  PrimFunc rows = lower_schedule(sch, "row_sums", {x});
+  EXPECT_NE(to_string(rows).find("[0, 16) vectorized"), std::string::npos) << rows;
 }
 
 TEST(Schedule, DefaultScheduleComputesTheAnchorTileInsideTheEpilogueLoop) {
