@@ -19,8 +19,9 @@ bool reads(const ir::PrimExpr& body, const ir::TensorNode* producer);
 bool reads_along(const ir::PrimExpr& body, const ir::TensorNode* producer,
                  const ir::PrimVarNode* axis_var);
 
-/// The float operations on the longest dependency path of `e` (a let's uses wait for its
-/// value): 1 for x + y, about 20 for an exp (its range reduction and polynomial).
+/// The operations on the longest dependency path of `e`, index (int64) arithmetic aside (a
+/// let's uses wait for its value): 1 for x + y, about 20 for an exp (its range reduction,
+/// polynomial and exponent bits).
 int64_t chain_length(const ir::PrimExpr& e);
 
 }  // namespace ember::passes
