@@ -276,6 +276,7 @@ def test_transpose():
 @pytest.mark.parametrize("shape,axes", [
     ((1, 40, 33, 35), (0, 3, 2, 1)),  # innermost reads across rows: tiled, rows 35 = 16+16+3
     ((3, 37, 48), (0, 2, 1)),
+    ((2, 40, 20), (0, 2, 1)),  # a contiguous axis of 20: tiled, 16 + 4 shifted back
     ((64, 50), (1, 0)),
     ((2, 24, 40, 9), (0, 3, 1, 2)),  # the contiguous axis is short (9): not tiled
 ])

@@ -455,7 +455,7 @@ int transposed_axis(const PrimExpr& body, const Stage& o) {
     for (size_t i = 0; i + 1 < p->indices.size(); ++i) across |= uses_var(p->indices[i], last);
     if (!across || uses_var(inner, last)) return;
     for (size_t d = 0; d + 1 < axes.size(); ++d)
-      if (axes[d]->extent >= 2 * kTransposeRows && uses_var(inner, axes[d]->var.get()))
+      if (axes[d]->extent >= kTransposeRows && uses_var(inner, axes[d]->var.get()))
         found = static_cast<int>(d);
   });
   return found;
