@@ -5,6 +5,32 @@
 
 namespace ember::ir {
 
+std::vector<PrimExpr> operands(const PrimExpr& x) {
+  if (!x) return {};
+  switch (x.kind()) {
+    case PrimKind::Binary:
+      return {x.as<BinaryNode>()->a, x.as<BinaryNode>()->b};
+    case PrimKind::Compare:
+      return {x.as<CompareNode>()->a, x.as<CompareNode>()->b};
+    case PrimKind::Not:
+      return {x.as<NotNode>()->a};
+    case PrimKind::Select:
+      return {x.as<SelectNode>()->cond, x.as<SelectNode>()->t, x.as<SelectNode>()->f};
+    case PrimKind::Cast:
+      return {x.as<CastNode>()->value};
+    case PrimKind::Reinterpret:
+      return {x.as<ReinterpretNode>()->value};
+    case PrimKind::Load:
+      return {x.as<LoadNode>()->index};
+    case PrimKind::Call:
+      return x.as<PrimCallNode>()->args;
+    case PrimKind::Let:
+      return {x.as<LetNode>()->value, x.as<LetNode>()->body};
+    default:
+      return {};
+  }
+}
+
 // ---------------------------------------------------------------------------------- visitor
 
 void PrimVisitor::visit(const PrimExpr& e) {

@@ -362,31 +362,11 @@ class Counter {
     if (is_float(t)) work.flops += runs * static_cast<double>(width);
   }
 
+  // A prefetch computes its address but loads nothing.
   static std::vector<PrimExpr> children(const PrimExpr& x) {
-    switch (x.kind()) {
-      case PrimKind::Binary:
-        return {x.as<BinaryNode>()->a, x.as<BinaryNode>()->b};
-      case PrimKind::Compare:
-        return {x.as<CompareNode>()->a, x.as<CompareNode>()->b};
-      case PrimKind::Not:
-        return {x.as<NotNode>()->a};
-      case PrimKind::Select:
-        return {x.as<SelectNode>()->cond, x.as<SelectNode>()->t, x.as<SelectNode>()->f};
-      case PrimKind::Cast:
-        return {x.as<CastNode>()->value};
-      case PrimKind::Reinterpret:
-        return {x.as<ReinterpretNode>()->value};
-      case PrimKind::Load:
-        return {x.as<LoadNode>()->index};
-      case PrimKind::Call:  // a prefetch computes its address but loads nothing
-        if (x.as<PrimCallNode>()->op == Intrinsic::Prefetch)
-          return {x.as<PrimCallNode>()->args[0].as<LoadNode>()->index};
-        return x.as<PrimCallNode>()->args;
-      case PrimKind::Let:
-        return {x.as<LetNode>()->value, x.as<LetNode>()->body};
-      default:
-        return {};
-    }
+    auto* call = x.as<PrimCallNode>();
+    if (call && call->op == Intrinsic::Prefetch) return {call->args[0].as<LoadNode>()->index};
+    return operands(x);
   }
 
   // Equal for structurally equal expressions (variables and buffers by identity).

@@ -476,6 +476,11 @@ class PrimMutator {
   virtual Stmt visit_evaluate(const Stmt& s, const EvaluateNode* op);
 };
 
+/// The operands of a loop-IR expression node, in order: a Load's index, a Let's value and
+/// body, a Call's arguments; none for immediates, variables and tensor-expression nodes
+/// (ProducerLoad, Reduce), which walkers of lowered code do not meet.
+std::vector<PrimExpr> operands(const PrimExpr& e);
+
 /// Calls `fn` on every expression node (pre-order) under `e` / `s`.
 void visit_prim(const PrimExpr& e, const std::function<void(const PrimExpr&)>& fn);
 void visit_prim(const Stmt& s, const std::function<void(const PrimExpr&)>& expr_fn,

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <vector>
 
 namespace ember::passes {
 
@@ -40,7 +39,6 @@ int64_t chain_length(const PrimExpr& e, std::map<const PrimExprNode*, int64_t>& 
                      std::map<const PrimVarNode*, int64_t>& lets) {
   if (!e) return 0;
   if (auto it = memo.find(e.get()); it != memo.end()) return it->second;
-  std::vector<PrimExpr> inputs;
   switch (e.kind()) {
     case PrimKind::Var: {
       auto it = lets.find(e.as<PrimVarNode>());
@@ -51,32 +49,17 @@ int64_t chain_length(const PrimExpr& e, std::map<const PrimExprNode*, int64_t>& 
       lets[l->var.get()] = chain_length(l->value, memo, lets);
       return memo[e.get()] = chain_length(l->body, memo, lets);
     }
-    case PrimKind::Binary:
-      inputs = {e.as<BinaryNode>()->a, e.as<BinaryNode>()->b};
-      break;
-    case PrimKind::Compare:
-      inputs = {e.as<CompareNode>()->a, e.as<CompareNode>()->b};
-      break;
-    case PrimKind::Not:
-      inputs = {e.as<NotNode>()->a};
-      break;
-    case PrimKind::Select:
-      inputs = {e.as<SelectNode>()->cond, e.as<SelectNode>()->t, e.as<SelectNode>()->f};
-      break;
-    case PrimKind::Cast:
-      inputs = {e.as<CastNode>()->value};
-      break;
-    case PrimKind::Reinterpret:
-      inputs = {e.as<ReinterpretNode>()->value};
-      break;
-    case PrimKind::Call:
-      inputs = e.as<PrimCallNode>()->args;
-      break;
-    default:  // constants, loads (their indices are not on the value's path)
+    case PrimKind::IntImm:
+    case PrimKind::FloatImm:
+    case PrimKind::Load:  // its index is not on the value's path
+    case PrimKind::ProducerLoad:
+    case PrimKind::Reduce:
       return 0;
+    default:
+      break;
   }
   int64_t longest = 0;
-  for (const PrimExpr& x : inputs) longest = std::max(longest, chain_length(x, memo, lets));
+  for (const PrimExpr& x : operands(e)) longest = std::max(longest, chain_length(x, memo, lets));
   return memo[e.get()] = longest + (e.dtype() != DType::Int64 ? 1 : 0);
 }
 
