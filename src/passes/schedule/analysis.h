@@ -24,4 +24,8 @@ bool reads_along(const ir::PrimExpr& body, const ir::TensorNode* producer,
 /// polynomial and exponent bits).
 int64_t chain_length(const ir::PrimExpr& e);
 
+/// A chain this long (an exp, a tanh, a log) is worth more registers a vector (chain_lanes)
+/// or its own vector across rows (vectorize_row_invariants).
+constexpr int64_t kLongChain = 16;
+
 }  // namespace ember::passes

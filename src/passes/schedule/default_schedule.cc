@@ -257,7 +257,6 @@ bool weights_from_l3(const Stage& r, const MachineModel& m, int64_t cols) {
 // values of `d` per tile reuses each vector load of that input kTile times. Returns -1 when
 // no axis qualifies or `o` does not read `r` elementwise.
 constexpr int64_t kTile = 4;
-constexpr int64_t kLongChain = 16;         // operations a value depends on, one after another
 constexpr int64_t kTransposeRows = 16;     // tile_transpose: outputs per input cache line
 constexpr int64_t kRows = 4;               // output rows per tile where windows overlap
 constexpr int64_t kStatBlockBytes = 4096;  // tile_row_statistics: short rows per tile
