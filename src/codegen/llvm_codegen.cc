@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "ember/ir/chains.h"
 #include "ember/ir/loop_sums.h"
 #include "ember/ir/transposed_loads.h"
 #include "ember/support/error.h"
@@ -759,6 +760,7 @@ void LLVMCodeGen::emit_for(const ForNode* op) {
       Value* begin = int_cast(emit(op->min), t);
       Value* end = b_.CreateAdd(begin, int_cast(emit(op->extent), t));
       const bool sum = op->for_kind == ForKind::Serial && is_rolled_scalar_sum(op);
+      if (is_long_chain_loop(op)) return emit_rolled_call(op);
       const char* hint = op->for_kind == ForKind::Unrolled ? "llvm.loop.unroll.full"
                          : sum                             ? "llvm.loop.unroll.disable"
                                                            : nullptr;
@@ -944,7 +946,7 @@ void LLVMCodeGen::emit_vectorized_for(const ForNode* op) {
   mask_ = nullptr;
 }
 
-LLVMCodeGen::Closure LLVMCodeGen::make_closure(const ForNode* op, Value* begin) {
+LLVMCodeGen::Closure LLVMCodeGen::closure_of(const ForNode* op, Value* begin) {
   Closure c;
   std::set<const void*> seen;
   auto use_buffer = [&](const Buffer& b) {
@@ -961,63 +963,92 @@ LLVMCodeGen::Closure LLVMCodeGen::make_closure(const ForNode* op, Value* begin) 
         if (auto* st = s.as<StoreNode>()) use_buffer(st->buffer);
       });
   c.scalar_types = {begin->getType()};
-  std::vector<Value*> fields{begin};
+  c.fields = {begin};
   for (auto* v : c.vars) {
     c.scalar_types.push_back(vars_[v]->getType());
-    fields.push_back(vars_[v]);
+    c.fields.push_back(vars_[v]);
   }
   c.field_types = c.scalar_types;
   for (auto* b : c.buffers) {
     c.field_types.push_back(b_.getPtrTy());
-    fields.push_back(buffers_[b]);
+    c.fields.push_back(buffers_[b]);
   }
-  c.type = llvm::StructType::get(ctx_, c.field_types);
-  c.value = entry_alloca(c.type, "closure");
-  for (size_t i = 0; i < fields.size(); ++i)
-    b_.CreateStore(fields[i], b_.CreateStructGEP(c.type, c.value, i));
   return c;
 }
 
-void LLVMCodeGen::emit_outlined_body(const ForNode* op, const Closure& c, llvm::Function* body,
-                                     llvm::Function* impl) {
-  llvm::Type* t = value_type(op->var.dtype());
+LLVMCodeGen::Closure LLVMCodeGen::make_closure(const ForNode* op, Value* begin) {
+  Closure c = closure_of(op, begin);
+  c.type = llvm::StructType::get(ctx_, c.field_types);
+  c.value = entry_alloca(c.type, "closure");
+  for (size_t i = 0; i < c.fields.size(); ++i)
+    b_.CreateStore(c.fields[i], b_.CreateStructGEP(c.type, c.value, i));
+  return c;
+}
+
+void LLVMCodeGen::in_function(llvm::Function* f, const std::function<void()>& emit_body) {
   llvm::BasicBlock* saved_block = b_.GetInsertBlock();
   llvm::Function* saved_func = func_;
   auto saved_vars = std::move(vars_);
   auto saved_buffers = std::move(buffers_);
   vars_.clear();
   buffers_.clear();
-
-  b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", body));
-  std::vector<Value*> call_args{body->getArg(0), body->getArg(1)};
-  for (size_t i = 0; i < c.field_types.size(); ++i)
-    call_args.push_back(
-        b_.CreateLoad(c.field_types[i], b_.CreateStructGEP(c.type, body->getArg(2), i)));
-  b_.CreateCall(impl, call_args);
+  func_ = f;
+  b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", f));
+  emit_body();
   b_.CreateRetVoid();
-
-  func_ = impl;
-  b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", impl));
-  Value* min = impl->getArg(2);
-  for (size_t i = 0; i < c.vars.size(); ++i) {
-    impl->getArg(3 + i)->setName(c.vars[i]->name);
-    vars_[c.vars[i]] = impl->getArg(3 + i);
-  }
-  for (size_t i = 0; i < c.buffers.size(); ++i) {
-    llvm::Argument* arg = impl->getArg(3 + c.vars.size() + i);
-    arg->setName(c.buffers[i]->name);
-    buffers_[c.buffers[i]] = arg;
-  }
-  ++parallel_depth_;
-  emit_serial_loop(op, b_.CreateAdd(min, int_cast(impl->getArg(0), t)),
-                   b_.CreateAdd(min, int_cast(impl->getArg(1), t)), nullptr);
-  --parallel_depth_;
-  b_.CreateRetVoid();
-
   func_ = saved_func;
   vars_ = std::move(saved_vars);
   buffers_ = std::move(saved_buffers);
   b_.SetInsertPoint(saved_block);
+}
+
+void LLVMCodeGen::emit_impl_loop(const ForNode* op, const Closure& c, llvm::Function* impl,
+                                 const char* loop_hint) {
+  in_function(impl, [&] {
+    llvm::Type* t = value_type(op->var.dtype());
+    Value* min = impl->getArg(2);
+    for (size_t i = 0; i < c.vars.size(); ++i) {
+      impl->getArg(3 + i)->setName(c.vars[i]->name);
+      vars_[c.vars[i]] = impl->getArg(3 + i);
+    }
+    for (size_t i = 0; i < c.buffers.size(); ++i) {
+      llvm::Argument* arg = impl->getArg(3 + c.vars.size() + i);
+      arg->setName(c.buffers[i]->name);
+      buffers_[c.buffers[i]] = arg;
+    }
+    emit_serial_loop(op, b_.CreateAdd(min, int_cast(impl->getArg(0), t)),
+                     b_.CreateAdd(min, int_cast(impl->getArg(1), t)), loop_hint);
+  });
+}
+
+void LLVMCodeGen::emit_outlined_body(const ForNode* op, const Closure& c, llvm::Function* body,
+                                     llvm::Function* impl) {
+  in_function(body, [&] {
+    std::vector<Value*> call_args{body->getArg(0), body->getArg(1)};
+    for (size_t i = 0; i < c.field_types.size(); ++i)
+      call_args.push_back(
+          b_.CreateLoad(c.field_types[i], b_.CreateStructGEP(c.type, body->getArg(2), i)));
+    b_.CreateCall(impl, call_args);
+  });
+  ++parallel_depth_;
+  emit_impl_loop(op, c, impl, nullptr);
+  --parallel_depth_;
+}
+
+void LLVMCodeGen::emit_rolled_call(const ForNode* op) {
+  llvm::Type* t = value_type(op->var.dtype());
+  Closure c = closure_of(op, int_cast(emit(op->min), t));
+  llvm::Type* i64 = b_.getInt64Ty();
+  std::vector<llvm::Type*> scalars{i64, i64};
+  scalars.insert(scalars.end(), c.scalar_types.begin(), c.scalar_types.end());
+  llvm::Function* impl = make_impl(func_name_ + ".rolled" + std::to_string(num_outlined_++),
+                                   scalars, c.buffers.size());
+  impl->removeFnAttr(llvm::Attribute::AlwaysInline);
+  impl->addFnAttr(llvm::Attribute::NoInline);
+  emit_impl_loop(op, c, impl, "llvm.loop.unroll.disable");
+  std::vector<Value*> args{llvm::ConstantInt::get(i64, 0), int_cast(emit(op->extent), i64)};
+  args.insert(args.end(), c.fields.begin(), c.fields.end());
+  b_.CreateCall(impl, args);
 }
 
 void LLVMCodeGen::emit_parallel_for(const ForNode* op) {

@@ -63,11 +63,25 @@ class LLVMCodeGen {
     std::vector<const ir::BufferNode*> buffers;
     std::vector<llvm::Type*> scalar_types;  // the loop's begin, then `vars`
     std::vector<llvm::Type*> field_types;   // `scalar_types`, then a pointer per buffer
+    std::vector<llvm::Value*> fields;       // their values where the loop is
     llvm::StructType* type = nullptr;
     llvm::AllocaInst* value = nullptr;
   };
-  /// Stores `begin` and the free variables and buffers of `op`'s body in a new closure.
+  /// `begin` and the free variables and buffers of `op`'s body (no struct yet).
+  Closure closure_of(const ir::ForNode* op, llvm::Value* begin);
+  /// closure_of, stored in a new closure struct on the stack.
   Closure make_closure(const ir::ForNode* op, llvm::Value* begin);
+  /// Emits `emit_body` as the body of `f` (then a return), and comes back to where it was.
+  void in_function(llvm::Function* f, const std::function<void()>& emit_body);
+  /// Fills `impl(i64 begin, i64 end, min, vars..., buffers...)`: the loop over
+  /// [min + begin, min + end) with `loop_hint` (an llvm.loop metadata name or null).
+  void emit_impl_loop(const ir::ForNode* op, const Closure& c, llvm::Function* impl,
+                      const char* loop_hint);
+  /// A long-chain loop (ir::is_long_chain_loop) as a call of a function of its own, kept
+  /// rolled (llvm.loop.unroll.disable) and never inlined. Inlined, LLVM unrolled a short one
+  /// and interleaved its rows' chains, and hoisted its constants out of the loops around it,
+  /// into registers live across a GEMM's accumulation loop, which then spilled accumulators.
+  void emit_rolled_call(const ir::ForNode* op);
   /// Fills the outlined `body(i64 begin, i64 end, ptr closure)`, which unpacks the closure
   /// and calls `impl`, and `impl`, the loop over [min + begin, min + end); then returns to
   /// the insertion point it was called at.

@@ -6,6 +6,7 @@
 #include "ember/passes/fusion_cost.h"
 #include "ember/passes/lower.h"
 #include "ember/passes/machine_model.h"
+#include "ember/passes/rolled_epilogues.h"
 #include "ember/passes/row_invariants.h"
 #include "ember/passes/schedule.h"
 #include "ember/passes/tuning.h"
@@ -280,7 +281,7 @@ PrimFunc lower_group(const Function& group, const std::string& func_name,
     f = with_group_types(lower_schedule(sch, func_name, inputs), group);
   }
   if (options.gpu) return f;
-  f = vectorize_row_invariants(f, options.vector_bits);
+  f = vectorize_row_invariants(roll_long_epilogues(f), options.vector_bits);
   return serial_below_parallel_grain(f, MachineModel::for_vector_bits(options.vector_bits));
 }
 

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <set>
 
-#include "../schedule/analysis.h"
+#include "ember/ir/chains.h"
 #include "ember/runtime/dtype.h"
 
 namespace ember::passes {

@@ -1,6 +1,7 @@
 #pragma once
 // Questions the schedule templates (default_schedule.cc, gpu_schedule.cc) ask of stages and
 // of tensor-expression bodies; one copy for both.
+#include "ember/ir/chains.h"
 #include "ember/ir/loop.h"
 #include "ember/passes/schedule.h"
 
@@ -18,14 +19,5 @@ bool reads(const ir::PrimExpr& body, const ir::TensorNode* producer);
 /// Does `body` read `producer` at an index that uses `axis_var`?
 bool reads_along(const ir::PrimExpr& body, const ir::TensorNode* producer,
                  const ir::PrimVarNode* axis_var);
-
-/// The operations on the longest dependency path of `e`, index (int64) arithmetic aside (a
-/// let's uses wait for its value): 1 for x + y, about 20 for an exp (its range reduction,
-/// polynomial and exponent bits).
-int64_t chain_length(const ir::PrimExpr& e);
-
-/// A chain this long (an exp, a tanh, a log) is worth more registers a vector (chain_lanes)
-/// or its own vector across rows (vectorize_row_invariants).
-constexpr int64_t kLongChain = 16;
 
 }  // namespace ember::passes

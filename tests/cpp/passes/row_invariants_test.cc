@@ -7,8 +7,8 @@
 #include <cmath>
 #include <limits>
 
-#include "../../../src/passes/schedule/analysis.h"
 #include "ember/codegen/codegen.h"
+#include "ember/ir/chains.h"
 #include "ember/ir/prim_math.h"
 
 namespace ember::passes {

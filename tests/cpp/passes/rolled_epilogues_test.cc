@@ -1,0 +1,94 @@
+// roll_long_epilogues (rolled_epilogues.h): a register tile's long epilogue copied out and
+// run as a rolled loop, which the code generator keeps rolled in a function of its own;
+// values unchanged.
+#include "ember/passes/rolled_epilogues.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ember/codegen/codegen.h"
+#include "ember/ir/chains.h"
+#include "ember/ir/prim_math.h"
+
+namespace ember::passes {
+namespace {
+
+using namespace ir;
+
+constexpr int64_t kRows = 3, kLanes = 8;
+
+// A 3 x 8 register tile `acc` = 2 x, then out = epilogue(acc), the epilogue's loop `kind`.
+PrimFunc tile_func(const std::function<PrimExpr(PrimExpr)>& epilogue,
+                   ForKind kind = ForKind::Unrolled) {
+  Buffer x = make_buffer("x", DType::Float32, {kRows * kLanes});
+  Buffer out = make_buffer("out", DType::Float32, {kRows * kLanes});
+  Buffer acc = make_buffer("acc", DType::Float32, {kRows * kLanes}, BufferScope::Local);
+  PrimVar i("i"), j("j"), ei("ei"), ej("ej");
+  auto at = [](PrimExpr r, PrimExpr c) { return r * kLanes + c; };
+  Stmt fill =
+      for_loop(i, 0, kRows, ForKind::Unrolled,
+               for_loop(j, 0, kLanes, ForKind::Vectorized,
+                        store(acc, at(i, j), load(x, at(i, j)) * make_const(DType::Float32, 2))));
+  Stmt apply = for_loop(ei, 0, kRows, kind,
+                        for_loop(ej, 0, kLanes, ForKind::Vectorized,
+                                 store(out, at(ei, ej), epilogue(load(acc, at(ei, ej))))));
+  PrimFunc f;
+  f.name = "tile";
+  f.params = {x, out};
+  f.num_inputs = 1;
+  f.body = allocate(acc, seq({fill, apply}));
+  return f;
+}
+
+std::vector<float> run(const PrimFunc& f, std::string* ll = nullptr) {
+  std::vector<float> x(kRows * kLanes), out(x.size());
+  for (size_t k = 0; k < x.size(); ++k) x[k] = 0.1f * static_cast<float>(k) - 1.0f;
+  std::vector<void*> args{x.data(), out.data()};
+  auto m = codegen::compile_cpu({f});
+  m->get_function("tile")(args.data());
+  if (ll) *ll = m->get_source("ll");
+  return out;
+}
+
+TEST(RolledEpilogues, ALongEpilogueRunsRolledOverACopyOfTheTile) {
+  PrimFunc f = tile_func([](PrimExpr v) { return exp(v); });
+  PrimFunc g = roll_long_epilogues(f);
+  // The epilogue now reads a copy of the tile in a serial loop the code generator keeps rolled.
+  const ForNode* epilogue = nullptr;
+  bool copied = false;
+  visit_prim(
+      g.body, [](const PrimExpr&) {},
+      [&](const Stmt& s) {
+        auto* l = s.as<ForNode>();
+        if (l && is_long_chain_loop(l)) epilogue = l;
+        if (auto* st = s.as<StoreNode>(); st && st->buffer->name == "acc.out")
+          copied = st->value.as<LoadNode>() && st->value.as<LoadNode>()->buffer->name == "acc";
+      });
+  ASSERT_NE(epilogue, nullptr) << g;
+  EXPECT_TRUE(copied) << g;
+  std::string ll;
+  std::vector<float> got = run(g, &ll), want = run(f);
+  // ... in a function of its own, which LLVM may not inline (nor hoist its constants out of).
+  EXPECT_NE(ll.find("llvm.loop.unroll.disable"), std::string::npos);
+  EXPECT_NE(ll.find("@tile.rolled"), std::string::npos);
+  for (size_t k = 0; k < got.size(); ++k) {
+    EXPECT_EQ(got[k], want[k]) << k;
+    EXPECT_NEAR(got[k], std::exp(2 * (0.1f * static_cast<float>(k) - 1.0f)), 1e-5f) << k;
+  }
+}
+
+TEST(RolledEpilogues, LeavesShortEpiloguesAndRolledLoops) {
+  auto unchanged = [](const PrimFunc& f) {
+    return roll_long_epilogues(f).body.get() == f.body.get();
+  };
+  EXPECT_TRUE(unchanged(tile_func([](PrimExpr v) { return v + make_const(DType::Float32, 1); })));
+  EXPECT_TRUE(unchanged(tile_func([](PrimExpr v) { return exp(v); }, ForKind::Serial)));
+  std::string ll;
+  run(tile_func([](PrimExpr v) { return v + make_const(DType::Float32, 1); }), &ll);
+  EXPECT_EQ(ll.find("llvm.loop.unroll.disable"), std::string::npos);
+  EXPECT_EQ(ll.find(".rolled"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ember::passes
