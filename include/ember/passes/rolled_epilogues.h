@@ -10,7 +10,8 @@
 
 namespace ember::passes {
 
-/// `f` with each unrolled loop whose innermost vector loop stores a chain of at least
+/// `f` with each unrolled loop, in no loop of more than one iteration (the kernel's only
+/// tile), whose innermost vector loop stores a chain of at least
 /// kLongChain operations of values read from local buffers (register tiles) copied out and
 /// rolled: an unrolled copy of those buffers into stack arrays of their shape, then the
 /// loop nest with its unrolled loops serial, reading the copies.

@@ -78,12 +78,19 @@ TEST(RolledEpilogues, ALongEpilogueRunsRolledOverACopyOfTheTile) {
   }
 }
 
-TEST(RolledEpilogues, LeavesShortEpiloguesAndRolledLoops) {
+TEST(RolledEpilogues, LeavesShortEpiloguesRolledLoopsAndRepeatedTiles) {
   auto unchanged = [](const PrimFunc& f) {
     return roll_long_epilogues(f).body.get() == f.body.get();
   };
   EXPECT_TRUE(unchanged(tile_func([](PrimExpr v) { return v + make_const(DType::Float32, 1); })));
   EXPECT_TRUE(unchanged(tile_func([](PrimExpr v) { return exp(v); }, ForKind::Serial)));
+  // One tile of many (a loop of two around it): unrolled, it overlaps the next tile's work.
+  PrimFunc tiles = tile_func([](PrimExpr v) { return exp(v); });
+  tiles.body = for_loop(PrimVar("t"), 0, 2, ForKind::Serial, tiles.body);
+  EXPECT_TRUE(unchanged(tiles));
+  tiles.body = for_loop(PrimVar("t"), 0, 1, ForKind::Parallel,
+                        tile_func([](PrimExpr v) { return exp(v); }).body);
+  EXPECT_FALSE(unchanged(tiles));
   std::string ll;
   run(tile_func([](PrimExpr v) { return v + make_const(DType::Float32, 1); }), &ll);
   EXPECT_EQ(ll.find("llvm.loop.unroll.disable"), std::string::npos);
