@@ -162,6 +162,12 @@ llvm::Function* LLVMCodeGen::make_impl(const std::string& name,
 void LLVMCodeGen::add_function(const PrimFunc& f) {
   verify(f);
   func_name_ = f.name;
+  accumulates_ = false;
+  visit_prim(
+      f.body, [](const PrimExpr&) {},
+      [&](const Stmt& s) {
+        if (auto* st = s.as<StoreNode>()) accumulates_ |= accumulation_of(st) != Accumulation::None;
+      });
   llvm::Type* ptr = b_.getPtrTy();
   llvm::Function* kernel =
       make_function(f.name, llvm::FunctionType::get(b_.getVoidTy(), {ptr}, false), true);
@@ -760,7 +766,7 @@ void LLVMCodeGen::emit_for(const ForNode* op) {
       Value* begin = int_cast(emit(op->min), t);
       Value* end = b_.CreateAdd(begin, int_cast(emit(op->extent), t));
       const bool sum = op->for_kind == ForKind::Serial && is_rolled_scalar_sum(op);
-      if (is_long_chain_loop(op)) return emit_rolled_call(op);
+      if (accumulates_ && is_long_chain_loop(op)) return emit_rolled_call(op);
       const char* hint = op->for_kind == ForKind::Unrolled ? "llvm.loop.unroll.full"
                          : sum                             ? "llvm.loop.unroll.disable"
                                                            : nullptr;

@@ -2,7 +2,7 @@
 /// Dependency chains in an expression: how many operations a value waits for, one after
 /// another. The schedule widens long chains' vectors (chain_lanes), the lowering takes them
 /// out of row loops (vectorize_row_invariants) and register tiles (roll_long_epilogues), and
-/// the code generator keeps their loops rolled; one definition for all.
+/// the code generator calls their loops in kernels that accumulate; one definition for all.
 #include <cstdint>
 
 #include "ember/ir/loop.h"
@@ -18,10 +18,8 @@ int64_t chain_length(const PrimExpr& e);
 constexpr int64_t kLongChain = 16;
 
 /// A serial loop directly around a vector loop whose one store is a long chain (an
-/// activation over a few rows). LLVM would unroll a short one fully and interleave the
-/// iterations' chains, whose constants and temporaries then outgrow the registers and
-/// spill (celu over 3 rows of 6: 40 -> 34 ns kept rolled); the code generator keeps it
-/// rolled.
+/// activation over a few rows). In a kernel that accumulates, the code generator runs it
+/// rolled in a function of its own (LLVMCodeGen::emit_rolled_call).
 bool is_long_chain_loop(const ForNode* loop);
 
 }  // namespace ember::ir

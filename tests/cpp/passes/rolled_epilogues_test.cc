@@ -18,7 +18,7 @@ using namespace ir;
 
 constexpr int64_t kRows = 3, kLanes = 8;
 
-// A 3 x 8 register tile `acc` = 2 x, then out = epilogue(acc), the epilogue's loop `kind`.
+// A 3 x 8 register tile `acc` += 2 x, then out = epilogue(acc), the epilogue's loop `kind`.
 PrimFunc tile_func(const std::function<PrimExpr(PrimExpr)>& epilogue,
                    ForKind kind = ForKind::Unrolled) {
   Buffer x = make_buffer("x", DType::Float32, {kRows * kLanes});
@@ -26,10 +26,14 @@ PrimFunc tile_func(const std::function<PrimExpr(PrimExpr)>& epilogue,
   Buffer acc = make_buffer("acc", DType::Float32, {kRows * kLanes}, BufferScope::Local);
   PrimVar i("i"), j("j"), ei("ei"), ej("ej");
   auto at = [](PrimExpr r, PrimExpr c) { return r * kLanes + c; };
+  auto tile_loop = [&](PrimExpr value) {
+    return for_loop(i, 0, kRows, ForKind::Unrolled,
+                    for_loop(j, 0, kLanes, ForKind::Vectorized, store(acc, at(i, j), value)));
+  };
+  // Zeroed, then accumulated (the code generator calls rolled loops in such kernels).
   Stmt fill =
-      for_loop(i, 0, kRows, ForKind::Unrolled,
-               for_loop(j, 0, kLanes, ForKind::Vectorized,
-                        store(acc, at(i, j), load(x, at(i, j)) * make_const(DType::Float32, 2))));
+      seq({tile_loop(make_const(DType::Float32, 0)),
+           tile_loop(load(acc, at(i, j)) + load(x, at(i, j)) * make_const(DType::Float32, 2))});
   Stmt apply = for_loop(ei, 0, kRows, kind,
                         for_loop(ej, 0, kLanes, ForKind::Vectorized,
                                  store(out, at(ei, ej), epilogue(load(acc, at(ei, ej))))));
@@ -94,6 +98,20 @@ TEST(RolledEpilogues, LeavesShortEpiloguesRolledLoopsAndRepeatedTiles) {
   std::string ll;
   run(tile_func([](PrimExpr v) { return v + make_const(DType::Float32, 1); }), &ll);
   EXPECT_EQ(ll.find("llvm.loop.unroll.disable"), std::string::npos);
+  EXPECT_EQ(ll.find(".rolled"), std::string::npos);
+  // An elementwise kernel's long-chain loop (no accumulation in the kernel) stays inline.
+  Buffer x = make_buffer("x", DType::Float32, {kRows * kLanes});
+  Buffer out = make_buffer("out", DType::Float32, {kRows * kLanes});
+  PrimVar r("r"), c("c");
+  PrimFunc f;
+  f.name = "tile";
+  f.params = {x, out};
+  f.num_inputs = 1;
+  f.body = for_loop(r, 0, kRows, ForKind::Serial,
+                    for_loop(c, 0, kLanes, ForKind::Vectorized,
+                             store(out, r * kLanes + c, exp(load(x, r * kLanes + c)))));
+  ASSERT_TRUE(is_long_chain_loop(f.body.as<ForNode>()));
+  run(f, &ll);
   EXPECT_EQ(ll.find(".rolled"), std::string::npos);
 }
 
