@@ -254,6 +254,25 @@ TEST(Schedule, LongChainsRunTwoRegistersAVector) {
   apply_default_schedule(sch, 256);
   PrimFunc rows = lower_schedule(sch, "row_sums", {x});
   EXPECT_NE(to_string(rows).find("[0, 16) vectorized"), std::string::npos) << rows;
+  // And an output that reads row statistics across its vectors (a norm -> tanh): its
+  // vectors are its own, so the chain widens them too; the statistics' values still hold.
+  IterVar j = reduce_axis(40, "j");
+  ir::Tensor mean = compute(
+      "mean", {3}, [&](const std::vector<PrimVar>& i) { return sum(x({i[0], j->var}), {j}); });
+  ir::Tensor centred = compute("centred", {3, 40}, [&](const std::vector<PrimVar>& i) {
+    return tanh(x({i[0], i[1]}) - mean({i[0]}) * make_const(DType::Float32, 1.0 / 40));
+  });
+  Schedule norm({centred});
+  apply_default_schedule(norm, 256);
+  PrimFunc nf = lower_schedule(norm, "centred_tanh", {x});
+  EXPECT_NE(to_string(nf).find("[0, 16) vectorized"), std::string::npos) << nf;
+  codegen::compile_cpu({nf})->get_function("centred_tanh")(args);
+  for (int r = 0; r < 3; ++r) {
+    double m = 0;
+    for (int c = 0; c < 40; ++c) m += xv[r * 40 + c] / 40.0;
+    for (int c = 0; c < 40; ++c)
+      EXPECT_NEAR(ov[r * 40 + c], std::tanh(xv[r * 40 + c] - m), 2e-6) << r << " " << c;
+  }
 }
 
 TEST(Schedule, DefaultScheduleComputesTheAnchorTileInsideTheEpilogueLoop) {
