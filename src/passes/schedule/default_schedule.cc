@@ -257,6 +257,7 @@ bool weights_from_l3(const Stage& r, const MachineModel& m, int64_t cols) {
 // values of `d` per tile reuses each vector load of that input kTile times. Returns -1 when
 // no axis qualifies or `o` does not read `r` elementwise.
 constexpr int64_t kTile = 4;
+constexpr int64_t kCacheLineBytes = 64;
 constexpr int64_t kTransposeRows = 16;     // tile_transpose: outputs per input cache line
 constexpr int64_t kRows = 4;               // output rows per tile where windows overlap
 constexpr int64_t kStatBlockBytes = 4096;  // tile_row_statistics: short rows per tile
@@ -469,6 +470,16 @@ int transposed_axis(const PrimExpr& body, const Stage& o) {
 // chain, which LLVM leaves one after another (they measured no faster).
 int64_t chain_lanes(const PrimExpr& body, int64_t lanes, const IterVar& axis) {
   return chain_length(body) >= kLongChain && axis->extent >= 2 * lanes ? 2 * lanes : lanes;
+}
+
+// The lanes of a transpose's vectors: a whole cache line where a vector is less. Its tile
+// writes kTransposeRows output rows a vector at a time; where the rows lie a multiple of
+// 4 KiB apart (a (0, 2, 3, 1) permute of 256 x 56 x 56: 57344 bytes), all of them share
+// one set of the L1, more rows than its ways, and a half line written was evicted before
+// its other half: at 256 bits the permute took 279 us, with 64-byte vectors 152 us.
+int64_t line_lanes(const Stage& o, int64_t lanes, const IterVar& axis) {
+  const int64_t line = kCacheLineBytes / dtype_bytes(o.tensor().dtype());
+  return lanes < line && axis->extent >= line ? line : lanes;
 }
 
 int64_t vector_lanes(const Stage& o, int vector_bits) {
@@ -760,6 +771,8 @@ void OutputTiling::size_register_tile() {
   // fused kernel (141 us) is priced honestly and FuseOps keeps the two.
   if ((reds.empty() || !along) && transposed_axis(body, o) < 0)
     rt.lanes = chain_lanes(body, rt.lanes, last);
+  else if (reds.empty())
+    rt.lanes = line_lanes(o, rt.lanes, last);
   if (tiled) {
     int64_t tile_rows = tile_axis >= 0 ? axes[tile_axis]->extent : 1;
     // Rows that share the vectors reuse each column tile's panel from the L2 (a GEMV's one
