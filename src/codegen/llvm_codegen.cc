@@ -762,11 +762,11 @@ void LLVMCodeGen::emit_for(const ForNode* op) {
       if (auto t = transposed_loads(op);
           !t.loads.empty() && transposed_.empty() && !lanes_collide(t.vector_loop))
         return emit_transposed_loop(op, t);
+      if (accumulates_ && is_long_chain_loop(op)) return emit_rolled_call(op);
       llvm::Type* t = value_type(op->var.dtype());
       Value* begin = int_cast(emit(op->min), t);
       Value* end = b_.CreateAdd(begin, int_cast(emit(op->extent), t));
       const bool sum = op->for_kind == ForKind::Serial && is_rolled_scalar_sum(op);
-      if (accumulates_ && is_long_chain_loop(op)) return emit_rolled_call(op);
       const char* hint = op->for_kind == ForKind::Unrolled ? "llvm.loop.unroll.full"
                          : sum                             ? "llvm.loop.unroll.disable"
                                                            : nullptr;

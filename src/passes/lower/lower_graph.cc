@@ -281,6 +281,8 @@ PrimFunc lower_group(const Function& group, const std::string& func_name,
     f = with_group_types(lower_schedule(sch, func_name, inputs), group);
   }
   if (options.gpu) return f;
+  // Loop-level rewrites of long chains (a rolled single-tile epilogue, row invariants as
+  // one vector); the FuseOps cost rule prices what these make of a group.
   f = vectorize_row_invariants(roll_long_epilogues(f), options.vector_bits);
   return serial_below_parallel_grain(f, MachineModel::for_vector_bits(options.vector_bits));
 }

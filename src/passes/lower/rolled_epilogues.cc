@@ -86,13 +86,22 @@ class RollEpilogues : public PrimMutator {
     }
     EpilogueNest n = nest_under(op);
     if (!n.store || chain_length(n.store->value) < kLongChain) return s;
-    // The register tiles it reads, and each distinct element index of them it reads.
+    // The register tiles it reads, and each distinct element index of them it reads (an
+    // index through a variable the value binds itself cannot be copied outside it).
+    std::set<const PrimVarNode*> lets;
+    visit_prim(n.store->value, [&](const PrimExpr& e) {
+      if (auto* let = e.as<LetNode>()) lets.insert(let->var.get());
+    });
     std::map<const BufferNode*, Buffer> copies;
     std::vector<Stmt> copy_stores;
     std::vector<PrimExpr> seen;
+    bool copyable = true;
     visit_prim(n.store->value, [&](const PrimExpr& e) {
       auto* l = e.as<LoadNode>();
       if (!l || !local_.count(l->buffer.get()) || l->buffer == n.store->buffer) return;
+      visit_prim(l->index, [&](const PrimExpr& x) {
+        copyable &= !(x.as<PrimVarNode>() && lets.count(x.as<PrimVarNode>()));
+      });
       for (const PrimExpr& x : seen)
         if (structural_equal(x, e)) return;
       seen.push_back(e);
@@ -102,7 +111,7 @@ class RollEpilogues : public PrimMutator {
                            BufferScope::Local);
       copy_stores.push_back(store(copy, l->index, e));
     });
-    if (copies.empty()) return s;
+    if (copies.empty() || !copyable) return s;
     Stmt epilogue = store(n.store->buffer, n.store->index, Redirect(copies).mutate(n.store->value));
     Stmt out = seq(
         {rebuild(n, seq(copy_stores), ForKind::Unrolled), rebuild(n, epilogue, ForKind::Serial)});
