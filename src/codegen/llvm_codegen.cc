@@ -162,6 +162,7 @@ llvm::Function* LLVMCodeGen::make_impl(const std::string& name,
 void LLVMCodeGen::add_function(const PrimFunc& f) {
   verify(f);
   func_name_ = f.name;
+  nan_free_ = nan_free_buffers(f.body);
   accumulates_ = false;
   visit_prim(
       f.body, [](const PrimExpr&) {},
@@ -421,8 +422,11 @@ Value* LLVMCodeGen::emit_binary(const BinaryNode* op) {
       // NaN propagates, but -0 and +0 need no order (PyTorch's max and relu keep either):
       // without nsz, x86 orders them with a sign test and blend per step, and a max
       // reduction's horizontal steps ran 3x slower.
-      if (auto* call = llvm::dyn_cast<llvm::CallInst>(v); call && fp)
+      if (auto* call = llvm::dyn_cast<llvm::CallInst>(v); call && fp) {
         call->setHasNoSignedZeros(true);
+        // Neither side can be NaN (nan_free_buffers): one vmaxps, no NaN test and blend.
+        if (never_nan(op->a, nan_free_) && never_nan(op->b, nan_free_)) call->setHasNoNaNs(true);
+      }
       return v;
     }
     case BinaryOp::BitAnd:

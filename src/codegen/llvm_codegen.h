@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -167,6 +168,7 @@ class LLVMCodeGen {
   int parallel_depth_ = 0;
   int num_outlined_ = 0;
   bool accumulates_ = false;  // the function has an accumulation (ir::accumulation_of)
+  std::set<const ir::BufferNode*> nan_free_;  // ir::nan_free_buffers of the function
 };
 
 }  // namespace ember::codegen

@@ -2,6 +2,7 @@
 /// Accumulations in loop IR, as the CPU code generator emits them and the FuseOps cost model
 /// prices them: one definition for both, so the estimate follows the code.
 #include <cstdint>
+#include <set>
 
 #include "ember/ir/loop.h"
 
@@ -25,5 +26,16 @@ bool is_rolled_scalar_sum(const ForNode* loop);
 /// vectorizer's interleaving, which left a layer norm's statistics of 768 values as one chain
 /// of 48 dependent vector adds per row; the code generator names this count instead.)
 int rolled_sum_interleave(int64_t extent, int64_t lanes);
+
+/// The local buffers of `body` that never hold NaN: every value stored into one is never
+/// NaN, given the others (a row max that starts at -inf and takes the max with values whose
+/// NaNs were replaced). A max or min of two never-NaN values needs no NaN propagation: the
+/// code generator emits it as one vmaxps, its horizontal steps too.
+std::set<const BufferNode*> nan_free_buffers(const Stmt& body);
+
+/// Is `e` never NaN, where loads of `nan_free` buffers are never NaN? Constants other than
+/// NaN, integers, casts from integers, max and min of such, and select(isnan(x), c, x) with
+/// c never NaN.
+bool never_nan(const PrimExpr& e, const std::set<const BufferNode*>& nan_free);
 
 }  // namespace ember::ir

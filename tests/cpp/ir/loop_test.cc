@@ -2,16 +2,49 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "ember/ir/loop_sums.h"
+#include "ember/ir/prim_math.h"
 #include "ember/ir/simplify.h"
 #include "ember/ir/transposed_loads.h"
 #include "ember/support/error.h"
 
 namespace ember::ir {
 namespace {
+
+// nan_free_buffers: a row max that starts at -inf and takes the max with NaN-guarded values
+// never holds NaN; one that takes the max with raw inputs, or starts from an input, may.
+TEST(LoopIR, NanFreeBuffersFollowEveryStore) {
+  const double inf = std::numeric_limits<double>::infinity();
+  auto f32 = [](double v) { return make_const(DType::Float32, v); };
+  Buffer x = make_buffer("x", DType::Float32, {8});
+  Buffer guarded = make_buffer("guarded", DType::Float32, {1}, BufferScope::Local);
+  Buffer raw = make_buffer("raw", DType::Float32, {1}, BufferScope::Local);
+  Buffer seeded = make_buffer("seeded", DType::Float32, {1}, BufferScope::Local);
+  PrimVar k("k");
+  PrimExpr v = load(x, k), safe = select(is_nan(v), f32(-inf), v);
+  auto row_max = [&](const Buffer& b, PrimExpr init, PrimExpr value) {
+    return seq({store(b, 0, init),
+                for_loop(k, 0, 8, ForKind::Serial, store(b, 0, max(load(b, 0), value)))});
+  };
+  Stmt body =
+      allocate(guarded, allocate(raw, allocate(seeded, seq({row_max(guarded, f32(-inf), safe),
+                                                            row_max(raw, f32(-inf), v),
+                                                            row_max(seeded, load(x, 0), safe)}))));
+  std::set<const BufferNode*> free = nan_free_buffers(body);
+  EXPECT_EQ(free, std::set<const BufferNode*>{guarded.get()});
+  EXPECT_TRUE(never_nan(safe, free));
+  EXPECT_TRUE(never_nan(max(load(guarded, 0), f32(2)), free));
+  EXPECT_FALSE(never_nan(v, free));
+  EXPECT_FALSE(never_nan(select(is_nan(v), f32(std::nan("")), v), free));
+  EXPECT_FALSE(never_nan(load(raw, 0) + f32(1), free));  // inf - inf is NaN
+  EXPECT_TRUE(never_nan(cast(DType::Float32, make_const(DType::Int32, 3)), free));
+}
 
 TEST(LoopIR, BuildersFoldIntegerConstantsButNotFloats) {
   PrimVar x("x");
