@@ -364,6 +364,25 @@ class Substituter : public PrimMutator {
   const VarMap& map_;
 };
 
+class BufferSwapper : public PrimMutator {
+ public:
+  explicit BufferSwapper(const BufferMap& m) : map_(m) {}
+
+ protected:
+  PrimExpr visit_load(const PrimExpr& e, const LoadNode* op) override {
+    auto it = map_.find(op->buffer.get());
+    return it == map_.end() ? PrimMutator::visit_load(e, op) : load(it->second, mutate(op->index));
+  }
+  Stmt visit_store(const Stmt& s, const StoreNode* op) override {
+    auto it = map_.find(op->buffer.get());
+    if (it == map_.end()) return PrimMutator::visit_store(s, op);
+    return store(it->second, mutate(op->index), mutate(op->value));
+  }
+
+ private:
+  const BufferMap& map_;
+};
+
 }  // namespace
 
 void visit_prim(const PrimExpr& e, const std::function<void(const PrimExpr&)>& fn) {
@@ -381,6 +400,13 @@ PrimExpr substitute(const PrimExpr& e, const VarMap& map) {
 }
 Stmt substitute(const Stmt& s, const VarMap& map) {
   return map.empty() ? s : Substituter(map).mutate(s);
+}
+
+PrimExpr swap_buffers(const PrimExpr& e, const BufferMap& map) {
+  return map.empty() ? e : BufferSwapper(map).mutate(e);
+}
+Stmt swap_buffers(const Stmt& s, const BufferMap& map) {
+  return map.empty() ? s : BufferSwapper(map).mutate(s);
 }
 
 }  // namespace ember::ir

@@ -5,6 +5,7 @@
 /// loop kind (ForKind::Vectorized) that the code generator widens.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -490,6 +491,11 @@ void visit_prim(const Stmt& s, const std::function<void(const PrimExpr&)>& expr_
 using VarMap = std::vector<std::pair<const PrimVarNode*, PrimExpr>>;
 PrimExpr substitute(const PrimExpr& e, const VarMap& map);
 Stmt substitute(const Stmt& s, const VarMap& map);
+
+/// Points loads and stores of buffers (by identity) at other buffers.
+using BufferMap = std::map<const BufferNode*, Buffer>;
+PrimExpr swap_buffers(const PrimExpr& e, const BufferMap& map);
+Stmt swap_buffers(const Stmt& s, const BufferMap& map);
 
 /// Structural equality: same shape of tree, same constants, variables matched by identity.
 bool structural_equal(const PrimExpr& a, const PrimExpr& b);

@@ -185,21 +185,6 @@ TensorType flat_pixel_type(const Function& group, const Expr& node, int vector_b
 
 namespace {
 
-// Points the loads and stores of replaced buffers at their replacements.
-class BufferSwap : public PrimMutator {
- public:
-  std::map<const BufferNode*, Buffer> to;
-  PrimExpr visit_load(const PrimExpr& e, const LoadNode* op) override {
-    auto it = to.find(op->buffer.get());
-    return it == to.end() ? PrimMutator::visit_load(e, op) : load(it->second, mutate(op->index));
-  }
-  Stmt visit_store(const Stmt& s, const StoreNode* op) override {
-    auto it = to.find(op->buffer.get());
-    if (it == to.end()) return PrimMutator::visit_store(s, op);
-    return store(it->second, mutate(op->index), mutate(op->value));
-  }
-};
-
 // `f` with its parameters typed as the group's (flat_pixel_type changed only their shapes,
 // not their elements or order): its signature is what the executor checks against the graph.
 PrimFunc with_group_types(PrimFunc f, const Function& group) {
@@ -208,16 +193,16 @@ PrimFunc with_group_types(PrimFunc f, const Function& group) {
   types.push_back(group->body->type.tensor());
   EMBER_CHECK(types.size() == f.params.size(), "kernel ", f.name, " has ", f.params.size(),
               " parameters for a group of ", types.size(), " tensors");
-  BufferSwap swap;
+  BufferMap swap;
   for (size_t i = 0; i < types.size(); ++i) {
     const Buffer b = f.params[i];  // a copy: the slot is overwritten below
     if (b->shape == types[i].shape) continue;
     f.params[i] = make_buffer(b->name, b->dtype, types[i].shape, b->scope);
     EMBER_CHECK(f.params[i]->numel() == b->numel(), "kernel ", f.name, " parameter ", b->name,
                 " changed its element count");
-    swap.to[b.get()] = f.params[i];
+    swap[b.get()] = f.params[i];
   }
-  if (!swap.to.empty()) f.body = swap.mutate(f.body);
+  f.body = swap_buffers(f.body, swap);
   return f;
 }
 

@@ -50,22 +50,6 @@ Stmt rebuild(const EpilogueNest& n, Stmt body, ForKind kind) {
   return body;
 }
 
-// Loads of one buffer redirected to another.
-class Redirect : public PrimMutator {
- public:
-  explicit Redirect(std::map<const BufferNode*, Buffer> to) : to_(std::move(to)) {}
-
- protected:
-  PrimExpr visit_load(const PrimExpr& e, const LoadNode* op) override {
-    auto it = to_.find(op->buffer.get());
-    if (it == to_.end()) return PrimMutator::visit_load(e, op);
-    return load(it->second, mutate(op->index));
-  }
-
- private:
-  std::map<const BufferNode*, Buffer> to_;
-};
-
 class RollEpilogues : public PrimMutator {
  protected:
   Stmt visit_allocate(const Stmt& s, const AllocateNode* op) override {
@@ -92,7 +76,7 @@ class RollEpilogues : public PrimMutator {
     visit_prim(n.store->value, [&](const PrimExpr& e) {
       if (auto* let = e.as<LetNode>()) lets.insert(let->var.get());
     });
-    std::map<const BufferNode*, Buffer> copies;
+    BufferMap copies;
     std::vector<Stmt> copy_stores;
     std::vector<PrimExpr> seen;
     bool copyable = true;
@@ -112,7 +96,7 @@ class RollEpilogues : public PrimMutator {
       copy_stores.push_back(store(copy, l->index, e));
     });
     if (copies.empty() || !copyable) return s;
-    Stmt epilogue = store(n.store->buffer, n.store->index, Redirect(copies).mutate(n.store->value));
+    Stmt epilogue = store(n.store->buffer, n.store->index, swap_buffers(n.store->value, copies));
     Stmt out = seq(
         {rebuild(n, seq(copy_stores), ForKind::Unrolled), rebuild(n, epilogue, ForKind::Serial)});
     for (auto& [_, copy] : copies) out = allocate(copy, out);

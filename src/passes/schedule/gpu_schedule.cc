@@ -676,7 +676,7 @@ class PromoteShared : public PrimMutator {
     check_no_block_level_store(body, op->buffer.get());
     Buffer sh =
         make_buffer(op->buffer->name, op->buffer->dtype, op->buffer->shape, BufferScope::Shared);
-    return allocate(sh, Rename(op->buffer.get(), sh).mutate(body));
+    return allocate(sh, swap_buffers(body, {{op->buffer.get(), sh}}));
   }
 
  protected:
@@ -694,22 +694,6 @@ class PromoteShared : public PrimMutator {
   }
 
  private:
-  struct Rename : PrimMutator {
-    const BufferNode* from;
-    Buffer to;
-    Rename(const BufferNode* f, Buffer t) : from(f), to(std::move(t)) {}
-    PrimExpr visit_load(const PrimExpr& e, const LoadNode* op) override {
-      PrimExpr base = PrimMutator::visit_load(e, op);
-      auto* l = base.as<LoadNode>();
-      return l->buffer.get() == from ? load(to, l->index) : base;
-    }
-    Stmt visit_store(const Stmt& s, const StoreNode* op) override {
-      Stmt base = PrimMutator::visit_store(s, op);
-      auto* st = base.as<StoreNode>();
-      return st->buffer.get() == from ? store(to, st->index, st->value) : base;
-    }
-  };
-
   // Every thread runs block-level code: a store there to a shared buffer would race.
   static void check_no_block_level_store(const Stmt& s, const BufferNode* buf) {
     struct Check : PrimVisitor {
