@@ -166,12 +166,22 @@ class Schedule {
   /// their sum, partial 0 first, which is no longer a reduction (so it can be inlined).
   /// Returns the partial tensor.
   Tensor rfactor(const Tensor& t, int64_t factor);
+  /// The GPU's split-K inside a block: the outermost reduction axis k of `t` (which
+  /// `groups` x `chunk` divides) runs as k = (ko * groups + g) * chunk + ki, and a new stage
+  /// `t.partial` [g, t's axes...] reduces over ko, ki (and the other reduction axes) for
+  /// each g, so that one step of ko reads `groups` x `chunk` neighbouring k, a chunk per
+  /// group. `t` becomes the sum of the groups' partials (no longer a reduction). Returns
+  /// the partial tensor.
+  Tensor split_reduction(const Tensor& t, int64_t groups, int64_t chunk);
   bool has_stage(const Tensor& t) const;
   /// The stage's expression with every inlined stage substituted into it.
   ir::PrimExpr expanded_body(const Stage& s) const;
 
  private:
   void insert_before(const Stage& s, std::vector<std::unique_ptr<Stage>> stages);
+  const ir::ReduceNode* sum_to_factor(const Tensor& t, const char* what);
+  Tensor partial_sums(Stage& s, const IterVar& f, size_t f_pos, const ir::VarMap& k_map,
+                      const std::vector<IterVar>& reduce_axes);
 
   std::vector<Tensor> outputs_;
   std::vector<std::unique_ptr<Stage>> stages_;

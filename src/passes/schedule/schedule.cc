@@ -349,34 +349,27 @@ std::vector<Tensor> Schedule::tree_reduce(const Tensor& t, int64_t factor) {
   return out;
 }
 
-Tensor Schedule::rfactor(const Tensor& t, int64_t factor) {
-  Stage& s = (*this)[t];
+// The partial stage [t's axes with `f` inserted at `f_pos`] of rfactor and split_reduction:
+// `source` (the sum's source with its reduction axes mapped onto `f` and `reduce_axes`)
+// summed over `reduce_axes`; `t` becomes the sum of its `f` partials, partial 0 first.
+Tensor Schedule::partial_sums(Stage& s, const IterVar& f, size_t f_pos, const VarMap& k_map,
+                              const std::vector<IterVar>& reduce_axes) {
+  const Tensor& t = s.tensor();
   auto* red = s.body_.as<ReduceNode>();
-  EMBER_CHECK(red && red->op == ReduceOp::Sum, "rfactor of ", t->name, ", which is not a sum");
-  EMBER_CHECK(s.relations_.empty() && s.attach_ == AttachKind::Root,
-              "rfactor must come before the schedule of ", t->name);
-  EMBER_CHECK(!t->axes.empty(), "rfactor of the scalar ", t->name);
-  const IterVar& k = red->axes.back();
-  EMBER_CHECK(factor >= 1 && k->extent % factor == 0, "rfactor of ", t->name, ": ", factor,
-              " does not divide the ", k->extent, " steps of ", k->var.name());
-  IterVar ko = iter_var(k->var.name() + ".o", k->extent / factor, true);
-  IterVar f = iter_var(t->name + ".f", factor);
-  std::vector<IterVar> axes, reduce_axes(red->axes.begin(), red->axes.end() - 1);
-  reduce_axes.push_back(ko);
-  VarMap map;
+  std::vector<IterVar> axes;
+  VarMap map = k_map;
   for (auto& a : t->axes) {
     axes.push_back(iter_var(a->var.name(), a->extent));
     map.emplace_back(a->var.get(), axes.back()->var);
   }
-  map.emplace_back(k->var.get(), ko->var * PrimExpr(factor) + f->var);
-  axes.insert(axes.end() - 1, f);
+  axes.insert(axes.begin() + f_pos, f);
   Tensor part = make_tensor(t->name + ".partial", t->dtype, axes,
                             sum(substitute(red->source, map), reduce_axes));
   PrimExpr total;
-  for (int64_t i = 0; i < factor; ++i) {
+  for (int64_t i = 0; i < f->extent; ++i) {
     std::vector<PrimExpr> index;
     for (auto& a : t->axes) index.push_back(a->var);
-    index.insert(index.end() - 1, PrimExpr(i));
+    index.insert(index.begin() + f_pos, PrimExpr(i));
     total = i == 0 ? part(index) : total + part(index);
   }
   s.body_ = total;
@@ -387,6 +380,44 @@ Tensor Schedule::rfactor(const Tensor& t, int64_t factor) {
   added.push_back(std::make_unique<Stage>(part, this));
   insert_before(s, std::move(added));
   return part;
+}
+
+const ReduceNode* Schedule::sum_to_factor(const Tensor& t, const char* what) {
+  Stage& s = (*this)[t];
+  auto* red = s.body_.as<ReduceNode>();
+  EMBER_CHECK(red && red->op == ReduceOp::Sum, what, " of ", t->name, ", which is not a sum");
+  EMBER_CHECK(s.relations_.empty() && s.attach_ == AttachKind::Root, what,
+              " must come before the schedule of ", t->name);
+  EMBER_CHECK(!t->axes.empty(), what, " of the scalar ", t->name);
+  return red;
+}
+
+Tensor Schedule::rfactor(const Tensor& t, int64_t factor) {
+  auto* red = sum_to_factor(t, "rfactor");
+  const IterVar& k = red->axes.back();
+  EMBER_CHECK(factor >= 1 && k->extent % factor == 0, "rfactor of ", t->name, ": ", factor,
+              " does not divide the ", k->extent, " steps of ", k->var.name());
+  IterVar ko = iter_var(k->var.name() + ".o", k->extent / factor, true);
+  IterVar f = iter_var(t->name + ".f", factor);
+  std::vector<IterVar> reduce_axes(red->axes.begin(), red->axes.end() - 1);
+  reduce_axes.push_back(ko);
+  VarMap k_map{{k->var.get(), ko->var * PrimExpr(factor) + f->var}};
+  return partial_sums((*this)[t], f, t->axes.size() - 1, k_map, reduce_axes);
+}
+
+Tensor Schedule::split_reduction(const Tensor& t, int64_t groups, int64_t chunk) {
+  auto* red = sum_to_factor(t, "split_reduction");
+  const IterVar& k = red->axes.front();
+  EMBER_CHECK(groups >= 1 && chunk >= 1 && k->extent % (groups * chunk) == 0, "split_reduction of ",
+              t->name, ": ", groups, " groups of ", chunk, " do not divide the ", k->extent,
+              " steps of ", k->var.name());
+  IterVar ko = iter_var(k->var.name() + ".o", k->extent / (groups * chunk), true);
+  IterVar ki = iter_var(k->var.name() + ".i", chunk, true);
+  IterVar f = iter_var(t->name + ".g", groups);
+  std::vector<IterVar> reduce_axes{ko, ki};
+  reduce_axes.insert(reduce_axes.end(), red->axes.begin() + 1, red->axes.end());
+  VarMap k_map{{k->var.get(), (ko->var * PrimExpr(groups) + f->var) * PrimExpr(chunk) + ki->var}};
+  return partial_sums((*this)[t], f, 0, k_map, reduce_axes);
 }
 
 }  // namespace ember::passes

@@ -111,8 +111,10 @@ double element(const runtime::NDArray& t, int64_t i) {
   return 0;
 }
 
-// Runs `fn` built for "llvm" and the serialized "cuda" build on the CPU; same outputs.
-void expect_gpu_schedule_matches_cpu(const Function& fn, const std::string& what) {
+// Runs `fn` built for "llvm" and the serialized "cuda" build on the CPU; same outputs (to
+// `tol` relative to 1 + |value|: sums of a thousand products in another order need 1e-4).
+void expect_gpu_schedule_matches_cpu(const Function& fn, const std::string& what,
+                                     double tol = 1e-5) {
   std::mt19937 rng(7);
   std::vector<runtime::NDArray> inputs;
   for (auto& p : fn->params) inputs.push_back(random_tensor(p->type.tensor(), rng));
@@ -139,7 +141,7 @@ void expect_gpu_schedule_matches_cpu(const Function& fn, const std::string& what
     for (int64_t i = 0; i < x.numel(); ++i) {
       double u = element(x, i), v = element(y, i);
       if (std::isnan(u) && std::isnan(v)) continue;
-      ASSERT_NEAR(u, v, 1e-5 * (1 + std::abs(u))) << what << ": output " << o << " element " << i;
+      ASSERT_NEAR(u, v, tol * (1 + std::abs(u))) << what << ": output " << o << " element " << i;
     }
   }
 }
@@ -190,6 +192,23 @@ std::vector<std::pair<std::string, Function>> template_cases() {
     Expr x = f32("x", {1, 64, 5, 5}), w = f32("w", {24, 64, 3, 3});
     add("conv of few pixels (block per output)", {x, w},
         call("nn.relu", {call("nn.conv2d", {x, w}, Attrs({{"padding", V{1}}}))}));
+  }
+  {
+    // 32 x 1040 outputs: 33 tiles of 32 x 32 (a partial last one), too few blocks for the
+    // GPU, over 1000 products: 4 groups of 64 threads split the sum (split-K in the block),
+    // each staging chunks of 10; the epilogue adds the groups' partials and the bias.
+    Expr x = f32("x", {32, 1000}), w = f32("w", {1040, 1000}), b = f32("b", {1040});
+    add("dense, few tiles (split-K)", {x, w, b},
+        call("nn.bias_add", {call("nn.dense", {x, w}), b}, Attrs({{"axis", int64_t{-1}}})));
+  }
+  {
+    // A batch-1 conv of 16 x 16 pixels, 128 channels: 32 tiles, each group 32 channels.
+    Expr x = f32("x", {1, 128, 16, 16}), w = f32("w", {128, 128, 3, 3});
+    add("conv 3x3, few tiles (split-K)", {x, w},
+        call("nn.relu", {call("nn.conv2d", {x, w}, Attrs({{"padding", V{1}}}))}));
+    // 14 x 14 pixels in tiles of 16 columns: the partials are copied under the edge's guard.
+    Expr x2 = f32("x", {1, 512, 14, 14}), w2 = f32("w", {256, 512, 1, 1});
+    add("conv 1x1, 14 x 14, few tiles (split-K)", {x2, w2}, call("nn.conv2d", {x2, w2}));
   }
   {
     Expr a = f32("a", {2, 33, 40}), b = f32("b", {40, 65});
@@ -308,7 +327,8 @@ std::ptrdiff_t count(const std::string& text, const std::string& what) {
 TEST(NVPTX, SharedMemoryTemplatesComputeWhatTheCpuComputes) {
   for (auto& [name, fn] : template_cases()) {
     SCOPED_TRACE(name);
-    expect_gpu_schedule_matches_cpu(fn, name);
+    bool split = name.find("split-K") != std::string::npos;
+    expect_gpu_schedule_matches_cpu(fn, name, split ? 1e-4 : 1e-5);
     std::string ptx = build(fn, "cuda")->get_source("ptx");
     // The other cases are large enough for a template that shares memory in the block.
     bool simple = name.find("simple schedule") != std::string::npos;
@@ -323,6 +343,9 @@ TEST(NVPTX, SharedMemoryTemplatesComputeWhatTheCpuComputes) {
       EXPECT_NE(loop.find(".tree"), std::string::npos) << loop;
     if (name.find("small tiles") != std::string::npos)
       EXPECT_NE(loop.find("*33)"), std::string::npos) << loop;
+    // Split-K: the groups' partials, and 256 threads (4 groups of 64).
+    EXPECT_EQ(loop.find(".partial.local") != std::string::npos, split) << loop;
+    if (split) EXPECT_NE(loop.find("[0, 256) threadIdx.x"), std::string::npos) << loop;
     // A register tile shares each operand value between FMAs (here 144 FMAs per 60 shared
     // loads), also where its rows leave a partial last tile and its channels a chunk that
     // would not divide: a guard left inside the tile made LLVM load both operands once per

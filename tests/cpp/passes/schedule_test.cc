@@ -299,6 +299,41 @@ TEST(Schedule, DefaultScheduleComputesTheAnchorTileInsideTheEpilogueLoop) {
   EXPECT_EQ(count_stmts(fn.body, StmtKind::IfThenElse), 0) << fn;
 }
 
+// split_reduction (the GPU's split-K in a block): dense over k = 8 as 2 groups of chunks of
+// 2, k = (ko * 2 + g) * 2 + ki; the partial [g, rows, cols] sums each group's chunks, the
+// dense becomes partial[0] + partial[1], and the result is the dense's. Factors that do
+// not divide k are refused.
+TEST(Schedule, SplitReductionSumsInterleavedChunksPerGroup) {
+  DenseRelu g(3);
+  Schedule sch({g.relu});
+  ir::Tensor part = sch.split_reduction(g.dense, 2, 2);
+  EXPECT_EQ(part.shape(), (std::vector<int64_t>{2, 3, 36}));
+  auto* red = sch[part].body().as<ReduceNode>();
+  ASSERT_NE(red, nullptr);
+  ASSERT_EQ(red->axes.size(), 2u);
+  EXPECT_EQ(red->axes[0]->extent, 2);  // ko
+  EXPECT_EQ(red->axes[1]->extent, 2);  // ki
+  EXPECT_EQ(sch[g.dense].body().as<ReduceNode>(), nullptr);
+  sch[g.dense].compute_inline();
+  PrimFunc fn = lower_schedule(sch, "split", {g.x, g.w});
+  std::vector<float> xv(3 * 8), wv(36 * 8), out(3 * 36, -1.0f);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(i % 7) - 3.0f;
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = static_cast<float>(i % 5) - 2.0f;
+  void* args[] = {xv.data(), wv.data(), out.data()};
+  codegen::compile_cpu({fn})->get_function("split")(args);
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 36; ++c) {
+      float want = 0;
+      for (int kk = 0; kk < 8; ++kk) want += xv[r * 8 + kk] * wv[c * 8 + kk];
+      EXPECT_EQ(out[r * 36 + c], std::max(want, 0.0f)) << r << ", " << c;
+    }
+  DenseRelu h;
+  Schedule bad({h.relu});
+  EXPECT_THROW(bad.split_reduction(h.dense, 3, 1), InternalError);
+  EXPECT_THROW(bad.split_reduction(h.dense, 2, 3), InternalError);
+  EXPECT_THROW(bad.split_reduction(h.relu, 2, 2), InternalError);  // not a sum
+}
+
 TEST(Schedule, InlineRejectsReductions) {
   DenseRelu g;
   Schedule sch({g.relu});
