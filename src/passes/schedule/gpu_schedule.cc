@@ -23,6 +23,9 @@
 //    r_d times. The accumulator is allocated at block level but is PerThread: the epilogue
 //    splits the tile as the anchor does, so each thread reads back only its own register
 //    tile, and lower_gpu_phases keeps it in that thread's registers across the phases.
+//    While the grid is small, groups of threads split the reduction inside the block
+//    (split-K, reduction_groups): each group sums every groups-th chunk into its own
+//    register tiles, copies them to shared memory, and the epilogue adds the groups'.
 // 2. Block reduction (softmax, log_softmax, layer norm, sum, mean, global pooling: an
 //    output reading row reductions with at least kMinBlockReduce elements). One block per
 //    row: Schedule::tree_reduce gives each reduction a partial stage (thread f reduces
