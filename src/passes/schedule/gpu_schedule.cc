@@ -271,6 +271,14 @@ IterVar bind_output_tiles(Stage& o, const std::vector<int64_t>& tile,
   return bx;
 }
 
+// Products summed per element of the outermost reduction axis (a conv's 3x3 taps per channel).
+int64_t inner_reduction(const Stage& r) {
+  std::vector<IterVar> raxes = r.reduce_axes();
+  int64_t rest = 1;
+  for (size_t k = 1; k < raxes.size(); ++k) rest *= raxes[k]->extent;
+  return rest;
+}
+
 // Reduction elements of the outermost reduction axis (of `extent`) staged per step: about
 // `target`, a divisor of the extent where one is at least half of it. A chunk that does not
 // divide leaves a guard in the register tile's loop, which keeps LLVM from sharing the
@@ -310,8 +318,7 @@ IterVar accumulate_in_block(Stage& r, Stage& o, const IterVar& bx, const std::ve
     ki = raxes[1];
     raxes.erase(raxes.begin());
   } else {
-    int64_t rest = 1;
-    for (size_t k = 1; k < raxes.size(); ++k) rest *= raxes[k]->extent;
+    int64_t rest = inner_reduction(r);
     int64_t chunk = reduce_chunk(raxes[0]->extent, (kReduceChunk + rest - 1) / rest);
     std::tie(ko, ki) = r.split(raxes[0], chunk);
   }
@@ -349,13 +356,10 @@ IterVar accumulate_in_block(Stage& r, Stage& o, const IterVar& bx, const std::ve
 std::pair<int64_t, int64_t> reduction_groups(const Stage& r, int64_t blocks, int64_t threads,
                                              int64_t staged) {
   if (blocks >= kMinBlocks) return {1, 0};
-  std::vector<IterVar> raxes = r.reduce_axes();
-  int64_t rest = 1;
-  for (size_t k = 1; k < raxes.size(); ++k) rest *= raxes[k]->extent;
+  const int64_t outer = r.reduce_axes()[0]->extent, rest = inner_reduction(r);
   for (int64_t groups = kThreads / threads; groups > 1; groups /= 2) {
-    if (raxes[0]->extent % groups != 0 || raxes[0]->extent * rest / groups < kSplitReduction)
-      continue;
-    int64_t per_group = raxes[0]->extent / groups;
+    if (outer % groups != 0 || outer * rest / groups < kSplitReduction) continue;
+    int64_t per_group = outer / groups;
     int64_t chunk = reduce_chunk(per_group, (staged / groups + rest - 1) / rest);
     if (per_group % chunk == 0) return {groups, chunk};
   }

@@ -350,8 +350,9 @@ std::vector<Tensor> Schedule::tree_reduce(const Tensor& t, int64_t factor) {
 }
 
 // The partial stage [t's axes with `f` inserted at `f_pos`] of rfactor and split_reduction:
-// `source` (the sum's source with its reduction axes mapped onto `f` and `reduce_axes`)
-// summed over `reduce_axes`; `t` becomes the sum of its `f` partials, partial 0 first.
+// the sum's source, its factored reduction axis rewritten by `k_map` in terms of `f` and
+// `reduce_axes`, summed over `reduce_axes`; `t` becomes the sum of its `f` partials,
+// partial 0 first.
 Tensor Schedule::partial_sums(Stage& s, const IterVar& f, size_t f_pos, const VarMap& k_map,
                               const std::vector<IterVar>& reduce_axes) {
   const Tensor& t = s.tensor();
