@@ -6,7 +6,9 @@ share of the single-core FMA peak, at 1 thread.
 
 Builds each model (benchmarks/e2e.py's definitions: ResNet-50 on 1x3x224x224, the BERT-base
 encoder layer on 1x128x768; any e2e.py model name works) with Ember, runs
-GraphModule.profile() at 1 thread (mean time per kernel over --repeat runs) and reads every
+GraphModule.profile() at 1 thread --repeat times (the median per kernel of those runs, as
+every other benchmark here takes medians; a mean let one interrupted run move a 0.24 ms
+kernel by 5%) and reads every
 kernel's ops from the graph after the passes (lib.get_source("graph")). For each kernel whose
 anchor is nn.conv2d, nn.dense, nn.matmul or nn.batch_matmul (or a layout variant such as
 nn.conv2d_blocked or nn.dense_packed, shown with its real, blocked shapes) — and nn.attention,
@@ -256,7 +258,7 @@ def main():
                    help=f"comma list of e2e.py models (default resnet50,bert_s128): "
                         f"{', '.join(e2e.MODELS)}")
     p.add_argument("--repeat", type=int, default=None,
-                   help="profiled runs per model (default 5; 2 with --quick)")
+                   help="profiled runs per model (default 15; 3 with --quick)")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--target", default="llvm", help='Ember target string (default "llvm")')
     p.add_argument("--cpu", type=int, default=None,
@@ -268,12 +270,12 @@ def main():
     unknown = [m for m in names if m not in e2e.MODELS]
     if unknown:
         p.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(e2e.MODELS)}")
-    repeat = args.repeat or (2 if args.quick else 5)
+    repeat = args.repeat or (3 if args.quick else 15)
 
     ember.set_num_threads(1)
     torch.set_num_threads(1)
     print(f"# Ember kernels: {platform.processor() or platform.machine()}, target "
-          f"{args.target!r}, 1 thread, mean of {repeat} profiled runs, load average "
+          f"{args.target!r}, 1 thread, median of {repeat} profiled runs, load average "
           f"{os.getloadavg()[0]:.1f} at start, pinned to CPU {cpu}")
 
     def measure_peak():
@@ -290,17 +292,17 @@ def main():
             return None
 
     def profile_steady(m):
-        """(profile table, peak before, peak after, steady) of model module m."""
+        """(profile tables of `repeat` runs, peak before, peak after, steady) of model module m."""
         for _ in range(3):
             before = measure_peak()
             with contextlib.redirect_stdout(io.StringIO()):  # profile() prints its table too
-                table = m.profile(repeat=repeat)
+                tables = [m.profile(repeat=1) for _ in range(repeat)]
             after = measure_peak()
             steady = before is None or after is None or abs(before - after) <= 0.1 * max(
                 before, after)
             if steady:
                 break
-        return table, before, after, steady
+        return tables, before, after, steady
 
     rows, summaries = [], []
     for name in names:
@@ -313,10 +315,13 @@ def main():
         for i, x in enumerate(inputs):
             m.set_input(i, x.numpy())
         m.run()  # warm-up
-        table, before, after, steady = profile_steady(m)
+        tables, before, after, steady = profile_steady(m)
         peak = max(before, after) if before and after else None
         report = lib.fusion_report()
-        times = parse_profile(table, {k.func for k in report})
+        funcs = {k.func for k in report}
+        runs = [parse_profile(t, funcs) for t in tables]
+        times = {f: float(np.median([r[f] for r in runs if f in r]))
+                 for f in funcs if any(f in r for r in runs)}
         graph = match_kernels(report, parse_graph(lib.get_source("graph")))
         total_ms = sum(times.values())
         model_rows, other_ms, distinct = [], 0.0, {}
