@@ -2,6 +2,7 @@
 
     PYTHONPATH=python python3 benchmarks/catalog.py [--size small|real|both] [--repeat 100]
                                                     [--filter gelu]
+                                                    [--target "llvm -mcpu=znver3"]
 
 For every case of every tests/python/catalog_cases_*.py module (see tests/python/
 test_catalog.py), builds the model with every pass on ("fused") and with FuseOps and the
@@ -46,12 +47,15 @@ def torch_median_ms(model, inputs, repeat):
     return float(np.median(times))
 
 
+TARGET = "llvm"  # --target
+
+
 def build(mod, params, inputs, fused):
     if fused:
-        lib = ember.build(mod, target="llvm", params=params)
+        lib = ember.build(mod, target=TARGET, params=params)
     else:
         with unfused_context():
-            lib = ember.build(mod, target="llvm", params=params)
+            lib = ember.build(mod, target=TARGET, params=params)
     m = ember.GraphModule(lib)
     for i, x in enumerate(inputs):
         m.set_input(i, x.numpy())
@@ -134,7 +138,12 @@ def main():
                         help="only cases whose id contains this (or one of these, comma-separated)")
     parser.add_argument("--threads", type=int, default=0,
                         help="threads for Ember and PyTorch (default: Ember's default)")
+    parser.add_argument("--target", default="llvm",
+                        help='Ember\'s target for both builds, e.g. "llvm -mcpu=znver3" for '
+                        'AVX2 code (no AVX-512 instruction) on an AVX-512 host')
     args = parser.parse_args()
+    global TARGET
+    TARGET = args.target
     if args.threads:
         ember.set_num_threads(args.threads)
         torch.set_num_threads(args.threads)

@@ -168,13 +168,17 @@ TEST(AlterOpLayout, StemReadsPixelsAndItsPoolingStaysBlocked) {
   EXPECT_EQ(got->body->type.tensor().shape, (std::vector<int64_t>{1, 16, 1, 1}));
 }
 
-TEST(MachineModel, ChannelBlocksAreTwoVectorsWhereTheyDivide) {
+TEST(MachineModel, ChannelBlocksAreTwoOrThreeVectorsWhereTheyDivide) {
   MachineModel avx2 = MachineModel::for_vector_bits(256),
                avx512 = MachineModel::for_vector_bits(512);
   EXPECT_EQ(channel_block_for(avx2, 64, DType::Float32), 16);
-  EXPECT_EQ(channel_block_for(avx2, 24, DType::Float32), 8);
+  EXPECT_EQ(channel_block_for(avx2, 48, DType::Float32), 16);  // two vectors before three
   EXPECT_EQ(channel_block_for(avx512, 96, DType::Float32), 32);
-  EXPECT_EQ(channel_block_for(avx512, 144, DType::Float32), 16);
+  // Three vectors where two do not divide: a tile of one vector per pixel spills on AVX2.
+  EXPECT_EQ(channel_block_for(avx2, 24, DType::Float32), 24);
+  EXPECT_EQ(channel_block_for(avx2, 72, DType::Float32), 24);
+  EXPECT_EQ(channel_block_for(avx512, 144, DType::Float32), 48);
+  EXPECT_EQ(channel_block_for(avx2, 40, DType::Float32), 8);
   // Half a vector runs half the FMA peak: 24 on AVX-512 pads to 32 (0.75^2 of the peak
   // still beats 0.5; measured on Zen 5: 8-channel blocks ran a 1x1 conv at 98 GFLOP/s, 16 at
   // 215), and 12 on AVX2 to 16. 8 on AVX-512 (0.5^2 padded) keeps half vectors.
