@@ -841,9 +841,14 @@ Tensor mean_variance_norm(const std::string& name, const Tensor& x, size_t axis,
   });
   return compute(name, out.shape, [&](const std::vector<PrimVar>& i) {
     std::vector<PrimExpr> li(i.begin(), i.begin() + axis), ni(i.begin() + axis, i.end());
-    PrimExpr centred = shifted(li, ni) - total(li) / n;
+    // ((x - shift) - mean) * rstd * g + b as one FMA of x - shift: the scale rstd * g and
+    // the offset b - mean * scale are the row's own where g and b are (instance norm's per
+    // channel), computed once per row (5 vector ops an element before, 2 after: an
+    // instance norm -> softshrink over 64 x 56 x 56 was compute-bound on AVX2).
+    PrimExpr mean = total(li) / n;
     auto [g, b] = affine(i);
-    return centred * rsqrt(sq(li) / n + eps) * g + b;
+    PrimExpr scale = rsqrt(sq(li) / n + eps) * g;
+    return fma(shifted(li, ni), scale, b - mean * scale);
   });
 }
 
