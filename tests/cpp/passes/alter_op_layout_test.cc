@@ -130,6 +130,29 @@ TEST(AlterOpLayout, ChannelsThatPadATenthOrMoreKeepNchw) {
         << bits;
 }
 
+TEST(AlterOpLayout, ConvsWhoseRowsFillNchwVectorsBetterThanPaddedBlocksKeepNchw) {
+  // 16 -> 24 -> 24 channels: on AVX-512, 24 channels pad to 32 (3/4 of the lanes useful,
+  // 9/16 for the second conv) while rows of 16 pixels fill NCHW's vectors: the island keeps
+  // NCHW. On AVX2, 24 channels are one block of three vectors (no padding): blocked. Rows of
+  // 18 pixels fill 18 of 32 lanes in NCHW: blocked on both.
+  auto chain = [](int64_t width) {
+    Expr x = var("x", TensorType{{1, 16, width, width}, DType::Float32});
+    Attrs pad({{"padding", std::vector<int64_t>{1, 1, 1, 1}}, {"groups", int64_t{1}}});
+    Expr y = call("nn.relu", {call("nn.conv2d", {x, conv_weight(24, 16)}, pad, "c1")});
+    return function({x}, call("nn.conv2d", {y, conv_weight(24, 24)}, pad, "c2"));
+  };
+  Function f16 = chain(16), f18 = chain(18);
+  EXPECT_TRUE(structural_equal(alter_op_layout(f16, MachineModel::for_vector_bits(512)), f16));
+  EXPECT_EQ(
+      count_calls(alter_op_layout(f16, MachineModel::for_vector_bits(256)), "nn.conv2d_blocked"),
+      2);
+  for (int bits : {256, 512})
+    EXPECT_EQ(
+        count_calls(alter_op_layout(f18, MachineModel::for_vector_bits(bits)), "nn.conv2d_blocked"),
+        2)
+        << bits;
+}
+
 TEST(AlterOpLayout, LoneConvsKeepNchw) {
   // 54 multiply-adds per element converted (in and out): converting would not pay.
   Expr x = var("x", TensorType{{1, 16, 9, 9}, DType::Float32});
