@@ -197,6 +197,28 @@ TEST(FuseOps, TwoAnchorKernelsKeepNoWholeIntermediateAndAgree) {
   }
 }
 
+// The conv under a pooling accumulates as many channels at once as the FMA latency needs
+// (two ports x 4 cycles: 8), each a vector of its row, not a fixed 4 (half the FMA peak).
+TEST(FuseOps, ConvUnderAPoolingAccumulatesEnoughChannelsForTheFmaLatency) {
+  Expr x = var("x", TensorType{{1, 8, 10, 12}, DType::Float32});
+  Function f = function({x}, max_pool(call("nn.relu", {conv(x, 16, 1, "c")}), 2, 2, 0, "mp"));
+  Function fused = fuse_ops(f);
+  auto g = groups(fused);
+  ASSERT_EQ(g.size(), 1u);
+  // Rows of 12 pixels: one 12-lane vector at 512 bits, vectors of 8 at 256.
+  for (auto [bits, lanes] : {std::pair<int, int64_t>{512, 12}, {256, 8}}) {
+    PrimFunc pf = lower_group(g[0]->fn, "k", LowerOptions{bits});
+    int64_t accumulators = 0;
+    visit_prim(
+        pf.body, [](const PrimExpr&) {},
+        [&](const Stmt& s) {
+          if (auto* a = s.as<AllocateNode>(); a && a->buffer->name == "conv2d.local")
+            accumulators = a->buffer->numel() / lanes;
+        });
+    EXPECT_EQ(accumulators, 8) << bits << "\n" << pf;
+  }
+}
+
 TEST(FuseOps, IntermediateThatIsAlsoAnOutputIsNotFusedAway) {
   Expr x = input();
   Expr a = conv(x, 4, 1, "conv1");
