@@ -42,11 +42,11 @@
 // O^T's columns cost 7% at seq 128), and no hot loop has a lane mask: rows that a tile does
 // not divide get a remainder tile, pad queries (the last block's rows past L) repeat the
 // last query and are not stored, pad keys (the last block's keys past S) repeat the last key
-// and score -inf. At the end out = O / l.
+// and score -inf. At the end out = O * (1 / l), one division per query.
 //
 // A row whose keys seen so far are all masked has m = -inf; exponentials then use 0 as the
 // max (otherwise exp(-inf - -inf) would poison the row with NaN before an unmasked key
-// arrives). A row that stays fully masked ends with 0 / 0 = NaN, as softmax gives.
+// arrives). A row that stays fully masked ends with 0 * (1 / 0) = NaN, as softmax gives.
 #include <algorithm>
 #include <cmath>
 #include <functional>
