@@ -223,16 +223,21 @@ constexpr double kLoneConvMacsPerElement = 128;
 // NCHW must be estimated this much faster than blocked for an island to keep it.
 constexpr double kPlainMargin = 1.1;
 
+// A conv's multiply-adds: each output element's window over its input channels.
+double conv_macs(const CallNode* c) {
+  double macs = 1;
+  for (int64_t d : c->type.tensor().shape) macs *= static_cast<double>(d);
+  const auto& w = c->args[1]->type.tensor().shape;
+  for (size_t i = 1; i < w.size(); ++i) macs *= static_cast<double>(w[i]);
+  return macs;
+}
+
 // A conv's multiply-adds per element of its input and output.
 double macs_per_converted_element(const CallNode* c) {
-  const auto& x = c->args[0]->type.tensor().shape;
-  const auto& w = c->args[1]->type.tensor().shape;
-  const auto& y = c->type.tensor().shape;
-  double in = 1, out = 1, window = 1;
-  for (int64_t d : x) in *= static_cast<double>(d);
-  for (int64_t d : y) out *= static_cast<double>(d);
-  for (size_t i = 1; i < w.size(); ++i) window *= static_cast<double>(w[i]);
-  return out * window / (in + out);
+  double in = 1, out = 1;
+  for (int64_t d : c->args[0]->type.tensor().shape) in *= static_cast<double>(d);
+  for (int64_t d : c->type.tensor().shape) out *= static_cast<double>(d);
+  return conv_macs(c) / (in + out);
 }
 
 // Estimated share of the FMA peak of a conv's register tiles in NCHW (output channels x
@@ -256,14 +261,6 @@ double blocked_efficiency(const CallNode* c, const MachineModel& m) {
   double tile = std::max(choose_register_tile(m, w, co, y.dtype).efficiency,
                          choose_register_tile(m, h * w, co, y.dtype).efficiency);
   return tile * useful(channels, co) * useful(channels_in, ci);
-}
-
-double conv_macs(const CallNode* c) {
-  double macs = 1;
-  for (int64_t d : c->type.tensor().shape) macs *= static_cast<double>(d);
-  const auto& w = c->args[1]->type.tensor().shape;
-  for (size_t i = 1; i < w.size(); ++i) macs *= static_cast<double>(w[i]);
-  return macs;
 }
 
 // Whether the convs of an island (convs that would share the blocked layout) run faster in

@@ -55,8 +55,9 @@ inline constexpr double kMinUsefulLanes = 0.9;
 /// The channel block of a blocked (NCHW[c]c) tensor of `channels`, the one place that
 /// decides where padding pays: two vectors where they divide the channels (a conv's
 /// register tile then holds two output-channel vectors per pixel, sharing each broadcast
-/// input twice), else three where they divide them (24 on AVX2), else one vector. Otherwise the channels are padded up to a multiple of one
-/// vector (two where that pads no more) where the pad lanes are under a tenth
+/// input twice), else three where they divide them (24 on AVX2), else one vector. Otherwise
+/// the channels are padded up to a multiple of one vector (two where that pads no more)
+/// where the pad lanes are under a tenth
 /// (kMinUsefulLanes: 38 -> 40 and 100 -> 104 on AVX2): a conv between two padded tensors
 /// runs 1 / useful^2 its multiply-adds, 1.47x for 33 -> 40. Where half a vector divides the
 /// channels, padded whole vectors where they keep useful^2 over a half (half vectors run half
