@@ -171,14 +171,16 @@ def test_tile_shapes_match_torch(lq, s, d, causal):
 
 @pytest.mark.parametrize("bits", [256, 512])
 @pytest.mark.parametrize("lq,s,e,ev", [
-    (13, 7, 5, 3),      # values no vector width divides: one lane at a time
+    (13, 7, 5, 3),      # values no vector width divides: one vector of 3 lanes
+    (17, 70, 5, 7),     # ... of 7
     (70, 130, 16, 20),  # 20 = 5 vectors of 4 lanes (half an AVX2 vector)
     (9, 9, 8, 1),       # one output feature
     (64, 64, 64, 40),   # 5 vectors of 8: tiles of one vector on AVX2
 ])
 def test_value_widths_match_torch(bits, lq, s, e, ev):
     # The output rows O = P V are tiled along the value's features, in vectors of the widest
-    # power of two lanes that divides them.
+    # power of two lanes that divides them, or one vector of all of them where only narrower
+    # ones do and they fit a register (3 or 7 features: lane by lane, 7 FMAs took one's place).
     g = torch.Generator().manual_seed(ev)
     q, k = torch.randn(2, 3, lq, e, generator=g), torch.randn(2, 3, s, e, generator=g)
     v, m = torch.randn(2, 3, s, ev, generator=g), torch.randn(1, 3, lq, s, generator=g)
@@ -189,6 +191,8 @@ def test_value_widths_match_torch(bits, lq, s, e, ev):
     got = run_lib(lib, (q, k, v, m))[0]
     want = F.scaled_dot_product_attention(q, k, v, attn_mask=m).numpy()
     np.testing.assert_allclose(got, want, **TOL)
+    if ev in (3, 7):
+        assert f"in [0, {ev}) vectorized" in lib.get_source("loop")
 
 
 def padding_mask(b, lq, s, kind, seed):
