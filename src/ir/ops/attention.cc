@@ -312,7 +312,8 @@ struct Operands {
 };
 
 // The vector axis of a register-tiled product: `extent` values in vectors of `lanes` (the
-// widest power of two up to the full width that divides it), VB vectors per tile,
+// widest power of two up to the full width that divides it, or all of a short extent that
+// only narrower ones divide), VB vectors per tile,
 // and tiles of at most R rows: the accumulators, VB vectors and one broadcast row value fit
 // in the vector registers.
 struct Panel {
