@@ -171,11 +171,12 @@ std::vector<std::pair<std::string, Function>> template_cases() {
   auto add = [&](const std::string& name, std::vector<Expr> p, Expr body) {
     cases.emplace_back(name, function(std::move(p), std::move(body)));
   };
+  auto dense_bias = [](const Expr& x, const Expr& w, const Expr& b) {
+    return call("nn.bias_add", {call("nn.dense", {x, w}), b}, Attrs({{"axis", int64_t{-1}}}));
+  };
   {
     Expr x = f32("x", {70, 100}), w = f32("w", {50, 100}), b = f32("b", {50});
-    add("dense + bias + relu", {x, w, b},
-        call("nn.relu",
-             {call("nn.bias_add", {call("nn.dense", {x, w}), b}, Attrs({{"axis", int64_t{-1}}}))}));
+    add("dense + bias + relu", {x, w, b}, call("nn.relu", {dense_bias(x, w, b)}));
   }
   {
     // 26000 outputs: tiles shrink to 32 x 32 for more blocks; 130 and 200 leave tails.
@@ -185,8 +186,7 @@ std::vector<std::pair<std::string, Function>> template_cases() {
   {
     // Too few outputs for tiles over a long sum: a block per output (tree reduce).
     Expr x = f32("x", {1, 600}), w = f32("w", {37, 600}), b = f32("b", {37});
-    add("batch-1 dense (block per output)", {x, w, b},
-        call("nn.bias_add", {call("nn.dense", {x, w}), b}, Attrs({{"axis", int64_t{-1}}})));
+    add("batch-1 dense (block per output)", {x, w, b}, dense_bias(x, w, b));
   }
   {
     Expr x = f32("x", {1, 64, 5, 5}), w = f32("w", {24, 64, 3, 3});
@@ -198,8 +198,7 @@ std::vector<std::pair<std::string, Function>> template_cases() {
     // GPU, over 1000 products: 4 groups of 64 threads split the sum (split-K in the block),
     // each staging chunks of 10; the epilogue adds the groups' partials and the bias.
     Expr x = f32("x", {32, 1000}), w = f32("w", {1040, 1000}), b = f32("b", {1040});
-    add("dense, few tiles (split-K)", {x, w, b},
-        call("nn.bias_add", {call("nn.dense", {x, w}), b}, Attrs({{"axis", int64_t{-1}}})));
+    add("dense, few tiles (split-K)", {x, w, b}, dense_bias(x, w, b));
   }
   {
     // A batch-1 conv of 16 x 16 pixels, 128 channels: 32 tiles, each group 32 channels.
