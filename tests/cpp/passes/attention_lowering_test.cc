@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <random>
+#include <set>
 
 #include "ember/codegen/codegen.h"
 #include "ember/ir/op.h"
@@ -215,6 +216,39 @@ TEST(AttentionLowering, NoBufferHoldsTheScoreMatrix) {
   auto want = reference(p, d);
   expect_close(run(f, g, d), want, 1e-5, 1e-4, "online-softmax kernel");
   expect_close(run(lower_compute_rule(g), g, d), want, 1e-5, 1e-4, "compute rule");
+}
+
+TEST(AttentionLowering, LastKeyBlockStoresTheOutputWhileTheNextOperandsArePrefetched) {
+  // Three key blocks: the last block's P V tiles are the output (times 1 / l), with no pass
+  // over a row buffer after it; while one product runs, the rows the next one reads (V of
+  // the keys being scored, K of the next block, Q of the next task) are prefetched.
+  Problem p{{3}, 128, 192, 64, 64};
+  Function g = attention_group(p);
+  PrimFunc f = lower_group(g, "attention_kernel", LowerOptions{});
+  std::set<std::string> prefetched;
+  int output_stores = 0, from_tile = 0;
+  visit_prim(
+      f.body,
+      [&](const PrimExpr& e) {
+        auto* c = e.as<PrimCallNode>();
+        if (c && c->op == Intrinsic::Prefetch)
+          prefetched.insert(c->args[0].as<LoadNode>()->buffer->name);
+      },
+      [&](const Stmt& s) {
+        auto* st = s.as<StoreNode>();
+        if (!st || st->buffer->name != f.params.back()->name) return;
+        ++output_stores;
+        bool tile = false;
+        visit_prim(st->value, [&](const PrimExpr& e) {
+          if (auto* l = e.as<LoadNode>()) tile |= l->buffer->name == "register_tile";
+        });
+        from_tile += tile;
+      });
+  EXPECT_EQ(prefetched, (std::set<std::string>{"p0", "p1", "p2"})) << f;
+  EXPECT_GT(output_stores, 0);
+  EXPECT_EQ(from_tile, output_stores) << "the output is stored from the register tiles\n" << f;
+  Data d = random_data(g, 7);
+  expect_close(run(f, g, d), reference(p, d), 1e-5, 1e-4, "three key blocks");
 }
 
 TEST(AttentionLowering, MasksCausalAndTailsMatchTheReference) {
