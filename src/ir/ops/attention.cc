@@ -452,8 +452,9 @@ class CpuKernel {
   }
 
   // A register-tiled product over panel `p`'s vector groups and the row tiles of `rows`
-  // (tiles of p.R, then the remainder): the tile is zeroed, `step(start, e)` accumulated
-  // over `extent`, then `epilogue(start)` writes it out.
+  // (tiles of p.R, then the remainder): `ahead(start, n)` first (the prefetches issued
+  // beside a tile of n rows), then the tile is zeroed, `step(start, e)` accumulated over
+  // `extent`, and `epilogue(start)` writes it out.
   Stmt tiled_product(const Panel& p, const std::string& name, int64_t rows, PrimExpr extent,
                      const std::function<TileBody(PrimExpr, PrimExpr)>& step,
                      const std::function<TileBody(PrimExpr)>& epilogue,
@@ -610,11 +611,11 @@ class CpuKernel {
     auto block = [&](PrimExpr col0, bool last) {
       Stmt start =
           vector_loop("i", k.BL, k.lanes, [&](PrimExpr i) { return store(m_blk, i, load(m, i)); });
-      Stmt inverse = vector_loop("i", k.BL, k.lanes, [&](PrimExpr i) {
-        return store(l, i, make_const(o.t, 1.0) / load(l, i));
-      });
       std::vector<Stmt> parts{start, scores(col0), softmax_factors(), exponentials()};
-      if (last) parts.push_back(inverse);
+      if (last)
+        parts.push_back(vector_loop("i", k.BL, k.lanes, [&](PrimExpr i) {
+          return store(l, i, make_const(o.t, 1.0) / load(l, i));
+        }));
       parts.push_back(weighted_values(col0, last));
       return seq(parts);
     };
