@@ -143,12 +143,19 @@ def test_two_output_kernel_exports_and_reloads(tmp_path):
         np.testing.assert_array_equal(np.asarray(m.get_output(1)), want.indices.numpy())
 
 
-@pytest.mark.parametrize("inner", [8, 12, 6, 3, 16])
+@pytest.mark.parametrize("inner", [8, 12, 6, 3, 5, 16, 24])
 def test_softmax_topk_along_a_middle_axis(inner):
     """A middle axis: rows that are neighbours in memory take their max and sum together as
-    vectors (blocks of 8, 4, 2 or 1 inner positions); a -inf logit and a large one inside."""
+    vectors (all inner positions where they fit one vector, else blocks of 8, 4 or 2); a -inf
+    logit and large ones inside."""
     x, y = distinct(3, 40, inner, scale=0.05), distinct(2, 33, inner, scale=0.05)
-    x[1, 5, :] = 95.0 + np.arange(inner)  # past float32 exp overflow without the max
+    # Past float32 exp overflow without the row's max (the kernel takes it in partial maxima
+    # over j mod 4, then a tail): the max at j = 5, 7 (mod 4: 1, 3) and the tail j = 32. The
+    # log_softmax case (y) takes the largest: its smallest values never round to equal.
+    x[1, 5, :] = 95.0 + np.arange(inner)
+    y[0, 10, :] = 200.0 - np.arange(inner)
+    y[0, 32, :] = 210.0 + np.arange(inner)
+    y[1, 7, :] = 200.0 + np.arange(inner)
     y[0, 7, 1] = -np.inf
     class Model(torch.nn.Module):
         def forward(self, x, y):

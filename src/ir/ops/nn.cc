@@ -704,7 +704,8 @@ Type softmax_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext&
 }
 
 // Numerically stable like torch: max over the axis, exp(x - max), sum, divide. The
-// reduced stages keep the axis with size 1.
+// reduced stages keep the axis with size 1. x - max is never positive, so its exp takes the
+// short form (exp_nonpositive: terms under 2^-126 of the row's largest flush to 0).
 Tensor softmax_compute(const std::vector<Tensor>& in, const Attrs& attrs, const TensorType& out) {
   const Tensor& x = in[0];
   size_t axis = static_cast<size_t>(attr_int(attrs, "axis"));
@@ -720,7 +721,7 @@ Tensor softmax_compute(const std::vector<Tensor>& in, const Attrs& attrs, const 
     return max_reduce(x(at_axis(i, k1->var)), {k1});
   });
   Tensor e = compute("softmax_exp", out.shape, [&](const std::vector<PrimVar>& i) {
-    return exp(x(as_exprs(i)) - mx(at_axis(i, idx(0))));
+    return exp_nonpositive(x(as_exprs(i)) - mx(at_axis(i, idx(0))));
   });
   IterVar k2 = reduce_axis(out.shape[axis], "k");
   Tensor total = compute("softmax_sum", reduced, [&](const std::vector<PrimVar>& i) {
@@ -748,7 +749,7 @@ Tensor log_softmax_compute(const std::vector<Tensor>& in, const Attrs& attrs,
   });
   IterVar k2 = reduce_axis(out.shape[axis], "k");
   Tensor total = compute("log_softmax_sum", reduced, [&](const std::vector<PrimVar>& i) {
-    return sum(exp(x(at_axis(i, k2->var)) - mx(at_axis(i, idx(0)))), {k2});
+    return sum(exp_nonpositive(x(at_axis(i, k2->var)) - mx(at_axis(i, idx(0)))), {k2});
   });
   // torch's order: (x - max) - log(sum(exp(x - max))).
   return compute("log_softmax", out.shape, [&](const std::vector<PrimVar>& i) {

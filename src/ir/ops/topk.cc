@@ -97,28 +97,15 @@ Stmt loop(const std::string& name, PrimExpr begin, PrimExpr end, ForKind kind,
   return for_loop(v, begin, end - begin, kind, body(v));
 }
 
-// red[0] = op(init, value(0), ..., value(n - 1)). With lanes > 1 the row is read as vectors
-// (lanes partial results, folded at the end), then a serial tail.
-Stmt row_reduce(const Buffer& red, int64_t lanes, int64_t n, PrimExpr init,
+// red[0] = op(init, value(0), ..., value(n - 1)) as a scalar loop: the softmax kernel's form,
+// which the CPU code generator vectorizes with several accumulators (is_rolled_scalar_sum),
+// summing in the softmax kernel's order, so a fused topk matches the unfused build.
+Stmt row_reduce(const Buffer& red, int64_t n, PrimExpr init,
                 const std::function<PrimExpr(PrimExpr, PrimExpr)>& op,
                 const std::function<PrimExpr(PrimExpr)>& value) {
-  int64_t body_end = lanes > 1 ? n / lanes * lanes : 0;
-  ForKind vec = lanes > 1 ? ForKind::Vectorized : ForKind::Serial;
-  std::vector<Stmt> s;
-  s.push_back(loop("w", 0, lanes, vec, [&](PrimExpr w) { return store(red, w, init); }));
-  if (body_end > 0)
-    s.push_back(loop("j.o", 0, body_end / lanes, ForKind::Serial, [&](PrimExpr jo) {
-      return loop("w", 0, lanes, vec, [&](PrimExpr w) {
-        return store(red, w, op(load(red, w), value(jo * lanes + w)));
-      });
-    }));
-  if (body_end < n)
-    s.push_back(loop("j", body_end, n, ForKind::Serial,
-                     [&](PrimExpr j) { return store(red, 0, op(load(red, 0), value(j))); }));
-  if (lanes > 1)
-    s.push_back(loop("w", 1, lanes, ForKind::Serial,
-                     [&](PrimExpr w) { return store(red, 0, op(load(red, 0), load(red, w))); }));
-  return seq(s);
+  return seq({store(red, 0, init), loop("j", 0, n, ForKind::Serial, [&](PrimExpr j) {
+                return store(red, 0, op(load(red, 0), value(j)));
+              })});
 }
 
 // The kernel of one topk call, built in phases (the essay above): the row's selection
@@ -149,7 +136,7 @@ struct TopkKernel {
   PrimFunc f;
   Buffer in, values, indices, best_v, best_i, pos;
   PrimVar row{"row"}, in0{"in0"}, out0{"out0"};
-  PrimVar mx, total;  // a folded softmax's row statistics, of the data's type
+  PrimVar mx, total;  // a folded softmax's row max and sum (log_softmax: the sum's log)
   std::vector<Buffer> scratch;
 };
 
@@ -225,8 +212,8 @@ Stmt TopkKernel::select_best() {
 
 // A winner as written out: a probability when the softmax was folded in.
 PrimExpr TopkKernel::result(const PrimExpr& v) const {
-  if (softmax) return exp(v - mx) / total;
-  if (log_softmax) return v - mx - log(total);
+  if (softmax) return exp_nonpositive(v - mx) / total;
+  if (log_softmax) return v - mx - total;
   return v;
 }
 
@@ -248,10 +235,13 @@ Stmt TopkKernel::row_offsets(Stmt s) {
 
 // Rows along a middle axis (inner > 1) that are neighbours in memory: `block` of them take
 // their statistics together, as vectors over the inner positions (the softmax kernel's
-// form), so exp runs as vectors; a row alone would run it one lane at a time, strided.
+// form), so exp runs as vectors; a row alone would run it one lane at a time, strided. All
+// inner positions are one block where they fit a vector (3, 6 or 12 lanes beat 1, 2 or 4).
 int64_t TopkKernel::statistics_block() const {
   if (!(softmax || log_softmax) || gpu || inner <= 1) return 1;
-  for (int64_t b = std::max(1, vector_bits / (8 * dtype_bytes(t))); b > 1; b /= 2)
+  const int64_t lanes = std::max(1, vector_bits / (8 * dtype_bytes(t)));
+  if (inner <= lanes) return inner;
+  for (int64_t b = lanes; b > 1; b /= 2)
     if (inner % b == 0) return b;
   return 1;
 }
@@ -259,24 +249,48 @@ int64_t TopkKernel::statistics_block() const {
 // The parallel loop over blocks of `block` neighbouring rows: their max and sum of exp as
 // vectors, then each row's selection (`body`, in scope of its statistics).
 Stmt TopkKernel::blocked_rows(Stmt body, int64_t block) {
-  Buffer bmax = make_buffer("block_max", t, {block}, BufferScope::Local);
+  // The max in `parts` interleaved partial maxima (folded at the end): one chain of n
+  // dependent max operations would be the kernel's critical path on short rows.
+  const int64_t parts = n >= 8 ? 4 : 1;
+  Buffer bmax = make_buffer("block_max", t, {parts * block}, BufferScope::Local);
   Buffer bsum = make_buffer("block_sum", t, {block}, BufferScope::Local);
   PrimVar rb("row_block"), b0("b0");
   auto at = [&](PrimExpr j, PrimExpr w) { return load(in, PrimExpr(b0) + j * inner + w); };
   auto lanes_loop = [&](auto fn) { return loop("w", 0, block, ForKind::Vectorized, fn); };
-  auto over_row = [&](auto fn) {
-    return loop("j", 0, n, ForKind::Serial,
+  auto over = [&](PrimExpr begin, PrimExpr end, auto fn) {
+    return loop("j", begin, end, ForKind::Serial,
                 [&](PrimExpr j) { return lanes_loop([&](PrimExpr w) { return fn(j, w); }); });
   };
+  auto take_max = [&](PrimExpr part, PrimExpr value, PrimExpr w) {
+    PrimExpr i = part * block + w;
+    return store(bmax, i, max(load(bmax, i), value));
+  };
+  const int64_t body_end = n / parts * parts;
+  Stmt max_stats = seq(
+      {loop("p", 0, parts, ForKind::Unrolled,
+            [&](PrimExpr p) {
+              return lanes_loop(
+                  [&](PrimExpr w) { return store(bmax, p * block + w, make_const(t, -INFINITY)); });
+            }),
+       loop("j.o", 0, body_end / parts, ForKind::Serial,
+            [&](PrimExpr jo) {
+              return loop("p", 0, parts, ForKind::Unrolled, [&](PrimExpr p) {
+                return lanes_loop(
+                    [&](PrimExpr w) { return take_max(p, at(jo * parts + p, w), w); });
+              });
+            }),
+       over(body_end, n, [&](PrimExpr j, PrimExpr w) { return take_max(0, at(j, w), w); }),
+       loop("p", 1, parts, ForKind::Unrolled, [&](PrimExpr p) {
+         return lanes_loop([&](PrimExpr w) { return take_max(0, load(bmax, p * block + w), w); });
+       })});
   Stmt stats =
-      seq({lanes_loop([&](PrimExpr w) { return store(bmax, w, make_const(t, -INFINITY)); }),
-           over_row([&](PrimExpr j, PrimExpr w) {
-             return store(bmax, w, max(load(bmax, w), at(j, w)));
-           }),
-           lanes_loop([&](PrimExpr w) { return store(bsum, w, make_const(t, 0.0)); }),
-           over_row([&](PrimExpr j, PrimExpr w) {
-             return store(bsum, w, load(bsum, w) + exp(at(j, w) - load(bmax, w)));
+      seq({max_stats, lanes_loop([&](PrimExpr w) { return store(bsum, w, make_const(t, 0.0)); }),
+           over(0, n, [&](PrimExpr j, PrimExpr w) {
+             return store(bsum, w, load(bsum, w) + exp_nonpositive(at(j, w) - load(bmax, w)));
            })});
+  if (log_softmax)  // one vector log for the block, not a scalar log per winner
+    stats =
+        seq({stats, lanes_loop([&](PrimExpr w) { return store(bsum, w, log(load(bsum, w))); })});
   for (const Buffer& b : scratch) body = allocate(b, body);
   Stmt rows_of_block = loop("w", 0, block, ForKind::Serial, [&](PrimExpr w) {
     return let_stmt(row, PrimExpr(rb) * block + w,
@@ -287,21 +301,19 @@ Stmt TopkKernel::blocked_rows(Stmt body, int64_t block) {
   return for_loop(rb, 0, rows / block, ForKind::Parallel, allocate(bmax, allocate(bsum, blk)));
 }
 
-// A row's max and sum of exp before its selection (contiguous rows reduced as vectors on
-// the CPU).
+// A row's max and sum of exp before its selection (log_softmax: the sum's log, once a row).
 Stmt TopkKernel::with_row_statistics(Stmt body) {
-  int64_t lanes = gpu || inner != 1 ? 1 : std::max(1, vector_bits / (8 * dtype_bytes(t)));
-  lanes = std::min(lanes, n);
-  Buffer red = make_buffer("row_reduce", t, {lanes}, BufferScope::Local);
+  Buffer red = make_buffer("row_reduce", t, {1}, BufferScope::Local);
   scratch.push_back(red);
   auto maximum = [](PrimExpr a, PrimExpr b) { return max(a, b); };
   auto plus = [](PrimExpr a, PrimExpr b) { return a + b; };
-  Stmt take_max = row_reduce(red, lanes, n, make_const(t, -INFINITY), maximum,
-                             [&](PrimExpr j) { return elem(j); });
-  Stmt take_sum = row_reduce(red, lanes, n, make_const(t, 0.0), plus,
-                             [&](PrimExpr j) { return exp(elem(j) - mx); });
-  return seq(
-      {take_max, let_stmt(mx, load(red, 0), seq({take_sum, let_stmt(total, load(red, 0), body)}))});
+  Stmt take_max =
+      row_reduce(red, n, make_const(t, -INFINITY), maximum, [&](PrimExpr j) { return elem(j); });
+  Stmt take_sum = row_reduce(red, n, make_const(t, 0.0), plus,
+                             [&](PrimExpr j) { return exp_nonpositive(elem(j) - mx); });
+  PrimExpr sum = load(red, 0);
+  body = let_stmt(total, log_softmax ? log(sum) : sum, body);
+  return seq({take_max, let_stmt(mx, load(red, 0), seq({take_sum, body}))});
 }
 
 // One row per parallel iteration on the CPU, one per thread on a GPU.

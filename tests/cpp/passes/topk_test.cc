@@ -16,6 +16,7 @@
 #include "../ptxas.h"
 #include "ember/codegen/build.h"
 #include "ember/codegen/codegen.h"
+#include "ember/ir/chains.h"
 #include "ember/ir/op.h"
 #include "ember/passes/recognize_patterns.h"
 #include "ember/passes/schedule.h"
@@ -256,6 +257,10 @@ std::vector<Case> kernel_cases() {
       {{5, 64}, 3, -1, false, DType::Float64, "softmax"},
       {{5, 70}, 5, -1, true, DType::Float32, "log_softmax"},
       {{2, 400}, 260, -1, true, DType::Float32, "softmax"},  // normalised in the output row
+      // Middle axes: all inner positions one block; n not a multiple of the 4 partial maxima,
+      // and n under 8 (one).
+      {{2, 41, 3}, 3, 1, false, DType::Float32, "log_softmax"},
+      {{3, 7, 5}, 2, 1, true, DType::Float32, "softmax"},
   };
   return cases;
 }
@@ -321,6 +326,28 @@ TEST(TopkKernel, SoftmaxFormHandlesLargeLogits) {
   reference(c, x, &wv, &wi);
   run_kernel(lower_group(topk_group(c), "topk", LowerOptions{}), c, x, &gv, &gi);
   expect_matches(gv, gi, wv, wi, "large logits");
+}
+
+TEST(TopkKernel, MiddleAxisStatisticsAreOneVectorAndTheLogIsTakenOnce) {
+  // Rows along a middle axis with 3 inner positions: their max and sum of exp run as 3-lane
+  // vectors (not one strided lane at a time), and a folded log_softmax takes log(sum) once
+  // per block, so a winner's value is x - max - that log: no log chain in the output stores.
+  Case c{{2, 40, 3}, 3, 1, false, DType::Float32, "log_softmax"};
+  PrimFunc f = lower_group(topk_group(c), "topk", LowerOptions{});
+  int three_lane_loops = 0;
+  int64_t longest_output_chain = 0;
+  visit_prim(
+      f.body, [](const PrimExpr&) {},
+      [&](const Stmt& s) {
+        auto* loop = s.as<ForNode>();
+        int64_t extent = 0;
+        if (loop && loop->for_kind == ForKind::Vectorized && as_int(loop->extent, &extent))
+          three_lane_loops += extent == 3;
+        if (auto* st = s.as<StoreNode>(); st && st->buffer.get() == f.params[1].get())
+          longest_output_chain = std::max(longest_output_chain, chain_length(st->value));
+      });
+  EXPECT_GE(three_lane_loops, 4) << f;  // max and sum: initialised and taken
+  EXPECT_LT(longest_output_chain, kLongChain) << f;
 }
 
 TEST(TopkKernel, GpuKernelAssemblesWithPtxas) {
