@@ -163,12 +163,7 @@ void LLVMCodeGen::add_function(const PrimFunc& f) {
   verify(f);
   func_name_ = f.name;
   nan_free_ = nan_free_buffers(f.body);
-  accumulates_ = false;
-  visit_prim(
-      f.body, [](const PrimExpr&) {},
-      [&](const Stmt& s) {
-        if (auto* st = s.as<StoreNode>()) accumulates_ |= accumulation_of(st) != Accumulation::None;
-      });
+  accumulated_ = false;
   llvm::Type* ptr = b_.getPtrTy();
   llvm::Function* kernel =
       make_function(f.name, llvm::FunctionType::get(b_.getVoidTy(), {ptr}, false), true);
@@ -766,7 +761,7 @@ void LLVMCodeGen::emit_for(const ForNode* op) {
       if (auto t = transposed_loads(op);
           !t.loads.empty() && transposed_.empty() && !lanes_collide(t.vector_loop))
         return emit_transposed_loop(op, t);
-      if (accumulates_ && is_long_chain_loop(op)) return emit_rolled_call(op);
+      if (accumulated_ && is_long_chain_loop(op)) return emit_rolled_call(op);
       llvm::Type* t = value_type(op->var.dtype());
       Value* begin = int_cast(emit(op->min), t);
       Value* end = b_.CreateAdd(begin, int_cast(emit(op->extent), t));
@@ -1114,6 +1109,7 @@ Value* LLVMCodeGen::emit_accumulation(const StoreNode* op) {
 }
 
 void LLVMCodeGen::emit_store(const StoreNode* op) {
+  accumulated_ |= accumulation_of(op) != Accumulation::None;
   DType t = op->buffer->dtype;
   llvm::Align align(dtype_bytes(t));
   Value* value = emit_accumulation(op);

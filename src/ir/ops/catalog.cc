@@ -104,13 +104,21 @@ Tensor log_sum_exp_compute(const std::vector<Tensor>& in, const Attrs& attrs,
     PrimExpr inf = make_const(x.dtype(), std::numeric_limits<double>::infinity());
     return select(abs(m) == inf, make_const(x.dtype(), 0.0), m);
   };
+  // x - m is never positive unless m is +inf (then shifted by 0): the short exp
+  // (exp_nonpositive) takes it, clamped to 0 there (NaN kept), and a +inf max gives +inf
+  // (NaN with a NaN in the row) whatever the sum of the clamped terms.
   auto r2 = reduce_axes_of(x, axes);
   Tensor total = compute("log_sum_exp_sum", out.shape, [&](const std::vector<PrimVar>& i) {
-    PrimExpr v = exp(x(input_index(x, axes, keepdims, r2, i)) - shift(i));
-    return r2.empty() ? v : sum(v, r2);
+    PrimExpr v = x(input_index(x, axes, keepdims, r2, i)) - shift(i);
+    const PrimExpr zero = make_const(v.dtype(), 0.0);
+    PrimExpr e = exp_nonpositive(select(v > zero, zero, v));
+    return r2.empty() ? e : sum(e, r2);
   });
-  return compute("log_sum_exp", out.shape,
-                 [&](const std::vector<PrimVar>& i) { return log(total(as_exprs(i))) + shift(i); });
+  return compute("log_sum_exp", out.shape, [&](const std::vector<PrimVar>& i) {
+    PrimExpr t = total(as_exprs(i));
+    const PrimExpr inf = make_const(t.dtype(), std::numeric_limits<double>::infinity());
+    return select(mx(as_exprs(i)) == inf, t + inf, log(t) + shift(i));
+  });
 }
 
 PrimExpr square(const PrimExpr& v) { return v * v; }

@@ -115,5 +115,32 @@ TEST(RolledEpilogues, LeavesShortEpiloguesRolledLoopsAndRepeatedTiles) {
   EXPECT_EQ(ll.find(".rolled"), std::string::npos);
 }
 
+TEST(RolledEpilogues, AReductionsProducerBeforeItsAccumulationStaysInline) {
+  // out[0] = sum of exp(x) over a 3 x 8 producer loop that runs before the sum: nothing it
+  // could spill is live yet, and a call per row measured slower (sigmoid -> sum -> log).
+  Buffer x = make_buffer("x", DType::Float32, {kRows * kLanes});
+  Buffer out = make_buffer("out", DType::Float32, {kRows * kLanes});
+  Buffer e = make_buffer("e", DType::Float32, {kRows * kLanes}, BufferScope::Local);
+  PrimVar r("r"), c("c"), k("k");
+  Stmt produce = for_loop(r, 0, kRows, ForKind::Serial,
+                          for_loop(c, 0, kLanes, ForKind::Vectorized,
+                                   store(e, r * kLanes + c, exp(load(x, r * kLanes + c)))));
+  Stmt total = seq({store(out, 0, make_const(DType::Float32, 0)),
+                    for_loop(k, 0, kRows * kLanes, ForKind::Serial,
+                             store(out, 0, load(out, 0) + load(e, k)))});
+  PrimFunc f;
+  f.name = "tile";
+  f.params = {x, out};
+  f.num_inputs = 1;
+  f.body = allocate(e, seq({produce, total}));
+  ASSERT_TRUE(is_long_chain_loop(produce.as<ForNode>()));
+  std::string ll;
+  std::vector<float> got = run(f, &ll);
+  EXPECT_EQ(ll.find(".rolled"), std::string::npos);
+  double want = 0;
+  for (int64_t i = 0; i < kRows * kLanes; ++i) want += std::exp(0.1 * static_cast<double>(i) - 1);
+  EXPECT_NEAR(got[0], want, 1e-5 * want);
+}
+
 }  // namespace
 }  // namespace ember::passes
