@@ -1,5 +1,3 @@
-#include "llvm/Support/CommandLine.h"
-#include <cstdlib>
 // The CPU back end: loop IR -> LLVM IR (LLVMCodeGen) -> O3 for the host CPU -> ORC LLJIT in
 // this process. The JIT module is a runtime::Module; it owns the LLJIT, so kernel pointers
 // stay valid as long as the module lives. LLVM runs inside run_llvm (llvm_errors.cc): its
@@ -46,12 +44,6 @@ void init_llvm() {
     llvm::InitializeNativeTargetAsmPrinter();
     llvm::InitializeNativeTargetAsmParser();
     install_llvm_error_handler();
-    if (const char* a = std::getenv("EMBER_LLVM_ARGS")) {
-      std::vector<std::string> words{"ember"};
-      std::string w; for (const char* c = a; ; ++c) { if (!*c || *c == ' ') { if (!w.empty()) words.push_back(w); w.clear(); if (!*c) break; } else w += *c; }
-      std::vector<const char*> argv; for (auto& x : words) argv.push_back(x.c_str());
-      llvm::cl::ParseCommandLineOptions(argv.size(), argv.data());
-    }
   });
 }
 
