@@ -311,8 +311,8 @@ Stmt TopkKernel::with_row_statistics(Stmt body) {
       row_reduce(red, n, make_const(t, -INFINITY), maximum, [&](PrimExpr j) { return elem(j); });
   Stmt take_sum = row_reduce(red, n, make_const(t, 0.0), plus,
                              [&](PrimExpr j) { return exp_nonpositive(elem(j) - mx); });
-  PrimExpr sum = load(red, 0);
-  body = let_stmt(total, log_softmax ? log(sum) : sum, body);
+  PrimExpr row_sum = load(red, 0);
+  body = let_stmt(total, log_softmax ? log(row_sum) : row_sum, body);
   return seq({take_max, let_stmt(mx, load(red, 0), seq({take_sum, body}))});
 }
 
