@@ -192,7 +192,12 @@ class Counter {
     }
   }
 
+  // A statement runs alone (its neighbours wait for it) when it is too long for the window
+  // to overlap with them, or when it reads what an earlier one accumulated: it waits for
+  // those sums (a layer norm's normalize pass and the activation fused after it, on rows of
+  // 16: measured after the statistics, not hidden under their chains).
   void seq_stmt(const std::vector<Stmt>& seq, double runs, int64_t width) {
+    std::set<const BufferNode*> accumulated;
     for (auto& x : seq) {
       KernelWork outer = phase_;
       phase_ = KernelWork{};
@@ -200,8 +205,18 @@ class Counter {
       KernelWork inner = phase_;
       phase_ = outer;
       double issued = inner.instructions + inner.loads + inner.stores;
-      if (seq.size() > 1 && issued > kWindowInstructions * runs)
-        end_phase(inner);  // runs alone: its neighbours wait for it
+      bool waits = false;
+      visit_prim(
+          x,
+          [&](const PrimExpr& e) {
+            if (auto* l = e.as<LoadNode>()) waits |= accumulated.count(l->buffer.get()) > 0;
+          },
+          [&](const Stmt& t) {
+            if (auto* st = t.as<StoreNode>(); st && accumulates(*st))
+              accumulated.insert(st->buffer.get());
+          });
+      if (seq.size() > 1 && (issued > kWindowInstructions * runs || waits))
+        end_phase(inner);
       else
         merge(inner);
     }
