@@ -153,8 +153,12 @@ PrimExpr tanh(const PrimExpr& x) {
       PrimExpr z = xv * xv;
       // x^3 * P(z) is +0 for x = -0 (P(0) < 0), so 0 and -0 return x itself.
       PrimExpr small = select(a == cst(a, 0.0), xv, xv + xv * (z * horner(kTanhSmall, z)));
-      PrimExpr big = bind("tanh_big", cst(a, 1.0) - cst(a, 2.0) / (exp(a + a) + cst(a, 1.0)),
-                          [&](const PrimExpr& b) { return select(xv < cst(xv, 0.0), -b, b); });
+      // (1 - e) / (1 + e) with e = e^-2|x| <= 0.29: the short exp (exp_nonpositive) serves,
+      // and its flush to 0 past |x| = 44 gives 1, as tanh is in float32 from |x| = 9.
+      PrimExpr big = bind("tanh_e", exp_nonpositive(-(a + a)), [&](const PrimExpr& e) {
+        return bind("tanh_big", (cst(e, 1.0) - e) / (cst(e, 1.0) + e),
+                    [&](const PrimExpr& b) { return select(xv < cst(xv, 0.0), -b, b); });
+      });
       return select(a < cst(a, 0.625), small, big);
     });
   });
@@ -165,6 +169,15 @@ PrimExpr tanh(const PrimExpr& x) {
 PrimExpr sigmoid(const PrimExpr& x) {
   return bind("sigmoid_x", x, [&](const PrimExpr& xv) {
     return bind("sigmoid_e", exp(-abs(xv)), [&](const PrimExpr& e) {
+      PrimExpr num = select(xv < cst(xv, 0.0), e, cst(e, 1.0));
+      return num / (cst(e, 1.0) + e);
+    });
+  });
+}
+
+PrimExpr sigmoid_flush(const PrimExpr& x) {
+  return bind("sigmoid_x", x, [&](const PrimExpr& xv) {
+    return bind("sigmoid_e", exp_nonpositive(-abs(xv)), [&](const PrimExpr& e) {
       PrimExpr num = select(xv < cst(xv, 0.0), e, cst(e, 1.0));
       return num / (cst(e, 1.0) + e);
     });

@@ -304,13 +304,15 @@ PrimExpr relu6_shifted(const PrimExpr& x) {
 // (normal_cdf: one branch, a third of erf's instructions, so a GEMM's GELU epilogue costs
 // little; and no cancellation for negative x); tanh form 0.5 x (1 + tanh(u)),
 // u = sqrt(2 / pi) (x + 0.044715 x^3), computed as the equal x * sigmoid(2u), which does
-// not cancel for negative x. 0.70710678... = 1 / sqrt 2 and 0.79788456... = sqrt(2 / pi).
+// not cancel for negative x; its sigmoid takes the short exp (sigmoid_flush), whose flush to
+// 0 below 2^-126 gives 0 where torch's 1 + tanh(u) is 0 already (u < -9).
+// 0.70710678... = 1 / sqrt 2 and 0.79788456... = sqrt(2 / pi).
 [[maybe_unused]] const Op* kGelu = register_unary(
     "nn.gelu",
     [](const PrimExpr& x, const Attrs& attrs) {
       if (attr_str(attrs, "approximate") == "tanh") {
         PrimExpr inner = cst(x, 2 * 0.7978845608028654) * (x + cst(x, 0.044715) * (x * x * x));
-        return x * sigmoid(inner);
+        return x * sigmoid_flush(inner);
       }
       if (x.dtype() == DType::Float32) return x * normal_cdf(x);
       return x * cst(x, 0.5) * (cst(x, 1.0) + erf(x * cst(x, 0.7071067811865476)));
