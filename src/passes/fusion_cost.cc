@@ -205,12 +205,15 @@ class Counter {
       KernelWork inner = phase_;
       phase_ = outer;
       double issued = inner.instructions + inner.loads + inner.stores;
-      bool waits = false;
+      bool waits = false;  // on the sums of the statements before it (not its own)
       visit_prim(
           x,
           [&](const PrimExpr& e) {
             if (auto* l = e.as<LoadNode>()) waits |= accumulated.count(l->buffer.get()) > 0;
           },
+          [](const Stmt&) {});
+      visit_prim(
+          x, [](const PrimExpr&) {},
           [&](const Stmt& t) {
             if (auto* st = t.as<StoreNode>(); st && accumulates(*st))
               accumulated.insert(st->buffer.get());
