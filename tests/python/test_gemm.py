@@ -43,8 +43,12 @@ def test_dense_at_awkward_sizes(bits, layout):
         data.append(a)
         ref.append(np.maximum(a.astype(np.float64) @ w.T.astype(np.float64) + b, 0))
     lib, got = build_run(ir.Function(xs, ir.Tuple(outs)), data, bits, LAYOUTS[layout])
-    anchors = {r.anchor for r in lib.fusion_report()}
-    assert anchors == ({"nn.dense_packed"} if layout == "packed" else {"nn.dense"})
+    anchors = sorted(r.anchor for r in lib.fusion_report())
+    lanes = bits // 32
+    # A GEMV over outputs no vector divides keeps its weight rows (dot products along K).
+    want = sorted("nn.dense" if layout == "plain" or (m == 1 and n % lanes) else "nn.dense_packed"
+                  for m, n, k in CASES)
+    assert anchors == want
     for (m, n, k), g, r in zip(CASES, got, ref):
         assert_gemm_close(g, r, k, f"dense M={m} N={n} K={k}")
 
@@ -146,14 +150,39 @@ def test_row_statistics_over_a_gemm_block_walk_rows_contiguously():
 
 @pytest.mark.parametrize("bits", WIDTHS)
 def test_short_rows_pack_into_one_panel(bits):
-    """N = 10 (a classifier's logits) is a row no vector divides: the register tile takes it as
-    one vector of 10 lanes, so the weight is packed as one panel of 10 columns, whose k-th
-    row is one contiguous load (two 8-wide panels would make it a gather across them)."""
+    """N = 10 (a classifier's logits) over two rows is a row no vector divides: the register
+    tile takes it as one vector of 10 lanes, so the weight is packed as one panel of 10
+    columns, whose k-th row is one contiguous load (two 8-wide panels would make it a gather
+    across them)."""
     rng = np.random.default_rng(1)
-    x = ir.var("x", (1, 300), "float32")
+    x = ir.var("x", (2, 300), "float32")
     w = rng.standard_normal((10, 300)).astype("float32")
     f = ir.Function([x], op.nn.dense(x, ir.const(w)))
-    data = [rng.standard_normal((1, 300)).astype("float32")]
+    data = [rng.standard_normal((2, 300)).astype("float32")]
     lib, (got,) = build_run(f, data, bits)
     assert "float32[1, 300, 10]" in lib.get_source("loop"), lib.get_source("loop")
     assert_gemm_close(got, data[0].astype(np.float64) @ w.T.astype(np.float64), 300, "N=10")
+
+
+@pytest.mark.parametrize("bits", WIDTHS)
+@pytest.mark.parametrize("n", [10, 100])
+def test_a_gemv_over_short_rows_is_dot_products(bits, n):
+    """One row of activations (batch 1) over outputs no vector divides: the weight keeps its
+    [N, K] rows and each output is a dot product along K, the reduction loop innermost and
+    contiguous (LLVM vectorizes it into interleaved accumulators), not a one-vector
+    register tile whose single FMA chain runs at the FMA latency."""
+    rng = np.random.default_rng(n)
+    x = ir.var("x", (1, 2048), "float32")
+    w = rng.standard_normal((n, 2048)).astype("float32")
+    b = rng.standard_normal(n).astype("float32")
+    f = ir.Function([x], op.nn.relu(op.nn.bias_add(op.nn.dense(x, ir.const(w)), ir.const(b))))
+    data = [rng.standard_normal((1, 2048)).astype("float32")]
+    lib, (got,) = build_run(f, data, bits)
+    loop = lib.get_source("loop")
+    assert f"float32[{n}, 2048]" in loop and "dense_packed" not in loop, loop
+    lines = loop.splitlines()
+    k = [i for i, l in enumerate(lines) if re.match(r"\s*for dense\.k in \[0, 2048\):", l)]
+    j = [i for i, l in enumerate(lines) if re.match(r"\s*for dense\.j in", l)]
+    assert len(k) == 1 and len(j) == 1 and j[0] < k[0], loop
+    want = np.maximum(data[0].astype(np.float64) @ w.T.astype(np.float64) + b, 0)
+    assert_gemm_close(got, want, 2048, f"N={n}")

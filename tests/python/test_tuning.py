@@ -298,14 +298,15 @@ def test_a_deep_conv_on_a_small_image_tunes_its_reduction_chunks():
 
 
 def test_a_one_row_dense_tunes_column_tiles_and_partial_sums():
-    """ResNet-50's fc (1 x 2048 -> 1000 with bias: a GEMV on packed weight panels) has >= 100
-    settings; partial sums change the loop nest, not the numbers."""
+    """A 1 x 2048 -> 1024 dense with bias (a GEMV on packed weight panels: whole vectors
+    divide its outputs at both widths) has >= 100 settings; partial sums change the loop
+    nest, not the numbers."""
     rng = np.random.default_rng(4)
-    x, w = ir.var("x", shape=(1, 2048)), ir.var("w", shape=(1000, 2048))
-    b = ir.var("b", shape=(1000,))
+    x, w = ir.var("x", shape=(1, 2048)), ir.var("w", shape=(1024, 2048))
+    b = ir.var("b", shape=(1024,))
     f = ir.Function([x, w, b], op.nn.bias_add(op.nn.dense(x, w), b))
-    params = {"w": rng.standard_normal((1000, 2048)).astype("float32"),
-              "b": rng.standard_normal(1000).astype("float32")}
+    params = {"w": rng.standard_normal((1024, 2048)).astype("float32"),
+              "b": rng.standard_normal(1024).astype("float32")}
     lib = ember.build(f, params=params)
     [work] = ember._ember._extract_workloads(lib)
     assert work["anchor"] == "nn.dense_packed"

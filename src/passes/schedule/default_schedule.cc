@@ -307,15 +307,44 @@ bool sums_one_tensor(const Schedule& sch, const Stage& r) {
   return pure;
 }
 
-// The partial sums of a one-row register tile that sums one tensor over another axis (a
-// sum of squares over 768 values per 4-wide row): its few accumulators are one dependent
-// chain per vector, so it runs at the FMA latency, not the throughput (Zen 5: 83 us as one
-// chain, 15 us as 8). Independent chains, as many as the FMA pipeline holds, each at least 8
-// steps long. A GEMV is left alone: it streams its weights from memory, and its vectors
-// are already several chains.
-int64_t default_partial_sums(const Schedule& sch, const Stage& r, const RegisterTile& rt, int64_t k,
-                             const MachineModel& m) {
-  if (!sums_one_tensor(sch, r)) return 1;
+// Are all of these axes but the innermost of extent 1 (one row of outputs)?
+bool one_row(const std::vector<IterVar>& axes) {
+  for (size_t d = 0; d + 1 < axes.size(); ++d)
+    if (axes[d]->extent != 1) return false;
+  return true;
+}
+
+// Is `r` a GEMV's product: a sum over a product of an input read along the innermost axis
+// (the weights) and one broadcast across it (the batch-1 activations), and no other
+// reduction?
+bool sums_a_broadcast_product(const Schedule& sch, const Stage& r) {
+  auto* red = r.body().as<ReduceNode>();
+  if (!red || red->op != ReduceOp::Sum || reads_window(r)) return false;
+  const PrimExpr body = sch.expanded_body(r);
+  const PrimVarNode* last = r.axes().back()->var.get();
+  bool along = false, broadcast = false;
+  visit_prim(body, [&](const PrimExpr& e) {
+    if (auto* p = e.as<ProducerLoadNode>())
+      (reads_along(e, p->producer.get(), last) ? along : broadcast) = true;
+  });
+  for (auto& s : sch.stages())
+    if (s.get() != &r && is_reduction(*s) && reads_tensor(body, *s)) return false;
+  return along && broadcast;
+}
+
+// The partial sums of a one-row register tile whose few accumulators are one dependent
+// chain per vector, so that it runs at the FMA latency, not the throughput:
+// - a sum of one tensor over another axis (a sum of squares over 768 values per 4-wide row;
+//   Zen 5: 83 us as one chain, 15 us as 8);
+// - a GEMV whose outputs are one tile (a classifier head of 10 outputs over K = 2048: one
+//   vector, so one chain of 2048 FMAs, 1.9 us, where its 80 KB of weights stream from L2 in
+//   under 0.5 us).
+// Independent chains, as many as the FMA pipeline holds, each at least 8 steps long. A GEMV
+// over more outputs is left alone: its tile takes as many vectors as the pipeline holds.
+int64_t default_partial_sums(const Schedule& sch, const Stage& o, const Stage& r,
+                             const RegisterTile& rt, int64_t k, const MachineModel& m) {
+  const bool one_tile = one_row(o.axes()) && o.axes().back()->extent <= rt.cols();
+  if (!sums_one_tensor(sch, r) && !(one_tile && sums_a_broadcast_product(sch, r))) return 1;
   const int64_t want = (m.fma_ports * m.fma_latency + rt.vectors - 1) / rt.vectors;
   int64_t best = 1;
   for (int64_t d = 2; d <= want && d * 8 <= k; ++d)
@@ -772,6 +801,12 @@ OutputTiling::OutputTiling(Schedule& sch, Stage& o, int vector_bits, const Sched
 // several vectors of the innermost axis, sized by the machine model.
 void OutputTiling::size_register_tile() {
   tiled = along && reds.size() == 1 && reads_elementwise(body, o, *reds[0]);
+  // A GEMV over [N, K] weight rows (AlterOpLayout leaves them so where no vector divides
+  // N): a register tile along N would gather each vector across N rows; each output is a dot
+  // product along its contiguous row instead (schedule_reduction_tile).
+  if (tiled && one_row(axes) && contiguous_along_reduction(*reds[0]) &&
+      sums_a_broadcast_product(sch, *reds[0]))
+    tiled = false;
   tile_axis = tiled ? register_tile_axis(body, o, *reds[0], 2) : -1;
   if (tile_axis >= 0) {  // tuning may take another axis whose rows share the vector loads
     std::vector<int> choices;
@@ -815,8 +850,8 @@ void OutputTiling::size_register_tile() {
                              tile_rows == 1);
     if (tile_rows == 1) {
       const int64_t k = inner_reduce_extent(*reds[0]);
-      partial_sums =
-          tuned_partial_sums(default_partial_sums(sch, *reds[0], rt, k, machine), k, knobs, space);
+      partial_sums = tuned_partial_sums(default_partial_sums(sch, o, *reds[0], rt, k, machine), k,
+                                        knobs, space);
     }
   }
   if (partial_sums > 1) {

@@ -248,9 +248,32 @@ TEST(Tuning, ASumOverAMiddleAxisRunsAsPartialSums) {
   ASSERT_EQ(single.size(), 24u);
   for (size_t j = 0; j < split.size(); ++j)
     EXPECT_NEAR(split[j], single[j], 1e-5 * single[j]) << j;  // ~768, all positive
-  // A GEMV and a dense whose rows are a tile keep one chain per vector.
+  // A GEMV over many outputs keeps one chain per vector: its tile has vectors enough.
   EXPECT_EQ(passes::knob_space(gemv_group(200, 96), 256)[0].partial_sums, 1);
-  EXPECT_EQ(passes::knob_space(dense_group(1, 8, 768), 256)[0].partial_sums, 1);
+}
+
+// A GEMV whose outputs are one tile (a classifier head) has too few vectors to fill the FMA
+// pipeline, so by default its reduction runs as partial sums too.
+TEST(Tuning, AOneTileGemvRunsAsPartialSums) {
+  for (int bits : {256, 512}) {
+    EXPECT_GT(passes::knob_space(gemv_group(10, 2048), bits)[0].partial_sums, 1) << bits;
+    EXPECT_EQ(passes::knob_space(gemv_group(8, 768), bits)[0].partial_sums, 8) << bits;
+  }
+  // The numbers: against a double-precision reference and the one-chain kernel.
+  passes::ScheduleKnobs one;
+  one.partial_sums = 1;
+  const int64_t n = 10, k = 2048;
+  std::vector<float> split = run(gemv_group(n, k), {}), chain = run(gemv_group(n, k), one);
+  NDArray a = random_tensor({1, k}, 7), w = random_tensor({(n + 7) / 8, k, 8}, 8),
+          bias = random_tensor({n}, 9);
+  ASSERT_EQ(split.size(), size_t(n));
+  for (int64_t j = 0; j < n; ++j) {
+    double want = bias.data_as<float>()[j];
+    for (int64_t i = 0; i < k; ++i)
+      want += double(a.data_as<float>()[i]) * w.data_as<float>()[((j / 8) * k + i) * 8 + j % 8];
+    EXPECT_NEAR(split[j], want, 1e-4 * std::sqrt(double(k))) << j;
+    EXPECT_NEAR(split[j], chain[j], 1e-4 * std::sqrt(double(k))) << j;
+  }
 }
 
 TEST(Tuning, KnobsOutOfRangeAreUserErrors) {

@@ -35,7 +35,7 @@ TEST(AlterOpLayout, ConstantDenseWeightIsPackedInVectorPanels) {
 }
 
 TEST(AlterOpLayout, BlockIsTheWidestVectorThatDividesTheUnits) {
-  Expr x = var("x", TensorType{{1, 16}, DType::Float32});
+  Expr x = var("x", TensorType{{2, 16}, DType::Float32});
   auto block_for = [&](int64_t n, int bits) {
     Function g = alter_op_layout(function({x}, call("nn.dense", {x, weight(n, 16)})),
                                  MachineModel::for_vector_bits(bits));
@@ -50,6 +50,35 @@ TEST(AlterOpLayout, BlockIsTheWidestVectorThatDividesTheUnits) {
   EXPECT_EQ(block_for(10, 512), 10);
   EXPECT_EQ(block_for(40, 256), 8);  // 40 = 5 x 8
   EXPECT_EQ(block_for(90, 256), 8);  // too long for one vector: padded panels of 8
+}
+
+// One row of activations (a GEMV) over outputs that no vector divides keeps [N, K] rows,
+// each output a dot product along K; a matmul by [K, N] becomes such a dense of its
+// transpose. Outputs that whole vectors divide, and two rows, still take panels.
+TEST(AlterOpLayout, AGemvOverOutputsNoVectorDividesKeepsItsRows) {
+  auto altered = [](std::vector<int64_t> x_shape, int64_t n, int bits, bool matmul = false) {
+    Expr x = var("x", TensorType{x_shape, DType::Float32});
+    Expr w =
+        matmul ? constant(runtime::NDArray::empty({16, n}, DType::Float32), "w") : weight(n, 16);
+    return alter_op_layout(function({x}, call(matmul ? "nn.matmul" : "nn.dense", {x, w})),
+                           MachineModel::for_vector_bits(bits));
+  };
+  for (int bits : {256, 512}) {
+    for (int64_t n : {3, 10, 100}) {
+      Function f = altered({1, 16}, n, bits);
+      EXPECT_EQ(count_calls(f, "nn.dense_packed"), 0) << n << " " << bits;
+      EXPECT_EQ(count_calls(f, "nn.dense"), 1) << n << " " << bits;
+      Function m = altered({1, 1, 16}, n, bits, true);
+      EXPECT_EQ(count_calls(m, "nn.dense"), 1) << n << " " << bits;
+      EXPECT_EQ(count_calls(m, "transpose"), 1) << n << " " << bits;
+      EXPECT_EQ(m->body->type.tensor().shape, (std::vector<int64_t>{1, 1, n}));
+      EXPECT_EQ(count_calls(altered({2, 16}, n, bits), "nn.dense_packed"), 1) << n << " " << bits;
+    }
+    EXPECT_EQ(count_calls(altered({1, 16}, 32, bits), "nn.dense_packed"), 1) << bits;
+  }
+  // 1000 outputs: panels of 8 (whole AVX2 vectors), rows on AVX-512.
+  EXPECT_EQ(count_calls(altered({1, 16}, 1000, 256), "nn.dense_packed"), 1);
+  EXPECT_EQ(count_calls(altered({1, 16}, 1000, 512), "nn.dense_packed"), 0);
 }
 
 TEST(AlterOpLayout, WeightsThatAreInputsAreLeftAlone) {

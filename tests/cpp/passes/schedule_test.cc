@@ -299,6 +299,26 @@ TEST(Schedule, DefaultScheduleComputesTheAnchorTileInsideTheEpilogueLoop) {
   EXPECT_EQ(count_stmts(fn.body, StmtKind::IfThenElse), 0) << fn;
 }
 
+// One row whose weights are [N, K] rows (a GEMV that AlterOpLayout left unpacked): a
+// register tile along N would gather each vector of w across 16 rows. Each output is a dot
+// product instead, its reduction loop innermost over contiguous rows of x and w (LLVM
+// vectorizes it), and nothing is vectorized along N in the dense.
+TEST(Schedule, DefaultScheduleComputesAOneRowDenseAsDotProducts) {
+  DenseRelu g(1);
+  Schedule sch({g.relu});
+  apply_default_schedule(sch, 512);
+  PrimFunc fn = lower_schedule(sch, "gemv_relu", {g.x, g.w});
+  std::string text = to_string(fn);
+  const size_t j = text.find("for dense.j in"), k = text.find("for dense.k in");
+  ASSERT_NE(j, std::string::npos) << fn;
+  ASSERT_NE(k, std::string::npos) << fn;
+  EXPECT_LT(j, k) << fn;
+  const size_t out = text.find("for j.i in", k);  // the relu's loop, after the dense's
+  ASSERT_NE(out, std::string::npos) << fn;
+  EXPECT_EQ(text.substr(j, out - j).find("vectorized"), std::string::npos) << fn;
+  if (getenv("SHOW")) std::cout << fn;
+}
+
 // split_reduction (the GPU's split-K in a block): dense over k = 8 as 2 groups of chunks of
 // 2, k = (ko * 2 + g) * 2 + ki; the partial [g, rows, cols] sums each group's chunks, the
 // dense becomes partial[0] + partial[1], and the result is the dense's. Factors that do
