@@ -168,9 +168,12 @@ def test_short_rows_pack_into_one_panel(bits):
 @pytest.mark.parametrize("n", [10, 100])
 def test_a_gemv_over_short_rows_is_dot_products(bits, n):
     """One row of activations (batch 1) over outputs no vector divides: the weight keeps its
-    [N, K] rows and each output is a dot product along K, the reduction loop innermost and
-    contiguous (LLVM vectorizes it into interleaved accumulators), not a one-vector
-    register tile whose single FMA chain runs at the FMA latency."""
+    [N, K] rows and each output is a dot product along K, not a one-vector register tile
+    whose single FMA chain runs at the FMA latency. At 512 bits each row's reduction loop is
+    innermost and contiguous (LLVM vectorizes it into interleaved accumulators); at 256
+    bits that pace is half the L2's, and blocks of rows accumulate vector partials together
+    (the rows unrolled inside the reduction loop, sharing each activation vector), summed
+    across their lanes after it."""
     rng = np.random.default_rng(n)
     x = ir.var("x", (1, 2048), "float32")
     w = rng.standard_normal((n, 2048)).astype("float32")
@@ -181,10 +184,19 @@ def test_a_gemv_over_short_rows_is_dot_products(bits, n):
     loop = lib.get_source("loop")
     assert f"float32[{n}, 2048]" in loop and "dense_packed" not in loop, loop
     lines = loop.splitlines()
-    k = [i for i, l in enumerate(lines) if re.match(r"\s*for dense\.k in \[0, 2048\):", l)]
-    j = [i for i, l in enumerate(lines) if re.match(r"\s*for dense\.j in", l)]
-    assert len(k) == 1 and len(j) == 1 and j[0] < k[0], loop
+
+    def loops(pattern):
+        return [i for i, l in enumerate(lines) if re.match(rf"\s*for {pattern}", l)]
+
+    if bits == 512:
+        k, j = loops(r"dense\.k in \[0, 2048\):"), loops(r"dense\.j in")
+        assert len(k) == 1 and len(j) == 1 and j[0] < k[0], loop
+        assert "partial" not in loop, loop
+    else:
+        k, rows = loops(r"dense\.partial\.k\.o in"), loops(r"dense\.partial\.j\.i in .* unrolled")
+        assert len(k) == 1 and rows and k[0] < rows[-1], loop
+        assert re.search(r"for dense\.partial\.dense\.f\.i in \[0, 8\) vectorized", loop), loop
     if n == 10:  # one tile of the whole short row, not shifted tiles that repeat outputs
-        assert "for dense.j in [0, 10):" in lines[j[0]], loop
+        assert loops(r"dense\.j in \[0, 10\):"), loop
     want = np.maximum(data[0].astype(np.float64) @ w.T.astype(np.float64) + b, 0)
     assert_gemm_close(got, want, 2048, f"N={n}")

@@ -164,8 +164,10 @@ class Schedule {
   /// inserted before the innermost one] reduces over ko (and the other reduction axes) for
   /// each f: `factor` independent partial sums, each reading every factor-th k. `t` becomes
   /// their sum, partial 0 first, which is no longer a reduction (so it can be inlined).
-  /// Returns the partial tensor.
-  Tensor rfactor(const Tensor& t, int64_t factor);
+  /// Returns the partial tensor. With `lanes`, f is the partial's innermost axis instead
+  /// (f then walks k contiguously: a dot product's vector lanes), and `t` stays a reduction,
+  /// the sum over f.
+  Tensor rfactor(const Tensor& t, int64_t factor, bool lanes = false);
   /// The GPU's split-K inside a block: the outermost reduction axis k of `t` (which
   /// `groups` x `chunk` divides) runs as k = (ko * groups + g) * chunk + ki, and a new stage
   /// `t.partial` [g, t's axes...] reduces over ko, ki (and the other reduction axes) for

@@ -393,7 +393,7 @@ const ReduceNode* Schedule::sum_to_factor(const Tensor& t, const char* what) {
   return red;
 }
 
-Tensor Schedule::rfactor(const Tensor& t, int64_t factor) {
+Tensor Schedule::rfactor(const Tensor& t, int64_t factor, bool lanes) {
   auto* red = sum_to_factor(t, "rfactor");
   const IterVar& k = red->axes.back();
   EMBER_CHECK(factor >= 1 && k->extent % factor == 0, "rfactor of ", t->name, ": ", factor,
@@ -403,7 +403,18 @@ Tensor Schedule::rfactor(const Tensor& t, int64_t factor) {
   std::vector<IterVar> reduce_axes(red->axes.begin(), red->axes.end() - 1);
   reduce_axes.push_back(ko);
   VarMap k_map{{k->var.get(), ko->var * PrimExpr(factor) + f->var}};
-  return partial_sums((*this)[t], f, t->axes.size() - 1, k_map, reduce_axes);
+  Stage& s = (*this)[t];
+  Tensor part = partial_sums(s, f, t->axes.size() - (lanes ? 0 : 1), k_map, reduce_axes);
+  if (lanes) {  // t stays a reduction: the sum along the partial's innermost axis
+    IterVar lane = reduce_axis(factor, t->name + ".lane");
+    std::vector<PrimExpr> index;
+    for (auto& a : t->axes) index.push_back(a->var);
+    index.push_back(lane->var);
+    s.body_ = sum(part(index), {lane});
+    s.root_axes_.push_back(lane);
+    s.leaf_ = s.root_axes_;
+  }
+  return part;
 }
 
 Tensor Schedule::split_reduction(const Tensor& t, int64_t groups, int64_t chunk) {

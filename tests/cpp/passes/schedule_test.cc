@@ -301,8 +301,8 @@ TEST(Schedule, DefaultScheduleComputesTheAnchorTileInsideTheEpilogueLoop) {
 
 // One row whose weights are [N, K] rows (a GEMV that AlterOpLayout left unpacked): a
 // register tile along N would gather each vector of w across 16 rows. Each output is a dot
-// product instead, its reduction loop innermost over contiguous rows of x and w (LLVM
-// vectorizes it), and nothing is vectorized along N in the dense.
+// product instead: at 512 bits its reduction loop innermost over contiguous rows of x and w
+// (LLVM vectorizes it), nothing vectorized along N in the dense.
 TEST(Schedule, DefaultScheduleComputesAOneRowDenseAsDotProducts) {
   DenseRelu g(1);
   Schedule sch({g.relu});
@@ -316,7 +316,24 @@ TEST(Schedule, DefaultScheduleComputesAOneRowDenseAsDotProducts) {
   const size_t out = text.find("for j.i in", k);  // the relu's loop, after the dense's
   ASSERT_NE(out, std::string::npos) << fn;
   EXPECT_EQ(text.substr(j, out - j).find("vectorized"), std::string::npos) << fn;
-  if (getenv("SHOW")) std::cout << fn;
+  EXPECT_EQ(text.find("partial"), std::string::npos) << fn;
+  // At 256 bits LLVM's vectorized row runs at half the L2's pace: a tile's 8 rows accumulate
+  // vector partials together, the rows unrolled inside the reduction loop, then each sums
+  // its lanes.
+  DenseRelu g2(1);
+  Schedule sch2({g2.relu});
+  apply_default_schedule(sch2, 256);
+  PrimFunc fn2 = lower_schedule(sch2, "gemv_relu", {g2.x, g2.w});
+  text = to_string(fn2);
+  const size_t ko = text.find("for dense.partial.k.o in [0, 1)"),
+               rows = text.find("for dense.partial.j.i in [0, 8) unrolled", ko),
+               lanes = text.find("for dense.partial.dense.f in [0, 8) vectorized", rows),
+               sum = text.find("for dense.dense.lane in [0, 8)", lanes);
+  EXPECT_NE(ko, std::string::npos) << fn2;
+  EXPECT_NE(rows, std::string::npos) << fn2;
+  EXPECT_NE(lanes, std::string::npos) << fn2;
+  EXPECT_NE(sum, std::string::npos) << fn2;
+  if (getenv("SHOW")) std::cout << fn << fn2;
 }
 
 // split_reduction (the GPU's split-K in a block): dense over k = 8 as 2 groups of chunks of
