@@ -314,9 +314,8 @@ bool one_row(const std::vector<IterVar>& axes) {
   return true;
 }
 
-// Is `r` a GEMV's product: a sum over a product of an input read along the innermost axis
-// (the weights) and one broadcast across it (the batch-1 activations), and no other
-// reduction?
+// Is `r` a GEMV's sum: of inputs read along its innermost axis (the weights) and inputs
+// broadcast across it (the batch-1 activations), over no other reduction?
 bool sums_a_broadcast_product(const Schedule& sch, const Stage& r) {
   auto* red = r.body().as<ReduceNode>();
   if (!red || red->op != ReduceOp::Sum || reads_window(r)) return false;
@@ -885,13 +884,13 @@ void OutputTiling::size_register_tile() {
     rt.lanes = chain_lanes(body, rt.lanes, last);
   else if (reds.empty())
     rt.lanes = line_lanes(o, rt.lanes, last);
-  // A GEMV's dot products over a short row that the vectors do not divide are one tile of
-  // the whole row: shifted tiles would compute some outputs twice (10 at 256 bits: tiles of
-  // 8 from 0 and 2, 1.03 us; one of 10, 0.65 us on Zen 5).
-  if (dot && last->extent % rt.lanes != 0 &&
-      last->extent <= 2 * lanes_for(o.tensor().dtype(), vector_bits))
-    rt.lanes = last->extent;
   if (dot) {
+    // A short row that the vectors do not divide is one tile of the whole row: shifted
+    // tiles would compute some outputs twice (10 at 256 bits: tiles of 8 from 0 and 2,
+    // 1.03 us; one of 10, 0.65 us on Zen 5).
+    if (last->extent % rt.lanes != 0 &&
+        last->extent <= 2 * lanes_for(o.tensor().dtype(), vector_bits))
+      rt.lanes = last->extent;
     const int64_t k = inner_reduce_extent(*reds[0]);
     dot_rows = choose_dot_rows(machine, o.tensor().dtype(), k, std::min(last->extent, rt.cols()));
     if (dot_rows.lanes)
