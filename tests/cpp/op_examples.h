@@ -205,6 +205,10 @@ inline std::map<std::string, std::function<Expr(std::vector<Expr>&)>> cpu_layout
     return call("nn.pack_dense_weight", {p.emplace_back(f32("w", {10, 16}))},
                 Attrs({{"block", i(4)}}));
   };
+  auto lane_weight = [&](std::vector<Expr>& p) {
+    return call("nn.pack_dense_lanes", {p.emplace_back(f32("wl", {10, 16}))},
+                Attrs({{"lanes", i(8)}}));
+  };
   return {
       {"to_blocked", blocked},
       {"from_blocked",
@@ -216,6 +220,12 @@ inline std::map<std::string, std::function<Expr(std::vector<Expr>&)>> cpu_layout
                      Attrs({{"padding", std::vector<int64_t>{1}}}));
        }},
       {"nn.pack_dense_weight", dense_weight},
+      {"nn.pack_dense_lanes", lane_weight},
+      {"nn.dense_lanes",
+       [=](auto& p) {
+         Expr x = p.emplace_back(f32("x", {1, 16}));
+         return call("nn.dense_lanes", {x, lane_weight(p)});
+       }},
       {"nn.dense_packed",
        [=](auto& p) {
          Expr x = p.emplace_back(f32("x", {3, 16}));

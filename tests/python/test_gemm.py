@@ -182,7 +182,10 @@ def test_a_gemv_over_short_rows_is_dot_products(bits, n):
     data = [rng.standard_normal((1, 2048)).astype("float32")]
     lib, (got,) = build_run(f, data, bits)
     loop = lib.get_source("loop")
-    assert f"float32[{n}, 2048]" in loop and "dense_packed" not in loop, loop
+    lanes = bits == 256 and n <= 16  # one tile's rows, packed in lanes: one stream
+    weight = "float32[256, 10, 8]" if lanes else f"float32[{n}, 2048]"
+    assert weight in loop and "dense_packed" not in loop, loop
+    assert {r.anchor for r in lib.fusion_report()} == {"nn.dense_lanes" if lanes else "nn.dense"}
     lines = loop.splitlines()
 
     def loops(pattern):
@@ -193,10 +196,37 @@ def test_a_gemv_over_short_rows_is_dot_products(bits, n):
         assert len(k) == 1 and len(j) == 1 and j[0] < k[0], loop
         assert "partial" not in loop, loop
     else:
-        k, rows = loops(r"dense\.partial\.k\.o in"), loops(r"dense\.partial\.j\.i in .* unrolled")
+        k = loops(r"dense\.partial\.k(\.o)? in \[0, 256\)" if lanes else r"dense\.partial\.k\.o in")
+        rows = loops(r"dense\.partial\.j(\.i)? in .* unrolled")
         assert len(k) == 1 and rows and k[0] < rows[-1], loop
-        assert re.search(r"for dense\.partial\.dense\.f\.i in \[0, 8\) vectorized", loop), loop
+        assert re.search(r"for dense\.partial\.dense\.f(\.i)? in \[0, 8\) vectorized", loop), loop
     if n == 10:  # one tile of the whole short row, not shifted tiles that repeat outputs
         assert loops(r"dense\.j in \[0, 10\):"), loop
     want = np.maximum(data[0].astype(np.float64) @ w.T.astype(np.float64) + b, 0)
     assert_gemm_close(got, want, 2048, f"N={n}")
+
+
+@pytest.mark.parametrize("bits", WIDTHS)
+def test_gemvs_over_short_rows_at_awkward_sizes(bits):
+    """Batch-1 dense and matmul by a constant over outputs no vector divides, at awkward N and
+    K: [N, K] dot products, and at 256 bits, where K takes whole vectors and N is one tile,
+    nn.dense_lanes over a weight packed in lanes. Against NumPy in float64, with an epilogue."""
+    rng = np.random.default_rng(bits + 1)
+    shapes = [(n, k) for n in (1, 3, 5, 10, 13, 15, 17) for k in (8, 12, 64, 200, 768)]
+    xs, outs, data, ref = [], [], [], []
+    for i, (n, k) in enumerate(shapes):
+        w = rng.standard_normal((n, k)).astype("float32")
+        b = rng.standard_normal(n).astype("float32")
+        a = rng.standard_normal((1, 1, k)).astype("float32")
+        x = ir.var(f"x{i}", (1, 1, k), "float32")
+        y = op.nn.dense(x, ir.const(w)) if i % 2 else op.nn.matmul(x, ir.const(w.T.copy()))
+        xs.append(x)
+        outs.append(op.tanh(op.add(y, ir.const(b))))
+        data.append(a)
+        ref.append(np.tanh(a.astype(np.float64) @ w.T.astype(np.float64) + b))
+    lib, got = build_run(ir.Function(xs, ir.Tuple(outs)), data, bits)
+    lanes = sorted(r.anchor for r in lib.fusion_report() if r.anchor == "nn.dense_lanes")
+    want = [n for n, k in shapes if bits == 256 and n % 8 and n <= 16 and k % 8 == 0]
+    assert len(lanes) == len(want)
+    for (n, k), g, r in zip(shapes, got, ref):
+        assert_gemm_close(g, r, k, f"GEMV N={n} K={k}")

@@ -45,6 +45,12 @@ struct RegisterTile {
   int64_t cols() const { return vectors * lanes; }
 };
 
+/// Does one row of a GEMV's dot products, vectorized by LLVM into 4 interleaved
+/// accumulators (4 / fma_latency vectors a cycle), read its weights at a 64-byte line a
+/// cycle, the L2's pace? At 512 bits it does; at 256 bits half of it, so rows compute
+/// together there (AlterOpLayout's nn.dense_lanes, the schedule's DotRows).
+bool gemv_row_keeps_pace(const MachineModel& m, DType t);
+
 /// The lanes for vectors along an axis of `extent`: the full width, else the widest
 /// half or quarter width that divides the extent (no masked tail), else the full width.
 int64_t vector_lanes_for(const MachineModel& m, int64_t extent, DType t);

@@ -360,6 +360,59 @@ Tensor dense_packed_compute(const std::vector<Tensor>& in, const Attrs&, const T
   });
 }
 
+// nn.dense with its weight packed in lanes (AlterOpLayout, for a GEMV at 256 bits):
+// weight [K / lanes, N, lanes] holds W[n, ko * lanes + f] at [ko, n, f]. A block of rows
+// then reads, for each lane vector of K, its rows' vectors one after another: one stream
+// through memory, where [N, K] rows read together are one stream each.
+Type pack_dense_lanes_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_arity(args, 1, ctx);
+  const TensorType& w = tensor_arg(args, 0, "the weight", ctx);
+  check_rank(w, 2, "the weight [N, K]", ctx);
+  int64_t lanes = attr_int(attrs, "lanes");
+  if (lanes < 1 || w.shape[1] % lanes != 0)
+    ctx.fail("lanes = " + std::to_string(lanes) + " must divide the weight's " +
+             std::to_string(w.shape[1]) + " input features");
+  return TensorType{{w.shape[1] / lanes, w.shape[0], lanes}, w.dtype};
+}
+
+Tensor pack_dense_lanes_compute(const std::vector<Tensor>& in, const Attrs& attrs,
+                                const TensorType& out) {
+  const Tensor& w = in[0];
+  const int64_t lanes = attr_int(attrs, "lanes");
+  return compute("lane_weight", out.shape, [&](const std::vector<PrimVar>& i) {
+    return w({i[1], i[0] * idx(lanes) + i[2]});
+  });
+}
+
+Type dense_lanes_rel(const std::vector<Type>& args, Attrs&, const TypeContext& ctx) {
+  check_arity(args, 2, ctx);
+  const TensorType& data = tensor_arg(args, 0, "data", ctx);
+  const TensorType& weight = tensor_arg(args, 1, "weight", ctx);
+  check_float(data, "data", ctx);
+  check_same_dtype(data, "data", weight, "the weight", ctx);
+  check_rank(weight, 3, "the lane-packed weight [K / lanes, N, lanes]", ctx);
+  if (data.ndim() < 1) ctx.fail("data must have at least 1 dimension, got " + to_string(data));
+  if (data.shape.back() != weight.shape[0] * weight.shape[2])
+    ctx.fail("data has " + std::to_string(data.shape.back()) + " features but the weight " +
+             ints_str(weight.shape) + " holds " +
+             std::to_string(weight.shape[0] * weight.shape[2]) +
+             "; pack the weight with nn.pack_dense_lanes");
+  std::vector<int64_t> shape(data.shape.begin(), data.shape.end() - 1);
+  shape.push_back(weight.shape[1]);
+  return TensorType{shape, data.dtype};
+}
+
+Tensor dense_lanes_compute(const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {
+  const Tensor &data = in[0], &weight = in[1];
+  const int64_t lanes = weight.shape()[2];
+  IterVar ko = reduce_axis(weight.shape()[0], "k"), f = reduce_axis(lanes, "kf");
+  return compute("dense", out.shape, [&](const std::vector<PrimVar>& i) {
+    std::vector<PrimExpr> di(i.begin(), i.end() - 1);
+    di.push_back(ko->var * idx(lanes) + f->var);
+    return sum(data(di) * weight({ko->var, i.back(), f->var}), {ko, f});
+  });
+}
+
 // a [..., M, K] @ b [K, N] -> [..., M, N], or @ b [K] -> [..., M] (torch.matmul).
 Type matmul_rel(const std::vector<Type>& args, Attrs&, const TypeContext& ctx) {
   check_arity(args, 2, ctx);
@@ -1009,6 +1062,13 @@ Op family(Op op, const std::string& name) {
     register_op(with_attrs({"nn.pack_dense_weight", 1, OpPattern::Injective, pack_dense_weight_rel,
                             pack_dense_weight_compute},
                            {required_attr("block", AttrKind::Int, "output features per panel")}));
+[[maybe_unused]] const Op* kDenseLanes = register_op(
+    family({"nn.dense_lanes", 2, OpPattern::OutEWiseFusable, dense_lanes_rel, dense_lanes_compute},
+           "dense"));
+[[maybe_unused]] const Op* kPackDenseLanes =
+    register_op(with_attrs({"nn.pack_dense_lanes", 1, OpPattern::Injective, pack_dense_lanes_rel,
+                            pack_dense_lanes_compute},
+                           {required_attr("lanes", AttrKind::Int, "input features per vector")}));
 [[maybe_unused]] const Op* kMatmul =
     register_op({"nn.matmul", 2, OpPattern::OutEWiseFusable, matmul_rel, matmul_compute});
 [[maybe_unused]] const Op* kBatchMatmul = register_op(

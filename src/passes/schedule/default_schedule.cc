@@ -365,11 +365,11 @@ int64_t default_unroll(const Stage& r) {
   return reads_window(r) && inner_reduce_extent(r) % 2 == 0 ? 2 : 1;
 }
 
-// A GEMV's dot products over [N, K] weight rows, as vector partials that several rows
-// compute together (`DotRows`), or each row alone, its reduction loop innermost for LLVM to
-// vectorize. LLVM interleaves 4 accumulators there, 4 / fma_latency vectors a cycle: at 512
-// bits a 64-byte line a cycle, the L2's pace (MLP head 10 x 2048 on Zen 5: 98% of a
-// streaming sum alone, 86% as rows together); at 256 bits half of it (53%, 74% together).
+// A GEMV's dot products over weight rows, as vector partials that several rows compute
+// together (`DotRows`), or each row alone, its reduction loop innermost for LLVM to
+// vectorize where that keeps the L2's pace (gemv_row_keeps_pace: MLP head 10 x 2048 on
+// Zen 5 at 512 bits, 98% of a streaming sum alone, 86% as rows together; at 256 bits 53%
+// alone, 74% together over [N, K] rows).
 struct DotRows {
   int64_t lanes = 0;    // the partial's vector
   int64_t vectors = 1;  // vectors of each row per step, unrolled
@@ -377,9 +377,9 @@ struct DotRows {
 };
 
 DotRows choose_dot_rows(const MachineModel& m, DType t, int64_t k, int64_t tile_rows) {
-  constexpr int64_t kLlvmInterleave = 4, kLineBytes = 64, kMaxAccumulators = 12;
+  constexpr int64_t kMaxAccumulators = 12;
   DotRows d;
-  if (m.lanes(t) * dtype_bytes(t) * kLlvmInterleave / m.fma_latency >= kLineBytes) return d;
+  if (gemv_row_keeps_pace(m, t)) return d;
   for (d.lanes = m.lanes(t); d.lanes >= 4 && k % d.lanes != 0;) d.lanes /= 2;
   if (d.lanes < 4) return DotRows{};
   // Two vectors a row where they divide k: the accumulators the FMA pipeline needs from
@@ -854,9 +854,9 @@ OutputTiling::OutputTiling(Schedule& sch, Stage& o, int vector_bits, const Sched
 void OutputTiling::size_register_tile() {
   tiled = along && reds.size() == 1 && reads_elementwise(body, o, *reds[0]);
   bool dot = false;
-  // A GEMV over [N, K] weight rows (AlterOpLayout leaves them so where no vector divides
-  // N): a register tile along N would gather each vector across N rows; each output is a dot
-  // product along its contiguous row instead (schedule_reduction_tile).
+  // A GEMV over weight rows contiguous along K ([N, K], or nn.dense_lanes' [K/L, N, L]: what
+  // AlterOpLayout makes where no vector divides N): a register tile along N would gather each
+  // vector across N rows; each output is a dot product along K instead (choose_dot_rows).
   if (tiled && one_row(axes) && contiguous_along_reduction(*reds[0]) &&
       sums_a_broadcast_product(sch, *reds[0])) {
     tiled = false;

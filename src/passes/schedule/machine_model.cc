@@ -15,6 +15,11 @@ int64_t MachineModel::lanes(DType t) const {
   return std::max<int64_t>(1, vector_bits / (8 * dtype_bytes(t)));
 }
 
+bool gemv_row_keeps_pace(const MachineModel& m, DType t) {
+  constexpr int64_t kLlvmInterleave = 4, kLineBytes = 64;
+  return m.lanes(t) * dtype_bytes(t) * kLlvmInterleave / m.fma_latency >= kLineBytes;
+}
+
 int64_t vector_lanes_for(const MachineModel& m, int64_t extent, DType t) {
   int64_t full = m.lanes(t);
   for (int64_t l = full; l >= 4 && l >= full / 4; l /= 2)

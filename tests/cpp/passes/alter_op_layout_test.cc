@@ -54,7 +54,9 @@ TEST(AlterOpLayout, BlockIsTheWidestVectorThatDividesTheUnits) {
 
 // One row of activations (a GEMV) over outputs that no vector divides keeps [N, K] rows,
 // each output a dot product along K; a matmul by [K, N] becomes such a dense of its
-// transpose. Outputs that whole vectors divide, and two rows, still take panels.
+// transpose. At 256 bits, where one row alone falls behind the L2, a row short enough for
+// one tile of the schedule's (up to two vectors) is packed in lanes instead. Outputs that
+// whole vectors divide, and two rows, still take panels.
 TEST(AlterOpLayout, AGemvOverOutputsNoVectorDividesKeepsItsRows) {
   auto altered = [](std::vector<int64_t> x_shape, int64_t n, int bits, bool matmul = false) {
     Expr x = var("x", TensorType{x_shape, DType::Float32});
@@ -65,11 +67,14 @@ TEST(AlterOpLayout, AGemvOverOutputsNoVectorDividesKeepsItsRows) {
   };
   for (int bits : {256, 512}) {
     for (int64_t n : {3, 10, 100}) {
+      const bool lanes = bits == 256 && n <= 16;
+      const std::string anchor = lanes ? "nn.dense_lanes" : "nn.dense";
       Function f = altered({1, 16}, n, bits);
       EXPECT_EQ(count_calls(f, "nn.dense_packed"), 0) << n << " " << bits;
-      EXPECT_EQ(count_calls(f, "nn.dense"), 1) << n << " " << bits;
+      EXPECT_EQ(count_calls(f, anchor), 1) << n << " " << bits;
+      EXPECT_EQ(count_calls(f, "nn.pack_dense_lanes"), lanes ? 1 : 0) << n << " " << bits;
       Function m = altered({1, 1, 16}, n, bits, true);
-      EXPECT_EQ(count_calls(m, "nn.dense"), 1) << n << " " << bits;
+      EXPECT_EQ(count_calls(m, anchor), 1) << n << " " << bits;
       EXPECT_EQ(count_calls(m, "transpose"), 1) << n << " " << bits;
       EXPECT_EQ(m->body->type.tensor().shape, (std::vector<int64_t>{1, 1, n}));
       EXPECT_EQ(count_calls(altered({2, 16}, n, bits), "nn.dense_packed"), 1) << n << " " << bits;
@@ -79,6 +84,11 @@ TEST(AlterOpLayout, AGemvOverOutputsNoVectorDividesKeepsItsRows) {
   // 1000 outputs: panels of 8 (whole AVX2 vectors), rows on AVX-512.
   EXPECT_EQ(count_calls(altered({1, 16}, 1000, 256), "nn.dense_packed"), 1);
   EXPECT_EQ(count_calls(altered({1, 16}, 1000, 512), "nn.dense_packed"), 0);
+  // Lanes that do not divide K (12 features): [N, K] rows.
+  Expr x = var("x", TensorType{{1, 12}, DType::Float32});
+  Function odd = alter_op_layout(function({x}, call("nn.dense", {x, weight(10, 12)})),
+                                 MachineModel::for_vector_bits(256));
+  EXPECT_EQ(count_calls(odd, "nn.dense_lanes"), 0);
 }
 
 TEST(AlterOpLayout, WeightsThatAreInputsAreLeftAlone) {
