@@ -276,22 +276,36 @@ Tensor conv2d_blocked_compute(const std::vector<Tensor>& in, const Attrs& attrs,
 
 // ---------------------------------------------------------------- dense, matmul, bmm
 
-Type dense_rel(const std::vector<Type>& args, Attrs&, const TypeContext& ctx) {
+// The data [..., K] and weight of a dense variant, checked: float data, one dtype, a weight
+// of `rank` dimensions (`what` names its layout).
+std::pair<const TensorType&, const TensorType&> dense_args(const std::vector<Type>& args,
+                                                           int64_t rank, const char* what,
+                                                           const TypeContext& ctx) {
   check_arity(args, 2, ctx);
   const TensorType& data = tensor_arg(args, 0, "data", ctx);
   const TensorType& weight = tensor_arg(args, 1, "weight", ctx);
   check_float(data, "data", ctx);
   check_same_dtype(data, "data", weight, "the weight", ctx);
+  check_rank(weight, rank, what, ctx);
   if (data.ndim() < 1) ctx.fail("data must have at least 1 dimension, got " + to_string(data));
-  check_rank(weight, 2, "the weight [N, K]", ctx);
+  return {data, weight};
+}
+
+// data's type with its last dimension (the input features) replaced by `units` outputs.
+TensorType dense_out(const TensorType& data, int64_t units) {
+  std::vector<int64_t> shape(data.shape.begin(), data.shape.end() - 1);
+  shape.push_back(units);
+  return TensorType{shape, data.dtype};
+}
+
+Type dense_rel(const std::vector<Type>& args, Attrs&, const TypeContext& ctx) {
+  auto [data, weight] = dense_args(args, 2, "the weight [N, K]", ctx);
   int64_t k = data.shape.back();
   if (k != weight.shape[1])
     ctx.fail("data has " + std::to_string(k) + " features (last dimension of " + to_string(data) +
              ") but the weight expects " + std::to_string(weight.shape[1]) + " (weight shape " +
              ints_str(weight.shape) + "); check the weight");
-  std::vector<int64_t> shape(data.shape.begin(), data.shape.end() - 1);
-  shape.push_back(weight.shape[0]);
-  return TensorType{shape, data.dtype};
+  return dense_out(data, weight.shape[0]);
 }
 
 Tensor dense_compute(const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {
@@ -329,13 +343,7 @@ Tensor pack_dense_weight_compute(const std::vector<Tensor>& in, const Attrs& att
 }
 
 Type dense_packed_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
-  check_arity(args, 2, ctx);
-  const TensorType& data = tensor_arg(args, 0, "data", ctx);
-  const TensorType& weight = tensor_arg(args, 1, "weight", ctx);
-  check_float(data, "data", ctx);
-  check_same_dtype(data, "data", weight, "the weight", ctx);
-  check_rank(weight, 3, "the packed weight [N / block, K, block]", ctx);
-  if (data.ndim() < 1) ctx.fail("data must have at least 1 dimension, got " + to_string(data));
+  auto [data, weight] = dense_args(args, 3, "the packed weight [N / block, K, block]", ctx);
   int64_t units = attr_int(attrs, "units"), block = weight.shape[2];
   if (units < 1 || (units + block - 1) / block != weight.shape[0])
     ctx.fail("units = " + std::to_string(units) + " does not match the packed weight " +
@@ -343,9 +351,7 @@ Type dense_packed_rel(const std::vector<Type>& args, Attrs& attrs, const TypeCon
   if (data.shape.back() != weight.shape[1])
     ctx.fail("data has " + std::to_string(data.shape.back()) + " features but the weight " +
              "expects " + std::to_string(weight.shape[1]));
-  std::vector<int64_t> shape(data.shape.begin(), data.shape.end() - 1);
-  shape.push_back(units);
-  return TensorType{shape, data.dtype};
+  return dense_out(data, units);
 }
 
 Tensor dense_packed_compute(const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {
@@ -385,21 +391,13 @@ Tensor pack_dense_lanes_compute(const std::vector<Tensor>& in, const Attrs& attr
 }
 
 Type dense_lanes_rel(const std::vector<Type>& args, Attrs&, const TypeContext& ctx) {
-  check_arity(args, 2, ctx);
-  const TensorType& data = tensor_arg(args, 0, "data", ctx);
-  const TensorType& weight = tensor_arg(args, 1, "weight", ctx);
-  check_float(data, "data", ctx);
-  check_same_dtype(data, "data", weight, "the weight", ctx);
-  check_rank(weight, 3, "the lane-packed weight [K / lanes, N, lanes]", ctx);
-  if (data.ndim() < 1) ctx.fail("data must have at least 1 dimension, got " + to_string(data));
+  auto [data, weight] = dense_args(args, 3, "the lane-packed weight [K / lanes, N, lanes]", ctx);
   if (data.shape.back() != weight.shape[0] * weight.shape[2])
     ctx.fail("data has " + std::to_string(data.shape.back()) + " features but the weight " +
              ints_str(weight.shape) + " holds " +
              std::to_string(weight.shape[0] * weight.shape[2]) +
              "; pack the weight with nn.pack_dense_lanes");
-  std::vector<int64_t> shape(data.shape.begin(), data.shape.end() - 1);
-  shape.push_back(weight.shape[1]);
-  return TensorType{shape, data.dtype};
+  return dense_out(data, weight.shape[1]);
 }
 
 Tensor dense_lanes_compute(const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {
