@@ -164,25 +164,24 @@ PrimExpr tanh(const PrimExpr& x) {
   });
 }
 
-// sigmoid with e = e^-|x| (never overflows): 1 / (1 + e) for x >= 0 and e / (1 + e) for
-// x < 0, which keeps relative accuracy where the result is tiny or denormal.
-PrimExpr sigmoid(const PrimExpr& x) {
+namespace {
+
+// sigmoid with e = e^-|x| (never overflows; `exp_fn` computes it): 1 / (1 + e) for x >= 0 and
+// e / (1 + e) for x < 0, which keeps relative accuracy where the result is tiny or denormal.
+PrimExpr sigmoid_with(const PrimExpr& x, PrimExpr (*exp_fn)(const PrimExpr&)) {
   return bind("sigmoid_x", x, [&](const PrimExpr& xv) {
-    return bind("sigmoid_e", exp(-abs(xv)), [&](const PrimExpr& e) {
+    return bind("sigmoid_e", exp_fn(-abs(xv)), [&](const PrimExpr& e) {
       PrimExpr num = select(xv < cst(xv, 0.0), e, cst(e, 1.0));
       return num / (cst(e, 1.0) + e);
     });
   });
 }
 
-PrimExpr sigmoid_flush(const PrimExpr& x) {
-  return bind("sigmoid_x", x, [&](const PrimExpr& xv) {
-    return bind("sigmoid_e", exp_nonpositive(-abs(xv)), [&](const PrimExpr& e) {
-      PrimExpr num = select(xv < cst(xv, 0.0), e, cst(e, 1.0));
-      return num / (cst(e, 1.0) + e);
-    });
-  });
-}
+}  // namespace
+
+PrimExpr sigmoid(const PrimExpr& x) { return sigmoid_with(x, exp); }
+
+PrimExpr sigmoid_flush(const PrimExpr& x) { return sigmoid_with(x, exp_nonpositive); }
 
 // erf: x + x * Q(x^2) for |x| < 0.84375; otherwise 1 - e^(-x^2) * R(1 / (1 + |x|/2)) with
 // |x| clamped to 6, where erf is 1 in float64 (and float32) precision.
