@@ -6,12 +6,29 @@
 // pool at a time; a loop that finds it busy (another thread's model is using it) runs on
 // its caller alone, so concurrent models never wait for each other and never add threads.
 //
-// A loop: the caller writes the job, then publishes it by bumping `job_` (a generation
-// count and the team size in one atomic word); workers spin briefly for it, then sleep on a
-// condition variable (the spin keeps back-to-back kernels cheap, the sleep keeps an idle
-// pool off the CPU). Each participant runs one static, contiguous chunk; the caller runs
-// chunk 0 and waits for the others the same way. A worker outside the team only reads the
-// job word, so a next job may be written while it looks.
+// Made to hold up next to other runtimes in one process (PyTorch's OpenMP team and ONNX
+// Runtime's pool spin on the same cores after their own calls), where a worker may not get
+// its core for milliseconds:
+// - Work sharing. Each participant owns a contiguous range of the iterations (the static
+//   split, so the same thread touches the same data from kernel to kernel) and claims it in
+//   a few pieces; a participant whose range is done claims pieces of the others'. A worker
+//   whose core is busy elsewhere is covered by the rest; only a piece already claimed by a
+//   thread that then loses its core is waited for.
+// - No wake-up waited for. The caller never waits for a worker that has not joined: once
+//   every piece is claimed it closes the loop, and a worker arriving later finds nothing to
+//   join. So a sleeping worker's wake-up costs the caller only the notify, never the
+//   scheduler's latency.
+// - A worker that lost its core mid-piece is waited for, once: the loops of the next
+//   millisecond (doubling while it recurs) then run on the caller alone (Pool::straggled).
+// - Spins are timed and short (kSpinNs), so an idle pool leaves the cores to the others.
+//
+// A loop: the caller writes the job (the ranges), then publishes it in `state_`, one atomic
+// word of generation, team size, an open flag and the count of workers that joined. A
+// worker joins by incrementing that count while the loop is open (one compare-and-swap, so
+// joining and closing cannot cross); the caller closes the loop once the work is claimed and
+// waits for the joined workers alone. Workers spin briefly for the next loop, then sleep on
+// a condition variable (the spin keeps back-to-back kernels cheap, the sleep keeps an idle
+// pool off the CPU).
 //
 // fork(): the child has only the forking thread, so the pool's workers do not exist there.
 // An atfork handler abandons the parent's pool in the child (never touching its locks or
@@ -23,16 +40,22 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "ember/runtime/kernel_error.h"
 #include "ember/support/error.h"
+
+#ifdef EMBER_HAVE_OPENMP
+#include <omp.h>
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -51,11 +74,30 @@ using Body = void (*)(int64_t begin, int64_t end, void* closure);
 // parallel loop runs inline.
 thread_local bool t_in_parallel = false;
 
-// Spins before sleeping: long enough to catch the next kernel of a model, short enough not
-// to keep a core busy for nothing; short when the pool has more threads than the process
-// has CPUs (a spinning thread would take a CPU from one with work).
-constexpr int kSpins = 1 << 14, kOversubscribedSpins = 64;
-constexpr int kTeamBits = 16;  // team sizes up to 65535 (set_num_threads allows 4096)
+// How long a thread spins for the next loop (a worker) or for the last pieces (the caller)
+// before it sleeps: long enough to catch the next kernel of a model, short enough not to
+// keep a core from another runtime's threads, or from this pool's caller, for nothing.
+// Timed, not counted: a pause lasts 3 cycles on Zen 1 and 140 on Skylake-X. No spinning
+// when the pool has more threads than the process has CPUs.
+constexpr int64_t kSpinNs = 100'000;
+// Pieces a participant's range is claimed in: enough for the others to cover a thread that
+// lost its core, few enough that a claim (an atomic add on the range's own cache line) stays
+// negligible against the piece.
+constexpr int64_t kPiecesPerRange = 4;
+// A caller's wait for a worker's piece that means the worker lost its core (see
+// Pool::straggled), and how long the loops after it then run on the caller alone (doubling
+// up to the maximum while it recurs).
+constexpr int64_t kStragglerNs = 50'000, kSoloNs = 1'000'000, kMaxSoloNs = 64'000'000;
+
+// The state word: | generation | team size (16 bits) | open (1 bit) | joined workers (16 bits) |
+constexpr int kJoinedBits = 16, kTeamBits = 16;
+constexpr uint64_t kJoinedMask = (uint64_t{1} << kJoinedBits) - 1;
+constexpr uint64_t kOpen = uint64_t{1} << kJoinedBits;
+constexpr int kTeamShift = kJoinedBits + 1, kGenerationShift = kTeamShift + kTeamBits;
+constexpr uint64_t kTeamMask = (uint64_t{1} << kTeamBits) - 1;
+
+uint64_t generation_of(uint64_t state) { return state >> kGenerationShift; }
+int team_of(uint64_t state) { return static_cast<int>((state >> kTeamShift) & kTeamMask); }
 
 int available_cpus() {
   cpu_set_t set;
@@ -63,10 +105,41 @@ int available_cpus() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// A spin-wait of at most `ns`: more() pauses the CPU and says whether to go on.
+class Spin {
+ public:
+  explicit Spin(int64_t ns) : ns_(ns) {}
+  bool more() {
+    if (ns_ <= 0) return false;
+    EMBER_CPU_RELAX();
+    if (++count_ % 16) return true;  // read the clock every 16 pauses
+    if (!start_) start_ = now_ns();
+    return now_ns() - start_ < ns_;
+  }
+
+ private:
+  int64_t ns_, start_ = 0, count_ = 0;
+};
+
+// One participant's share of a loop: iterations [next, end) not yet claimed, claimed `piece`
+// at a time by its owner and by any participant that has run out of its own.
+struct alignas(64) Range {
+  std::atomic<int64_t> next{0};
+  int64_t end = 0, piece = 1;
+};
+
 class Pool {
  public:
   explicit Pool(int workers)
-      : size_(workers + 1), spins_(size_ > available_cpus() ? kOversubscribedSpins : kSpins) {
+      : size_(workers + 1),
+        spin_ns_(size_ > available_cpus() ? 0 : kSpinNs),
+        ranges_(static_cast<size_t>(size_)) {
     threads_.reserve(workers);
     for (int w = 1; w <= workers; ++w) threads_.emplace_back([this, w] { work(w); });
   }
@@ -83,109 +156,164 @@ class Pool {
 
   int size() const { return size_; }
 
-  // Runs body over [0, n) on min(threads, n) participants, or returns false at once when
-  // another loop holds the pool.
+  // Runs body over [0, n) with up to min(threads, n) participants, or returns false at once
+  // when another loop holds the pool.
   bool try_run(int64_t n, Body body, void* closure, int threads) {
     std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
     if (!busy.owns_lock()) return false;
+    const int64_t start = now_ns();
+    if (start < solo_until_ns_) {  // the other cores are taken: see straggled()
+      body(0, n, closure);
+      return true;
+    }
     const int team = static_cast<int>(std::min<int64_t>({threads, n, size_}));
-    n_ = n;
+    split(n, team);
     body_ = body;
     closure_ = closure;
     kernel_errors_ = current_kernel_errors();  // the team reports to the caller's record
     error_ = nullptr;
-    remaining_.store(team - 1);
-    // Publishes the job: the next generation with the team size (seq_cst: see wait_for_job).
-    uint64_t generation = (job_.load() >> kTeamBits) + 1;
-    job_.store(generation << kTeamBits | static_cast<uint64_t>(team));
+    failed_.store(false, std::memory_order_relaxed);
+    // Publishes the job (seq_cst: see wait_for_job and the sleepers_ check below).
+    const uint64_t generation = generation_of(state_.load()) + 1;
+    state_.store(generation << kGenerationShift | uint64_t(team) << kTeamShift | kOpen);
     if (sleepers_.load() > 0) {
       std::lock_guard<std::mutex> lock(mutex_);
       wake_.notify_all();
     }
-    run_chunk(0, team);
-    // Wait for the other participants.
-    for (int spin = 0; remaining_.load(std::memory_order_acquire) > 0; ++spin) {
-      if (spin < spins_) {
-        EMBER_CPU_RELAX();
+    run_pieces(0, team);
+    const int64_t claimed = now_ns();
+    // Every piece is claimed: close the loop to latecomers, then wait for those who joined.
+    uint64_t state = state_.fetch_and(~kOpen);
+    for (Spin spin(spin_ns_); (state & kJoinedMask) > 0;) {
+      if (spin.more()) {
+        state = state_.load(std::memory_order_acquire);
         continue;
       }
       std::unique_lock<std::mutex> lock(mutex_);
       caller_sleeping_.store(true);
-      done_.wait(lock, [&] { return remaining_.load() == 0; });
+      done_.wait(lock, [&] { return (state_.load() & kJoinedMask) == 0; });
       caller_sleeping_.store(false);
       break;
     }
+    straggled(claimed - start, now_ns() - claimed);
     if (error_) std::rethrow_exception(error_);
     return true;
   }
 
  private:
-  // Static contiguous partition: the first n % team chunks take one extra iteration (no
-  // n * i products, so no overflow for any n).
-  void run_chunk(int i, int64_t team) {
-    int64_t base = n_ / team, rem = n_ % team;
-    int64_t begin = i * base + std::min<int64_t>(i, rem);
-    int64_t end = begin + base + (i < rem ? 1 : 0);
-    if (begin >= end) return;
+  // After a loop whose caller, done with every piece, waited `waited` ns for a worker's piece
+  // (the caller's own share took `own` ns). Far longer than a piece takes, the wait is a
+  // worker that lost its core mid-piece to another process's or runtime's thread (PyTorch's
+  // OpenMP team and ONNX Runtime's pool spin for milliseconds after their calls): the loops
+  // of the next while run on the caller alone, at its one-thread speed rather than waiting
+  // for a core it does not get, and that while doubles as long as it keeps happening.
+  void straggled(int64_t own, int64_t waited) {
+    if (waited < std::max(kStragglerNs, own / 2)) {
+      solo_ns_ = kSoloNs;
+      return;
+    }
+    solo_until_ns_ = now_ns() + solo_ns_;
+    solo_ns_ = std::min(2 * solo_ns_, kMaxSoloNs);
+  }
+
+  // The static contiguous split, the first n % team ranges one iteration longer (no n * i
+  // products, so no overflow for any n).
+  void split(int64_t n, int team) {
+    const int64_t base = n / team, rem = n % team;
+    int64_t begin = 0;
+    for (int i = 0; i < team; ++i) {
+      Range& r = ranges_[i];
+      r.end = begin + base + (i < rem ? 1 : 0);
+      r.piece = std::max<int64_t>(1, (r.end - begin + kPiecesPerRange - 1) / kPiecesPerRange);
+      r.next.store(begin, std::memory_order_relaxed);
+      begin = r.end;
+    }
+  }
+
+  // Runs participant `self`'s range, then helps with the others', until nothing is left.
+  void run_pieces(int self, int team) {
     KernelErrorScope errors(kernel_errors_);
+    for (int k = 0; k < team; ++k) {
+      Range& r = ranges_[(self + k) % team];
+      while (!failed_.load(std::memory_order_relaxed)) {
+        const int64_t begin = r.next.fetch_add(r.piece, std::memory_order_relaxed);
+        if (begin >= r.end) break;
+        run(begin, std::min(begin + r.piece, r.end));
+      }
+    }
+  }
+
+  void run(int64_t begin, int64_t end) {
     try {
       body_(begin, end, closure_);
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mutex_);
       if (!error_) error_ = std::current_exception();
+      failed_.store(true, std::memory_order_relaxed);
     }
+  }
+
+  // Joins the loop published as `state`: one more joined worker, if it is still open and
+  // this worker is in its team.
+  bool join(uint64_t state, int index) {
+    while ((state & kOpen) && index < team_of(state)) {
+      if (state_.compare_exchange_weak(state, state + 1)) return true;
+      if (generation_of(state) != generation_of(state_.load())) return false;
+    }
+    return false;
   }
 
   void work(int index) {
     t_in_parallel = true;
     uint64_t seen = 0;
     while (true) {
-      uint64_t job = wait_for_job(seen);
-      if (job == 0) return;  // stopping
-      seen = job;
-      int team = static_cast<int>(job & ((uint64_t{1} << kTeamBits) - 1));
-      if (index >= team) continue;  // this loop needs fewer threads
-      run_chunk(index, team);
-      // seq_cst, paired with the caller's store of caller_sleeping_ and load of remaining_.
-      if (remaining_.fetch_sub(1) == 1 && caller_sleeping_.load()) {
+      uint64_t state = wait_for_job(seen);
+      if (state == 0) return;  // stopping
+      seen = generation_of(state);
+      if (!join(state, index)) continue;  // closed already, or this loop needs fewer threads
+      run_pieces(index, team_of(state));
+      // seq_cst, paired with the caller's store of caller_sleeping_ and load of state_.
+      uint64_t before = state_.fetch_sub(1);
+      if ((before & kJoinedMask) == 1 && caller_sleeping_.load()) {
         std::lock_guard<std::mutex> lock(mutex_);
         done_.notify_all();
       }
     }
   }
 
-  // The job word after `seen`, or 0 when the pool stops.
+  // The state of a loop of a generation after `seen`, or 0 when the pool stops.
   uint64_t wait_for_job(uint64_t seen) {
-    for (int spin = 0; spin < spins_; ++spin) {
-      uint64_t job = job_.load(std::memory_order_acquire);
-      if (job != seen) return job;
-      EMBER_CPU_RELAX();
+    for (Spin spin(spin_ns_); spin.more();) {
+      uint64_t state = state_.load(std::memory_order_acquire);
+      if (generation_of(state) != seen) return state;
     }
     std::unique_lock<std::mutex> lock(mutex_);
-    // Counted before the job word is read again: a caller that publishes a job after this
+    // Counted before the state is read again: a caller that publishes a loop after this
     // read sees sleepers_ > 0 and notifies (both are seq_cst).
     sleepers_.fetch_add(1);
-    wake_.wait(lock, [&] { return stop_ || job_.load() != seen; });
+    wake_.wait(lock, [&] { return stop_ || generation_of(state_.load()) != seen; });
     sleepers_.fetch_sub(1);
-    return stop_ ? 0 : job_.load();
+    return stop_ ? 0 : state_.load();
   }
 
-  const int size_;   // workers + the caller
-  const int spins_;  // spin iterations before sleeping
+  const int size_;         // workers + the caller
+  const int64_t spin_ns_;  // how long to spin before sleeping
+  // Held with busy_: loops before solo_until_ns_ run on their caller (see straggled).
+  int64_t solo_until_ns_ = 0, solo_ns_ = kSoloNs;
   std::vector<std::thread> threads_;
   std::mutex busy_;  // held by the caller of the loop in flight
 
-  // The job in flight, written by its caller before it publishes job_; read only by the
-  // team, which finishes before the next job is written.
-  int64_t n_ = 0;
+  // The loop in flight, written by its caller before it publishes state_; read only by the
+  // caller and the workers that joined, which finish before the next loop is written.
+  std::vector<Range> ranges_;
   Body body_ = nullptr;
   void* closure_ = nullptr;
   KernelErrors* kernel_errors_ = nullptr;
   std::exception_ptr error_;
   std::mutex error_mutex_;
+  std::atomic<bool> failed_{false};  // a piece threw: claim no more
 
-  std::atomic<uint64_t> job_{0};   // generation << kTeamBits | team size
-  std::atomic<int> remaining_{0};  // workers of the job still running
+  std::atomic<uint64_t> state_{0};
   std::atomic<int> sleepers_{0};
   std::atomic<bool> caller_sleeping_{false};
   std::mutex mutex_;  // for the condition variables and stop_
@@ -215,11 +343,16 @@ std::atomic<int>& num_threads_setting() {
 std::mutex g_pool_mutex;
 std::shared_ptr<Pool>* g_pool = nullptr;
 
+// Set in a forked child: libgomp's team of the parent does not exist there and its next
+// parallel region would wait for it forever, so the child runs its loops on the pool.
+bool g_forked = false;
+
 void before_fork() { g_pool_mutex.lock(); }
 void after_fork_in_parent() { g_pool_mutex.unlock(); }
 void after_fork_in_child() {
   // The parent's workers do not exist here: abandon its pool (leaked, never touched again).
   g_pool = nullptr;
+  g_forked = true;
   g_pool_mutex.unlock();
 }
 
@@ -234,6 +367,63 @@ std::shared_ptr<Pool> pool_for(int threads) {
   if (!*g_pool || (*g_pool)->size() != threads) *g_pool = std::make_shared<Pool>(threads - 1);
   return *g_pool;
 }
+
+// EMBER_THREADING=openmp: loops run on the OpenMP runtime (libgomp, which a PyTorch process
+// shares: one team for both), in pieces claimed dynamically. Kept to measure the pool
+// against (benchmarks/cotenancy.py); the pool is the default because it measured faster
+// next to PyTorch and ONNX Runtime, and libgomp's teams are neither shared between calling
+// threads nor usable after fork().
+bool use_openmp() {
+  static const bool openmp = [] {
+    const char* env = std::getenv("EMBER_THREADING");
+    std::string v = env ? env : "pool";
+    if (v == "pool") return false;
+    if (v != "openmp")
+      fail("EMBER_THREADING=", v, " is not a threading runtime: use pool or openmp");
+#ifndef EMBER_HAVE_OPENMP
+    fail(
+        "EMBER_THREADING=openmp: this build of Ember has no OpenMP (configure it with an "
+        "OpenMP compiler)");
+#endif
+    return true;
+  }();
+  return openmp && !g_forked;
+}
+
+#ifdef EMBER_HAVE_OPENMP
+std::mutex g_openmp_busy;  // one region at a time, as the pool: no team per calling thread
+
+bool try_run_openmp(int64_t n, Body body, void* closure, int threads) {
+  std::unique_lock<std::mutex> busy(g_openmp_busy, std::try_to_lock);
+  if (!busy.owns_lock()) return false;
+  const int team = static_cast<int>(std::min<int64_t>(threads, n));
+  const int64_t pieces = std::min<int64_t>(n, team * kPiecesPerRange);
+  KernelErrors* errors = current_kernel_errors();
+  std::exception_ptr error;
+  std::mutex error_mutex;
+#pragma omp parallel num_threads(team)
+  {
+    const bool outer = t_in_parallel;
+    t_in_parallel = true;
+    KernelErrorScope scope(errors);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t p = 0; p < pieces; ++p) {
+      try {
+        body(n / pieces * p + std::min(p, n % pieces),
+             n / pieces * (p + 1) + std::min(p + 1, n % pieces), closure);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+      }
+    }
+    t_in_parallel = outer;
+  }
+  if (error) std::rethrow_exception(error);
+  return true;
+}
+#else
+bool try_run_openmp(int64_t, Body, void*, int) { return false; }
+#endif
 
 }  // namespace
 
@@ -257,11 +447,13 @@ extern "C" __attribute__((visibility("default"))) int ember_parallel_for(
     body(0, n, closure);
     return 0;
   }
-  std::shared_ptr<Pool> pool = pool_for(threads);
+  const bool openmp = use_openmp();
+  std::shared_ptr<Pool> pool = openmp ? nullptr : pool_for(threads);
   t_in_parallel = true;
   bool ran;
   try {
-    ran = pool->try_run(n, body, closure, threads);
+    ran = openmp ? try_run_openmp(n, body, closure, threads)
+                 : pool->try_run(n, body, closure, threads);
   } catch (...) {
     t_in_parallel = false;
     throw;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -69,6 +70,43 @@ TEST(ThreadPool, ThreadCountChangesBetweenLoops) {
     for (auto& h : s.hits) ASSERT_EQ(h.load(), 1) << threads << " threads";
   }
   set_num_threads(saved);
+}
+
+// A worker that loses its core (here: sleeps inside its first piece) does not hold up the rest
+// of its range: the caller, done with its own, claims the worker's remaining pieces.
+struct Stalled {
+  std::thread::id caller = std::this_thread::get_id();
+  std::vector<std::atomic<int>> hits, by_caller;
+  std::atomic<bool> slept{false};
+  explicit Stalled(int64_t n) : hits(static_cast<size_t>(n)), by_caller(static_cast<size_t>(n)) {}
+};
+
+void stall_a_worker(int64_t begin, int64_t end, void* closure) {
+  auto* s = static_cast<Stalled*>(closure);
+  const bool on_caller = std::this_thread::get_id() == s->caller;
+  if (!on_caller && !s->slept.exchange(true))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (int64_t i = begin; i < end; ++i) {
+    s->hits[i]++;
+    if (on_caller) s->by_caller[i]++;
+  }
+}
+
+TEST(ThreadPool, TheCallerCoversAWorkerThatStalls) {
+  int saved = get_num_threads();
+  set_num_threads(2);
+  Sum warm_up(8);
+  ember_parallel_for(8, count, &warm_up);  // starts the pool
+  Stalled s(64);
+  ember_parallel_for(64, stall_a_worker, &s);
+  set_num_threads(saved);
+  int worker_range_on_caller = 0;
+  for (int64_t i = 0; i < 64; ++i) {
+    EXPECT_EQ(s.hits[i].load(), 1) << i;
+    if (i >= 32) worker_range_on_caller += s.by_caller[i].load();
+  }
+  // The worker's range is 32..63 in pieces of 8: it holds at most the piece it sleeps in.
+  EXPECT_GE(worker_range_on_caller, 24);
 }
 
 }  // namespace
