@@ -101,7 +101,7 @@ def main(trials=8):
     # candidates of the first workload, compiled one after another and on a thread pool.
     groups = {w["key"]: w["group"] for w in ember._ember._extract_workloads(default)}
     group = groups[records[0].key]
-    space = ember._ember._knob_space(group, ember._ember._target_vector_bits("llvm"))[:8]
+    space = ember._ember._knob_space(group, "llvm")[:8]
     build = lambda knobs: ember._ember._build_kernel(group, "llvm", knobs)  # noqa: E731
     start = time.perf_counter()
     for knobs in space:

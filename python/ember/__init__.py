@@ -30,7 +30,7 @@ _attach_reports(LoadedLibrary)
 if RUNTIME_ONLY:
     from .deploy import _runtime_only as build
 else:
-    from . import frontend, ir, op, transform
+    from . import frontend, ir, op, target, transform
     from .build import Library, build, measure_fma_peak, native_vector_lanes
     from .tuning import tune
 from .runtime import (BenchmarkResult, GraphModule, Tensor, cuda_available, get_num_threads,

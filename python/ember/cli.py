@@ -239,6 +239,11 @@ def _bench(args):
     print(module.benchmark(number=args.number, repeat=args.repeat))
 
 
+def _target(args):
+    from . import target
+    print(target.machine_model(args.target))
+
+
 # ------------------------------------------------------------------------------ main
 def _parser():
     p = argparse.ArgumentParser(prog="ember", description="Ember tensor compiler: compile PyTorch programs "
@@ -309,6 +314,14 @@ def _parser():
                    help="an input, by name or in order (others are random)")
     b.add_argument("--threads", type=int, help="threads for parallel loops")
     b.set_defaults(func=_bench)
+
+    m = sub.add_parser("target", help="show the machine model of a CPU target",
+                       description="Show what Ember knows of a CPU: vector width, FMA issue "
+                       "rate, latency and datapath width, loads per cycle, cache sizes, and "
+                       "where each fact comes from.")
+    m.add_argument("--target", default="llvm",
+                   help='"llvm" (the host, default) or "llvm -mcpu=znver1" and the like')
+    m.set_defaults(func=_target)
     return p
 
 

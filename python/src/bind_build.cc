@@ -8,6 +8,7 @@
 #include "bindings.h"
 #include "ember/codegen/build.h"
 #include "ember/codegen/codegen.h"
+#include "ember/codegen/machine.h"
 #include "ember/codegen/target.h"
 #include "ember/codegen/tuning.h"
 #include "ember/passes/tuning.h"
@@ -65,12 +66,14 @@ void bind_tuning(py::module_& m) {
   m.def("_workload_key", [](py::handle group) {
     return passes::workload_key(function_arg(group, "workload_key: group"));
   });
-  m.def("_knob_space", [](py::handle group, int vector_bits) {
+  m.def("_knob_space", [](py::handle group, py::handle target) {
     ir::Function g = function_arg(group, "knob_space: group");
+    const passes::MachineModel machine =
+        codegen::machine_model(codegen::parse_target(str_arg(target, "knob_space: target")));
     std::vector<passes::ScheduleKnobs> space;
     {
       py::gil_scoped_release release;
-      space = passes::knob_space(g, vector_bits);
+      space = passes::knob_space(g, machine);
     }
     py::list out;
     for (auto& k : space) out.append(knobs_dict(k));
@@ -85,6 +88,16 @@ void bind_tuning(py::module_& m) {
   });
   m.def("_target_vector_bits", [](py::handle target) {
     return codegen::parse_target(str_arg(target, "target")).resolved_vector_bits();
+  });
+  m.def("_machine_model", [](py::handle target) {
+    const codegen::Target t = codegen::parse_target(str_arg(target, "target"));
+    if (t.is_cuda()) fail("machine_model: '", t.str(), "' is not a CPU target; use \"llvm ...\"");
+    const passes::MachineModel mm = codegen::machine_model(t);
+    return py::dict("cpu"_a = mm.cpu, "source"_a = mm.source, "vector_bits"_a = mm.vector_bits,
+                    "vector_registers"_a = mm.vector_registers, "fma_per_cycle"_a = mm.fma_ports,
+                    "fma_latency"_a = mm.fma_latency, "fma_datapath_bits"_a = mm.fma_datapath_bits,
+                    "loads_per_cycle"_a = mm.load_ports, "l1_bytes"_a = mm.l1_bytes,
+                    "l2_bytes"_a = mm.l2_bytes, "l3_bytes"_a = mm.l3_bytes);
   });
 }
 

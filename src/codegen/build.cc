@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "ember/codegen/codegen.h"
+#include "ember/codegen/machine.h"
 #include "ember/codegen/target.h"
 #include "ember/ir/op.h"
 #include "ember/passes/bind_params.h"
@@ -96,12 +97,15 @@ std::shared_ptr<Library> build_library(const ir::Function& f, const std::string&
         "the chosen schedule knobs as build's `tuned` argument");
   const codegen::Target tgt = codegen::parse_target(target);
   const bool cuda = tgt.is_cuda();
-  passes::MachineModel machine = passes::MachineModel::for_vector_bits(tgt.resolved_vector_bits());
+  // The target CPU's own model (a GPU build's host-side schedules keep the pinned one).
+  passes::MachineModel machine =
+      cuda ? passes::MachineModel::for_vector_bits(tgt.resolved_vector_bits()) : machine_model(tgt);
   machine.threads = runtime::get_num_threads();  // the model is built for the threads it runs on
   const passes::PipelineTarget pipeline_target{cuda, machine};
   passes::LowerOptions lower_opts;
   lower_opts.gpu = cuda;
   lower_opts.vector_bits = pipeline_target.machine.vector_bits;
+  lower_opts.machine = &pipeline_target.machine;
   lower_opts.tuned = tuned;
   std::vector<runtime::FusionEdge> fusion;
   passes::StepLog log(ctx);

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "ember/codegen/codegen.h"
+#include "ember/codegen/machine.h"
 #include "ember/codegen/target.h"
 #include "ember/passes/tuning.h"
 #include "ember/support/error.h"
@@ -41,8 +42,10 @@ std::shared_ptr<Library> build_kernel(const ir::Function& group, const std::stri
     params.push_back(ir::var("p" + std::to_string(i), group->params[i]->type.tensor()));
   ir::Function f = ir::function(params, ir::call_function(group, params, group->name));
   std::map<std::string, passes::ScheduleKnobs> tuned = {{passes::workload_key(group), knobs}};
+  const passes::MachineModel machine = machine_model(tgt);
   passes::LowerOptions opts;
-  opts.vector_bits = tgt.resolved_vector_bits();
+  opts.vector_bits = machine.vector_bits;
+  opts.machine = &machine;
   opts.tuned = &tuned;
   passes::LoweredGraph lowered = passes::lower_graph(f, opts);
   if (!lowered.kernels.at(0).tuning_note.empty()) fail(lowered.kernels[0].tuning_note);

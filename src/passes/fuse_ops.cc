@@ -338,7 +338,7 @@ class Fuser {
     if (!(members.size() == 1 && g_.calls[out]->op->is_view)) {  // a view is not a kernel
       std::vector<Expr> inputs;
       Function fn = group_function(g_, members, out, &inputs);
-      PrimFunc k = lower_group(fn, "cost", LowerOptions{machine_->vector_bits, false});
+      PrimFunc k = lower_group(fn, "cost", LowerOptions{machine_->vector_bits, false, machine_});
       KernelWork w = kernel_work(k, *machine_);
       c = {estimated_cycles(w, *machine_), w.flops, w.latency_bound};
     }
@@ -465,8 +465,10 @@ std::string unfused_reason(const OpGraph& g, Fuser& fz, int p, int c) {
                                       !two_anchor_pattern(g.calls[a], g.calls[c]).empty())
     return op(a) + " -> " + op(c) +
            " is one kernel on the CPU; on the GPU target one kernel would recompute " + op(a) +
-           " per output of " + op(c) + " without tiles (too many channels to sum, or outputs "
-           "enough for the tiled template): " + op(c) + " runs as its own kernel";
+           " per output of " + op(c) +
+           " without tiles (too many channels to sum, or outputs "
+           "enough for the tiled template): " +
+           op(c) + " runs as its own kernel";
   if (pc == OpPattern::OutEWiseFusable)
     return op(c) + " is an anchor: it starts its own kernel (its input is read many times)";
   if (fz.depth_limited_.count(p)) return "the group would exceed FuseOps.max_depth";

@@ -38,6 +38,19 @@ def build_run(func, inputs, vector_bits, disabled_passes=(), config=None):
     return lib, [np.asarray(m.get_output(i)).copy() for i in range(m.get_num_outputs())]
 
 
+# The CPUs that structure assertions at each width are written for: Zen 3 at 256 bits (FMA
+# latency 4, 2 a cycle, 512 KB L2), Zen 4 at 512 (its 1 MB L2).
+STRUCTURE_CPUS = {256: "znver3", 512: "znver4"}
+
+
+def build_for(func, cpu, vector_bits, disabled_passes=(), config=None):
+    """Builds `func` for the named CPU (`llvm -mcpu=CPU -vector-bits=N`) without running it:
+    an assertion on the code's structure (tiles, loops, layouts: the machine model's
+    decisions) reads this build, so it holds on every host; numbers come from build_run."""
+    with ember.transform.PassContext(disabled_passes=list(disabled_passes), config=config):
+        return ember.build(func, target=f"llvm -mcpu={cpu} -vector-bits={vector_bits}")
+
+
 def t(a):
     return torch.from_numpy(np.ascontiguousarray(a))
 

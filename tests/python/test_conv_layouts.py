@@ -18,12 +18,9 @@ import torch.nn.functional as F
 
 import ember
 from ember import ir, op
-from op_checks import build_run, t
+from op_checks import STRUCTURE_CPUS, build_for, build_run, t
 
 WIDTHS = [256, 512]
-# The host's vector register width (ember.native_vector_lanes follows EMBER_VECTOR_BITS).
-with open("/proc/cpuinfo") as _f:
-    HOST_REGISTER_BITS = 512 if " avx512f" in _f.read() else 256
 LAYOUTS = {"blocked": [], "plain": ["AlterOpLayout"]}
 # (cin, cout, width, kernel, stride, padding, dilation, groups)
 CASES = [
@@ -110,12 +107,11 @@ def test_padded_input_is_read_by_masked_loads_not_gathers(bits):
     lib, (got,) = build_run(f, [a], bits)
     want = F.relu(F.conv2d(t(a).double(), t(wt).double(), padding=1, groups=c))
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=1e-5 * 3)
-    # Only where the vector fits one of the host's registers: a masked load that LLVM splits
-    # in halves is miscompiled when a half's mask is all false (codegen avoids it), so
-    # 512-bit code on an AVX2 host reads the padding the generic way.
-    if bits <= HOST_REGISTER_BITS:
-        ll = lib.get_source("ll")
-        assert "llvm.masked.load" in ll and "llvm.masked.gather" not in ll
+    # Checked in code for a CPU whose registers hold the vector (a masked load that LLVM
+    # splits in halves is miscompiled when a half's mask is all false, so 512-bit code for
+    # an AVX2 CPU reads the padding the generic way).
+    ll = build_for(f, STRUCTURE_CPUS[bits], bits).get_source("ll")
+    assert "llvm.masked.load" in ll and "llvm.masked.gather" not in ll
 
 
 @pytest.mark.parametrize("bits", WIDTHS)
@@ -304,13 +300,16 @@ def test_lone_conv_runs_blocked_when_its_work_pays_the_conversions(bits, cin, co
 
 @pytest.mark.parametrize("bits", WIDTHS)
 @pytest.mark.parametrize("cin,cout,width,kernel,stride,chunked", [
-    # (chunked at 256 bits, at 512): 512-bit blocks of 32 channels make one step of input
-    # channels 36 KB of 3x3 weights, over half the L1 alone, so those convs run one pass.
+    # (chunked on Zen 3 at 256 bits, on Zen 4 at 512): 512-bit blocks of 32 channels make
+    # one step of input channels 36 KB of 3x3 weights, over half the L1 alone, so those convs
+    # run one pass.
     (64, 128, 7, 3, 1, (True, False)),   # ResNet's layer4 shape class, 7-pixel rows
     (96, 64, 13, 3, 1, (True, False)),   # 13 pixels: the last tile of a row runs into padding
     (64, 64, 14, 3, 2, (True, False)),   # stride 2 -> 7x7
-    (2048, 320, 7, 1, 1, (True, True)),  # 1x1, 7x7, 2.6 MB of weights
-    (3072, 200, 5, 1, 1, (True, True)),  # 1x1, 5 pixels, 200 channels (blocks of 8 / 16)
+    # 1x1, 7x7, 2.6 MB of weights; 1x1, 5 pixels, 200 channels (blocks of 8 / 16), 2.4 MB:
+    # over 4 L2s of Zen 3, so chunked; within 4 of Zen 4's, so they stream inside there.
+    (2048, 320, 7, 1, 1, (True, False)),
+    (3072, 200, 5, 1, 1, (True, False)),
     (1024, 256, 7, 1, 1, (False, False)),  # 1 MB of 1x1 weights stream inside instead
     (64, 64, 30, 3, 1, (False, False)),  # a 30x30 block of pixels does not fit the L1
 ])
@@ -330,7 +329,8 @@ def test_deep_convs_on_small_images_accumulate_in_chunks(bits, cin, cout, width,
                      padding=(kernel // 2, kernel // 2))
     y = op.nn.relu(op.add(op.nn.conv2d(y, ir.const(w2.astype("float32"))), y))
     a = rng.standard_normal((1, cin, width, width)).astype("float32")
-    lib, (got,) = build_run(ir.Function([x], y), [a], bits)
+    _, (got,) = build_run(ir.Function([x], y), [a], bits)
+    lib = build_for(ir.Function([x], y), STRUCTURE_CPUS[bits], bits)
     conv = [f for f in lib.get_source("loop").split("\nfunc ") if "conv2d_pad" in f or
             f.startswith("k1")][0]
     assert ("rc.o" in conv) == chunked[bits == 512], conv[:3000]

@@ -14,7 +14,7 @@ import pytest
 
 import ember
 from ember import ir, op
-from op_checks import build_run
+from op_checks import STRUCTURE_CPUS, build_for, build_run
 
 WIDTHS = [256, 512]
 LAYOUTS = {"packed": [], "plain": ["AlterOpLayout"]}
@@ -139,7 +139,7 @@ def test_row_statistics_over_a_gemm_block_walk_rows_contiguously():
     r = ir.var("r", (128, 768), "float32")
     w = ir.const(rng.standard_normal((768, 96)).astype("float32"))
     y = op.nn.layer_norm(op.add(op.nn.dense(x, w), r))
-    lib = ember.build(ir.Function([x, r], y), target="llvm -vector-bits=256")
+    lib = ember.build(ir.Function([x, r], y), target="llvm -mcpu=znver3 -vector-bits=256")
     lines = lib.get_source("loop").splitlines()
     for stat in ("layer_norm_sum", "layer_norm_var"):
         rows = [i for i, l in enumerate(lines) if re.match(rf"\s*for {stat}\.\w+ in \[0, 64\)", l)]
@@ -180,7 +180,8 @@ def test_a_gemv_over_short_rows_is_dot_products(bits, n):
     b = rng.standard_normal(n).astype("float32")
     f = ir.Function([x], op.nn.relu(op.nn.bias_add(op.nn.dense(x, ir.const(w)), ir.const(b))))
     data = [rng.standard_normal((1, 2048)).astype("float32")]
-    lib, (got,) = build_run(f, data, bits)
+    _, (got,) = build_run(f, data, bits)
+    lib = build_for(f, STRUCTURE_CPUS[bits], bits)
     loop = lib.get_source("loop")
     lanes = bits == 256 and n <= 16  # one tile's rows, packed in lanes: one stream
     weight = "float32[256, 10, 8]" if lanes else f"float32[{n}, 2048]"
@@ -224,7 +225,8 @@ def test_gemvs_over_short_rows_at_awkward_sizes(bits):
         outs.append(op.tanh(op.add(y, ir.const(b))))
         data.append(a)
         ref.append(np.tanh(a.astype(np.float64) @ w.T.astype(np.float64) + b))
-    lib, got = build_run(ir.Function(xs, ir.Tuple(outs)), data, bits)
+    _, got = build_run(ir.Function(xs, ir.Tuple(outs)), data, bits)
+    lib = build_for(ir.Function(xs, ir.Tuple(outs)), STRUCTURE_CPUS[bits], bits)
     lanes = sorted(r.anchor for r in lib.fusion_report() if r.anchor == "nn.dense_lanes")
     want = [n for n, k in shapes if bits == 256 and n % 8 and n <= 16 and k % 8 == 0]
     assert len(lanes) == len(want)

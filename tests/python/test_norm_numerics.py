@@ -169,7 +169,9 @@ def test_log_sum_exp_edges_with_a_nan_free_max(bits):
     x = ir.var("x", xs.shape, "float32")
     lib = ember.build(ir.Function([x], op.log_sum_exp(x, axis=1)),
                       target=f"llvm -vector-bits={bits}")
-    assert re.search(r"nnan [^\n]*@llvm\.(vector\.reduce\.fmaximum|maximum)", lib.get_source("ll"))
+    named = ember.build(ir.Function([x], op.log_sum_exp(x, axis=1)),
+                        target=f"llvm -mcpu={'znver3' if bits == 256 else 'znver4'} -vector-bits={bits}")
+    assert re.search(r"nnan [^\n]*@llvm\.(vector\.reduce\.fmaximum|maximum)", named.get_source("ll"))
     got = np.asarray(ember.GraphModule(lib)(x=xs))
     want = torch.logsumexp(torch.from_numpy(xs), dim=1).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, equal_nan=True)

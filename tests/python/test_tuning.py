@@ -85,7 +85,7 @@ def test_the_best_entry_is_applied_and_other_knobs_give_the_same_numbers(tmp_pat
     _, default = run(f, params, x)
     lib = ember.build(f, params=params)
     group = ember._ember._extract_workloads(lib)[0]
-    space = ember._ember._knob_space(group["group"], ember._ember._target_vector_bits("llvm"))
+    space = ember._ember._knob_space(group["group"], "llvm")
     assert len(space) > 4
     # A spread of the space, every knob that varies among them.
     sample = space[1::max(1, len(space) // 8)]
@@ -162,7 +162,7 @@ def test_crashing_and_hanging_trials_are_recorded_as_failed(tmp_path):
     f, params, _ = dense_model(m=4, k=5)  # 5 steps of reduction: no unroll knob, a small space
     lib = ember.build(f, params=params)
     group = ember._ember._extract_workloads(lib)[0]["group"]
-    space = ember._ember._knob_space(group, ember._ember._target_vector_bits("llvm"))
+    space = ember._ember._knob_space(group, "llvm")
     faulty = [k for k in space if k["tile_rows"] in (1, 2)
               and k["tile_vectors"] == 1]
     assert len(faulty) == 2
@@ -200,7 +200,7 @@ def test_search_strategies_each_measure_the_default_first_and_every_candidate_on
     f, params, _ = dense_model(m=6, k=32)
     lib = ember.build(f, params=params)
     group = ember._ember._extract_workloads(lib)[0]["group"]
-    space = ember._ember._knob_space(group, ember._ember._target_vector_bits("llvm"))
+    space = ember._ember._knob_space(group, "llvm")
     # A made-up cost: the search must find the cheap corner (many accumulators, unrolled).
     def cost(k):
         return 1.0 / (k["tile_rows"] * k["tile_vectors"]) + 0.1 / k["unroll"]
@@ -257,7 +257,7 @@ def _blocked_conv_workload():
 def test_a_blocked_conv_may_take_its_register_tile_along_rows_or_columns():
     w = _blocked_conv_workload()
     vb = ember._ember._target_vector_bits("llvm")
-    space = ember._ember._knob_space(w["group"], vb)
+    space = ember._ember._knob_space(w["group"], "llvm")
     axes = {k["tile_axis"] for k in space}
     assert len(axes) == 2 and 0 not in axes, (w["anchor"], axes)
     other = next(k for k in space if k["tile_axis"] != space[0]["tile_axis"])
@@ -284,7 +284,7 @@ def test_a_deep_conv_on_a_small_image_tunes_its_reduction_chunks():
     lib = ember.build(ir.Function([x, w1, w2], op.nn.relu(y)), params=params)
     w = [w for w in ember._ember._extract_workloads(lib) if "conv" in w["anchor"]][-1]
     vb = ember._ember._target_vector_bits("llvm")
-    space = ember._ember._knob_space(w["group"], vb)
+    space = ember._ember._knob_space(w["group"], "llvm")
     chunks = {k["k_chunk"] for k in space}
     if vb == 256:
         # (0: a register tile along the other axis, whose block is not chunked.)
@@ -310,7 +310,7 @@ def test_a_one_row_dense_tunes_column_tiles_and_partial_sums():
     lib = ember.build(f, params=params)
     [work] = ember._ember._extract_workloads(lib)
     assert work["anchor"] == "nn.dense_packed"
-    space = ember._ember._knob_space(work["group"], ember._ember._target_vector_bits("llvm"))
+    space = ember._ember._knob_space(work["group"], "llvm")
     assert len(space) >= 100
     assert {k["partial_sums"] for k in space} >= {1, 2, 4, 8}
     assert {k["tile_vectors"] for k in space} >= {1, 2, 3, 4, 5}
@@ -333,7 +333,7 @@ def test_a_tuned_model_file_keeps_its_knobs_and_where_they_were_measured(tmp_pat
     lib = ember.build(f, params=params)
     work = ember._ember._extract_workloads(lib)[0]
     vb = ember._ember._target_vector_bits("llvm")
-    space = ember._ember._knob_space(work["group"], vb)
+    space = ember._ember._knob_space(work["group"], "llvm")
     knobs = space[1]
     log = str(tmp_path / "t.json")
     base = {"workload": work["key"], "name": "fc", "cpu": cpu_model(), "vector_bits": vb,

@@ -8,6 +8,7 @@
 #include "ember/ir/graph.h"
 #include "ember/ir/loop.h"
 #include "ember/ir/tensor_expr.h"
+#include "ember/passes/machine_model.h"
 #include "ember/passes/schedule_knobs.h"
 #include "ember/runtime/graph_executor.h"
 #include "ember/runtime/report.h"
@@ -17,6 +18,12 @@ namespace ember::passes {
 struct LowerOptions {
   int vector_bits = 512;  // the target's vector register width
   bool gpu = false;       // schedule for a GPU (apply_gpu_schedule) instead of the CPU
+  /// The target CPU's model (codegen/machine.h), of width vector_bits; null: the pinned
+  /// model of vector_bits (MachineModel::for_vector_bits).
+  const MachineModel* machine = nullptr;
+  MachineModel model() const {
+    return machine ? *machine : MachineModel::for_vector_bits(vector_bits);
+  }
   /// Tuned schedule knobs by workload key (tuning.h); kernels not in it, and all kernels
   /// when it is null, get the default schedule. CPU only.
   const std::map<std::string, ScheduleKnobs>* tuned = nullptr;
@@ -40,13 +47,14 @@ bool has_custom_lowering(const ir::Function& group);
 /// blocked conv (groups 1) and elementwise ops computes its [.., H, W, c] tensors as
 /// [.., 1, H*W, c] (the same memory; register tiles then walk H*W pixels, not rows of W)
 /// where the conv is pointwise (1x1, stride 1, no padding), or where the machine model
-/// (`vector_bits` wide) says its register tiles fit H*W pixels better than rows of W; a
-/// windowed conv's input keeps its shape. Its own type for any other group or node.
+/// (here the pinned one `vector_bits` wide) says its register tiles fit H*W pixels better
+/// than rows of W; a windowed conv's input keeps its shape. Its own type for any other group
+/// or node.
 ir::TensorType flat_pixel_type(const ir::Function& group, const ir::Expr& node, int vector_bits);
 /// The group's result as a tensor expression over placeholders for its params (`inputs`),
-/// for a target `vector_bits` wide.
+/// for the target `machine` describes.
 ir::Tensor group_compute(const ir::Function& group, std::vector<ir::Tensor>& inputs,
-                         int vector_bits);
+                         const MachineModel& machine);
 
 /// Lowers every call of `f` (op calls one kernel each, fused groups one kernel per group); view ops
 /// (reshape, flatten) become executor views, constants become parameters, and the function's inputs

@@ -4,21 +4,31 @@
 /// their own, so that a tuner can search the same knobs and tests can pin the model (the
 /// kernels are then the same on AVX2 and AVX-512 hosts).
 #include <cstdint>
+#include <string>
 
 #include "ember/runtime/dtype.h"
 
 namespace ember::passes {
 
 struct MachineModel {
-  int vector_bits = 256;      // the target's vector width (target option -vector-bits)
-  int vector_registers = 16;  // 16 ymm (AVX2) or 32 zmm (AVX-512)
+  // The CPU these facts describe: "pinned" for the fixed models of for_vector_bits (tests
+  // pin them, so their kernels are the same on every host); an LLVM CPU name for a target's
+  // model (codegen/machine.h: LLVM's scheduling model and, for the host, sysfs).
+  std::string cpu = "pinned";
+  std::string source = "fixed";  // where the facts came from, for people to read
+  int vector_bits = 256;         // the target's vector width (target option -vector-bits)
+  int vector_registers = 16;     // 16 ymm (AVX2) or 32 zmm (AVX-512)
   int64_t l1_bytes = 32 << 10;
   int64_t l2_bytes = 512 << 10;
+  int64_t l3_bytes = 32 << 20;  // the whole L3 (shared by the cores)
   // The FMA pipeline: independent accumulators needed = fma_ports x fma_latency. Four
   // cycles on Skylake and later, Zen 3 and Zen 4 (measured on this project's AMD EPYC: 8
   // independent chains reach the peak, 7 reach 77% of it); Zen 2's five would ask for 10.
-  int fma_ports = 2;
+  int fma_ports = 2;  // vector FMAs of vector_bits issued per cycle
   int fma_latency = 4;
+  // The FMA units' width: a wider vector issues in pieces (Zen 1's 128-bit units run a
+  // 256-bit FMA as two; Zen 4's 256-bit units a 512-bit one).
+  int fma_datapath_bits = 256;
   int load_ports = 2;  // vector loads and broadcasts per cycle
   // Bytes per cycle that one core streams from the L3 (Zen 3 and Skylake sustain 10-16):
   // a register tile whose vector loads come from there needs rows enough to wait for them

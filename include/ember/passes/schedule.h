@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ember/ir/tensor_expr.h"
+#include "ember/passes/machine_model.h"
 #include "ember/passes/schedule_knobs.h"
 
 namespace ember::passes {
@@ -195,9 +196,10 @@ class Schedule {
 /// reduction (the anchor: conv, dense, pooling, ...) read by an output is computed as a
 /// local tile at the output's tile loop, so the epilogue is applied while the tile is hot.
 /// `knobs` override the schedule's choices where set (tuning, schedule_knobs.h); `space`,
-/// when given, receives the kernel's knob ranges and the values used.
-void apply_default_schedule(Schedule& sch, int vector_bits, const ScheduleKnobs& knobs = {},
-                            KnobSpace* space = nullptr);
+/// when given, receives the kernel's knob ranges and the values used. Every tile size comes
+/// from `machine` (the target CPU's model, or a pinned one).
+void apply_default_schedule(Schedule& sch, const MachineModel& machine,
+                            const ScheduleKnobs& knobs = {}, KnobSpace* space = nullptr);
 
 /// The default GPU schedule (src/passes/schedule/gpu_schedule.cc), one of three templates:
 /// conv/dense/matmul tiled per block through shared memory with a register tile per thread;

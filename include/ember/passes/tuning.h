@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ember/ir/graph.h"
+#include "ember/passes/machine_model.h"
 #include "ember/passes/schedule_knobs.h"
 
 namespace ember::passes {
@@ -21,7 +22,7 @@ constexpr int kScheduleTemplateVersion = 1;
 /// kernel in two layers or two models has one key. "nn.dense float32[1, 64] #0123abcd..."
 std::string workload_key(const ir::Function& group);
 
-/// The distinct knob settings of `group`'s default CPU schedule for `vector_bits`, the
+/// The distinct knob settings of `group`'s default CPU schedule on `machine`, the
 /// default's first, where the kernel has each knob: every row block (divisors) and register
 /// tile axis, and for each of them the register tiles whose accumulators fit in the vector
 /// registers, both loop orders, padded-input row tiles of 2..64 rows, reduction unrolls of
@@ -29,6 +30,6 @@ std::string workload_key(const ir::Function& group);
 /// 8 and 1..16 partial sums that divide the reduction loop. Settings that schedule the kernel alike
 /// (a knob that does not arise) are listed once. A kernel without knobs (a custom lowering, an
 /// elementwise op) has the default only.
-std::vector<ScheduleKnobs> knob_space(const ir::Function& group, int vector_bits);
+std::vector<ScheduleKnobs> knob_space(const ir::Function& group, const MachineModel& machine);
 
 }  // namespace ember::passes

@@ -102,7 +102,7 @@ def tune(mod, params=None, target="llvm", trials=64, log="model.tune.json", runn
         lib = build(mod, target, params)
     workloads = []
     for w in _ember._extract_workloads(lib):
-        space = _ember._knob_space(w["group"], vector_bits)
+        space = _ember._knob_space(w["group"], target)
         if len(space) > 1:
             workloads.append((w, space))
     workloads = workloads[:max_workloads]

@@ -103,9 +103,8 @@ bool pointwise(const CallNode* conv) {
 // model): ResNet's 7x7 3x3 convs took tiles of 4 + 3 pixels (87.5% of the peak at most),
 // its 14x14 ones 3 tiles of 5 for 14. One row costs each tile a division per pixel (hoisted
 // out of the reduction), so it must win by a margin.
-bool windowed_rows_pay(const CallNode* conv, int vector_bits) {
+bool windowed_rows_pay(const CallNode* conv, const MachineModel& m) {
   const TensorType& out = conv->type.tensor();
-  const MachineModel m = MachineModel::for_vector_bits(vector_bits);
   const int64_t h = out.shape[2], w = out.shape[3], c = out.shape[4];
   return choose_register_tile(m, h * w, c, out.dtype).efficiency >
          choose_register_tile(m, w, c, out.dtype).efficiency + 0.02;
@@ -113,7 +112,7 @@ bool windowed_rows_pay(const CallNode* conv, int vector_bits) {
 
 // Which groups run their H x W pixels as one row: ResNet's 7x7 1x1 convs computed 8 pixels
 // for every 7 (tiles of 4), its 14x14 ones 15 for 14 (tiles of 5).
-FlatPixels flat_pixels(const Function& group, int vector_bits) {
+FlatPixels flat_pixels(const Function& group, const MachineModel& machine) {
   const CallNode* conv = nullptr;
   for (auto* c : op_calls(group)) {
     if (c->op->name == "nn.conv2d_blocked" && !conv) {
@@ -132,8 +131,7 @@ FlatPixels flat_pixels(const Function& group, int vector_bits) {
     int reads = 0;
     for (auto* c : op_calls(group))
       for (auto& a : c->args) reads += a.get() == data.get();
-    if (reads != 1 || data->kind != NodeKind::Var || !windowed_rows_pay(conv, vector_bits))
-      return {};
+    if (reads != 1 || data->kind != NodeKind::Var || !windowed_rows_pay(conv, machine)) return {};
     flat.windowed = conv;
   }
   // Every other tensor of the group must be blocked with these pixels, or broadcast over them.
@@ -180,7 +178,7 @@ ir::Tensor flat_conv(const ir::Tensor& conv) {
 }  // namespace
 
 TensorType flat_pixel_type(const Function& group, const Expr& node, int vector_bits) {
-  return loop_type(flat_pixels(group, vector_bits), node.get());
+  return loop_type(flat_pixels(group, MachineModel::for_vector_bits(vector_bits)), node.get());
 }
 
 namespace {
@@ -213,9 +211,10 @@ bool has_custom_lowering(const Function& group) {
   return calls.size() == 1 && calls[0]->op->lower;
 }
 
-ir::Tensor group_compute(const Function& group, std::vector<ir::Tensor>& inputs, int vector_bits) {
+ir::Tensor group_compute(const Function& group, std::vector<ir::Tensor>& inputs,
+                         const MachineModel& machine) {
   std::map<const ExprNode*, ir::Tensor> te;
-  const FlatPixels flat = flat_pixels(group, vector_bits);
+  const FlatPixels flat = flat_pixels(group, machine);
   inputs.clear();
   for (size_t i = 0; i < group->params.size(); ++i) {
     const TensorType t = loop_type(flat, group->params[i].get());
@@ -258,18 +257,19 @@ PrimFunc lower_group(const Function& group, const std::string& func_name,
     f = op_calls(group)[0]->op->lower(group, func_name, options.vector_bits, options.gpu);
   } else {
     std::vector<ir::Tensor> inputs;
-    Schedule sch({group_compute(group, inputs, options.vector_bits)});
+    const MachineModel machine = options.model();
+    Schedule sch({group_compute(group, inputs, machine)});
     if (options.gpu)
       apply_gpu_schedule(sch);
     else
-      apply_default_schedule(sch, options.vector_bits, knobs);
+      apply_default_schedule(sch, machine, knobs);
     f = with_group_types(lower_schedule(sch, func_name, inputs), group);
   }
   if (options.gpu) return f;
   // Loop-level rewrites of long chains (a rolled single-tile epilogue, row invariants as
   // one vector); the FuseOps cost rule prices what these make of a group.
   f = vectorize_row_invariants(roll_long_epilogues(f), options.vector_bits);
-  return serial_below_parallel_grain(f, MachineModel::for_vector_bits(options.vector_bits));
+  return serial_below_parallel_grain(f, options.model());
 }
 
 LoweredGraph lower_graph(const Function& f, const LowerOptions& options) {

@@ -709,7 +709,9 @@ int64_t registers_per_vector(const MachineModel& m, const Stage& s, int vector_b
 // loads R2 shares (the channel of a conv under a pooling). Returns false, changing
 // nothing, when the group does not have this form.
 IterVar schedule_two_anchors(Schedule& sch, Stage& o, const PrimExpr& body, Stage& r1,
-                             int vector_bits, const ScheduleKnobs& knobs, KnobSpace& space) {
+                             const MachineModel& machine, const ScheduleKnobs& knobs,
+                             KnobSpace& space) {
+  const int vector_bits = machine.vector_bits;
   const size_t n = o.axes().size();
   PrimExpr r1_body = sch.expanded_body(r1);
   std::vector<bool> dep;
@@ -725,7 +727,6 @@ IterVar schedule_two_anchors(Schedule& sch, Stage& o, const PrimExpr& body, Stag
   bool overlap = windows_overlap(r1_body, r1, r2->tensor().operator->(), rows);
   std::vector<IterVar> axes = o.axes();
   IterVar d_inner, rows_inner, last_outer, last_vec = axes.back();
-  const MachineModel machine = MachineModel::for_vector_bits(vector_bits);
   int64_t tile_rows = kTile;
   // A conv under a pooling: the rows are its channels, each one accumulator of its row's
   // vector, so they take what the FMA latency needs (4 spent half of it: conv + 2x2/2 max
@@ -789,7 +790,7 @@ bool reads_output_sized(const PrimExpr& body, const Stage& o, const Stage& r) {
 // (split_axes), the parallel tile loop (choose_tile_loop), and the stages computed inside
 // it (attach_in_tile).
 struct OutputTiling {
-  OutputTiling(Schedule& sch, Stage& o, int vector_bits, const ScheduleKnobs& knobs,
+  OutputTiling(Schedule& sch, Stage& o, const MachineModel& machine, const ScheduleKnobs& knobs,
                KnobSpace& space, std::vector<IterVar> axes, PrimExpr body,
                std::vector<Stage*> reds);
   void size_register_tile();
@@ -831,18 +832,18 @@ struct OutputTiling {
   IterVar tile, reduction_at;
 };
 
-OutputTiling::OutputTiling(Schedule& sch, Stage& o, int vector_bits, const ScheduleKnobs& knobs,
-                           KnobSpace& space, std::vector<IterVar> axes, PrimExpr body,
-                           std::vector<Stage*> reds)
+OutputTiling::OutputTiling(Schedule& sch, Stage& o, const MachineModel& machine,
+                           const ScheduleKnobs& knobs, KnobSpace& space, std::vector<IterVar> axes,
+                           PrimExpr body, std::vector<Stage*> reds)
     : sch(sch),
       o(o),
-      vector_bits(vector_bits),
+      vector_bits(machine.vector_bits),
       knobs(knobs),
       space(space),
       axes(std::move(axes)),
       body(std::move(body)),
       reds(std::move(reds)),
-      machine(MachineModel::for_vector_bits(vector_bits)) {
+      machine(machine) {
   last = this->axes.back();
   for (Stage* r : this->reds)
     along &= reads_along(this->body, r->tensor().operator->(), last->var.get());
@@ -1224,16 +1225,16 @@ void OutputTiling::attach_in_tile() {
 
 // Tiles `o` (parallel outer, vector inner); returns the loop its reductions attach at.
 // `knobs` override its choices where set (tuning); `space` records them.
-IterVar schedule_output(Schedule& sch, Stage& o, int vector_bits, const ScheduleKnobs& knobs,
-                        KnobSpace& space) {
+IterVar schedule_output(Schedule& sch, Stage& o, const MachineModel& machine,
+                        const ScheduleKnobs& knobs, KnobSpace& space) {
   std::vector<IterVar> axes = o.axes();
   if (axes.empty()) return nullptr;
   PrimExpr body = sch.expanded_body(o);
   std::vector<Stage*> reds = reductions_read(sch, o, body);
   if (reds.size() == 1)
-    if (IterVar tile = schedule_two_anchors(sch, o, body, *reds[0], vector_bits, knobs, space))
+    if (IterVar tile = schedule_two_anchors(sch, o, body, *reds[0], machine, knobs, space))
       return tile;
-  OutputTiling t(sch, o, vector_bits, knobs, space, axes, body, reds);
+  OutputTiling t(sch, o, machine, knobs, space, axes, body, reds);
   t.size_register_tile();
   t.split_axes();
   if (!t.choose_tile_loop())
@@ -1341,8 +1342,9 @@ void schedule_root(Stage& s, int vector_bits) {
 
 }  // namespace
 
-void apply_default_schedule(Schedule& sch, int vector_bits, const ScheduleKnobs& knobs,
+void apply_default_schedule(Schedule& sch, const MachineModel& machine, const ScheduleKnobs& knobs,
                             KnobSpace* space) {
+  const int vector_bits = machine.vector_bits;
   KnobSpace unused;
   // Inline every elementwise/injective intermediate into its readers, except a padded input
   // of a reduction, which is computed once into its own buffer instead.
@@ -1363,7 +1365,7 @@ void apply_default_schedule(Schedule& sch, int vector_bits, const ScheduleKnobs&
   for (auto& o : sch.outputs())
     if (is_reduction(sch[o])) sch.cache_write(o);
   for (auto& o : sch.outputs())
-    schedule_output(sch, sch[o], vector_bits, knobs, space ? *space : unused);
+    schedule_output(sch, sch[o], machine, knobs, space ? *space : unused);
   // Windowed pads that no output tile took stay root nests of their own.
   for (auto& s : sch.stages())
     if (s->attach_kind() == AttachKind::Root && !is_reduction(*s) &&

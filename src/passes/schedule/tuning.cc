@@ -58,11 +58,12 @@ std::string canonical_form(const ir::Function& group, std::string* anchor) {
 }
 
 // The knobs the default schedule uses for `group` with `knobs` set, and its knob ranges.
-KnobSpace schedule_space(const ir::Function& group, int vector_bits, const ScheduleKnobs& knobs) {
+KnobSpace schedule_space(const ir::Function& group, const MachineModel& machine,
+                         const ScheduleKnobs& knobs) {
   std::vector<ir::Tensor> inputs;
-  Schedule sch({group_compute(group, inputs, vector_bits)});
+  Schedule sch({group_compute(group, inputs, machine)});
   KnobSpace space;
-  apply_default_schedule(sch, vector_bits, knobs, &space);
+  apply_default_schedule(sch, machine, knobs, &space);
   return space;
 }
 
@@ -76,9 +77,10 @@ std::vector<int64_t> values_up_to(int64_t max, std::vector<int64_t> candidates) 
 
 // Every setting of the knobs that the schedule's ranges allow for one `shape` (its row
 // block, tile axis and partial sums set), each added to `out` once, as the schedule uses it.
-void add_settings(const ir::Function& group, int vector_bits, const ScheduleKnobs& shape,
-                  std::vector<ScheduleKnobs>& out, std::set<ScheduleKnobs>& seen) {
-  const KnobSpace s = schedule_space(group, vector_bits, shape);
+void add_settings(const ir::Function& group, const MachineModel& machine,
+                  const ScheduleKnobs& shape, std::vector<ScheduleKnobs>& out,
+                  std::set<ScheduleKnobs>& seen) {
+  const KnobSpace s = schedule_space(group, machine, shape);
   std::vector<int64_t> rows = {0}, vectors = {0}, pad_rows = {0}, unrolls = {0}, orders = {0},
                        chunks = {0};
   if (s.tile_rows_max > 0) {
@@ -120,7 +122,7 @@ void add_settings(const ir::Function& group, int vector_bits, const ScheduleKnob
               k.pad_rows = p;
               k.unroll = u;
               k.k_chunk = c;
-              ScheduleKnobs used = schedule_space(group, vector_bits, k).used;
+              ScheduleKnobs used = schedule_space(group, machine, k).used;
               if (seen.insert(used).second) out.push_back(used);
             }
     }
@@ -137,9 +139,9 @@ std::string workload_key(const ir::Function& group) {
   return anchor + " " + ir::to_string(group->body->type) + " #" + hash;
 }
 
-std::vector<ScheduleKnobs> knob_space(const ir::Function& group, int vector_bits) {
+std::vector<ScheduleKnobs> knob_space(const ir::Function& group, const MachineModel& machine) {
   if (has_custom_lowering(group)) return {ScheduleKnobs{}};
-  const KnobSpace base = schedule_space(group, vector_bits, {});
+  const KnobSpace base = schedule_space(group, machine, {});
   std::vector<ScheduleKnobs> out = {base.used};
   std::set<ScheduleKnobs> seen = {base.used};
   // The row block and the tile axis bound the register tile's rows: the other knobs' ranges
@@ -172,7 +174,7 @@ std::vector<ScheduleKnobs> knob_space(const ir::Function& group, int vector_bits
         k.partial_sums = p;
         shapes.push_back(k);
       }
-  for (const ScheduleKnobs& shape : shapes) add_settings(group, vector_bits, shape, out, seen);
+  for (const ScheduleKnobs& shape : shapes) add_settings(group, machine, shape, out, seen);
   return out;
 }
 

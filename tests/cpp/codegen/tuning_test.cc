@@ -77,6 +77,9 @@ std::vector<Function> tunable_groups() {
           dense_norm_group(16, 32, 24), gemv_group(200, 96)};
 }
 
+// The pinned machine model of a width: knob spaces the same on every host.
+passes::MachineModel pinned(int bits) { return passes::MachineModel::for_vector_bits(bits); }
+
 // Every knob of `space` set to a value other than the default's somewhere.
 std::set<std::string> knobs_varied(const std::vector<passes::ScheduleKnobs>& space) {
   std::set<std::string> out;
@@ -107,7 +110,7 @@ TEST(Tuning, WorkloadKeyIgnoresNamesNotShapes) {
 
 TEST(Tuning, KnobSpaceStartsWithDefaultAndIsDistinct) {
   for (const Function& g : {conv_relu_group(8, 16, 14, "c"), dense_group(4, 64, 32)}) {
-    auto space = passes::knob_space(g, 256);
+    auto space = passes::knob_space(g, pinned(256));
     ASSERT_GT(space.size(), 4u) << g->name;
     std::set<passes::ScheduleKnobs> seen(space.begin(), space.end());
     EXPECT_EQ(seen.size(), space.size());
@@ -122,16 +125,16 @@ TEST(Tuning, KnobSpaceStartsWithDefaultAndIsDistinct) {
 TEST(Tuning, EachKernelKindHasItsKnobs) {
   using Names = std::set<std::string>;
   Names tile = {"tile_rows", "tile_vectors", "loop_order", "unroll"};
-  EXPECT_EQ(knobs_varied(passes::knob_space(dense_group(5, 64, 32), 256)), tile);
+  EXPECT_EQ(knobs_varied(passes::knob_space(dense_group(5, 64, 32), pinned(256))), tile);
   // A row of 14 pixels is one vector (no tile_vectors); its block of output channels fits
   // the L1, so its reduction may run in chunks (k_chunk; one pass by default).
-  EXPECT_EQ(knobs_varied(passes::knob_space(conv_relu_group(8, 16, 14, "c"), 256)),
+  EXPECT_EQ(knobs_varied(passes::knob_space(conv_relu_group(8, 16, 14, "c"), pinned(256))),
             (Names{"tile_rows", "loop_order", "unroll", "k_chunk"}));
   // The two-anchor kernel's register tile (rows only: its vectors are one row of the pooling)
   // and the unrolled reduction of its pooling window.
-  EXPECT_EQ(knobs_varied(passes::knob_space(conv_pool_group(8, 16, 12), 256)),
+  EXPECT_EQ(knobs_varied(passes::knob_space(conv_pool_group(8, 16, 12), pinned(256))),
             (Names{"tile_rows", "unroll"}));
-  Names norm = knobs_varied(passes::knob_space(dense_norm_group(16, 32, 24), 256));
+  Names norm = knobs_varied(passes::knob_space(dense_norm_group(16, 32, 24), pinned(256)));
   EXPECT_TRUE(norm.count("row_block") && norm.count("unroll") && norm.count("tile_rows"));
 }
 
@@ -142,7 +145,7 @@ TEST(Tuning, DefaultKnobsGiveTheSameLoopIR) {
     std::string plain = ir::to_string(passes::lower_group(g, "k", opts));
     // All zero (the schedule's choices), and the values it chose spelt out.
     EXPECT_EQ(ir::to_string(passes::lower_group(g, "k", opts, {})), plain) << g->name;
-    auto space = passes::knob_space(g, 256);
+    auto space = passes::knob_space(g, pinned(256));
     EXPECT_EQ(ir::to_string(passes::lower_group(g, "k", opts, space[0])), plain) << g->name;
     // Every other setting changes the code (the space lists each schedule once).
     for (size_t i = 1; i < space.size(); i += std::max<size_t>(1, space.size() / 12))
@@ -153,7 +156,7 @@ TEST(Tuning, DefaultKnobsGiveTheSameLoopIR) {
 
 TEST(Tuning, DefaultKnobsGiveTheDefaultCodeAndOthersTheSameNumbers) {
   for (const Function& g : tunable_groups()) {
-    auto space = passes::knob_space(g, 256);
+    auto space = passes::knob_space(g, pinned(256));
     std::vector<float> ref = run(g, {});
     EXPECT_EQ(run(g, space[0]), ref);  // the default, spelt out: bit-identical
     for (size_t i = 1; i < space.size(); i += std::max<size_t>(1, space.size() / 6)) {
@@ -170,7 +173,7 @@ TEST(Tuning, DefaultKnobsGiveTheDefaultCodeAndOthersTheSameNumbers) {
 // keeps, and the unrolled steps; each setting is another loop nest with the same numbers.
 TEST(Tuning, GemvTunesItsColumnTileAndPartialSums) {
   Function fc = gemv_group(1000, 2048);  // ResNet-50's fc
-  auto space = passes::knob_space(fc, 256);
+  auto space = passes::knob_space(fc, pinned(256));
   EXPECT_GE(space.size(), 100u);
   EXPECT_EQ(knobs_varied(space), (std::set<std::string>{"tile_vectors", "unroll", "partial_sums"}));
   std::set<int64_t> vectors;
@@ -208,8 +211,9 @@ TEST(Tuning, GemvTunesItsColumnTileAndPartialSums) {
   EXPECT_ERROR_WITH(build_kernel(g, "llvm -vector-bits=256", bad), "tile_vectors=26",
                     "does not fit in the 25 vectors");
   // A kernel with rows keeps its accumulators in rows: no partial sums there.
-  EXPECT_EQ(knobs_varied(passes::knob_space(dense_group(5, 64, 32), 256)).count("partial_sums"),
-            0u);
+  EXPECT_EQ(
+      knobs_varied(passes::knob_space(dense_group(5, 64, 32), pinned(256))).count("partial_sums"),
+      0u);
 }
 
 // x * x summed over the middle axis of [rows, k, 4], kept as [rows, 1, 4]: each output
@@ -231,13 +235,14 @@ TEST(Tuning, ASumOverAMiddleAxisRunsAsPartialSums) {
     opts.vector_bits = bits;
     std::string ir = ir::to_string(passes::lower_group(middle_sum_group(6, 768), "k", opts));
     EXPECT_NE(ir.find("partial"), std::string::npos) << bits << "\n" << ir;
-    EXPECT_EQ(passes::knob_space(middle_sum_group(6, 768), bits)[0].partial_sums, 8) << bits;
+    EXPECT_EQ(passes::knob_space(middle_sum_group(6, 768), pinned(bits))[0].partial_sums, 8)
+        << bits;
   }
   opts.vector_bits = 256;
   // 24 steps: 3 partial sums of 8 steps.
-  EXPECT_EQ(passes::knob_space(middle_sum_group(6, 24), 256)[0].partial_sums, 3);
+  EXPECT_EQ(passes::knob_space(middle_sum_group(6, 24), pinned(256))[0].partial_sums, 3);
   // Too short to split.
-  EXPECT_EQ(passes::knob_space(middle_sum_group(6, 12), 256)[0].partial_sums, 1);
+  EXPECT_EQ(passes::knob_space(middle_sum_group(6, 12), pinned(256))[0].partial_sums, 1);
   passes::ScheduleKnobs one;
   one.partial_sums = 1;
   std::string chain = ir::to_string(passes::lower_group(middle_sum_group(6, 768), "k", opts, one));
@@ -249,15 +254,15 @@ TEST(Tuning, ASumOverAMiddleAxisRunsAsPartialSums) {
   for (size_t j = 0; j < split.size(); ++j)
     EXPECT_NEAR(split[j], single[j], 1e-5 * single[j]) << j;  // ~768, all positive
   // A GEMV over many outputs keeps one chain per vector: its tile has vectors enough.
-  EXPECT_EQ(passes::knob_space(gemv_group(200, 96), 256)[0].partial_sums, 1);
+  EXPECT_EQ(passes::knob_space(gemv_group(200, 96), pinned(256))[0].partial_sums, 1);
 }
 
 // A GEMV whose outputs are one tile (a classifier head) has too few vectors to fill the FMA
 // pipeline, so by default its reduction runs as partial sums too.
 TEST(Tuning, AOneTileGemvRunsAsPartialSums) {
   for (int bits : {256, 512}) {
-    EXPECT_GT(passes::knob_space(gemv_group(10, 2048), bits)[0].partial_sums, 1) << bits;
-    EXPECT_EQ(passes::knob_space(gemv_group(8, 768), bits)[0].partial_sums, 8) << bits;
+    EXPECT_GT(passes::knob_space(gemv_group(10, 2048), pinned(bits))[0].partial_sums, 1) << bits;
+    EXPECT_EQ(passes::knob_space(gemv_group(8, 768), pinned(bits))[0].partial_sums, 8) << bits;
   }
   // The numbers: against a double-precision reference and the one-chain kernel.
   passes::ScheduleKnobs one;

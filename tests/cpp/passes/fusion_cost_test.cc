@@ -37,11 +37,12 @@ Function bert_tail(int64_t m, int64_t n, int64_t k, bool layer_norm) {
   return function({x, r}, call("nn.layer_norm", {s, g, b}, {}, "norm"));
 }
 
-// The multiply-adds of the kernel that computes the GEMM, in a build with or without FuseOps.
+// The multiply-adds of the kernel that computes the GEMM, in a build with or without FuseOps,
+// for Zen 3 (compiled, not run: the fusion decision follows the CPU's machine model).
 double gemm_kernel_fmas(const Function& f, bool fused, std::vector<std::string>* ops) {
   PassContext ctx;
   if (!fused) ctx.disabled_passes = {"FuseOps"};
-  auto lib = ember::build(f, "llvm -vector-bits=256", {}, ctx);
+  auto lib = ember::build(f, "llvm -mcpu=znver3 -vector-bits=256", {}, ctx);
   for (size_t i = 0; i < lib->kernels.size(); ++i) {
     const auto& k = lib->kernels[i].ops;
     if (std::find(k.begin(), k.end(), "nn.dense_packed") == k.end()) continue;

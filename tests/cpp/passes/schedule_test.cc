@@ -181,7 +181,7 @@ TEST(Schedule, DefaultScheduleTilesATransposeSoInputLinesServeManyOutputs) {
     return x({i[0], i[2], i[1]}) + make_const(DType::Float32, 1);
   });
   Schedule sch({out});
-  apply_default_schedule(sch, 256);
+  apply_default_schedule(sch, MachineModel::for_vector_bits(256));
   PrimFunc fn = lower_schedule(sch, "transpose", {x});
   EXPECT_EQ(count_stmts(fn.body, StmtKind::IfThenElse), 0) << fn;
   std::string text = to_string(fn);
@@ -210,7 +210,7 @@ TEST(Schedule, DefaultScheduleTilesAShortTransposedAxis) {
     return x({i[1], i[0]}) * make_const(DType::Float32, 2);
   });
   Schedule sch({out});
-  apply_default_schedule(sch, 256);
+  apply_default_schedule(sch, MachineModel::for_vector_bits(256));
   PrimFunc fn = lower_schedule(sch, "transpose", {x});
   EXPECT_NE(to_string(fn).find("for i.i in [0, 16)"), std::string::npos) << fn;
   // Each row's vector is a whole 64-byte line (two registers at 256 bits): the tile's rows
@@ -236,7 +236,7 @@ TEST(Schedule, LongChainsRunTwoRegistersAVector) {
       return long_chain ? tanh(v) : v + make_const(DType::Float32, 1);
     });
     Schedule sch({out});
-    apply_default_schedule(sch, 256);
+    apply_default_schedule(sch, MachineModel::for_vector_bits(256));
     return lower_schedule(sch, long_chain ? "tanh" : "plus_one", {x});
   };
   PrimFunc wide = build(true), narrow = build(false);
@@ -255,7 +255,7 @@ TEST(Schedule, LongChainsRunTwoRegistersAVector) {
   ir::Tensor sums = compute(
       "sums", {3}, [&](const std::vector<PrimVar>& i) { return sum(t({i[0], k->var}), {k}); });
   Schedule sch({sums});
-  apply_default_schedule(sch, 256);
+  apply_default_schedule(sch, MachineModel::for_vector_bits(256));
   PrimFunc rows = lower_schedule(sch, "row_sums", {x});
   EXPECT_NE(to_string(rows).find("[0, 16) vectorized"), std::string::npos) << rows;
   // And an output that reads row statistics across its vectors (a norm -> tanh): its
@@ -267,7 +267,7 @@ TEST(Schedule, LongChainsRunTwoRegistersAVector) {
     return tanh(x({i[0], i[1]}) - mean({i[0]}) * make_const(DType::Float32, 1.0 / 40));
   });
   Schedule norm({centred});
-  apply_default_schedule(norm, 256);
+  apply_default_schedule(norm, MachineModel::for_vector_bits(256));
   PrimFunc nf = lower_schedule(norm, "centred_tanh", {x});
   EXPECT_NE(to_string(nf).find("[0, 16) vectorized"), std::string::npos) << nf;
   codegen::compile_cpu({nf})->get_function("centred_tanh")(args);
@@ -282,7 +282,7 @@ TEST(Schedule, LongChainsRunTwoRegistersAVector) {
 TEST(Schedule, DefaultScheduleComputesTheAnchorTileInsideTheEpilogueLoop) {
   DenseRelu g;
   Schedule sch({g.relu});
-  apply_default_schedule(sch, 512);  // 16 float32 lanes
+  apply_default_schedule(sch, MachineModel::for_vector_bits(512));  // 16 float32 lanes
   PrimFunc fn = lower_schedule(sch, "dense_relu", {g.x, g.w});
   // One loop nest, one local register tile (each vector of w is reused for the tile's rows
   // of x): no buffer for the whole dense output. 36 columns = 9 x 4: quarter-width vectors
@@ -306,7 +306,7 @@ TEST(Schedule, DefaultScheduleComputesTheAnchorTileInsideTheEpilogueLoop) {
 TEST(Schedule, DefaultScheduleComputesAOneRowDenseAsDotProducts) {
   DenseRelu g(1);
   Schedule sch({g.relu});
-  apply_default_schedule(sch, 512);
+  apply_default_schedule(sch, MachineModel::for_vector_bits(512));
   PrimFunc fn = lower_schedule(sch, "gemv_relu", {g.x, g.w});
   std::string text = to_string(fn);
   const size_t j = text.find("for dense.j in"), k = text.find("for dense.k in");
@@ -322,7 +322,7 @@ TEST(Schedule, DefaultScheduleComputesAOneRowDenseAsDotProducts) {
   // its lanes.
   DenseRelu g2(1);
   Schedule sch2({g2.relu});
-  apply_default_schedule(sch2, 256);
+  apply_default_schedule(sch2, MachineModel::for_vector_bits(256));
   PrimFunc fn2 = lower_schedule(sch2, "gemv_relu", {g2.x, g2.w});
   text = to_string(fn2);
   const size_t ko = text.find("for dense.partial.k.o in [0, 1)"),
@@ -387,7 +387,7 @@ PrimFunc row_sum_norm(int64_t rows, int64_t cols) {
     return a({i[0], i[1]}) / s({i[0]});
   });
   Schedule sch({out});
-  apply_default_schedule(sch, 512);
+  apply_default_schedule(sch, MachineModel::for_vector_bits(512));
   return lower_schedule(sch, "norm", {a});
 }
 
@@ -423,7 +423,7 @@ TEST(Schedule, ShortRowsShareATileThatComputesTheirStatisticsFirst) {
     return s({i[0], i[1]}) * make_const(DType::Float32, 2.0);
   });
   Schedule sch({out});
-  apply_default_schedule(sch, 512);
+  apply_default_schedule(sch, MachineModel::for_vector_bits(512));
   PrimFunc long_rows = lower_schedule(sch, "sum_squares_like", {a});
   auto* tile_loop = long_rows.body.as<ForNode>();
   ASSERT_NE(tile_loop, nullptr) << long_rows;

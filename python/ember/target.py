@@ -1,0 +1,42 @@
+"""What Ember knows of a target CPU: the machine model its schedules are sized from.
+
+    >>> print(ember.target.machine_model("llvm -mcpu=znver1"))
+    znver1, 256-bit vectors (16 registers): FMA 1/cycle, latency 5, 128-bit datapath; ...
+
+The FMA and load facts come from LLVM's scheduling model of the CPU (the host's CPU name for
+"llvm", the -mcpu name otherwise); cache sizes from sysfs for the host and from a table of
+known CPUs for a named one. `source` says which. (The default CPU schedules are still sized
+from the fixed model of the vector width; see docs/design.md.)
+"""
+from dataclasses import dataclass
+
+from . import _ember
+
+
+@dataclass(frozen=True)
+class MachineModel:
+    cpu: str                # LLVM's name of the CPU
+    source: str             # where the facts come from
+    vector_bits: int        # the width the code uses (-vector-bits, else the CPU's widest)
+    vector_registers: int
+    fma_per_cycle: int      # vector FMAs of vector_bits issued per cycle
+    fma_latency: int        # cycles
+    fma_datapath_bits: int  # the FMA units' width (a wider vector issues in pieces)
+    loads_per_cycle: int    # vector loads of vector_bits per cycle
+    l1_bytes: int           # per core (data)
+    l2_bytes: int           # per core
+    l3_bytes: int           # shared
+
+    def __str__(self):
+        def size(b):
+            return f"{b >> 20} MiB" if b >= 1 << 20 and b % (1 << 20) == 0 else f"{b >> 10} KiB"
+        return (f"{self.cpu}, {self.vector_bits}-bit vectors ({self.vector_registers} "
+                f"registers): FMA {self.fma_per_cycle}/cycle, latency {self.fma_latency}, "
+                f"{self.fma_datapath_bits}-bit datapath; {self.loads_per_cycle} vector "
+                f"loads/cycle; L1d {size(self.l1_bytes)}, L2 {size(self.l2_bytes)}, "
+                f"L3 {size(self.l3_bytes)} ({self.source})")
+
+
+def machine_model(target="llvm"):
+    """The machine model of a CPU target string ("llvm", "llvm -mcpu=znver1 ...")."""
+    return MachineModel(**_ember._machine_model(target))
