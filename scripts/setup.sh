@@ -28,7 +28,8 @@ fi
 # torch is pinned: any other spec may pull gigabytes of CUDA libraries.
 PY_PACKAGES=("torch==2.13.0" numpy pytest pybind11 scikit-build-core ninja cmake
              onnxruntime onnx onnxscript  # these three: benchmark peers (benchmarks/e2e.py)
-             tqdm xgboost-cpu)  # ember.tune's progress bar and cost model (CPU-only xgboost)
+             tqdm xgboost-cpu  # ember.tune's progress bar and cost model (CPU-only xgboost)
+             "transformers==5.24.0")  # test extra: real architectures from their configs
 if [[ " $* " == *" --ray "* ]]; then
   PY_PACKAGES+=("ray==2.60.0")
 fi

@@ -126,6 +126,12 @@ inline std::map<std::string, std::function<Expr(std::vector<Expr>&)>> examples()
          Expr i = p.emplace_back(var("i", TensorType{{3}, DType::Int64}));
          return call("take", {x, i}, Attrs({{"axis", int64_t{0}}}));
        }},
+      {"gather",
+       [](auto& p) {
+         Expr x = p.emplace_back(f32("x", {4, 6}));
+         Expr i = p.emplace_back(var("i", TensorType{{4, 3}, DType::Int64}));
+         return call("gather", {x, i}, Attrs({{"axis", int64_t{1}}}));
+       }},
       {"broadcast_to",
        [](auto& p) {
          return call("broadcast_to", {p.emplace_back(f32("x", {3, 1}))},

@@ -978,6 +978,13 @@ def _index_select(cx, a):
     return cx.emit("take", [a[0], a[2]], axis=_axis(a[1], len(a[0].shape)), allow_negative=0)
 
 
+@converts("gather")
+def _gather(cx, a):
+    if len(a[0].shape) == 0:
+        raise EmberError("gather of a 0-dimensional tensor is not supported; reshape it to (1,)")
+    return cx.emit("gather", [a[0], a[2]], axis=_axis(a[1], len(a[0].shape)))
+
+
 @converts("index")
 def _index(cx, a):
     x, indices = a[0], list(a[1])

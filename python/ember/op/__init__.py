@@ -20,7 +20,7 @@ __all__ = ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum
            "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "isnan", "isinf", "isfinite",
            "fmod", "remainder", "sum", "mean", "max", "min",
            "reshape", "flatten", "transpose", "concatenate", "strided_slice", "expand_dims",
-           "squeeze", "broadcast_to", "take", "topk", "nn", "schema"]
+           "squeeze", "broadcast_to", "take", "gather", "topk", "nn", "schema"]
 
 
 # ------------------------------------------------------------------ argument checking helpers
@@ -346,6 +346,16 @@ def take(data, indices, axis=0, allow_negative=True, name=""):
     return _call(op, [_expr(data, "data", op), _expr(indices, "indices", op)],
                  {"axis": _int(axis, "axis", op), "allow_negative": int(bool(allow_negative))},
                  name)
+
+
+def gather(data, indices, axis=0, name=""):
+    """torch.gather: out[i] = data[i with its `axis` coordinate replaced by indices[i]];
+    int32/int64 `indices` of data's rank, no larger than it along the other axes, give the
+    output's shape. A negative or too large index is an EmberError (as in torch): when the
+    graph is built for constant indices, else when the model runs."""
+    op = "gather"
+    return _call(op, [_expr(data, "data", op), _expr(indices, "indices", op)],
+                 {"axis": _int(axis, "axis", op)}, name)
 
 
 def topk(data, k, axis=-1, largest=True, sorted=True, name=""):

@@ -391,13 +391,11 @@ Type take_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ct
 
 // Indices known when the graph is built (constants) are checked then: a bad one is an
 // error at the node rather than at the first run.
-void take_check_constants(const std::vector<Expr>& args, const Attrs& attrs,
-                          const TypeContext& ctx) {
+void check_constant_indices(const std::vector<Expr>& args, int64_t axis, bool allow_negative,
+                            const TypeContext& ctx) {
   auto* c = as<ConstantNode>(args[1]);
   if (!c || c->value.device().type != runtime::DeviceType::CPU) return;
-  int64_t axis = attr_int(attrs, "axis");
   int64_t size = args[0]->type.tensor().shape[axis];
-  bool allow_negative = attr_int(attrs, "allow_negative") != 0;
   const runtime::NDArray& v = c->value;
   for (int64_t i = 0; i < v.numel(); ++i) {
     int64_t at = v.dtype() == DType::Int64 ? v.data_as<int64_t>()[i] : v.data_as<int32_t>()[i];
@@ -408,6 +406,12 @@ void take_check_constants(const std::vector<Expr>& args, const Attrs& attrs,
              (allow_negative ? std::to_string(-size) : std::string("0")) + " to " +
              std::to_string(size - 1) + "); fix the indices");
   }
+}
+
+void take_check_constants(const std::vector<Expr>& args, const Attrs& attrs,
+                          const TypeContext& ctx) {
+  check_constant_indices(args, attr_int(attrs, "axis"), attr_int(attrs, "allow_negative") != 0,
+                         ctx);
 }
 
 // Each index is checked in the kernel (Intrinsic::CheckIndex): a negative one wraps when
@@ -427,6 +431,51 @@ Tensor take_compute(const std::vector<Tensor>& in, const Attrs& attrs, const Ten
     di.push_back(at);
     di.insert(di.end(), i.begin() + axis + k, i.end());
     return data(di);
+  });
+}
+
+// ---------------------------------------------------------------- gather
+
+// torch.gather: out[i] = data[i with its `axis` coordinate replaced by indices[i]]. The
+// indices have data's rank and are no larger than it along the other axes; the output has
+// their shape. Negative indices are errors, as in torch.
+Type gather_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_arity(args, 2, ctx);
+  const TensorType& data = tensor_arg(args, 0, "data", ctx);
+  const TensorType& indices = tensor_arg(args, 1, "indices", ctx);
+  if (!is_int(indices.dtype))
+    ctx.fail("indices are " + to_string(indices) + " but must be int32 or int64; cast them");
+  if (indices.ndim() != data.ndim())
+    ctx.fail("indices " + to_string(indices) + " must have as many dimensions as data " +
+             to_string(data));
+  int64_t axis = normalize_axis(attr_int(attrs, "axis"), data.ndim(), ctx);
+  for (int64_t d = 0; d < data.ndim(); ++d)
+    if (d != axis && indices.shape[d] > data.shape[d])
+      ctx.fail("indices " + to_string(indices) + " are larger than data " + to_string(data) +
+               " along axis " + std::to_string(d) + ", which is not the gathered axis " +
+               std::to_string(axis));
+  if (data.shape[axis] == 0 && numel(indices.shape) > 0)
+    ctx.fail("data " + to_string(data) + " is empty along axis " + std::to_string(axis) +
+             "; there is nothing to gather");
+  attrs = attrs.with("axis", axis);
+  return TensorType{indices.shape, data.dtype};
+}
+
+void gather_check_constants(const std::vector<Expr>& args, const Attrs& attrs,
+                            const TypeContext& ctx) {
+  check_constant_indices(args, attr_int(attrs, "axis"), false, ctx);
+}
+
+// Each index is checked in the kernel, as take's (Intrinsic::CheckIndex).
+Tensor gather_compute(const std::vector<Tensor>& in, const Attrs& attrs, const TensorType& out) {
+  const Tensor &data = in[0], &indices = in[1];
+  const size_t axis = static_cast<size_t>(attr_int(attrs, "axis"));
+  return compute("gather", out.shape, [&](const std::vector<PrimVar>& i) {
+    std::vector<PrimExpr> at(i.begin(), i.end());
+    at[axis] = prim_call(Intrinsic::CheckIndex,
+                         {cast(DType::Int64, indices(std::vector<PrimExpr>(i.begin(), i.end()))),
+                          idx(data.shape()[axis]), idx(static_cast<int64_t>(axis)), idx(0)});
+    return data(at);
   });
 }
 
@@ -473,6 +522,9 @@ Tensor take_compute(const std::vector<Tensor>& in, const Attrs& attrs, const Ten
     {"take", 2, OpPattern::Injective, take_rel, take_compute, false, take_check_constants},
     {int_attr("axis", 0, "the axis the indices select along"),
      int_attr("allow_negative", 1, "1: negative indices count from the end")}));
+[[maybe_unused]] const Op* kGather = register_op(with_attrs(
+    {"gather", 2, OpPattern::Injective, gather_rel, gather_compute, false, gather_check_constants},
+    {int_attr("axis", 0, "the axis whose coordinate the indices give (torch.gather's dim)")}));
 
 }  // namespace
 }  // namespace ember::ir
