@@ -126,6 +126,13 @@ inline std::map<std::string, std::function<Expr(std::vector<Expr>&)>> examples()
          Expr i = p.emplace_back(var("i", TensorType{{3}, DType::Int64}));
          return call("take", {x, i}, Attrs({{"axis", int64_t{0}}}));
        }},
+      {"adv_index",
+       [](auto& p) {
+         Expr x = p.emplace_back(f32("x", {3, 4, 6}));
+         Expr i = p.emplace_back(var("i", TensorType{{2, 1}, DType::Int64}));
+         Expr j = p.emplace_back(var("j", TensorType{{5}, DType::Int32}));
+         return call("adv_index", {x, i, j}, Attrs({{"axis", int64_t{1}}}));
+       }},
       {"gather",
        [](auto& p) {
          Expr x = p.emplace_back(f32("x", {4, 6}));

@@ -1,7 +1,8 @@
 """gather (torch.gather): out[i] = data[i with its `axis` coordinate replaced by index[i]],
-against torch at both vector widths, with constant and run-time indices of both integer
-types; bad indices and shapes are EmberErrors naming the node (constant indices: when the
-graph is built; run-time ones: when the model runs, naming the kernel)."""
+and adv_index (x[i, j]: several index tensors), against torch at both vector widths, with
+constant and run-time indices of both integer types; bad indices and shapes are EmberErrors
+naming the node (constant indices: when the graph is built; run-time ones: when the model
+runs, naming the kernel)."""
 import numpy as np
 import pytest
 import torch
@@ -90,3 +91,42 @@ def test_bad_gathers_are_errors_naming_the_node():
     assert "larger than data" in msg and "axis 1" in msg
     msg = _error(lambda: op.gather(x, ir.var("i", shape=(2, 3), dtype="float32")))
     assert "int32 or int64" in msg
+
+
+# ------------------------------------------------------- adv_index: x[i, j] with several tensors
+
+@pytest.mark.parametrize("bits", WIDTHS)
+@pytest.mark.parametrize("where", ["leading", "middle", "apart"])
+def test_advanced_indexing_by_several_tensors_matches_torch(bits, where):
+    """x[i, j], x[:, i, j] and x[i, :, j] with index tensors that broadcast together (the
+    masks transformers builds: batch_idx[:, None] and kv_idx[None, :]), negative indices
+    included, through the frontend, against torch."""
+    class Net(torch.nn.Module):
+        def forward(self, x, i, j):
+            if where == "leading":
+                return x[i, j]
+            return x[:, i, j] if where == "middle" else x[i, :, j]
+
+    x = torch.randn(5, 6, 7)
+    i = torch.randint(-5, 5, (3, 1))
+    j = torch.randint(-6, 6, (4,))
+    mod, params = ember.frontend.from_pytorch(Net().eval(), (x, i, j))
+    lib = ember.build(mod, target=f"llvm -vector-bits={bits}", params=params)
+    got = np.asarray(ember.GraphModule(lib)(x=x.numpy(), i=i.numpy(), j=j.numpy()))
+    np.testing.assert_array_equal(got, Net()(x, i, j).numpy())
+
+
+def test_advanced_indexing_errors():
+    x = ir.var("x", shape=(4, 5))
+    i = ir.var("i", shape=(3,), dtype="int64")
+    msg = _error(lambda: op.adv_index(x, [i, i, i]))
+    assert "index more axes than data" in msg
+    msg = _error(lambda: op.adv_index(x, [i, ir.var("f", shape=(3,))]))
+    assert "index 1" in msg and "int32 or int64" in msg
+    msg = _error(lambda: op.adv_index(x, [i, ir.var("k", shape=(2,), dtype="int64")]))
+    assert "cannot broadcast shapes [3] and [2]" in msg
+    msg = _error(lambda: op.adv_index(x, [i, ir.const(np.array([5], np.int64))], name="pick"))
+    assert "adv_index 'pick'" in msg and "constant index 5" in msg and "axis 1 of size 5" in msg
+    m = ember.GraphModule(ember.build(ir.Function([x, i], op.adv_index(x, [i, i], name="pair"))))
+    msg = _error(lambda: m(x=np.zeros((4, 5), np.float32), i=np.array([0, 4, 1])))
+    assert "kernel 'pair'" in msg and "index 4 is out of range for axis 0 of size 4" in msg

@@ -42,3 +42,41 @@ def test_encoder_imports_and_matches_eager(family):
     assert got.shape == want.shape
     err = np.abs(got - want).max() / np.abs(want).max()
     assert err <= 1e-4, f"{family}: max error {err:.2e} of the output's scale"
+
+
+def test_bert_with_attention_mask_and_token_types_as_inputs():
+    """As BERT is called for real: padded rows (the mask transformers builds from
+    attention_mask indexes it by broadcast batch and key positions: adv_index) and two
+    segments of token types, all three as inputs."""
+    config = transformers.BertConfig(num_hidden_layers=1)
+    torch.manual_seed(0)
+
+    class Full(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bert = transformers.BertModel(config)
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.bert(input_ids=input_ids, attention_mask=attention_mask,
+                             token_type_ids=token_type_ids)[0]
+
+    model = Full().eval()
+    ids = torch.randint(3, config.vocab_size, (2, 128))
+    mask = torch.ones(2, 128, dtype=torch.long)
+    mask[1, 100:] = 0
+    types = torch.zeros(2, 128, dtype=torch.long)
+    types[:, 64:] = 1
+    with torch.no_grad():
+        want = model(ids, mask, types).numpy()
+    mod, params = ember.frontend.from_pytorch(model, (ids, mask, types))
+    m = ember.GraphModule(ember.build(mod, params=params))
+    got = np.asarray(m(input_ids=ids.numpy(), attention_mask=mask.numpy(),
+                       token_type_ids=types.numpy()))
+    assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
+    # Another mask through the same build: the mask is an input, not a constant.
+    mask[0, 50:] = 0
+    with torch.no_grad():
+        want = model(ids, mask, types).numpy()
+    got = np.asarray(m(input_ids=ids.numpy(), attention_mask=mask.numpy(),
+                       token_type_ids=types.numpy()))
+    assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()

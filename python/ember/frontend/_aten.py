@@ -989,14 +989,17 @@ def _gather(cx, a):
 def _index(cx, a):
     x, indices = a[0], list(a[1])
     used = [i for i, t in enumerate(indices) if t is not None]
-    if len(used) != 1:
-        raise EmberError("advanced indexing with several index tensors is not supported; "
-                         "index one dimension at a time")
-    index = indices[used[0]]
-    if index.dtype == "bool":
+    if any(indices[i].dtype == "bool" for i in used):
         raise EmberError("boolean mask indexing (x[mask]) has a data-dependent shape and "
                          "is not supported; use torch.where or masked_fill instead")
-    return cx.emit("take", [x, index], axis=used[0])
+    tensors = [indices[i] for i in used]
+    if len(used) == 1:
+        return cx.emit("take", [x, tensors[0]], axis=used[0])
+    if used == list(range(used[0], used[0] + len(used))):  # adjacent: the result's dims there
+        return cx.emit("adv_index", [x, *tensors], axis=used[0])
+    # Apart, PyTorch puts the indices' broadcast dims first: index the axes moved to the front.
+    rest = [d for d in range(len(x.shape)) if d not in used]
+    return cx.emit("adv_index", [cx.emit("transpose", [x], axes=used + rest), *tensors], axis=0)
 
 
 @converts("embedding")

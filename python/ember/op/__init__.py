@@ -20,7 +20,7 @@ __all__ = ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum
            "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "isnan", "isinf", "isfinite",
            "fmod", "remainder", "sum", "mean", "max", "min",
            "reshape", "flatten", "transpose", "concatenate", "strided_slice", "expand_dims",
-           "squeeze", "broadcast_to", "take", "gather", "topk", "nn", "schema"]
+           "squeeze", "broadcast_to", "take", "gather", "adv_index", "topk", "nn", "schema"]
 
 
 # ------------------------------------------------------------------ argument checking helpers
@@ -346,6 +346,20 @@ def take(data, indices, axis=0, allow_negative=True, name=""):
     return _call(op, [_expr(data, "data", op), _expr(indices, "indices", op)],
                  {"axis": _int(axis, "axis", op), "allow_negative": int(bool(allow_negative))},
                  name)
+
+
+def adv_index(data, indices, axis=0, name=""):
+    """PyTorch's advanced indexing by several int32/int64 index tensors on adjacent axes from
+    `axis` (x[:, i, j] is adv_index(x, [i, j], axis=1)): the indices broadcast together and
+    their shape replaces the indexed axes. Negative indices count from the end; one out of
+    range is an EmberError, as take's."""
+    op = "adv_index"
+    if not isinstance(indices, (list, tuple)) or not indices:
+        raise EmberError(f"op.{op}: indices must be a non-empty list of index tensors, got "
+                         f"{_describe(indices)}")
+    return _call(op, [_expr(data, "data", op)] +
+                 [_expr(t, f"indices[{j}]", op) for j, t in enumerate(indices)],
+                 {"axis": _int(axis, "axis", op)}, name)
 
 
 def gather(data, indices, axis=0, name=""):

@@ -391,11 +391,11 @@ Type take_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ct
 
 // Indices known when the graph is built (constants) are checked then: a bad one is an
 // error at the node rather than at the first run.
-void check_constant_indices(const std::vector<Expr>& args, int64_t axis, bool allow_negative,
-                            const TypeContext& ctx) {
-  auto* c = as<ConstantNode>(args[1]);
+void check_constant_indices(const Expr& data, const Expr& indices, int64_t axis,
+                            bool allow_negative, const TypeContext& ctx) {
+  auto* c = as<ConstantNode>(indices);
   if (!c || c->value.device().type != runtime::DeviceType::CPU) return;
-  int64_t size = args[0]->type.tensor().shape[axis];
+  int64_t size = data->type.tensor().shape[axis];
   const runtime::NDArray& v = c->value;
   for (int64_t i = 0; i < v.numel(); ++i) {
     int64_t at = v.dtype() == DType::Int64 ? v.data_as<int64_t>()[i] : v.data_as<int32_t>()[i];
@@ -410,8 +410,8 @@ void check_constant_indices(const std::vector<Expr>& args, int64_t axis, bool al
 
 void take_check_constants(const std::vector<Expr>& args, const Attrs& attrs,
                           const TypeContext& ctx) {
-  check_constant_indices(args, attr_int(attrs, "axis"), attr_int(attrs, "allow_negative") != 0,
-                         ctx);
+  check_constant_indices(args[0], args[1], attr_int(attrs, "axis"),
+                         attr_int(attrs, "allow_negative") != 0, ctx);
 }
 
 // Each index is checked in the kernel (Intrinsic::CheckIndex): a negative one wraps when
@@ -463,7 +463,7 @@ Type gather_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& 
 
 void gather_check_constants(const std::vector<Expr>& args, const Attrs& attrs,
                             const TypeContext& ctx) {
-  check_constant_indices(args, attr_int(attrs, "axis"), false, ctx);
+  check_constant_indices(args[0], args[1], attr_int(attrs, "axis"), false, ctx);
 }
 
 // Each index is checked in the kernel, as take's (Intrinsic::CheckIndex).
@@ -475,6 +475,60 @@ Tensor gather_compute(const std::vector<Tensor>& in, const Attrs& attrs, const T
     at[axis] = prim_call(Intrinsic::CheckIndex,
                          {cast(DType::Int64, indices(std::vector<PrimExpr>(i.begin(), i.end()))),
                           idx(data.shape()[axis]), idx(static_cast<int64_t>(axis)), idx(0)});
+    return data(at);
+  });
+}
+
+// ---------------------------------------------------------------- adv_index
+
+// PyTorch's advanced indexing by several index tensors, on adjacent axes from `axis`:
+// x[:, i, j] is adv_index(x, i, j, axis=1). The index tensors broadcast together, and their
+// broadcast shape replaces the indexed axes. Negative indices count from the end.
+Type adv_index_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  if (args.size() < 2) ctx.fail("takes data and at least one index tensor");
+  const TensorType& data = tensor_arg(args, 0, "data", ctx);
+  const int64_t k = static_cast<int64_t>(args.size()) - 1;
+  const int64_t axis = normalize_axis(attr_int(attrs, "axis"), data.ndim(), ctx);
+  if (axis + k > data.ndim())
+    ctx.fail(std::to_string(k) + " index tensors from axis " + std::to_string(axis) +
+             " index more axes than data " + to_string(data) + " has");
+  std::vector<int64_t> indexed;
+  for (int64_t j = 0; j < k; ++j) {
+    const TensorType& ix = tensor_arg(args, j + 1, "index " + std::to_string(j), ctx);
+    if (!is_int(ix.dtype))
+      ctx.fail("index " + std::to_string(j) + " is " + to_string(ix) +
+               " but must be int32 or int64; cast it");
+    if (data.shape[axis + j] == 0)
+      ctx.fail("data " + to_string(data) + " is empty along axis " + std::to_string(axis + j));
+    indexed = broadcast_shapes(indexed, ix.shape, ctx);
+  }
+  attrs = attrs.with("axis", axis);
+  std::vector<int64_t> shape(data.shape.begin(), data.shape.begin() + axis);
+  shape.insert(shape.end(), indexed.begin(), indexed.end());
+  shape.insert(shape.end(), data.shape.begin() + axis + k, data.shape.end());
+  return TensorType{shape, data.dtype};
+}
+
+void adv_index_check_constants(const std::vector<Expr>& args, const Attrs& attrs,
+                               const TypeContext& ctx) {
+  for (size_t j = 1; j < args.size(); ++j)
+    check_constant_indices(args[0], args[j], attr_int(attrs, "axis") + int64_t(j) - 1, true, ctx);
+}
+
+Tensor adv_index_compute(const std::vector<Tensor>& in, const Attrs& attrs, const TensorType& out) {
+  const Tensor& data = in[0];
+  const size_t axis = static_cast<size_t>(attr_int(attrs, "axis")), k = in.size() - 1;
+  const size_t indexed = out.shape.size() - (data.shape().size() - k);  // broadcast rank
+  return compute("adv_index", out.shape, [&](const std::vector<PrimVar>& i) {
+    const std::vector<PrimExpr> all = as_exprs(i);
+    const std::vector<PrimExpr> b(all.begin() + axis, all.begin() + axis + indexed);
+    std::vector<PrimExpr> at(all.begin(), all.begin() + axis);
+    for (size_t j = 0; j < k; ++j)
+      at.push_back(
+          prim_call(Intrinsic::CheckIndex,
+                    {cast(DType::Int64, in[j + 1](broadcast_index(in[j + 1].shape(), b))),
+                     idx(data.shape()[axis + j]), idx(static_cast<int64_t>(axis + j)), idx(1)}));
+    at.insert(at.end(), all.begin() + axis + indexed, all.end());
     return data(at);
   });
 }
@@ -522,6 +576,10 @@ Tensor gather_compute(const std::vector<Tensor>& in, const Attrs& attrs, const T
     {"take", 2, OpPattern::Injective, take_rel, take_compute, false, take_check_constants},
     {int_attr("axis", 0, "the axis the indices select along"),
      int_attr("allow_negative", 1, "1: negative indices count from the end")}));
+[[maybe_unused]] const Op* kAdvIndex = register_op(
+    with_attrs({"adv_index", -1, OpPattern::Injective, adv_index_rel, adv_index_compute, false,
+                adv_index_check_constants},
+               {int_attr("axis", 0, "the first of the adjacent axes the index tensors index")}));
 [[maybe_unused]] const Op* kGather = register_op(with_attrs(
     {"gather", 2, OpPattern::Injective, gather_rel, gather_compute, false, gather_check_constants},
     {int_attr("axis", 0, "the axis whose coordinate the indices give (torch.gather's dim)")}));
