@@ -59,7 +59,7 @@ def interleaved(engines, seconds, at_least=20):
     return out
 
 
-def measure_model(name, thread_counts, seconds):
+def measure_model(name, thread_counts, seconds, ort_spinning=True):
     model, inputs = e2e.make(name, 1)
     with torch.inference_mode():
         expected = e2e._as_list(model(*inputs))
@@ -74,7 +74,7 @@ def measure_model(name, thread_counts, seconds):
         torch.set_num_threads(threads)
         em = e2e.ember_engine(lib, inputs)
         pt = e2e.torch_engine(model, inputs)
-        ort = e2e.ort_engine(onnx_path, inputs, threads)
+        ort = e2e.ort_engine(onnx_path, inputs, threads, spinning=ort_spinning)
         with torch.inference_mode():
             for e in (em, pt, ort):  # warm up, and check Ember against eager
                 timed_calls(e.call, 0.3, at_least=3)
@@ -122,6 +122,9 @@ def main():
     p.add_argument("--threading", default=None,
                    help="comma list of EMBER_THREADING values to compare (pool, openmp), each "
                         "in a child process; default: this process's own")
+    p.add_argument("--ort-no-spin", action="store_true",
+                   help="ONNX Runtime's threads block instead of spinning for work (its "
+                        "session.intra_op.allow_spinning=0), to see what its spinning costs")
     p.add_argument("--json", metavar="PATH", help="also write the rows as JSON here")
     args = p.parse_args()
     names = [m for m in args.models.split(",") if m]
@@ -135,6 +138,7 @@ def main():
             with tempfile.NamedTemporaryFile(suffix=".json") as f:
                 cmd = [sys.executable, __file__, "--models", args.models, "--threads",
                        args.threads, "--seconds", str(args.seconds), "--json", f.name]
+                cmd += ["--ort-no-spin"] if args.ort_no_spin else []
                 env = dict(os.environ, EMBER_THREADING=threading)
                 print(f"\n## EMBER_THREADING={threading}", flush=True)
                 subprocess.run(cmd, env=env, check=True)
@@ -152,7 +156,8 @@ def main():
           f"{os.getloadavg()[0]:.1f} at start", flush=True)
     rows = []
     for name in names:
-        rows += measure_model(name, [int(t) for t in args.threads.split(",")], args.seconds)
+        rows += measure_model(name, [int(t) for t in args.threads.split(",")], args.seconds,
+                              ort_spinning=not args.ort_no_spin)
     print_table(rows, threading)
     if args.json:
         json.dump(rows, open(args.json, "w"), indent=1)

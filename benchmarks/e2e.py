@@ -213,9 +213,13 @@ def export_onnx(model, inputs, path):
     raise RuntimeError("torch.onnx.export failed: " + "; ".join(errors))
 
 
-def ort_engine(path, inputs, threads):
+def ort_engine(path, inputs, threads, spinning=True):
+    """spinning=False: ORT's intra-op threads block instead of spinning for work (its
+    session.intra_op.allow_spinning; on by default)."""
     import onnxruntime as ort
     opts = ort.SessionOptions()
+    if not spinning:
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
