@@ -1,8 +1,9 @@
 """Hugging Face `transformers` models as users bring them: built from their configs (random
-weights, nothing downloaded) at their real hidden sizes, cut to one layer for time, imported
-with ember.frontend.from_pytorch, built at opt level 3 and compared with eager (within 1e-4
-of the output's scale). The BERT family's embeddings gather their token-type ids
-(aten.gather)."""
+weights, nothing downloaded) at their real hidden sizes, encoders cut to one layer for time,
+imported with ember.frontend.from_pytorch, built at opt level 3 and compared with eager
+(within 1e-4 of the output's scale). The BERT family's embeddings gather their token-type
+ids (aten.gather); wav2vec2 and PoolFormer have group norms (aten.native_group_norm) and
+wav2vec2 a weight-norm parametrization (aten.linalg_vector_norm)."""
 import numpy as np
 import pytest
 import torch
@@ -13,32 +14,43 @@ transformers = pytest.importorskip("transformers")
 
 
 class FirstOutput(torch.nn.Module):
-    def __init__(self, model):
+    def __init__(self, model, input_name):
         super().__init__()
-        self.model = model
+        self.model, self.input_name = model, input_name
 
-    def forward(self, input_ids):
-        return self.model(input_ids=input_ids)[0]
+    def forward(self, x):
+        return self.model(**{self.input_name: x})[0]
 
 
+def _tokens(config):
+    return torch.randint(3, config.vocab_size, (1, 128))
+
+
+# family -> (config class, model class, config overrides, input name, input maker)
 FAMILIES = {
-    "bert": ("BertConfig", "BertModel"),
-    "roberta": ("RobertaConfig", "RobertaModel"),
-    "albert": ("AlbertConfig", "AlbertModel"),
+    "bert": ("BertConfig", "BertModel", {"num_hidden_layers": 1}, "input_ids", _tokens),
+    "roberta": ("RobertaConfig", "RobertaModel", {"num_hidden_layers": 1}, "input_ids", _tokens),
+    "albert": ("AlbertConfig", "AlbertModel", {"num_hidden_layers": 1}, "input_ids", _tokens),
+    # A group norm in its feature encoder, a weight-norm parametrized positional conv.
+    "wav2vec2": ("Wav2Vec2Config", "Wav2Vec2Model", {"num_hidden_layers": 1}, "input_values",
+                 lambda c: torch.randn(1, 16000)),
+    # Group norms (one group) around pooling token mixers, all four stages.
+    "poolformer": ("PoolFormerConfig", "PoolFormerModel", {}, "pixel_values",
+                   lambda c: torch.randn(1, 3, 224, 224)),
 }
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_encoder_imports_and_matches_eager(family):
-    config_cls, model_cls = (getattr(transformers, n) for n in FAMILIES[family])
-    config = config_cls(num_hidden_layers=1)
+def test_model_imports_and_matches_eager(family):
+    config_name, model_name, overrides, input_name, make_input = FAMILIES[family]
+    config = getattr(transformers, config_name)(**overrides)
     torch.manual_seed(0)
-    model = FirstOutput(model_cls(config)).eval()
-    ids = torch.randint(3, config.vocab_size, (1, 128))
+    model = FirstOutput(getattr(transformers, model_name)(config), input_name).eval()
+    x = make_input(config)
     with torch.no_grad():
-        want = model(ids).numpy()
-    mod, params = ember.frontend.from_pytorch(model, (ids,))
-    got = np.asarray(ember.GraphModule(ember.build(mod, params=params))(input_ids=ids.numpy()))
+        want = model(x).numpy()
+    mod, params = ember.frontend.from_pytorch(model, (x,))
+    got = np.asarray(ember.GraphModule(ember.build(mod, params=params))(x=x.numpy()))
     assert got.shape == want.shape
     err = np.abs(got - want).max() / np.abs(want).max()
     assert err <= 1e-4, f"{family}: max error {err:.2e} of the output's scale"

@@ -1,11 +1,12 @@
-"""ATen activations of DirectML's fused-activation list, and instance norm, to Ember ops
+"""ATen activations of DirectML's fused-activation list, and instance norm, group norm (as an
+instance norm over the channel groups) and vector norms, to Ember ops
 (src/ir/ops/activations.cc, nn.instance_norm). nn.Identity leaves no op in the graph, and
 nn.Softsign and nn.Tanhshrink are exported as abs/add/div and tanh/sub, which the generic
 converters handle. Registered into _aten.CONVERTERS on import."""
 import numpy as np
 
 from .._ember import EmberError
-from ._aten import converts
+from ._aten import _axes, cast, converts, dtype_name, reshape
 
 
 def _number(a, key, default):
@@ -66,6 +67,54 @@ def _softshrink(cx, a):
 @converts("mish")
 def _mish(cx, a):
     return cx.emit("nn.mish", [a[0]])
+
+
+@converts("group_norm", "native_group_norm")
+def _group_norm(cx, a):
+    # Each group's channels and positions normalised together: an instance norm over the
+    # groups of x viewed as [N, G, C/G * spatial], then the per-channel scale and shift.
+    x = a["input"]
+    groups = a["num_groups"] if a.op == "group_norm" else a["group"]
+    eps = float(a["eps"])
+    n, c = x.shape[0], x.shape[1]
+    if groups <= 0 or c % groups:
+        raise EmberError(f"group_norm: {c} channels do not split into {groups} groups")
+    flat = int(np.prod(x.shape[2:], dtype=np.int64)) * (c // groups)
+    grouped = reshape(cx, x, [n, groups, flat])
+    y = cx.emit("nn.instance_norm", [grouped, cx.const(np.ones(groups), x.dtype),
+                                     cx.const(np.zeros(groups), x.dtype)], epsilon=eps)
+    y = reshape(cx, y, list(x.shape))
+    per_channel = [c] + [1] * (len(x.shape) - 2)
+    if a["weight"] is not None:
+        y = cx.emit("multiply", [y, reshape(cx, a["weight"], per_channel)])
+    if a["bias"] is not None:
+        y = cx.emit("add", [y, reshape(cx, a["bias"], per_channel)])
+    return y if a.op == "group_norm" else [y, None, None]
+
+
+@converts("linalg_vector_norm")
+def _vector_norm(cx, a):
+    x, order = a[0], float(a["ord"])
+    axes = _axes(a["dim"], len(x.shape))
+    keep = int(bool(a["keepdim"]))
+    if a["dtype"] is not None:
+        x = cast(cx, x, dtype_name(a["dtype"]))
+    magnitude = cx.emit("abs", [x])
+    if order == float("inf"):
+        return cx.emit("max", [magnitude], axis=axes, keepdims=keep)
+    if order == -float("inf"):
+        return cx.emit("min", [magnitude], axis=axes, keepdims=keep)
+    if order == 0:
+        nonzero = cast(cx, cx.emit("not_equal", [x, cx.const(0.0, x.dtype)]), x.dtype)
+        return cx.emit("sum", [nonzero], axis=axes, keepdims=keep)
+    if order == 1:
+        return cx.emit("sum", [magnitude], axis=axes, keepdims=keep)
+    if order == 2:
+        squares = cx.emit("multiply", [x, x])
+        return cx.emit("sqrt", [cx.emit("sum", [squares], axis=axes, keepdims=keep)])
+    powered = cx.emit("power", [magnitude, cx.const(order, x.dtype)])
+    total = cx.emit("sum", [powered], axis=axes, keepdims=keep)
+    return cx.emit("power", [total, cx.const(1.0 / order, x.dtype)])
 
 
 @converts("instance_norm")
