@@ -186,6 +186,8 @@ MAX_POOL_CASES = [
     (1, 3, 6, 6, 3, 2, 1, 1, True),
     (1, 17, 11, 9, 3, 1, 1, 2, False),   # dilation 2
     (1, 2, 9, 10, (3, 2), (2, 3), (1, 1), 1, True),
+    (1, 4, 7, 7, 10, 10, 0, 1, True),    # ceil mode: one window, larger than the input
+    (1, 4, 7, 6, (9, 12), (8, 12), (1, 2), 1, True),
 ]
 
 
@@ -214,6 +216,12 @@ AVG_POOL_CASES = [
     (1, 24, 6, 9, 3, 1, 1, False, False),
     (1, 1, 5, 5, 2, 2, 1, True, True),   # last ceil window would start in the padding
     (1, 4, 10, 11, (3, 2), (2, 3), (1, 1), True, False),
+    # ceil mode, one window larger than the (padded) input, clipped to it (EfficientNet's
+    # head: a 2560-wide window over 7x7)
+    (1, 16, 7, 7, 2560, 2560, 0, True, True),
+    (1, 3, 7, 7, 12, 12, 1, True, True),
+    (1, 3, 7, 7, 12, 12, 1, True, False),
+    (1, 3, 5, 8, (9, 4), (9, 4), (1, 0), True, True),
 ]
 
 

@@ -598,6 +598,24 @@ PoolParams pool_attrs(Attrs& attrs, bool has_dilation, const TypeContext& ctx) {
   return p;
 }
 
+// With ceil_mode, torch defines a pool whose window is larger than the padded input when the
+// window's one start fits (size + padding - kernel + stride - 1 >= 0): one window, clipped to
+// the padded input for its divisor and its elements (EfficientNet's head pools a 7x7 map
+// with a 2560-wide window). That window is the padded input itself: the kernel is written
+// back as its size, so the loops run over the input and not over the kernel asked for.
+void clip_windows_past_the_input(const TensorType& data, PoolParams& p, Attrs& attrs) {
+  if (!p.ceil_mode) return;
+  bool clipped = false;
+  for (int dim = 0; dim < 2; ++dim) {
+    const int64_t padded = data.shape[2 + dim] + p.pad[dim] + p.pad[dim + 2];
+    if (p.dilation[dim] != 1 || p.kernel[dim] <= padded) continue;
+    if (padded - p.kernel[dim] + p.strides[dim] - 1 < 0) continue;  // no window: an error below
+    p.kernel[dim] = padded;
+    clipped = true;
+  }
+  if (clipped) attrs = attrs.with("pool_size", p.kernel);
+}
+
 Type pool_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx,
               bool has_dilation) {
   check_arity(args, 1, ctx);
@@ -607,6 +625,7 @@ Type pool_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ct
   if (data.ndim() != 5) check_rank(data, 4, "data", ctx);
   check_float(data, "data", ctx);
   PoolParams p = pool_attrs(attrs, has_dilation, ctx);
+  clip_windows_past_the_input(data, p, attrs);
   int64_t oh = window_out_size(data.shape[2], p.pad[0], p.pad[2], p.kernel[0], p.strides[0],
                                p.dilation[0], p.ceil_mode, "height", ctx);
   int64_t ow = window_out_size(data.shape[3], p.pad[1], p.pad[3], p.kernel[1], p.strides[1],
