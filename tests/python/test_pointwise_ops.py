@@ -117,5 +117,48 @@ def test_ordinary_values_match_pytorch(module):
 def test_float32_only_ops_reject_float64(name):
     x = ember.ir.var("x", shape=(4,), dtype="float64")
     args = (x,) if name == "sin" else (x, x)
-    with pytest.raises(ember.EmberError, match="float32 only"):
+    with pytest.raises(ember.EmberError, match="implemented for float32"):
         getattr(ember.op, name)(*args)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+@pytest.mark.parametrize("name", ["fmod", "remainder"])
+def test_integer_fmod_and_remainder_match_torch(dtype, name):
+    """Index arithmetic (Swin's window indices): every sign of dividend and divisor, by a
+    scalar and by a constant tensor, through the frontend; a zero constant divisor is an
+    error naming the node, and a divisor computed when the model runs is refused."""
+    fn = getattr(torch, name)
+    tdtype = getattr(torch, dtype)
+    divisors = torch.tensor([3, -3, 7, -1, 1, 5, -4, 2], dtype=tdtype)
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return fn(x, 4) + fn(x, -3) + fn(x, divisors)
+
+    x = torch.arange(-20, 20, dtype=tdtype).reshape(5, 8)
+    mod, params = ember.frontend.from_pytorch(Net(), (x,))
+    got = np.asarray(ember.GraphModule(ember.build(mod, params=params))(x=x.numpy()))
+    np.testing.assert_array_equal(got, Net()(x).numpy())
+
+    class ByZero(torch.nn.Module):
+        def forward(self, x):
+            return fn(x, torch.tensor([1, 0], dtype=tdtype))
+
+    with pytest.raises(ember.EmberError, match="constant divisor is 0 at element 1"):
+        ember.frontend.from_pytorch(ByZero(), (x[:, :2].contiguous(),))
+
+    class ByInput(torch.nn.Module):
+        def forward(self, x, y):
+            return fn(x, y)
+
+    with pytest.raises(ember.EmberError, match="computed when the model runs"):
+        ember.frontend.from_pytorch(ByInput(), (x, x + 100))
+
+
+def test_integer_fmod_by_a_zero_input_gives_zero():
+    # A hand-built graph may divide by an input: a zero divisor gives 0 (torch raises).
+    x = ember.ir.var("x", shape=(4,), dtype="int64")
+    y = ember.ir.var("y", shape=(4,), dtype="int64")
+    m = ember.GraphModule(ember.build(ember.ir.Function([x, y], ember.op.fmod(x, y))))
+    got = np.asarray(m(x=np.array([7, -7, 5, 9]), y=np.array([2, 2, 0, -4])))
+    np.testing.assert_array_equal(got, [1, -1, 0, 1])

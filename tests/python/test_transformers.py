@@ -4,7 +4,7 @@ imported with ember.frontend.from_pytorch, built at opt level 3 and compared wit
 (within 1e-4 of the output's scale). The BERT family's embeddings gather their token-type
 ids (aten.gather); wav2vec2 and PoolFormer have group norms (aten.native_group_norm) and
 wav2vec2 a weight-norm parametrization (aten.linalg_vector_norm); EfficientNet's head pools
-with a ceil-mode window larger than its input."""
+with a ceil-mode window larger than its input; Swin's window indices take int64 fmod."""
 import numpy as np
 import pytest
 import torch
@@ -56,6 +56,8 @@ FAMILIES = {
     # Its pooled output: a ceil-mode average pool whose window (2560) is larger than its 7x7
     # input, clipped to it.
     "efficientnet": ("EfficientNetConfig", "EfficientNetModel", {}, "pixel_values", _image, 1),
+    # Shifted windows: int64 fmod in the window index arithmetic (folded at build time).
+    "swin": ("SwinConfig", "SwinModel", {}, "pixel_values", _image, 0),
 }
 
 

@@ -500,10 +500,17 @@ def _remainder(cx, a):
     x, y = a[0], a[1]
     if not isinstance(x, Expr) and not isinstance(y, Expr):
         return x % y if a.op == "remainder" else math.fmod(x, y)
+    integer = isinstance(x, Expr) and x.dtype in ("int32", "int64")
+    if integer and isinstance(y, numbers.Integral):
+        y = cx.const(np.array(y), x.dtype)
+    elif integer and not isinstance(y, Constant):
+        # torch raises for a zero divisor; a kernel cannot, so the divisor must be known.
+        raise EmberError(f"integer {a.op} by a tensor computed when the model runs is not "
+                         "supported (a zero divisor has no value); cast both to float32")
     x, y = _promote(cx, x, y)
-    if x.dtype != "float32":
-        raise EmberError(f"{a.op} of {x.dtype} tensors is not supported; Ember's {a.op} is "
-                         "float32 only")
+    if x.dtype not in ("float32", "int32", "int64"):
+        raise EmberError(f"{a.op} of {x.dtype} tensors is not supported; Ember's {a.op} takes "
+                         "float32 and integer tensors")
     return cx.emit(a.op, [x, y])
 
 

@@ -228,8 +228,11 @@ atanh = _unary("atanh")
 isnan = _unary("isnan", "test of a float tensor; the result is bool")
 isinf = _unary("isinf", "test of a float tensor; the result is bool")
 isfinite = _unary("isfinite", "test of a float tensor (not inf, not NaN); the result is bool")
-fmod = _binary("fmod", "(C's fmod: the sign of a) of float32 tensors, exact")
-remainder = _binary("remainder", "(torch.remainder: the sign of b) of float32 tensors")
+fmod = _binary("fmod", "(C's fmod: the sign of a) of float32 tensors, exact, or of integer "
+               "tensors (a constant divisor with a zero is an error; a zero divisor computed "
+               "when the model runs gives 0)")
+remainder = _binary("remainder", "(torch.remainder: the sign of b) of float32 or integer "
+                    "tensors (integer divisors as fmod's)")
 
 
 def where(condition, x, y, name=""):

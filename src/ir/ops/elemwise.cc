@@ -15,8 +15,9 @@ namespace {
 using namespace ops;
 
 // Which input dtypes an op accepts, and what to tell the user otherwise.
-// Float32: ops whose exact algorithm is float32's (sin, cos, tan, fmod, remainder).
-enum class Accept { Any, NotBool, Float, Float32 };
+// Float32: ops whose exact algorithm is float32's (sin, cos, tan); Float32OrInt: float32's
+// or integers' (fmod, remainder).
+enum class Accept { Any, NotBool, Float, Float32, Float32OrInt };
 
 void check_accept(Accept accept, const TensorType& t, const std::string& what,
                   const TypeContext& ctx) {
@@ -24,6 +25,9 @@ void check_accept(Accept accept, const TensorType& t, const std::string& what,
   if (accept == Accept::Float32 && t.dtype != DType::Float32)
     ctx.fail(what + " is " + to_string(t) + " but the op is implemented for float32 only; " +
              "cast it to float32");
+  if (accept == Accept::Float32OrInt && t.dtype != DType::Float32 && !is_int(t.dtype))
+    ctx.fail(what + " is " + to_string(t) + " but the op is implemented for float32 and " +
+             "integer tensors only; cast it to float32");
   if (accept == Accept::NotBool && t.dtype == DType::Bool)
     ctx.fail(what + " is " + to_string(t) + "; the op does not take bool tensors, cast it to " +
              "float32 or int32");
@@ -49,7 +53,8 @@ Type binary_rel(const std::vector<Type>& args, Accept accept, Result result,
 
 using BinaryFn = std::function<PrimExpr(const PrimExpr& a, const PrimExpr& b)>;
 
-const Op* register_binary(const std::string& name, Accept accept, Result result, BinaryFn fn) {
+const Op* register_binary(const std::string& name, Accept accept, Result result, BinaryFn fn,
+                          ConstantCheck check = nullptr) {
   TypeRelation rel = [accept, result](const std::vector<Type>& args, Attrs&,
                                       const TypeContext& ctx) {
     return binary_rel(args, accept, result, ctx);
@@ -61,7 +66,7 @@ const Op* register_binary(const std::string& name, Accept accept, Result result,
       return fn(a(broadcast_index(a, i)), b(broadcast_index(b, i)));
     });
   };
-  return register_op({name, 2, OpPattern::Broadcast, rel, rule});
+  return register_op({name, 2, OpPattern::Broadcast, rel, rule, false, std::move(check)});
 }
 
 BinaryFn binary_fn(BinaryOp op) {
@@ -87,13 +92,43 @@ BinaryFn binary_fn(BinaryOp op) {
 [[maybe_unused]] const Op* kAtan2 =
     register_binary("atan2", Accept::Float, Result::Same,
                     [](const PrimExpr& y, const PrimExpr& x) { return atan2(y, x); });
-// C's fmod (the sign of x) and torch.remainder (the sign of y), both exact.
-[[maybe_unused]] const Op* kFmod =
-    register_binary("fmod", Accept::Float32, Result::Same,
-                    [](const PrimExpr& a, const PrimExpr& b) { return fmod(a, b); });
-[[maybe_unused]] const Op* kRemainder =
-    register_binary("remainder", Accept::Float32, Result::Same,
-                    [](const PrimExpr& a, const PrimExpr& b) { return remainder(a, b); });
+// C's fmod (the sign of x) and torch.remainder (the sign of y), both exact. On integers
+// (index arithmetic: Swin's window indices) an integer division by zero has no value (torch
+// raises): a constant divisor is checked when the node is made, and the frontend takes no
+// other; in the kernel a zero divisor (a hand-built graph's input) gives 0 instead of trapping.
+void integer_divisor_has_no_zero(const std::vector<Expr>& args, const Attrs&,
+                                 const TypeContext& ctx) {
+  auto* c = as<ConstantNode>(args[1]);
+  if (!is_int(args[0]->type.tensor().dtype) || !c ||
+      c->value.device().type != runtime::DeviceType::CPU)
+    return;
+  const runtime::NDArray& v = c->value;
+  for (int64_t i = 0; i < v.numel(); ++i)
+    if ((v.dtype() == DType::Int64 ? v.data_as<int64_t>()[i] : v.data_as<int32_t>()[i]) == 0)
+      ctx.fail("the constant divisor is 0 at element " + std::to_string(i) +
+               ": an integer fmod or remainder by zero has no value (torch raises too)");
+}
+
+// Integer Mod is the floor modulo (the sign of b): torch.remainder; fmod takes a's sign.
+PrimExpr integer_mod(const PrimExpr& a, const PrimExpr& b, bool sign_of_a) {
+  PrimExpr zero = make_const(a.dtype(), 0), one = make_const(a.dtype(), 1);
+  PrimExpr m = a % select(b == zero, one, b);
+  if (sign_of_a) m = select(logical_and(m != zero, (a < zero) != (b < zero)), m - b, m);
+  return select(b == zero, zero, m);
+}
+
+[[maybe_unused]] const Op* kFmod = register_binary(
+    "fmod", Accept::Float32OrInt, Result::Same,
+    [](const PrimExpr& a, const PrimExpr& b) {
+      return is_int(a.dtype()) ? integer_mod(a, b, true) : fmod(a, b);
+    },
+    integer_divisor_has_no_zero);
+[[maybe_unused]] const Op* kRemainder = register_binary(
+    "remainder", Accept::Float32OrInt, Result::Same,
+    [](const PrimExpr& a, const PrimExpr& b) {
+      return is_int(a.dtype()) ? integer_mod(a, b, false) : remainder(a, b);
+    },
+    integer_divisor_has_no_zero);
 
 // Float comparisons with NaN are false, except not_equal, which is true (as in torch).
 [[maybe_unused]] const Op* kEqual =
