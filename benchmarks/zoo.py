@@ -1,0 +1,229 @@
+"""The models users bring: Hugging Face `transformers` architectures built from their configs
+(random weights, nothing downloaded), imported, built, checked against eager and timed
+against PyTorch eager and ONNX Runtime.
+
+    PYTHONPATH=python python3 benchmarks/zoo.py [--models bert,gpt2,...] [--threads 1,2]
+        [--layers 2] [--engines ember,torch,ort] [--rounds 3] [--seconds 0.3] [--json out.json]
+
+Hidden sizes are the configs' defaults (real sizes); transformer stacks are cut to --layers
+layers for time (CNNs keep their stages). Text models take 128 tokens, vision models a
+224x224 image, audio models one second at 16 kHz (Whisper's encoder 30 s of 80 log-mel
+bins), batch 1. Batch norms get trained-like statistics (fresh ones are identities). Each
+model's first output (EfficientNet: its pooled output) is checked against eager (error
+relative to the output's largest magnitude; MISMATCH above 1e-4) and timed with
+benchmarks/e2e.py's interleaved rounds (medians). A model that fails to import or build is
+listed with the reason and the rest go on. Nothing is asserted; `tests/python/
+test_transformers.py` is the test suite's slice of this zoo.
+"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2e  # noqa: E402  (engines and interleaved measuring)
+
+import ember  # noqa: E402
+
+
+def tokens(config):
+    return torch.randint(3, min(config.vocab_size, 30000), (1, 128))
+
+
+def image(config):
+    return torch.randn(1, 3, 224, 224)
+
+
+def audio(config):
+    return torch.randn(1, 16000)
+
+
+def mel(config):
+    return torch.randn(1, config.num_mel_bins, 3000)
+
+
+def layers(key):
+    return lambda n: {key: n}
+
+
+# name -> (config class, model class, config overrides(layers), input name, input maker,
+#          output index, encoder only)
+ZOO = {
+    "bert": ("BertConfig", "BertModel", layers("num_hidden_layers"), "input_ids", tokens),
+    "roberta": ("RobertaConfig", "RobertaModel", layers("num_hidden_layers"), "input_ids",
+                tokens),
+    "albert": ("AlbertConfig", "AlbertModel", layers("num_hidden_layers"), "input_ids", tokens),
+    "distilbert": ("DistilBertConfig", "DistilBertModel", layers("n_layers"), "input_ids",
+                   tokens),
+    "gpt2": ("GPT2Config", "GPT2Model", layers("n_layer"), "input_ids", tokens),
+    "llama": ("LlamaConfig", "LlamaModel",  # grouped-query attention: 8 key/value heads
+              lambda n: {"num_hidden_layers": n, "hidden_size": 2048, "intermediate_size": 5632,
+                         "num_attention_heads": 32, "num_key_value_heads": 8}, "input_ids",
+              tokens),
+    "qwen2": ("Qwen2Config", "Qwen2Model", layers("num_hidden_layers"), "input_ids", tokens),
+    "phi": ("PhiConfig", "PhiModel", layers("num_hidden_layers"), "input_ids", tokens),
+    "mixtral": ("MixtralConfig", "MixtralModel",  # a mixture-of-experts layer (8 experts, top 2)
+                lambda n: {"num_hidden_layers": 1, "hidden_size": 1024,
+                           "intermediate_size": 3584, "num_attention_heads": 16,
+                           "num_key_value_heads": 8}, "input_ids", tokens),
+    "t5_encoder": ("T5Config", "T5EncoderModel", layers("num_layers"), "input_ids", tokens),
+    "bart_encoder": ("BartConfig", "BartModel", layers("encoder_layers"), "input_ids", tokens,
+                     0, True),
+    "whisper_encoder": ("WhisperConfig", "WhisperModel", layers("encoder_layers"),
+                        "input_features", mel, 0, True),
+    "wav2vec2": ("Wav2Vec2Config", "Wav2Vec2Model", layers("num_hidden_layers"), "input_values",
+                 audio),
+    "vit": ("ViTConfig", "ViTModel", layers("num_hidden_layers"), "pixel_values", image),
+    "dinov2": ("Dinov2Config", "Dinov2Model", layers("num_hidden_layers"), "pixel_values", image),
+    "clip_vision": ("CLIPVisionConfig", "CLIPVisionModel", layers("num_hidden_layers"),
+                    "pixel_values", image),
+    "swin": ("SwinConfig", "SwinModel", lambda n: {}, "pixel_values", image),
+    "convnext": ("ConvNextConfig", "ConvNextModel", lambda n: {}, "pixel_values", image),
+    "resnet": ("ResNetConfig", "ResNetModel", lambda n: {}, "pixel_values", image),
+    "regnet": ("RegNetConfig", "RegNetModel", lambda n: {}, "pixel_values", image),
+    "mobilenet_v2": ("MobileNetV2Config", "MobileNetV2Model", lambda n: {}, "pixel_values",
+                     image),
+    "mobilevit": ("MobileViTConfig", "MobileViTModel", lambda n: {}, "pixel_values", image),
+    "efficientnet": ("EfficientNetConfig", "EfficientNetModel", lambda n: {}, "pixel_values",
+                     image, 1),
+    "poolformer": ("PoolFormerConfig", "PoolFormerModel", lambda n: {}, "pixel_values", image),
+    "segformer": ("SegformerConfig", "SegformerModel", lambda n: {}, "pixel_values", image),
+}
+
+
+class OneOutput(torch.nn.Module):
+    def __init__(self, model, input_name, output):
+        super().__init__()
+        self.model, self.input_name, self.output = model, input_name, output
+
+    def forward(self, x):
+        return self.model(**{self.input_name: x})[self.output]
+
+
+def make(name, n_layers):
+    import transformers
+    entry = ZOO[name] + (0, False)[len(ZOO[name]) - 5:]
+    config_name, model_name, overrides, input_name, make_input, output, encoder = entry
+    config = getattr(transformers, config_name)(**overrides(n_layers))
+    torch.manual_seed(0)
+    model = getattr(transformers, model_name)(config)
+    if encoder:
+        model = model.get_encoder()
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.normal_(0, 0.1)
+                m.running_mean.normal_(0, 0.1)
+                m.running_var.uniform_(0.5, 1.5)
+    return OneOutput(model, input_name, output).eval(), make_input(config)
+
+
+def first_line(e):
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0][:240] if text else ''}"
+
+
+def run_model(name, args, engines):
+    row = {"model": name}
+    model, x = make(name, args.layers)
+    with torch.no_grad():
+        expected = e2e._as_list(model(x))
+    lib = None
+    try:
+        t0 = time.perf_counter()
+        mod, params = ember.frontend.from_pytorch(model, (x,))
+        row["import_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        lib = ember.build(mod, params=params)
+        row["build_s"] = time.perf_counter() - t0
+    except Exception as e:  # noqa: BLE001  (report it, go on with the zoo)
+        row["ember_error"] = first_line(e)
+    onnx_path, tmp = None, tempfile.TemporaryDirectory(prefix="ember_zoo_")
+    if "ort" in engines:
+        try:
+            onnx_path = os.path.join(tmp.name, f"{name}.onnx")
+            e2e.export_onnx(model, (x,), onnx_path)
+        except Exception as e:  # noqa: BLE001
+            row["ort_error"], onnx_path = first_line(e), None
+    row["ms"] = {}
+    for threads in args.thread_counts:
+        ember.set_num_threads(threads)
+        torch.set_num_threads(threads)
+        built = [e2e.torch_engine(model, (x,))]
+        if lib is not None:
+            built.append(e2e.ember_engine(lib, (x,)))
+        if onnx_path is not None:
+            built.append(e2e.ort_engine(onnx_path, (x,), threads))
+        with torch.inference_mode():
+            result = e2e.measure(built, args.rounds, 0, args.seconds, 0.3)
+        row["ms"][threads] = {eng: r[0] for eng, r in result.items()}
+        if lib is not None and "error" not in row:
+            _, rel, _ = e2e.check(built[1].outputs(), expected)
+            row["error"] = rel
+    return row
+
+
+def print_table(rows, thread_counts):
+    cols = "".join(f" Ember/PyTorch {t}t | ORT/PyTorch {t}t |" for t in thread_counts)
+    print(f"\n| model | import s | build s | error vs eager | PyTorch ms (1t) |{cols}")
+    print("|---|---:|---:|---:|---:|" + "---:|---:|" * len(thread_counts))
+    for r in rows:
+        if "ember_error" in r:
+            print(f"| {r['model']} | FAILED: {r['ember_error']} |")
+            continue
+        err = r.get("error", float("nan"))
+        flag = "" if err <= 1e-4 else " MISMATCH"
+        cells = ""
+        for t in thread_counts:
+            ms = r["ms"].get(t, {})
+            torch_ms = ms.get("torch")
+            cells += "".join(f" {ms[e] / torch_ms:.2f} |" if e in ms else " - |"
+                             for e in ("ember", "ort"))
+        first = r["ms"].get(thread_counts[0], {}).get("torch", float("nan"))
+        print(f"| {r['model']} | {r['import_s']:.1f} | {r['build_s']:.1f} | {err:.1e}{flag} "
+              f"| {first:.2f} |{cells}")
+    for r in rows:
+        if "ort_error" in r:
+            print(f"- ORT skipped for {r['model']}: {r['ort_error']}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--models", default=",".join(ZOO), help=f"comma list; known: {', '.join(ZOO)}")
+    p.add_argument("--threads", default="1,2", help="comma list of thread counts (default 1,2)")
+    p.add_argument("--layers", type=int, default=2, help="transformer layers kept (default 2)")
+    p.add_argument("--engines", default="ember,torch,ort", help="ember,torch,ort")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    p.add_argument("--seconds", type=float, default=0.3,
+                   help="about this many seconds per engine per round (default 0.3)")
+    p.add_argument("--json", metavar="PATH", help="also write the rows as JSON here")
+    args = p.parse_args()
+    names = [m for m in args.models.split(",") if m]
+    unknown = [m for m in names if m not in ZOO]
+    if unknown:
+        p.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(ZOO)}")
+    args.thread_counts = [int(t) for t in args.threads.split(",") if t]
+    engines = args.engines.split(",")
+    import transformers
+    print(f"# Ember zoo: transformers {transformers.__version__}, torch {torch.__version__}, "
+          f"{os.cpu_count()} cores, {args.layers} layers per stack, batch 1", flush=True)
+    rows = []
+    for name in names:
+        t0 = time.perf_counter()
+        rows.append(run_model(name, args, engines))
+        print(f"  {name}: {time.perf_counter() - t0:.0f} s"
+              + (f", Ember failed: {rows[-1]['ember_error']}" if "ember_error" in rows[-1] else
+                 f", error {rows[-1].get('error', float('nan')):.1e}"), flush=True)
+    print_table(rows, args.thread_counts)
+    if args.json:
+        json.dump(rows, open(args.json, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
