@@ -22,106 +22,14 @@ import sys
 import tempfile
 import time
 
-import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "python"))
 import e2e  # noqa: E402  (engines and interleaved measuring)
+from hf_zoo import ZOO, make  # noqa: E402  (the architectures, shared with the tests)
 
 import ember  # noqa: E402
-
-
-def tokens(config):
-    return torch.randint(3, min(config.vocab_size, 30000), (1, 128))
-
-
-def image(config):
-    return torch.randn(1, 3, 224, 224)
-
-
-def audio(config):
-    return torch.randn(1, 16000)
-
-
-def mel(config):
-    return torch.randn(1, config.num_mel_bins, 3000)
-
-
-def layers(key):
-    return lambda n: {key: n}
-
-
-# name -> (config class, model class, config overrides(layers), input name, input maker,
-#          output index, encoder only)
-ZOO = {
-    "bert": ("BertConfig", "BertModel", layers("num_hidden_layers"), "input_ids", tokens),
-    "roberta": ("RobertaConfig", "RobertaModel", layers("num_hidden_layers"), "input_ids",
-                tokens),
-    "albert": ("AlbertConfig", "AlbertModel", layers("num_hidden_layers"), "input_ids", tokens),
-    "distilbert": ("DistilBertConfig", "DistilBertModel", layers("n_layers"), "input_ids",
-                   tokens),
-    "gpt2": ("GPT2Config", "GPT2Model", layers("n_layer"), "input_ids", tokens),
-    "llama": ("LlamaConfig", "LlamaModel",  # grouped-query attention: 8 key/value heads
-              lambda n: {"num_hidden_layers": n, "hidden_size": 2048, "intermediate_size": 5632,
-                         "num_attention_heads": 32, "num_key_value_heads": 8}, "input_ids",
-              tokens),
-    "qwen2": ("Qwen2Config", "Qwen2Model", layers("num_hidden_layers"), "input_ids", tokens),
-    "phi": ("PhiConfig", "PhiModel", layers("num_hidden_layers"), "input_ids", tokens),
-    "mixtral": ("MixtralConfig", "MixtralModel",  # a mixture-of-experts layer (8 experts, top 2)
-                lambda n: {"num_hidden_layers": 1, "hidden_size": 1024,
-                           "intermediate_size": 3584, "num_attention_heads": 16,
-                           "num_key_value_heads": 8}, "input_ids", tokens),
-    "t5_encoder": ("T5Config", "T5EncoderModel", layers("num_layers"), "input_ids", tokens),
-    "bart_encoder": ("BartConfig", "BartModel", layers("encoder_layers"), "input_ids", tokens,
-                     0, True),
-    "whisper_encoder": ("WhisperConfig", "WhisperModel", layers("encoder_layers"),
-                        "input_features", mel, 0, True),
-    "wav2vec2": ("Wav2Vec2Config", "Wav2Vec2Model", layers("num_hidden_layers"), "input_values",
-                 audio),
-    "vit": ("ViTConfig", "ViTModel", layers("num_hidden_layers"), "pixel_values", image),
-    "dinov2": ("Dinov2Config", "Dinov2Model", layers("num_hidden_layers"), "pixel_values", image),
-    "clip_vision": ("CLIPVisionConfig", "CLIPVisionModel", layers("num_hidden_layers"),
-                    "pixel_values", image),
-    "swin": ("SwinConfig", "SwinModel", lambda n: {}, "pixel_values", image),
-    "convnext": ("ConvNextConfig", "ConvNextModel", lambda n: {}, "pixel_values", image),
-    "resnet": ("ResNetConfig", "ResNetModel", lambda n: {}, "pixel_values", image),
-    "regnet": ("RegNetConfig", "RegNetModel", lambda n: {}, "pixel_values", image),
-    "mobilenet_v2": ("MobileNetV2Config", "MobileNetV2Model", lambda n: {}, "pixel_values",
-                     image),
-    "mobilevit": ("MobileViTConfig", "MobileViTModel", lambda n: {}, "pixel_values", image),
-    "efficientnet": ("EfficientNetConfig", "EfficientNetModel", lambda n: {}, "pixel_values",
-                     image, 1),
-    "poolformer": ("PoolFormerConfig", "PoolFormerModel", lambda n: {}, "pixel_values", image),
-    "segformer": ("SegformerConfig", "SegformerModel", lambda n: {}, "pixel_values", image),
-}
-
-
-class OneOutput(torch.nn.Module):
-    def __init__(self, model, input_name, output):
-        super().__init__()
-        self.model, self.input_name, self.output = model, input_name, output
-
-    def forward(self, x):
-        return self.model(**{self.input_name: x})[self.output]
-
-
-def make(name, n_layers):
-    import transformers
-    entry = ZOO[name] + (0, False)[len(ZOO[name]) - 5:]
-    config_name, model_name, overrides, input_name, make_input, output, encoder = entry
-    config = getattr(transformers, config_name)(**overrides(n_layers))
-    torch.manual_seed(0)
-    model = getattr(transformers, model_name)(config)
-    if encoder:
-        model = model.get_encoder()
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, torch.nn.BatchNorm2d):
-                m.weight.uniform_(0.5, 1.5)
-                m.bias.normal_(0, 0.1)
-                m.running_mean.normal_(0, 0.1)
-                m.running_var.uniform_(0.5, 1.5)
-    return OneOutput(model, input_name, output).eval(), make_input(config)
 
 
 def first_line(e):

@@ -1,6 +1,8 @@
-// The runtime's thread pool for parallel loops.
+// Parallel loops: on OpenMP for the first thread that runs one (one team with PyTorch's in a
+// PyTorch process; see use_openmp), on the runtime's own pool for every other thread and in
+// a forked child.
 //
-// One pool per process, shared by every caller: num_threads - 1 worker threads, and the
+// The pool: one per process, shared by every caller: num_threads - 1 worker threads, and the
 // calling thread takes part. That bounds the threads Ember starts, however many threads
 // run models (OpenMP would give each calling thread a team of its own). One loop holds the
 // pool at a time; a loop that finds it busy (another thread's model is using it) runs on
@@ -328,46 +330,65 @@ void after_fork_in_child() {
   g_pool_mutex.unlock();
 }
 
-std::shared_ptr<Pool> pool_for(int threads) {
-  std::lock_guard<std::mutex> lock(g_pool_mutex);
+// Once, before the first parallel loop (on the pool or on OpenMP): a forked child must know
+// it was forked whichever runtime the parent used.
+void watch_fork() {
   static const bool registered = [] {
     pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
     return true;
   }();
   (void)registered;
+}
+
+std::shared_ptr<Pool> pool_for(int threads) {
+  std::lock_guard<std::mutex> lock(g_pool_mutex);
   if (!g_pool) g_pool = new std::shared_ptr<Pool>();
   if (!*g_pool || (*g_pool)->size() != threads) *g_pool = std::make_shared<Pool>(threads - 1);
   return *g_pool;
 }
 
-// EMBER_THREADING=openmp: loops run on the OpenMP runtime (libgomp, which a PyTorch process
-// shares: one team for both), in pieces claimed dynamically. Kept to measure the pool
-// against (benchmarks/cotenancy.py); the pool is the default because it measured faster
-// next to PyTorch and ONNX Runtime, and libgomp's teams are neither shared between calling
-// threads nor usable after fork().
-bool use_openmp() {
+// Which runtime runs a thread's loops. EMBER_THREADING=openmp, the default where this build
+// has OpenMP: the first thread that runs a parallel loop (a Python process's main thread,
+// whose OpenMP team PyTorch's ops use too: one team, and no second set of threads spinning
+// on the same cores) runs its loops on OpenMP (libgomp), in pieces claimed dynamically;
+// other threads run theirs on the pool, so no other calling thread gets a team of its own.
+// A forked child runs on the pool: libgomp's team of the parent does not exist there and
+// its next region would wait for it forever. EMBER_THREADING=pool: the pool for every
+// thread. Next to PyTorch and ONNX Runtime OpenMP measured 5-45% faster than the pool
+// (benchmarks/cotenancy.py --threading pool,openmp), alone within noise of it.
+bool openmp_configured() {
   static const bool openmp = [] {
     const char* env = std::getenv("EMBER_THREADING");
-    std::string v = env ? env : "pool";
+#ifdef EMBER_HAVE_OPENMP
+    const std::string v = env && *env ? env : "openmp";
+#else
+    const std::string v = env && *env ? env : "pool";
+#endif
     if (v == "pool") return false;
     if (v != "openmp")
-      fail("EMBER_THREADING=", v, " is not a threading runtime: use pool or openmp");
+      fail("EMBER_THREADING=", v, " is not a threading runtime: use openmp or pool");
 #ifndef EMBER_HAVE_OPENMP
     fail(
         "EMBER_THREADING=openmp: this build of Ember has no OpenMP (configure it with an "
-        "OpenMP compiler)");
+        "OpenMP compiler), so its loops run on its own pool: unset EMBER_THREADING");
 #endif
     return true;
   }();
-  return openmp && !g_forked;
+  return openmp;
+}
+
+std::atomic<std::thread::id> g_openmp_thread{};  // the one thread whose loops use OpenMP
+
+bool use_openmp() {
+  if (g_forked || !openmp_configured()) return false;
+  const std::thread::id me = std::this_thread::get_id();
+  std::thread::id owner{};
+  return g_openmp_thread.compare_exchange_strong(owner, me) || owner == me;
 }
 
 #ifdef EMBER_HAVE_OPENMP
-std::mutex g_openmp_busy;  // one region at a time, as the pool: no team per calling thread
-
-bool try_run_openmp(int64_t n, Body body, void* closure, int threads) {
-  std::unique_lock<std::mutex> busy(g_openmp_busy, std::try_to_lock);
-  if (!busy.owns_lock()) return false;
+// One team (the calling thread's) and one region at a time on it: nested loops run inline.
+void run_openmp(int64_t n, Body body, void* closure, int threads) {
   const int team = static_cast<int>(std::min<int64_t>(threads, n));
   const int64_t pieces = std::min<int64_t>(n, team * kPiecesPerRange);
   KernelErrors* errors = current_kernel_errors();
@@ -391,10 +412,9 @@ bool try_run_openmp(int64_t n, Body body, void* closure, int threads) {
     t_in_parallel = outer;
   }
   if (error) std::rethrow_exception(error);
-  return true;
 }
 #else
-bool try_run_openmp(int64_t, Body, void*, int) { return false; }
+void run_openmp(int64_t n, Body body, void* closure, int) { body(0, n, closure); }
 #endif
 
 }  // namespace
@@ -419,13 +439,16 @@ extern "C" __attribute__((visibility("default"))) int ember_parallel_for(
     body(0, n, closure);
     return 0;
   }
+  watch_fork();
   const bool openmp = use_openmp();
   std::shared_ptr<Pool> pool = openmp ? nullptr : pool_for(threads);
   t_in_parallel = true;
-  bool ran;
+  bool ran = true;
   try {
-    ran = openmp ? try_run_openmp(n, body, closure, threads)
-                 : pool->try_run(n, body, closure, threads);
+    if (openmp)
+      run_openmp(n, body, closure, threads);
+    else
+      ran = pool->try_run(n, body, closure, threads);
   } catch (...) {
     t_in_parallel = false;
     throw;

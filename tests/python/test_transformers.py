@@ -12,63 +12,16 @@ import torch
 import ember
 
 transformers = pytest.importorskip("transformers")
+import hf_zoo  # noqa: E402  (the zoo's architectures: config, layers, input)
 
 
-class OneOutput(torch.nn.Module):
-    def __init__(self, model, input_name, output):
-        super().__init__()
-        self.model, self.input_name, self.output = model, input_name, output
-
-    def forward(self, x):
-        return self.model(**{self.input_name: x})[self.output]
+# The zoo's families with something of their own to check (benchmarks/zoo.py has them all).
+FAMILIES = ["bert", "roberta", "albert", "wav2vec2", "poolformer", "efficientnet", "swin"]
 
 
-def _randomize_batch_norms(model):
-    # Fresh batch norms are identities (and EfficientNet's last one zeroes its output): give
-    # them statistics and affine parameters as a trained model has.
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, torch.nn.BatchNorm2d):
-                m.weight.uniform_(0.5, 1.5)
-                m.bias.normal_(0, 0.1)
-                m.running_mean.normal_(0, 0.1)
-                m.running_var.uniform_(0.5, 1.5)
-
-
-def _tokens(config):
-    return torch.randint(3, config.vocab_size, (1, 128))
-
-
-def _image(config):
-    return torch.randn(1, 3, 224, 224)
-
-
-# family -> (config class, model class, config overrides, input name, input maker, output)
-FAMILIES = {
-    "bert": ("BertConfig", "BertModel", {"num_hidden_layers": 1}, "input_ids", _tokens, 0),
-    "roberta": ("RobertaConfig", "RobertaModel", {"num_hidden_layers": 1}, "input_ids", _tokens, 0),
-    "albert": ("AlbertConfig", "AlbertModel", {"num_hidden_layers": 1}, "input_ids", _tokens, 0),
-    # A group norm in its feature encoder, a weight-norm parametrized positional conv.
-    "wav2vec2": ("Wav2Vec2Config", "Wav2Vec2Model", {"num_hidden_layers": 1}, "input_values",
-                 lambda c: torch.randn(1, 16000), 0),
-    # Group norms (one group) around pooling token mixers, all four stages.
-    "poolformer": ("PoolFormerConfig", "PoolFormerModel", {}, "pixel_values", _image, 0),
-    # Its pooled output: a ceil-mode average pool whose window (2560) is larger than its 7x7
-    # input, clipped to it.
-    "efficientnet": ("EfficientNetConfig", "EfficientNetModel", {}, "pixel_values", _image, 1),
-    # Shifted windows: int64 fmod in the window index arithmetic (folded at build time).
-    "swin": ("SwinConfig", "SwinModel", {}, "pixel_values", _image, 0),
-}
-
-
-@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("family", FAMILIES)
 def test_model_imports_and_matches_eager(family):
-    config_name, model_name, overrides, input_name, make_input, output = FAMILIES[family]
-    config = getattr(transformers, config_name)(**overrides)
-    torch.manual_seed(0)
-    model = OneOutput(getattr(transformers, model_name)(config), input_name, output).eval()
-    _randomize_batch_norms(model)
-    x = make_input(config)
+    model, x = hf_zoo.make(family, 1)
     with torch.no_grad():
         want = model(x).numpy()
     mod, params = ember.frontend.from_pytorch(model, (x,))

@@ -369,14 +369,21 @@ Tensor broadcast_to_compute(const std::vector<Tensor>& in, const Attrs&, const T
 
 // ---------------------------------------------------------------- take
 
+// Argument i, an index tensor: int32 or int64.
+const TensorType& index_arg(const std::vector<Type>& args, size_t i, const std::string& what,
+                            const TypeContext& ctx) {
+  const TensorType& t = tensor_arg(args, i, what, ctx);
+  if (!is_int(t.dtype))
+    ctx.fail(what + " must be int32 or int64, got " + to_string(t) + "; cast it");
+  return t;
+}
+
 // Attributes: axis, and allow_negative (1, the default: -1 is the last row, as x[idx] in
 // PyTorch; 0: negative indices are errors, as torch's index_select and embedding).
 Type take_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
   check_arity(args, 2, ctx);
   const TensorType& data = tensor_arg(args, 0, "data", ctx);
-  const TensorType& indices = tensor_arg(args, 1, "indices", ctx);
-  if (!is_int(indices.dtype))
-    ctx.fail("indices are " + to_string(indices) + " but must be int32 or int64; cast them");
+  const TensorType& indices = index_arg(args, 1, "indices", ctx);
   int64_t axis = normalize_axis(attr_int(attrs, "axis"), data.ndim(), ctx);
   if (data.shape[axis] == 0)
     ctx.fail("data " + to_string(data) + " is empty along axis " + std::to_string(axis) +
@@ -442,9 +449,7 @@ Tensor take_compute(const std::vector<Tensor>& in, const Attrs& attrs, const Ten
 Type gather_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
   check_arity(args, 2, ctx);
   const TensorType& data = tensor_arg(args, 0, "data", ctx);
-  const TensorType& indices = tensor_arg(args, 1, "indices", ctx);
-  if (!is_int(indices.dtype))
-    ctx.fail("indices are " + to_string(indices) + " but must be int32 or int64; cast them");
+  const TensorType& indices = index_arg(args, 1, "indices", ctx);
   if (indices.ndim() != data.ndim())
     ctx.fail("indices " + to_string(indices) + " must have as many dimensions as data " +
              to_string(data));
@@ -494,10 +499,7 @@ Type adv_index_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContex
              " index more axes than data " + to_string(data) + " has");
   std::vector<int64_t> indexed;
   for (int64_t j = 0; j < k; ++j) {
-    const TensorType& ix = tensor_arg(args, j + 1, "index " + std::to_string(j), ctx);
-    if (!is_int(ix.dtype))
-      ctx.fail("index " + std::to_string(j) + " is " + to_string(ix) +
-               " but must be int32 or int64; cast it");
+    const TensorType& ix = index_arg(args, j + 1, "index " + std::to_string(j), ctx);
     if (data.shape[axis + j] == 0)
       ctx.fail("data " + to_string(data) + " is empty along axis " + std::to_string(axis + j));
     indexed = broadcast_shapes(indexed, ix.shape, ctx);

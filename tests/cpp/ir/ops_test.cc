@@ -508,7 +508,7 @@ TEST(OpsTest, SliceSqueezeExpandBroadcastTake) {
   Expr ids32 = var("ids", TensorType{{3}, DType::Int32});
   EXPECT_EQ(shape_of(call("take", {x, ids32}, Attrs({{"axis", int64_t{1}}}))), (V{4, 3, 6}));
   expect_error([&] { call("take", {x, f32("f", {3})}, {}, "embed"); },
-               {"take 'embed'", "indices are float32[3]", "int32 or int64"});
+               {"take 'embed'", "indices must be int32 or int64, got float32[3]"});
   expect_error([&] { call("take", {x, ids32}, Attrs({{"axis", int64_t{3}}})); }, {"out of range"});
 }
 

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -34,11 +35,25 @@ int os_threads() {
   return n;
 }
 
+// Runs `f` on a thread other than the first to run a parallel loop (this test's main thread,
+// which makes itself that first here): its loops run on the pool, not on OpenMP.
+template <typename F>
+void on_a_pool_thread(F f) {
+  Sum first(8);
+  ember_parallel_for(8, count, &first);  // the main thread takes the OpenMP team
+  std::thread t(f);
+  t.join();
+}
+
 TEST(ThreadPool, ConcurrentCallersEachCoverTheirRange) {
   int saved = get_num_threads();
   set_num_threads(4);
   Sum warm_up(8);
-  ember_parallel_for(8, count, &warm_up);  // starts the pool
+  ember_parallel_for(8, count, &warm_up);  // the main thread's OpenMP team
+  on_a_pool_thread([] {
+    Sum s(8);
+    ember_parallel_for(8, count, &s);  // starts the pool
+  });
   int before = os_threads();
   std::atomic<int> wrong{0}, peak{0};
   std::vector<std::thread> callers;
@@ -57,18 +72,24 @@ TEST(ThreadPool, ConcurrentCallersEachCoverTheirRange) {
   for (auto& c : callers) c.join();
   set_num_threads(saved);
   EXPECT_EQ(wrong.load(), 0);
-  // The callers themselves and no more: the pool is shared, not one team per caller.
+  // The callers themselves and no more: the pool is shared, not one team per caller (and
+  // OpenMP's team is the main thread's alone).
   EXPECT_LE(peak.load(), before + 6);
 }
 
+// On the main thread (OpenMP, where the build has it) and on another (the pool).
 TEST(ThreadPool, ThreadCountChangesBetweenLoops) {
   int saved = get_num_threads();
-  for (int threads : {3, 1, 5, 2}) {
-    set_num_threads(threads);
-    Sum s(1000);
-    ember_parallel_for(1000, count, &s);
-    for (auto& h : s.hits) ASSERT_EQ(h.load(), 1) << threads << " threads";
-  }
+  auto loops = [] {
+    for (int threads : {3, 1, 5, 2}) {
+      set_num_threads(threads);
+      Sum s(1000);
+      ember_parallel_for(1000, count, &s);
+      for (auto& h : s.hits) ASSERT_EQ(h.load(), 1) << threads << " threads";
+    }
+  };
+  loops();
+  on_a_pool_thread(loops);
   set_num_threads(saved);
 }
 
@@ -95,11 +116,15 @@ void stall_a_worker(int64_t begin, int64_t end, void* closure) {
 TEST(ThreadPool, TheCallerCoversAWorkerThatStalls) {
   int saved = get_num_threads();
   set_num_threads(2);
-  Sum warm_up(8);
-  ember_parallel_for(8, count, &warm_up);  // starts the pool
-  Stalled s(64);
-  ember_parallel_for(64, stall_a_worker, &s);
+  std::unique_ptr<Stalled> stalled;
+  on_a_pool_thread([&] {
+    Sum warm_up(8);
+    ember_parallel_for(8, count, &warm_up);  // starts the pool
+    stalled = std::make_unique<Stalled>(64);
+    ember_parallel_for(64, stall_a_worker, stalled.get());
+  });
   set_num_threads(saved);
+  Stalled& s = *stalled;
   int worker_range_on_caller = 0;
   for (int64_t i = 0; i < 64; ++i) {
     EXPECT_EQ(s.hits[i].load(), 1) << i;
