@@ -1,6 +1,6 @@
-// Parallel loops: on OpenMP for the first thread that runs one (one team with PyTorch's in a
-// PyTorch process; see use_openmp), on the runtime's own pool for every other thread and in
-// a forked child.
+// Parallel loops run on the runtime's own pool below; with EMBER_THREADING=openmp the first
+// thread that runs one uses OpenMP instead (one team with PyTorch's in a PyTorch process;
+// see use_openmp).
 //
 // The pool: one per process, shared by every caller: num_threads - 1 worker threads, and the
 // calling thread takes part. That bounds the threads Ember starts, however many threads
@@ -347,23 +347,21 @@ std::shared_ptr<Pool> pool_for(int threads) {
   return *g_pool;
 }
 
-// Which runtime runs a thread's loops. EMBER_THREADING=openmp, the default where this build
-// has OpenMP: the first thread that runs a parallel loop (a Python process's main thread,
-// whose OpenMP team PyTorch's ops use too: one team, and no second set of threads spinning
-// on the same cores) runs its loops on OpenMP (libgomp), in pieces claimed dynamically;
-// other threads run theirs on the pool, so no other calling thread gets a team of its own.
-// A forked child runs on the pool: libgomp's team of the parent does not exist there and
-// its next region would wait for it forever. EMBER_THREADING=pool: the pool for every
-// thread. Next to PyTorch and ONNX Runtime OpenMP measured 5-45% faster than the pool
-// (benchmarks/cotenancy.py --threading pool,openmp), alone within noise of it.
+// Which runtime runs a thread's loops. The pool, by default. EMBER_THREADING=openmp: the
+// first thread that runs a parallel loop (a Python process's main thread, whose OpenMP team
+// PyTorch's ops use too: one team, no second set of threads spinning on the same cores)
+// runs its loops on OpenMP (libgomp), in pieces claimed dynamically; other threads run theirs
+// on the pool, so no other calling thread gets a team of its own; a forked child runs on
+// the pool (libgomp's team of the parent does not exist there and its next region would
+// wait for it forever). Measured on 2 cores (benchmarks/cotenancy.py, e2e.py): interleaved
+// call by call with PyTorch and ONNX Runtime OpenMP was 5-45% faster on 3 of 4 models, but
+// in e2e.py's rounds next to a spinning ONNX Runtime its barrier waits for a descheduled
+// thread (ResNet-18 at 2 threads 0.62 -> 0.90 of PyTorch, BERT s384 0.95 -> 1.18), where
+// the pool's caller covers it: so the pool is the default.
 bool openmp_configured() {
   static const bool openmp = [] {
     const char* env = std::getenv("EMBER_THREADING");
-#ifdef EMBER_HAVE_OPENMP
-    const std::string v = env && *env ? env : "openmp";
-#else
     const std::string v = env && *env ? env : "pool";
-#endif
     if (v == "pool") return false;
     if (v != "openmp")
       fail("EMBER_THREADING=", v, " is not a threading runtime: use openmp or pool");

@@ -156,8 +156,8 @@ threads = [threading.Thread(target=worker, args=(mod,)) for mod in modules]
 for t in threads: t.start()
 for t in threads: t.join()
 print(before, peak[0], len(bad))
-# At most the 6 Python threads, the pool's 7 workers and the OpenMP team's 7 (the first
-# thread's loops run on OpenMP, the others' on the pool) on top of what was there: not a
+# At most the 6 Python threads, the pool's 7 workers and (EMBER_THREADING=openmp, where the
+# first thread's loops run on OpenMP) one OpenMP team's 7 on top of what was there: not a
 # team per calling thread.
 assert not bad and peak[0] <= before + 6 + 7 + 7, (before, peak[0])
 print("ok")

@@ -36,11 +36,12 @@ int os_threads() {
 }
 
 // Runs `f` on a thread other than the first to run a parallel loop (this test's main thread,
-// which makes itself that first here): its loops run on the pool, not on OpenMP.
+// which makes itself that first here): its loops run on the pool even with
+// EMBER_THREADING=openmp.
 template <typename F>
 void on_a_pool_thread(F f) {
   Sum first(8);
-  ember_parallel_for(8, count, &first);  // the main thread takes the OpenMP team
+  ember_parallel_for(8, count, &first);  // with EMBER_THREADING=openmp, the OpenMP team's
   std::thread t(f);
   t.join();
 }
@@ -49,7 +50,7 @@ TEST(ThreadPool, ConcurrentCallersEachCoverTheirRange) {
   int saved = get_num_threads();
   set_num_threads(4);
   Sum warm_up(8);
-  ember_parallel_for(8, count, &warm_up);  // the main thread's OpenMP team
+  ember_parallel_for(8, count, &warm_up);  // the main thread's pool or OpenMP team
   on_a_pool_thread([] {
     Sum s(8);
     ember_parallel_for(8, count, &s);  // starts the pool
@@ -77,7 +78,8 @@ TEST(ThreadPool, ConcurrentCallersEachCoverTheirRange) {
   EXPECT_LE(peak.load(), before + 6);
 }
 
-// On the main thread (OpenMP, where the build has it) and on another (the pool).
+// On the main thread and on another (the pool; with EMBER_THREADING=openmp the main thread's
+// loops run on OpenMP).
 TEST(ThreadPool, ThreadCountChangesBetweenLoops) {
   int saved = get_num_threads();
   auto loops = [] {
