@@ -33,8 +33,9 @@ import ember  # noqa: E402
 
 
 def first_line(e):
-    text = str(e).strip()
-    return f"{type(e).__name__}: {text.splitlines()[0][:240] if text else ''}"
+    """The error's first lines (an unsupported-operator error lists the ops after its first)."""
+    lines = [line.strip() for line in str(e).strip().splitlines()[:4]]
+    return f"{type(e).__name__}: {'; '.join(lines)[:400]}"
 
 
 def run_model(name, args, engines):
