@@ -144,7 +144,13 @@ std::string scheduling_facts(const std::string& cpu, bool native, int bits,
   // bits times f.per_cycle a cycle (Zen 1: 2 units, one 256-bit FMA a cycle: 128 bits each).
   const double unit_bits = width * f.per_cycle / narrow.per_cycle;
   m.fma_datapath_bits = std::min(width, std::max(128, static_cast<int>(std::lround(unit_bits))));
-  m.load_ports = std::max(1, static_cast<int>(std::lround(l.per_cycle / pieces)));
+  // The load paths are as wide as the FMA units: a vector wider than the datapath loads in
+  // pieces too (Zen 4: two 256-bit loads a cycle, one 512-bit; LLVM's model says two). With
+  // two, a 197-row dense at 512 bits took one-row register tiles (4 accumulators cover the
+  // FMA latency) that ran at 37% of the peak; six-row tiles run at the peak.
+  const double load_pieces = static_cast<double>(width) / m.fma_datapath_bits;
+  m.load_ports =
+      std::max(1, static_cast<int>(std::lround(l.per_cycle / pieces / load_pieces)));
   return "LLVM's scheduling model of " + cpu;
 }
 
