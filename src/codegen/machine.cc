@@ -149,8 +149,7 @@ std::string scheduling_facts(const std::string& cpu, bool native, int bits,
   // two, a 197-row dense at 512 bits took one-row register tiles (4 accumulators cover the
   // FMA latency) that ran at 37% of the peak; six-row tiles run at the peak.
   const double load_pieces = static_cast<double>(width) / m.fma_datapath_bits;
-  m.load_ports =
-      std::max(1, static_cast<int>(std::lround(l.per_cycle / pieces / load_pieces)));
+  m.load_ports = std::max(1, static_cast<int>(std::lround(l.per_cycle / pieces / load_pieces)));
   return "LLVM's scheduling model of " + cpu;
 }
 
@@ -195,7 +194,10 @@ passes::MachineModel machine_model(const Target& target) {
   // Memoized: the opcode search reads every name LLVM's X86 target has.
   static std::mutex mutex;
   static std::map<std::pair<std::string, int>, passes::MachineModel> models;
-  const std::string cpu = target.cpu == "native" ? "native/" + model_cpu_override() : target.cpu;
+  // The override's raw text keys the host's model: it is checked when the model is built,
+  // not on every build that finds the model made.
+  const char* as_cpu = target.cpu == "native" ? std::getenv("EMBER_MODEL_CPU") : nullptr;
+  const std::string cpu = as_cpu ? "native/" + std::string(as_cpu) : target.cpu;
   const std::pair<std::string, int> key{cpu, target.resolved_vector_bits()};
   std::lock_guard<std::mutex> lock(mutex);
   auto it = models.find(key);

@@ -19,7 +19,7 @@ import torch
 
 import ember
 from ember import ir, op
-from op_checks import build_run
+from op_checks import STRUCTURE_CPUS, build_run
 
 WIDTHS = [256, 512]
 TOL = dict(rtol=1e-4, atol=1e-4)
@@ -170,7 +170,7 @@ def test_log_sum_exp_edges_with_a_nan_free_max(bits):
     lib = ember.build(ir.Function([x], op.log_sum_exp(x, axis=1)),
                       target=f"llvm -vector-bits={bits}")
     named = ember.build(ir.Function([x], op.log_sum_exp(x, axis=1)),
-                        target=f"llvm -mcpu={'znver3' if bits == 256 else 'znver4'} -vector-bits={bits}")
+                        target=f"llvm -mcpu={STRUCTURE_CPUS[bits]} -vector-bits={bits}")
     assert re.search(r"nnan [^\n]*@llvm\.(vector\.reduce\.fmaximum|maximum)", named.get_source("ll"))
     got = np.asarray(ember.GraphModule(lib)(x=xs))
     want = torch.logsumexp(torch.from_numpy(xs), dim=1).numpy()

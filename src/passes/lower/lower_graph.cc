@@ -252,12 +252,12 @@ PrimFunc lower_group(const Function& group, const std::string& func_name,
                      const LowerOptions& options, const ScheduleKnobs& knobs) {
   // An op with its own lowering (Op::lower: nn.attention, topk) builds its own loop nest
   // when it is alone in its group; elsewhere its compute rule lowers like any other.
+  const MachineModel machine = options.model();
   PrimFunc f;
   if (has_custom_lowering(group)) {
     f = op_calls(group)[0]->op->lower(group, func_name, options.vector_bits, options.gpu);
   } else {
     std::vector<ir::Tensor> inputs;
-    const MachineModel machine = options.model();
     Schedule sch({group_compute(group, inputs, machine)});
     if (options.gpu)
       apply_gpu_schedule(sch);
@@ -269,7 +269,7 @@ PrimFunc lower_group(const Function& group, const std::string& func_name,
   // Loop-level rewrites of long chains (a rolled single-tile epilogue, row invariants as
   // one vector); the FuseOps cost rule prices what these make of a group.
   f = vectorize_row_invariants(roll_long_epilogues(f), options.vector_bits);
-  return serial_below_parallel_grain(f, options.model());
+  return serial_below_parallel_grain(f, machine);
 }
 
 LoweredGraph lower_graph(const Function& f, const LowerOptions& options) {
