@@ -26,6 +26,39 @@ _SCALAR_TYPES = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 
 _PROMOTION = ["bool", "int32", "int64", "float32", "float64"]
 
 
+# Operators Ember refuses, with the reason the importer gives and docs/core_aten.md lists.
+# Such an op whose tensor inputs are all constants is still evaluated at import, except the
+# random ones: a value drawn once at build time would be wrong on every run after the first.
+_TRAINING = ("a training (backward) op: export the model in eval mode under torch.no_grad() "
+             "for inference")
+REFUSED = {
+    "nonzero": "its output shape depends on the data; use a mask with torch.where instead",
+    "as_strided": "an arbitrary strided view of memory; use reshape, slicing or unfold",
+    "col2im": "nn.Fold is not supported; rewrite it with reshape and padding",
+    "_embedding_bag": "nn.EmbeddingBag is not supported; use nn.Embedding followed by a sum or "
+                      "mean over the bag",
+    "_fft_r2c": "Ember has no complex numbers",
+    "_fft_c2r": "Ember has no complex numbers",
+    "prod": "Ember has no product reduction; for positive values use exp(sum(log(x)))",
+    "sym_stride": "strides are not part of Ember's static-shape graphs; export without them",
+    "sym_storage_offset": "storage offsets are not part of Ember's graphs",
+    "_native_batch_norm_legit_functional": "batch norm in training mode (it updates its "
+                                           "running statistics): call model.eval() before "
+                                           "exporting",
+    "avg_pool3d": "3-D pooling is not supported yet",
+    "max_pool3d_with_indices": "3-D pooling is not supported yet",
+    "_adaptive_avg_pool3d": "3-D pooling is not supported yet",
+}
+RANDOM = ("rand", "randn", "randperm", "randint", "rand_like", "randn_like", "randint_like",
+          "bernoulli", "normal", "uniform", "multinomial", "exponential")
+REFUSED.update({name: "random numbers: a compiled model is deterministic; draw them outside "
+                "the model and pass them in as an input" for name in RANDOM})
+REFUSED.update({name: _TRAINING for name in (
+    "convolution_backward", "embedding_dense_backward", "native_layer_norm_backward",
+    "native_group_norm_backward", "max_pool2d_with_indices_backward", "avg_pool2d_backward",
+    "_adaptive_avg_pool2d_backward")})
+
+
 def converts(*names):
     """Registers a converter for aten ops by overload-packet name ("conv2d", "add")."""
     def register(fn):
@@ -112,7 +145,7 @@ class Converter:
         for v in _flat(values):
             if v is MISSING:  # still report this op if it is unsupported too
                 if op not in CONVERTERS:
-                    self.problems.append((display, where, None))
+                    self.problems.append((display, where, REFUSED.get(op)))
                 return MISSING
             if isinstance(v, Unavailable):
                 self.problems.append((display, where, f"it uses {v.what}, which Ember does "
@@ -124,12 +157,13 @@ class Converter:
             if fn is not None:
                 return fn(self, args)
             exprs = [v for v in _flat(args.values) if isinstance(v, Expr)]
-            if evaluate is not None and all(isinstance(e, Constant) for e in exprs):
+            if (evaluate is not None and op not in RANDOM
+                    and all(isinstance(e, Constant) for e in exprs)):
                 return self._from_torch(evaluate(_to_torch(args.values)))
         except EmberError as error:
             self.problems.append((display, where, str(error)))
             return MISSING
-        self.problems.append((display, where, None))
+        self.problems.append((display, where, REFUSED.get(op)))
         return MISSING
 
     def _from_torch(self, value):
@@ -680,7 +714,7 @@ def _numel(cx, a):
     return int(np.prod(a[0].shape))
 
 
-@converts("Int", "Float", "ScalarImplicit", "item", "Bool")
+@converts("Int", "Float", "ScalarImplicit", "item", "Bool", "_local_scalar_dense")
 def _scalar(cx, a):
     x = a[0]
     if isinstance(x, Constant):
@@ -761,6 +795,30 @@ def _addmm(cx, a):
 @converts("mm", "matmul", "bmm")
 def _matmul(cx, a):
     return matmul(cx, a[0], a[1])
+
+
+@converts("_grouped_mm", "transformers::grouped_mm_fallback")
+def _grouped_mm(cx, a):
+    """Grouped matmul (mixture-of-experts layers): rows offs[g-1]:offs[g] of x [S, K] times
+    w[g] [K, N]; rows past the last offset are zero. Computed densely, every row times every
+    group's matrix with each row keeping its own group's product: G times the arithmetic of
+    the grouped product, since Ember's kernels have no loop bounds read from data yet."""
+    x, w, offs = a[0], a[1], a[2]
+    if len(x.shape) != 2 or len(w.shape) != 3 or offs is None:
+        raise EmberError("grouped matmul is supported for a 2-D input, 3-D weights and "
+                         "offsets (the mixture-of-experts form) only")
+    if a["bias"] is not None or a["out_dtype"] is not None:
+        raise EmberError("grouped matmul with a bias or out_dtype is not supported")
+    rows = cx.const(np.arange(x.shape[0])[None, :], offs.dtype)
+    ends = reshape(cx, offs, [offs.shape[0], 1])
+    starts = cx.emit("concatenate", [cx.const(np.zeros((1, 1)), offs.dtype),
+                                     slice_axis(cx, ends, 0, 0, offs.shape[0] - 1)], axis=0)
+    mine = binary(cx, "logical_and", binary(cx, "greater_equal", rows, starts),
+                  binary(cx, "less", rows, ends))  # [G, S]: row r belongs to group g
+    every = matmul(cx, x, w)  # [G, S, N]
+    kept = cx.emit("where", [reshape(cx, mine, list(mine.shape) + [1]), every,
+                             cx.const(0.0, x.dtype)])
+    return cx.emit("sum", [kept], axis=[0], keepdims=0)
 
 
 @converts("baddbmm")
@@ -1014,18 +1072,136 @@ def _embedding(cx, a):
     return cx.emit("take", [a[0], a[1]], axis=0, allow_negative=0)  # as torch: no wrapping
 
 
-@converts("constant_pad_nd", "pad")
+def take_const(cx, x, axis, index):
+    """x's slices along axis at constant positions `index` (a NumPy integer vector)."""
+    if np.array_equal(index, np.arange(x.shape[axis])):
+        return x
+    return cx.emit("take", [x, cx.const(np.asarray(index, np.int64), "int64")], axis=axis)
+
+
+@converts("flip")
+def _flip(cx, a):
+    x = a[0]
+    for axis in _axes(a["dims"], len(x.shape)):
+        x = take_const(cx, x, axis, np.arange(x.shape[axis] - 1, -1, -1))
+    return x
+
+
+@converts("diagonal")
+def _diagonal(cx, a):
+    """The diagonal of the dim1 x dim2 matrices, last: take of the flattened matrices."""
+    x, offset = a[0], int(a["offset"] or 0)
+    rank = len(x.shape)
+    d1, d2 = _axis(a["dim1"] or 0, rank), _axis(1 if a["dim2"] is None else a["dim2"], rank)
+    if d1 == d2:
+        raise EmberError(f"diagonal: dim1 and dim2 are both dimension {d1}")
+    rest = [d for d in range(rank) if d not in (d1, d2)]
+    n, m = x.shape[d1], x.shape[d2]
+    row, col = max(0, -offset), max(0, offset)
+    length = min(n - row, m - col)
+    if length <= 0:
+        raise EmberError(f"diagonal {offset} of a {n}x{m} matrix is empty")
+    flat = reshape(cx, transpose(cx, x, rest + [d1, d2]), [x.shape[d] for d in rest] + [n * m])
+    steps = np.arange(length)
+    return take_const(cx, flat, len(rest), (steps + row) * m + steps + col)
+
+
+@converts("copy")
+def _copy(cx, a):
+    """copy(self, src): src broadcast to self's shape and cast to its dtype."""
+    x, src = a[0], a[1]
+    if not isinstance(src, Expr):
+        return _fill(x.shape, src, x.dtype, cx)
+    return broadcast_to(cx, cast(cx, src, x.dtype), x.shape)
+
+
+@converts("fill")
+def _fill_op(cx, a):
+    x, value = a[0], a[1]
+    return _copy(cx, Args("copy", ["self", "src"], [x, value]))
+
+
+@converts("slice_scatter")
+def _slice_scatter(cx, a):
+    """self with self[..., start:end:step, ...] (along dim) replaced by src."""
+    x, src = a[0], a[1]
+    axis = _axis(a["dim"] or 0, len(x.shape))
+    n = x.shape[axis]
+    begin = _bound(a["start"], n, 0)
+    positions = np.arange(begin, max(_bound(a["end"], n, n), begin), a["step"] or 1)
+    expected = list(x.shape[:axis]) + [len(positions)] + list(x.shape[axis + 1:])
+    if list(src.shape) != expected:
+        raise EmberError(f"slice_scatter: src has shape {list(src.shape)}, the slice "
+                         f"{expected}")
+    src = cast(cx, src, x.dtype)
+    if len(positions) == 0:
+        return x
+    if len(positions) == n:
+        return src
+    # Every position reads src at its slot in the slice (0 outside it), then picks.
+    slot = np.zeros(n, np.int64)
+    slot[positions] = np.arange(len(positions))
+    inside = np.zeros([n] + [1] * (len(x.shape) - axis - 1), bool)
+    inside[positions] = True
+    spread = take_const(cx, src, axis, slot)
+    return cx.emit("where", [cx.const(inside, "bool"), spread, x])
+
+
+@converts("select_scatter")
+def _select_scatter(cx, a):
+    x, src = a[0], a[1]
+    axis = _axis(a["dim"], len(x.shape))
+    index = int(a["index"]) % x.shape[axis]
+    src = reshape(cx, src, list(x.shape[:axis]) + [1] + list(x.shape[axis + 1:]))
+    return _slice_scatter(cx, Args("slice_scatter", ["self", "src", "dim", "start", "end"],
+                                   [x, src, axis, index, index + 1]))
+
+
+def _pad_index(n, before, after, mode):
+    """The source position of each padded position along one axis. A negative width crops
+    first, as torch does, and the rest pads the cropped axis."""
+    if before < 0 or after < 0:
+        kept = np.arange(max(-before, 0), n - max(-after, 0))
+        return kept[_pad_index(len(kept), max(before, 0), max(after, 0), mode)]
+    if mode == "reflect" and (before >= n or after >= n):
+        raise EmberError(f"reflect padding ({before}, {after}) must be smaller than the "
+                         f"dimension it pads ({n})")
+    if mode == "circular" and (before > n or after > n):
+        raise EmberError(f"circular padding ({before}, {after}) must not exceed the "
+                         f"dimension it pads ({n})")
+    i = np.arange(-before, n + after)
+    if mode == "replicate":
+        return np.clip(i, 0, n - 1)
+    if mode == "circular":
+        return i % n
+    period = 2 * (n - 1)  # reflect: ... 2 1 | 0 1 2 ... n-1 | n-2 n-3 ...
+    i = np.abs(i) % period if period else np.zeros_like(i)
+    return np.where(i >= n, period - i, i)
+
+
+@converts("constant_pad_nd", "pad", "reflection_pad1d", "reflection_pad2d",
+          "reflection_pad3d", "replication_pad1d", "replication_pad2d", "replication_pad3d",
+          "_pad_circular")
 def _pad(cx, a):
     x, pad = a[0], list(a[1])
     mode = a["mode"] if a.has("mode") else "constant"
-    if mode not in (None, "constant"):
-        raise EmberError(f"padding mode '{mode}' is not supported; only constant padding is")
-    value = a["value"] or 0.0
+    mode = {"reflection": "reflect", "replication": "replicate", "_pad": "circular"}.get(
+        a.op.rsplit("_", 1)[0], mode or "constant")
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        raise EmberError(f"padding mode '{mode}' is not supported; Ember pads with "
+                         "constant, reflect, replicate and circular")
     rank = len(x.shape)
     width = [0] * (2 * rank)
     for i in range(len(pad) // 2):  # torch lists (before, after) pairs from the last dim
         axis = rank - 1 - i
         width[2 * axis], width[2 * axis + 1] = pad[2 * i], pad[2 * i + 1]
+    if mode != "constant":
+        for axis in range(rank):
+            before, after = width[2 * axis], width[2 * axis + 1]
+            if before or after:
+                x = take_const(cx, x, axis, _pad_index(x.shape[axis], before, after, mode))
+        return x
+    value = a["value"] or 0.0
     return cx.emit("nn.pad", [x], pad_width=width, pad_value=float(value),
                    pad_mode="constant")
 
@@ -1060,12 +1236,91 @@ def _max_min(ember_op, python_op):
             return cx.emit(ember_op, [x], axis=[], keepdims=0)
         axis = _axis(other, len(x.shape))  # max.dim returns (values, indices)
         values = cx.emit(ember_op, [x], axis=[axis], keepdims=int(bool(a["keepdim"])))
-        return [values, None]
+        return [values, arg_best(cx, x, axis, a["keepdim"], ember_op == "max")]
     return convert
 
 
 CONVERTERS["max"] = _max_min("max", max)
 CONVERTERS["min"] = _max_min("min", min)
+
+
+def arg_best(cx, x, dim, keepdim, largest):
+    """argmax (largest) or argmin of x along dim (None: of the flattened x), as the index of
+    a top-1: among equal values topk gives the lower index, as torch does, and NaN wins
+    (argmin is argmax of -x on floats, so NaN wins there too, as in torch)."""
+    rank = len(x.shape)
+    if x.dtype == "bool":
+        x = cast(cx, x, "int32")
+    if not largest and _is_float(x.dtype):
+        x, largest = cx.emit("negative", [x]), True
+    if dim is None or rank == 0:
+        flat = reshape(cx, x, [int(np.prod(x.shape, dtype=np.int64))])
+        t = cx.emit("topk", [flat], k=1, axis=0, largest=int(largest), sorted=1)
+        return reshape(cx, ir.TupleGetItem(t, 1, cx.name), [1] * rank if keepdim else [])
+    axis = _axis(dim, rank)
+    t = cx.emit("topk", [x], k=1, axis=axis, largest=int(largest), sorted=1)
+    index = ir.TupleGetItem(t, 1, cx.name)
+    return index if keepdim else reshape(cx, index, x.shape[:axis] + x.shape[axis + 1:])
+
+
+@converts("argmax", "argmin")
+def _argmax(cx, a):
+    return arg_best(cx, a[0], a["dim"], bool(a["keepdim"]), a.op == "argmax")
+
+
+@converts("any", "all")
+def _any_all(cx, a):
+    """any / all: the max / min of x != 0 (over dims, or every element)."""
+    x = a[0]
+    if x.dtype != "bool":
+        x = cx.emit("not_equal", [x, cx.const(0, x.dtype)])
+    dims = a["dim"] if a.has("dim") else None
+    axes = _axes(dims, len(x.shape))
+    y = cx.emit("max" if a.op == "any" else "min", [cast(cx, x, "int32")], axis=axes,
+                keepdims=int(bool(a["keepdim"])))
+    return cast(cx, y, "bool")
+
+
+@converts("sort", "argsort")
+def _sort(cx, a):
+    """sort / argsort along dim as a top-k of the whole axis. topk keeps equal values in
+    index order, so the result is also torch's stable=True order; NaN sorts last ascending
+    and first descending, as in torch. The kernel is an insertion sort, O(n^2) per row in
+    the worst case: fine for the short rows of routing and beam search, slow for long ones."""
+    x = a[0]
+    rank = len(x.shape)
+    if rank == 0:
+        return [x, cx.const(np.array(0), "int64")] if a.op == "sort" else \
+            cx.const(np.array(0), "int64")
+    axis = _axis(a["dim"] if a["dim"] is not None else -1, rank)
+    source = cast(cx, x, "int32") if x.dtype == "bool" else x
+    t = cx.emit("topk", [source], k=x.shape[axis], axis=axis,
+                largest=int(bool(a["descending"])), sorted=1)
+    values, indices = (ir.TupleGetItem(t, i, cx.name) for i in range(2))
+    return [cast(cx, values, x.dtype), indices] if a.op == "sort" else indices
+
+
+@converts("histc")
+def _histc(cx, a):
+    """torch.histc with a given range: each element's bin, (x - min) * bins / (max - min)
+    truncated as torch computes it (x == max goes to the last bin, elements outside the range
+    and NaN to none), compared with every bin index and counted. Output in x's dtype."""
+    x, bins = a[0], int(a["bins"])
+    low, high = float(a["min"]), float(a["max"])
+    if low == high:
+        raise EmberError("histc without a range (min == max) takes its range from the data; "
+                         "pass min and max")
+    if not _is_float(x.dtype):
+        raise EmberError(f"histc of a {x.dtype} tensor: torch takes floating-point input only")
+    flat = reshape(cx, x, [int(np.prod(x.shape, dtype=np.int64)), 1])
+    scaled = binary(cx, "divide", binary(cx, "multiply", binary(cx, "subtract", flat, low),
+                                         float(bins)), high - low)
+    index = binary(cx, "minimum", cast(cx, cx.emit("floor", [scaled]), "int32"), bins - 1)
+    inside = binary(cx, "logical_and", binary(cx, "greater_equal", flat, low),
+                    binary(cx, "less_equal", flat, high))
+    hit = binary(cx, "logical_and", inside,
+                 binary(cx, "equal", index, cx.const(np.arange(bins)[None, :], "int32")))
+    return cx.emit("sum", [cast(cx, hit, x.dtype)], axis=[0], keepdims=0)
 
 
 @converts("topk")

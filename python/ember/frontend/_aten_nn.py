@@ -7,8 +7,9 @@ import math
 import numpy as np
 
 from .._ember import EmberError
-from ._aten import (_axis, _pads, _pair, binary, broadcast_to, cast, converts, dtype_name,
-                    matmul, reshape, slice_axis, split, swap_last, transpose)
+from ._aten import (CONVERTERS, Args, _axis, _pads, _pair, binary, broadcast_to, cast,
+                    converts, dtype_name, matmul, reshape, slice_axis, split, swap_last,
+                    take_const, transpose)
 
 
 def linear(cx, x, weight, bias):
@@ -289,3 +290,29 @@ def _gru_cell(cx, a):
     n = cx.emit("tanh", [cx.emit("add", [gi[2], cx.emit("multiply", [r, gh[2]])])])
     # h' = (1 - z) * n + z * h = n + z * (h - n)
     return cx.emit("add", [n, cx.emit("multiply", [z, cx.emit("subtract", [h, n])])])
+
+
+@converts("_cdist_forward")
+def _cdist(cx, a):
+    """cdist(x1 [.., P, M], x2 [.., R, M]): the p-norm of every difference x1[i] - x2[j], as
+    a vector norm over the broadcast [.., P, R, M] differences (torch itself uses a matrix
+    product for p=2 on large inputs; the two agree to rounding)."""
+    x1, x2, p = a[0], a[1], float(a["p"])
+    if x1.shape[-1] != x2.shape[-1]:
+        raise EmberError(f"cdist: x1 has {x1.shape[-1]} columns and x2 {x2.shape[-1]}")
+    rows1 = cx.emit("expand_dims", [x1], axis=len(x1.shape) - 1, num_newaxis=1)
+    rows2 = cx.emit("expand_dims", [x2], axis=len(x2.shape) - 2, num_newaxis=1)
+    diff = binary(cx, "subtract", rows1, rows2)
+    return CONVERTERS["linalg_vector_norm"](cx, Args(
+        "linalg_vector_norm", ["self", "ord", "dim", "keepdim", "dtype"],
+        [diff, p, [-1], False, None]))
+
+
+@converts("_pdist_forward")
+def _pdist(cx, a):
+    """pdist(x [N, M]): cdist(x, x) at the pairs i < j, in row order."""
+    x = a[0]
+    n = x.shape[0]
+    full = _cdist(cx, Args("_cdist_forward", ["x1", "x2", "p"], [x, x, a["p"]]))
+    i, j = np.triu_indices(n, k=1)
+    return take_const(cx, reshape(cx, full, [n * n]), 0, i * n + j)

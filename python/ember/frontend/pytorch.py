@@ -159,11 +159,14 @@ def _export_failure(model, error):
 
 
 def _aten_name(target):
-    """'conv2d' for aten.conv2d.default; 'relu' for the in-place aten.relu_; None for
-    anything that is not an aten op."""
+    """'conv2d' for aten.conv2d.default; 'relu' for the in-place aten.relu_; the qualified
+    name of another namespace's op that has a converter ('transformers::grouped_mm_fallback');
+    None for anything else."""
     schema = getattr(target, "_schema", None)
-    if schema is None or not schema.name.startswith("aten::"):
+    if schema is None:
         return None
+    if not schema.name.startswith("aten::"):
+        return schema.name if schema.name in _aten.CONVERTERS else None
     name = schema.name[len("aten::"):]
     return name[:-1] if name.endswith("_") and not name.endswith("__") else name
 
@@ -174,8 +177,11 @@ def _decompose(program):
     way); only when another op is present does run_decompositions lower it to core ATen,
     with every op that has a converter removed from the table so it stays whole."""
     targets = {n.target for n in program.graph.nodes if n.op == "call_function"}
-    if all(t is operator.getitem or _aten_name(t) in _aten.CONVERTERS for t in targets):
+    if all(t is operator.getitem or (_aten_name(t) in _aten.CONVERTERS and not _mutates(t))
+           for t in targets):
         return program  # nothing to decompose: skip the (slow) retrace
+    # (In-place ops are decomposed too: the retrace functionalizes them, so that a write
+    # into a view, y[:, 1] = z or y.fill_(0) on a slice, becomes slice_scatter and the like.)
     table = torch.export.default_decompositions()
     for op in list(table.keys()):
         if _aten_name(op) in _aten.CONVERTERS:
@@ -184,6 +190,17 @@ def _decompose(program):
         return program.run_decompositions(table)
     except Exception:  # keep the original ops; the unsupported ones get reported
         return program
+
+
+def _mutates(target):
+    schema = getattr(target, "_schema", None)
+    return schema is not None and schema.is_mutable
+
+
+def _is_view(node):
+    """Whether an FX node's value aliases its first input (slice, select, view, ...)."""
+    schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
+    return bool(schema and schema.returns and schema.returns[0].alias_info is not None)
 
 
 def _module_path(node):
@@ -298,9 +315,15 @@ def _convert_node(cx, node, env, value):
         with torch.no_grad():
             return target(*args, **kwargs)
 
-    result = cx.convert(name, str(target), names, values, evaluate, where)
     first = schema.arguments[0] if schema.arguments else None
-    if (first is not None and first.alias_info is not None and first.alias_info.is_write
-            and node.args and isinstance(node.args[0], torch.fx.Node)):
+    writes = (first is not None and first.alias_info is not None and first.alias_info.is_write
+              and node.args and isinstance(node.args[0], torch.fx.Node))
+    if writes and _is_view(node.args[0]):  # left when functionalization failed
+        cx.name = where
+        cx.problems.append((str(target), where, "it writes in place into a view of another "
+                            "tensor; write it out of place (torch.where, torch.cat)"))
+        return MISSING
+    result = cx.convert(name, str(target), names, values, evaluate, where)
+    if writes:
         env[node.args[0]] = result  # in-place (relu_): later uses of the input see the result
     return result
