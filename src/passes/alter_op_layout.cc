@@ -101,9 +101,17 @@ class Blocker {
   std::map<std::pair<const ExprNode*, int64_t>, Expr> memo_;
 };
 
-// The channel blocks (in, out) of a conv that can run blocked, or {0, 0}: groups 1 or
-// depthwise, a constant weight, and channels that channel_block_for gives a block (padded
-// where it does not divide them).
+// Whether a conv has one group per input channel and one output channel per group.
+bool is_depthwise(const CallNode* c) {
+  const int64_t groups = c->attrs.get_int("groups", 1);
+  return groups > 1 && groups == c->args[0]->type.tensor().shape[1] &&
+         c->args[1]->type.tensor().shape[0] == groups;
+}
+
+// The channel blocks (in, out) of a conv that can run blocked, or {0, 0}: a constant weight,
+// and channels that channel_block_for gives a block (padded where it does not divide them).
+// A grouped conv (not depthwise) needs blocks that divide each group's channels, so that no
+// block straddles two groups (RegNet's and ResNeXt's groups of 64 or 32 channels do).
 std::pair<int64_t, int64_t> conv_blocks(const CallNode* c, const MachineModel& machine) {
   if (!c->op || c->op->name != "nn.conv2d" || c->args.size() != 2) return {0, 0};
   const Expr &data = c->args[0], &weight = c->args[1];
@@ -112,10 +120,13 @@ std::pair<int64_t, int64_t> conv_blocks(const CallNode* c, const MachineModel& m
   const TensorType& w = weight->type.tensor();
   if (x.ndim() != 4 || w.ndim() != 4 || !is_float(x.dtype)) return {0, 0};
   const int64_t groups = c->attrs.get_int("groups", 1);
-  const bool depthwise = groups > 1 && groups == x.shape[1] && w.shape[0] == groups;
-  if (groups != 1 && !depthwise) return {0, 0};  // grouped convs keep NCHW
+  const bool depthwise = is_depthwise(c);
   int64_t ci = channel_block_for(machine, x.shape[1], x.dtype);
   int64_t co = channel_block_for(machine, w.shape[0], w.dtype);
+  if (groups != 1 && !depthwise) {
+    bool whole = ci > 1 && co && (x.shape[1] / groups) % ci == 0 && (w.shape[0] / groups) % co == 0;
+    return whole ? std::pair<int64_t, int64_t>{ci, co} : std::pair<int64_t, int64_t>{0, 0};
+  }
   // Fewer channels than a vector (the RGB stem): one block of all of them, so the input
   // is read pixel by pixel (NHWC) and broadcast into the output-channel vectors.
   if (!depthwise && x.shape[1] < machine.lanes(x.dtype)) ci = x.shape[1];
@@ -147,7 +158,7 @@ Expr block_conv(const CallNode* c, const std::vector<Expr>& in, const MachineMod
   auto [ci, co] = conv_blocks(c, machine);
   if (!ci) return nullptr;
   // A depthwise weight [C, 1, KH, KW] packs as [C/c, 1, KH, KW, 1, c].
-  const bool depthwise = c->attrs.get_int("groups", 1) > 1;
+  const bool depthwise = is_depthwise(c);
   Expr packed = call("nn.pack_conv_weight", {in[1]},
                      Attrs().with("in_block", depthwise ? int64_t{1} : ci).with("out_block", co),
                      in[1]->name);

@@ -29,6 +29,7 @@ CASES = [
     (16, 32, 1, 1, 1, 0, 1, 1), (32, 16, 7, 3, 1, 1, 1, 1), (24, 24, 13, 3, 1, 1, 1, 24),
     (96, 96, 14, 3, 2, 1, 1, 96), (32, 64, 28, 1, 2, 0, 1, 1), (48, 48, 57, 3, 1, 1, 1, 2),
     (31, 40, 13, 1, 2, 0, 1, 1), (16, 16, 7, 1, 3, 0, 1, 1),  # strided 1x1: subsampled first
+    (64, 96, 11, 3, 2, 1, 1, 2),  # groups of 32 in and 48 out channels
 ]
 
 
@@ -64,6 +65,33 @@ def test_convs_at_awkward_sizes(bits, layout):
         terms = case[0] // case[7] * case[3] ** 2 * case[1]
         np.testing.assert_allclose(g_, r, rtol=1e-4, atol=1e-5 * np.sqrt(terms),
                                    err_msg=f"conv {case}")
+
+
+@pytest.mark.parametrize("bits", WIDTHS)
+@pytest.mark.parametrize("cin,cout,groups,stride,blocked", [
+    (128, 128, 2, 1, True), (128, 128, 2, 2, True),  # RegNet's groups of 64 channels
+    (96, 192, 3, 1, True),   # 32 in and 64 out per group
+    (48, 48, 2, 1, False),   # 24 per group: no vector block divides a group at either width
+])
+def test_grouped_convs_run_blocked_when_each_group_is_whole_blocks(bits, cin, cout, groups,
+                                                                    stride, blocked):
+    rng = np.random.default_rng(cin + groups)
+    width = 13
+    x = ir.var("x", (1, cin, width, width), "float32")
+    w1 = (rng.standard_normal((cin, cin, 1, 1)) / np.sqrt(cin)).astype("float32")
+    wg = (rng.standard_normal((cout, cin // groups, 3, 3)) / 10).astype("float32")
+    y = op.nn.relu(op.nn.conv2d(x, ir.const(w1), name="pointwise"))
+    y = op.nn.relu(op.nn.conv2d(y, ir.const(wg), strides=(stride, stride), padding=(1, 1),
+                                groups=groups, name="grouped"))
+    a = rng.standard_normal((1, cin, width, width)).astype("float32")
+    _, (got,) = build_run(ir.Function([x], y), [a], bits)
+    ref = torch.relu(F.conv2d(torch.relu(F.conv2d(t(a).double(), t(w1).double())),
+                              t(wg).double(), stride=stride, padding=1, groups=groups))
+    np.testing.assert_allclose(got, ref.numpy(), rtol=1e-4, atol=1e-5 * np.sqrt(cin * 9))
+    lib = build_for(ir.Function([x], y), STRUCTURE_CPUS[bits], bits)
+    grouped = [r for r in lib.fusion_report() if "grouped" in r.name]
+    want = "nn.conv2d_blocked" if blocked else "nn.conv2d"
+    assert grouped and grouped[0].anchor == want, lib.fusion_report()
 
 
 @pytest.mark.parametrize("bits", WIDTHS)

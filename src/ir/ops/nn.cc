@@ -194,7 +194,8 @@ Tensor conv2d_compute(const std::vector<Tensor>& in, const Attrs& attrs, const T
 // [N, ceil(C/ci), H, W, ci], weight packed [ceil(CO/co), ceil(C/ci), KH, KW, ci, co] by
 // nn.pack_conv_weight, output [N, ceil(CO/co), OH, OW, co]. A vector of co output channels
 // then loads co contiguous weights and broadcasts one input value, at any image width.
-// Attributes as nn.conv2d, with groups 1 or one group per channel (depthwise: weight
+// Attributes as nn.conv2d: groups 1, groups whose channels are whole blocks (each output
+// block reads its group's input blocks), or one group per channel (depthwise: weight
 // [ceil(C/c), 1, KH, KW, 1, c], a vector of c channels multiplies c contiguous inputs by c
 // contiguous weights). Channels that a block does not divide are padded: the packed weight
 // is zero for pad input and output channels, so pad input channels (whatever an epilogue
@@ -234,17 +235,18 @@ Type conv2d_blocked_rel(const std::vector<Type>& args, Attrs& attrs, const TypeC
   check_float(data, "data", ctx);
   check_same_dtype(data, "data", weight, "the weight", ctx);
   int64_t groups = attr_int(attrs, "groups");
-  bool depthwise = groups > 1;
-  // Depthwise: groups is the real channel count, padded up to the data's blocks.
-  if (depthwise
+  // Depthwise (a weight packed with in_block 1): groups is the real channel count, padded up
+  // to the data's blocks. Otherwise each of the groups takes whole blocks of the data.
+  if (groups > 1 && weight.shape[4] == 1
           ? (groups + data.shape[4] - 1) / data.shape[4] != data.shape[1] ||
-                weight.shape[0] != data.shape[1] || weight.shape[1] != 1 || weight.shape[4] != 1 ||
+                weight.shape[0] != data.shape[1] || weight.shape[1] != 1 ||
                 weight.shape[5] != data.shape[4]
-          : groups != 1 || data.shape[1] != weight.shape[1] || data.shape[4] != weight.shape[4])
+          : groups < 1 || data.shape[1] != groups * weight.shape[1] ||
+                weight.shape[0] % groups != 0 || data.shape[4] != weight.shape[4])
     ctx.fail("data " + to_string(data) + " does not match the packed weight " +
              ints_str(weight.shape) + " with groups=" + std::to_string(groups) +
-             "; a blocked conv2d has groups 1, or one group per channel (depthwise), and "
-             "its weight packed with the data's channel block");
+             "; a blocked conv2d has groups whose channels are whole blocks, or one group per "
+             "channel (depthwise), and its weight packed with the data's channel block");
   auto [oh, ow] = conv_out_hw(data, weight.shape[2], weight.shape[3], attrs, ctx);
   return TensorType{{data.shape[0], weight.shape[0], oh, ow, weight.shape[5]}, data.dtype};
 }
@@ -260,7 +262,9 @@ Tensor conv2d_blocked_compute(const std::vector<Tensor>& in, const Attrs& attrs,
   Tensor padded = pad_nchw("conv2d_pad", data, p[0], p[1], hp, wp, make_const(data.dtype(), 0.0));
   IterVar rc = reduce_axis(weight.shape()[1], "rc"), ry = reduce_axis(kh, "ry"),
           rx = reduce_axis(kw, "rx"), rl = reduce_axis(weight.shape()[4], "rl");
-  const bool depthwise = a.groups > 1;
+  const bool depthwise = a.groups > 1 && weight.shape()[4] == 1;
+  // A grouped conv's output block reads its group's input blocks.
+  const int64_t out_blocks_per_group = out.shape[1] / a.groups;
   return compute("conv2d", out.shape, [&](const std::vector<PrimVar>& i) {
     PrimExpr y = i[2] * idx(s[0]) + ry->var * idx(d[0]);
     PrimExpr x = i[3] * idx(s[1]) + rx->var * idx(d[1]);
@@ -268,7 +272,10 @@ Tensor conv2d_blocked_compute(const std::vector<Tensor>& in, const Attrs& attrs,
       return sum(
           padded({i[0], i[1], y, x, i[4]}) * weight({i[1], idx(0), ry->var, rx->var, idx(0), i[4]}),
           {ry, rx});
-    return sum(padded({i[0], rc->var, y, x, rl->var}) *
+    PrimExpr block = a.groups == 1
+                         ? PrimExpr(rc->var)
+                         : i[1] / idx(out_blocks_per_group) * idx(weight.shape()[1]) + rc->var;
+    return sum(padded({i[0], block, y, x, rl->var}) *
                    weight({i[1], rc->var, ry->var, rx->var, rl->var, i[4]}),
                {rc, ry, rx, rl});
   });

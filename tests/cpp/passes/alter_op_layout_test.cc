@@ -128,6 +128,35 @@ TEST(AlterOpLayout, ConvChainRunsBlockedWithOneConversionInAndOut) {
   EXPECT_EQ(got->body->type.tensor().shape, (std::vector<int64_t>{1, 8, 9, 9}));
 }
 
+TEST(AlterOpLayout, GroupedConvsWhoseGroupsAreWholeBlocksRunBlocked) {
+  // conv -> relu -> conv with 2 groups of 16 channels: AVX2 blocks of 16 divide each group,
+  // so the grouped conv runs blocked, its weight [32, 16, 3, 3] packed as any conv's.
+  Attrs pad({{"padding", std::vector<int64_t>{1, 1, 1, 1}}, {"groups", int64_t{1}}});
+  Attrs grouped = pad.with("groups", int64_t{2});
+  Expr x = var("x", TensorType{{1, 32, 9, 9}, DType::Float32});
+  Expr w1 = conv_weight(32, 32), w2 = conv_weight(32, 16);
+  Expr y = call("nn.relu", {call("nn.conv2d", {x, w1}, pad, "c1")});
+  Function f = function({x}, call("nn.conv2d", {y, w2}, grouped, "c2"));
+  Function got = alter_op_layout(f, MachineModel::for_vector_bits(256));
+  auto pack = [](Expr w) {
+    return call("nn.pack_conv_weight", {w},
+                Attrs({{"in_block", int64_t{16}}, {"out_block", int64_t{16}}}));
+  };
+  Expr c1 = call("nn.conv2d_blocked",
+                 {call("to_blocked", {x}, Attrs({{"block", int64_t{16}}})), pack(w1)}, pad);
+  Expr c2 = call("nn.conv2d_blocked", {call("nn.relu", {c1}), pack(w2)}, grouped);
+  EXPECT_TRUE(structural_equal(got, function({x}, call("from_blocked", {c2}))))
+      << to_string(Expr(got));
+
+  // 2 groups of 24 channels: the block of 48 channels (16, two AVX2 vectors) does not divide
+  // a group, so the grouped conv keeps NCHW.
+  Expr x48 = var("x", TensorType{{1, 48, 9, 9}, DType::Float32});
+  Expr y48 = call("nn.relu", {call("nn.conv2d", {x48, conv_weight(48, 48)}, pad, "c1")});
+  Function f48 = function({x48}, call("nn.conv2d", {y48, conv_weight(48, 24)}, grouped, "c2"));
+  Function got48 = alter_op_layout(f48, MachineModel::for_vector_bits(256));
+  EXPECT_EQ(count_calls(got48, "nn.conv2d"), 1) << to_string(Expr(got48));
+}
+
 TEST(AlterOpLayout, PaddedChannelsStayBlockedOnlyThroughOpsThatKeepThemFinite) {
   // 38 channels on AVX2: blocks of 8, padded to 40. The bias is padded with zeros and the
   // sigmoid runs on the pad channels (0.5 there: the next conv's weights are zero for
