@@ -1122,3 +1122,4 @@ def _var(cx, a):
 
 from . import _aten_nn  # noqa: E402,F401  (registers the layer converters)
 from . import _aten_activations  # noqa: E402,F401  (registers the activation converters)
+from . import _aten_resize  # noqa: E402,F401  (registers the interpolation converters)
