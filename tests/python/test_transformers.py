@@ -4,7 +4,8 @@ imported with ember.frontend.from_pytorch, built at opt level 3 and compared wit
 (within 1e-4 of the output's scale). The BERT family's embeddings gather their token-type
 ids (aten.gather); wav2vec2 and PoolFormer have group norms (aten.native_group_norm) and
 wav2vec2 a weight-norm parametrization (aten.linalg_vector_norm); EfficientNet's head pools
-with a ceil-mode window larger than its input; Swin's window indices take int64 fmod."""
+with a ceil-mode window larger than its input; Swin's window indices take int64 fmod;
+MobileViT resizes its feature maps to whole patches and back (aten.upsample_bilinear2d)."""
 import numpy as np
 import pytest
 import torch
@@ -16,7 +17,8 @@ import hf_zoo  # noqa: E402  (the zoo's architectures: config, layers, input)
 
 
 # The zoo's families with something of their own to check (benchmarks/zoo.py has them all).
-FAMILIES = ["bert", "roberta", "albert", "wav2vec2", "poolformer", "efficientnet", "swin"]
+FAMILIES = ["bert", "roberta", "albert", "wav2vec2", "poolformer", "efficientnet", "swin",
+            "mobilevit"]
 
 
 @pytest.mark.parametrize("family", FAMILIES)

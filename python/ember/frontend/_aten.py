@@ -477,11 +477,19 @@ def _clamp(cx, a):
         if low is not None:
             x = binary(cx, "maximum", x, low)
         return x if high is None else binary(cx, "minimum", x, high)
+    if not _is_float(x.dtype):
+        if any(isinstance(b, float) for b in (low, high)):  # a float bound promotes
+            x = cast(cx, x, "float32")
+        elif x.dtype != "bool":
+            # Integer clamps (index arithmetic in decomposed graphs, e.g. interpolation's
+            # source indices): Ember's clip is float only; maximum / minimum keep the dtype.
+            if low is not None:
+                x = binary(cx, "maximum", x, int(low))
+            return x if high is None else binary(cx, "minimum", x, int(high))
+        else:
+            raise EmberError("clamp of a bool tensor is not supported")
     low = -math.inf if low is None else float(low)
     high = math.inf if high is None else float(high)
-    if not _is_float(x.dtype):
-        raise EmberError(f"clamp of a {x.dtype} tensor is not supported; Ember's clip is "
-                         "float only")
     return cx.emit("clip", [x], a_min=low, a_max=high)
 
 
@@ -1369,3 +1377,4 @@ def _var(cx, a):
 
 from . import _aten_nn  # noqa: E402,F401  (registers the layer converters)
 from . import _aten_activations  # noqa: E402,F401  (registers the activation converters)
+from . import _aten_resize  # noqa: E402,F401  (registers the interpolation converters)
