@@ -45,6 +45,7 @@ REFUSED = {
     "_native_batch_norm_legit_functional": "batch norm in training mode (it updates its "
                                            "running statistics): call model.eval() before "
                                            "exporting",
+    "grid_sampler_2d": "F.grid_sample is not supported yet (its sampling positions are data)",
     "avg_pool3d": "3-D pooling is not supported yet",
     "max_pool3d_with_indices": "3-D pooling is not supported yet",
     "_adaptive_avg_pool3d": "3-D pooling is not supported yet",

@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from .._ember import EmberError
-from ._aten import converts
+from ._aten import converts, take_const
 
 _LINEAR = ("upsample_linear1d", "upsample_bilinear2d", "upsample_trilinear3d")
 _NEAREST = ("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d")
@@ -183,12 +183,9 @@ def _resample_axis(cx, x, axis, taps):
     ops after the takes are elementwise: FuseOps makes one kernel of each axis."""
     taps = [(index, None if weight is None or np.all(weight == 1) else weight)
             for index, weight in taps if weight is None or np.any(weight)]
-    if len(taps) == 1 and taps[0][1] is None and np.array_equal(
-            taps[0][0], np.arange(x.shape[axis])):
-        return x
     out = None
     for index, weight in taps:
-        y = cx.emit("take", [x, cx.const(index, "int64")], axis=axis)
+        y = take_const(cx, x, axis, index)
         if weight is not None:
             shape = [len(weight)] + [1] * (len(x.shape) - 1 - axis)
             y = cx.emit("multiply", [y, cx.const(weight.reshape(shape), x.dtype)])
