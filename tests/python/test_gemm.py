@@ -105,7 +105,8 @@ def test_matmul_and_batch_matmul(bits):
 
 
 @pytest.mark.parametrize("bits", WIDTHS)
-@pytest.mark.parametrize("m,n,k", [(128, 768, 96), (17, 64, 33), (1, 24, 5), (6, 1000, 8)])
+@pytest.mark.parametrize("m,n,k", [(128, 768, 96), (17, 64, 33), (1, 24, 5), (6, 1000, 8),
+                                   (197, 768, 64), (131, 48, 40)])  # prime rows: shifted blocks
 def test_reductions_fused_onto_a_gemm_match_unfused(bits, m, n, k):
     rng = np.random.default_rng(m + n)
     x = ir.var("x", (m, k), "float32")

@@ -101,8 +101,9 @@ RegisterTile choose_register_tile(const MachineModel& m, int64_t rows, int64_t c
                                   int64_t panel_k = 0, bool shift_columns = false);
 
 /// Rows of a GEMM output to compute at once when a row statistic reads it (layer norm on a
-/// dense): a divisor of `rows`, at most half of them (two blocks to run in parallel),
-/// whose output (`row_bytes` each) fits in half the L2.
+/// dense): at most half of them (two blocks to run in parallel), whose output (`row_bytes`
+/// each) fits in half the L2; a divisor of `rows` where one comes within half that cap,
+/// else even blocks under it (the schedule shifts the last block back).
 int64_t choose_row_block(const MachineModel& m, int64_t rows, int64_t row_bytes);
 
 }  // namespace ember::passes

@@ -1140,7 +1140,10 @@ void OutputTiling::tile_row_statistics() {
     row_block =
         choose_row_block(machine, rows->extent, last->extent * dtype_bytes(o.tensor().dtype()));
     row_block = tuned_row_block(row_block, rows->extent, knobs, space);
-    if (row_block < rows->extent) rows = o.split(rows, row_block).first;
+    if (row_block < rows->extent)
+      rows =
+          o.split(rows, row_block, rows->extent % row_block ? SplitTail::Shift : SplitTail::Guard)
+              .first;
   } else {
     block_short_rows(tile_axes, used);
   }

@@ -148,10 +148,16 @@ RegisterTile choose_register_tile(const MachineModel& m, int64_t rows, int64_t c
 }
 
 int64_t choose_row_block(const MachineModel& m, int64_t rows, int64_t row_bytes) {
-  int64_t best = 1;
-  for (int64_t b = 1; b <= rows / 2; ++b)
-    if (rows % b == 0 && b * row_bytes <= m.l2_bytes / 2) best = b;
-  return best;
+  const int64_t cap = std::max<int64_t>(1, std::min(rows / 2, m.l2_bytes / 2 / row_bytes));
+  int64_t divisor = 1;
+  for (int64_t b = 1; b <= cap; ++b)
+    if (rows % b == 0) divisor = b;
+  // Rows with no divisor near the cap (ViT's 197 tokens: only 1) take even blocks under it,
+  // the last one shifted back over a few rows of the one before: one-row blocks would run
+  // the GEMM as a GEMV per row, streaming the whole weight for every row.
+  if (2 * divisor >= cap) return divisor;
+  const int64_t blocks = (rows + cap - 1) / cap;
+  return (rows + blocks - 1) / blocks;
 }
 
 }  // namespace ember::passes

@@ -133,9 +133,10 @@ int64_t tuned_k_chunk(int64_t dflt, int64_t extent, const ScheduleKnobs& knobs, 
 int64_t tuned_row_block(int64_t dflt, int64_t extent, const ScheduleKnobs& knobs,
                         KnobSpace& space) {
   const int64_t rows = knobs.row_block ? knobs.row_block : dflt;
-  // Blocks of all the rows would be one row per tile (the schedule splits only smaller ones).
-  if (rows < 1 || extent % rows != 0 || (rows == extent && extent > 1))
-    fail("schedule knob row_block=", knobs.row_block, " does not divide the ", extent,
+  // At most half the rows: two blocks or more (a block that does not divide them shifts
+  // the last block back over the one before).
+  if (rows < 1 || (2 * rows > extent && extent > 1))
+    fail("schedule knob row_block=", knobs.row_block, " does not split the ", extent,
          " rows of this kernel into two or more blocks; re-run ember.tune for it");
   space.row_block_max = extent;
   space.used.row_block = rows;

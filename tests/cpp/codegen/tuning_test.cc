@@ -297,9 +297,9 @@ TEST(Tuning, KnobsOutOfRangeAreUserErrors) {
   EXPECT_ERROR_WITH(build_kernel(conv_relu_group(8, 16, 14, "c"), "llvm -vector-bits=256", k),
                     "loop_order=7");
   k = {};
-  k.row_block = 5;
+  k.row_block = 9;
   EXPECT_ERROR_WITH(build_kernel(dense_norm_group(16, 32, 24), "llvm -vector-bits=256", k),
-                    "row_block=5", "16 rows");
+                    "row_block=9", "16 rows");
   k.row_block = 16;
   EXPECT_ERROR_WITH(build_kernel(dense_norm_group(16, 32, 24), "llvm -vector-bits=256", k),
                     "row_block=16", "two or more blocks");

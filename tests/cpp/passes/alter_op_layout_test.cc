@@ -389,6 +389,8 @@ TEST(MachineModel, RegisterTilesFitTheRegistersAndWasteLittle) {
   EXPECT_EQ(choose_register_tile(MachineModel::for_vector_bits(256), 256, 14, DType::Float32).lanes,
             14);
   EXPECT_EQ(choose_row_block(MachineModel::for_vector_bits(256), 128, 768 * 4), 64);
+  // 197 rows (ViT's tokens) have no divisor but 1: three even blocks, the last shifted back.
+  EXPECT_EQ(choose_row_block(MachineModel::for_vector_bits(256), 197, 768 * 4), 66);
 }
 
 TEST(MachineModel, RowsWithTheirOwnVectorsGetJustTheAccumulatorsTheLatencyNeeds) {
