@@ -180,7 +180,8 @@ inline std::map<std::string, std::function<Expr(std::vector<Expr>&)>> examples()
   };
 }
 
-// Binary elementwise ops and float64: broadcast shapes and the double expansions.
+// Unary, then binary elementwise ops on float32 (broadcast shapes), then on int64 (integer
+// division, shifts, bit ops).
 inline Expr generic_example(const std::string& op, std::vector<Expr>& p, std::string* why) {
   auto try_call = [&](std::vector<Expr> args) -> Expr {
     try {
@@ -198,6 +199,19 @@ inline Expr generic_example(const std::string& op, std::vector<Expr>& p, std::st
   std::vector<Expr> binary{f32("a", {3, 70}), f32("b", {70})};
   if (Expr e = try_call(binary)) {
     p = binary;
+    return e;
+  }
+  auto i64 = [](const std::string& name, std::vector<int64_t> shape) {
+    return var(name, TensorType{std::move(shape), DType::Int64});
+  };
+  std::vector<Expr> int_unary{i64("x", {3, 70})};
+  if (Expr e = try_call(int_unary)) {
+    p = int_unary;
+    return e;
+  }
+  std::vector<Expr> int_binary{i64("a", {3, 70}), i64("b", {70})};
+  if (Expr e = try_call(int_binary)) {
+    p = int_binary;
     return e;
   }
   return nullptr;

@@ -18,7 +18,8 @@ __all__ = ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum
            "ceil", "round", "clip", "cast", "logical_xor", "log1p", "expm1", "exp2", "log2",
            "log10", "erfc", "trunc", "sign", "sin", "cos", "tan", "asin", "acos", "atan",
            "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "isnan", "isinf", "isfinite",
-           "fmod", "remainder", "sum", "mean", "max", "min",
+           "fmod", "remainder", "floor_divide", "trunc_divide", "bitwise_and", "bitwise_or",
+           "bitwise_xor", "bitwise_not", "left_shift", "right_shift", "sum", "mean", "max", "min",
            "reshape", "flatten", "transpose", "concatenate", "strided_slice", "expand_dims",
            "squeeze", "broadcast_to", "take", "gather", "adv_index", "topk", "nn", "schema"]
 
@@ -233,6 +234,18 @@ fmod = _binary("fmod", "(C's fmod: the sign of a) of float32 tensors, exact, or 
                "when the model runs gives 0)")
 remainder = _binary("remainder", "(torch.remainder: the sign of b) of float32 or integer "
                     "tensors (integer divisors as fmod's)")
+floor_divide = _binary("floor_divide", "(Python's //, torch.floor_divide) of integer tensors "
+                       "(divisors as fmod's; x // -1 is -x, wrapping at the minimum)")
+trunc_divide = _binary("trunc_divide", "(rounding toward zero, torch.div(rounding_mode="
+                       "'trunc')) of integer tensors (divisors as floor_divide's)")
+bitwise_and = _binary("bitwise_and", "of integer or bool tensors with NumPy broadcasting")
+bitwise_or = _binary("bitwise_or", "of integer or bool tensors with NumPy broadcasting")
+bitwise_xor = _binary("bitwise_xor", "of integer or bool tensors with NumPy broadcasting")
+bitwise_not = _unary("bitwise_not", "of an integer or bool tensor")
+left_shift = _binary("left_shift", "(a << b) of integer tensors, as torch: an amount outside "
+                     "[0, bits) gives 0")
+right_shift = _binary("right_shift", "(a >> b, arithmetic) of integer tensors, as torch: an "
+                      "amount outside [0, bits) gives the sign (0 or -1)")
 
 
 def where(condition, x, y, name=""):
@@ -271,7 +284,7 @@ log_sum_exp = _reduce("log_sum_exp")
 
 
 def clip(x, a_min, a_max, name=""):
-    """Clamps x to [a_min, a_max]."""
+    """Clamps x to [a_min, a_max]; on an integer tensor the bounds round inward."""
     return _call("clip", [_expr(x, "x", "clip")],
                  {"a_min": _float(a_min, "a_min", "clip"),
                   "a_max": _float(a_max, "a_max", "clip")}, name)
