@@ -139,6 +139,22 @@ inline std::map<std::string, std::function<Expr(std::vector<Expr>&)>> examples()
          Expr i = p.emplace_back(var("i", TensorType{{4, 3}, DType::Int64}));
          return call("gather", {x, i}, Attrs({{"axis", int64_t{1}}}));
        }},
+      {"scatter",
+       [](auto& p) {
+         Expr x = p.emplace_back(f32("x", {4, 6}));
+         Expr i = p.emplace_back(var("i", TensorType{{3, 5}, DType::Int64}));
+         Expr u = p.emplace_back(f32("u", {4, 5}));
+         return call("scatter", {x, i, u},
+                     Attrs({{"axis", int64_t{1}}, {"reduce", std::string("sum")}}));
+       }},
+      {"index_put",
+       [](auto& p) {
+         Expr x = p.emplace_back(f32("x", {3, 4, 6}));
+         Expr v = p.emplace_back(f32("v", {5, 1}));
+         Expr i = p.emplace_back(var("i", TensorType{{5}, DType::Int32}));
+         Expr j = p.emplace_back(var("j", TensorType{{1}, DType::Int64}));
+         return call("index_put", {x, v, i, j}, Attrs({{"axis", int64_t{0}}}));
+       }},
       {"broadcast_to",
        [](auto& p) {
          return call("broadcast_to", {p.emplace_back(f32("x", {3, 1}))},

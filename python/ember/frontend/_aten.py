@@ -1159,3 +1159,4 @@ def _var(cx, a):
 
 from . import _aten_nn  # noqa: E402,F401  (registers the layer converters)
 from . import _aten_activations  # noqa: E402,F401  (registers the activation converters)
+from . import _aten_scatter  # noqa: E402,F401  (registers the scatter converters)

@@ -21,7 +21,7 @@ __all__ = ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum
            "fmod", "remainder", "floor_divide", "trunc_divide", "bitwise_and", "bitwise_or",
            "bitwise_xor", "bitwise_not", "left_shift", "right_shift", "sum", "mean", "max", "min",
            "reshape", "flatten", "transpose", "concatenate", "strided_slice", "expand_dims",
-           "squeeze", "broadcast_to", "take", "gather", "adv_index", "topk", "nn", "schema"]
+           "squeeze", "broadcast_to", "take", "gather", "adv_index", "scatter", "index_put", "topk", "nn", "schema"]
 
 
 # ------------------------------------------------------------------ argument checking helpers
@@ -386,6 +386,39 @@ def gather(data, indices, axis=0, name=""):
     op = "gather"
     return _call(op, [_expr(data, "data", op), _expr(indices, "indices", op)],
                  {"axis": _int(axis, "axis", op)}, name)
+
+
+def scatter(data, indices, updates, axis=0, reduce="none", include_self=True, name=""):
+    """torch.scatter / scatter_add / scatter_reduce: data with, for every position i of the
+    int32/int64 `indices` (data's rank), out[i with its `axis` coordinate replaced by
+    indices[i]] set to updates[i] (reduce "none"; among equal indices the last in row-major
+    order wins) or combined with it: "sum", "prod", "amax" or "amin". include_self=False
+    starts each written element from the reduction's identity. A negative or too large index
+    is an EmberError (as gather's)."""
+    op = "scatter"
+    if not isinstance(reduce, str):
+        raise EmberError(f"op.{op}: 'reduce' must be a string, got {_describe(reduce)}")
+    return _call(op, [_expr(data, "data", op), _expr(indices, "indices", op),
+                      _expr(updates, "updates", op)],
+                 {"axis": _int(axis, "axis", op), "reduce": reduce,
+                  "include_self": _bool(include_self, "include_self", op)}, name)
+
+
+def index_put(data, indices, values, axis=0, accumulate=False, allow_negative=True, name=""):
+    """data with data[:axis, i0, i1, ...] = values (accumulate=True: +=), the writing form of
+    adv_index: the int32/int64 index tensors index adjacent axes from `axis` and broadcast
+    together; `values` broadcasts to the indexed shape. Among equal indices the last write
+    (row-major order) wins; accumulated ones all add. Negative indices count from the end
+    unless allow_negative=False; one out of range is an EmberError, as take's."""
+    op = "index_put"
+    if not isinstance(indices, (list, tuple)) or not indices:
+        raise EmberError(f"op.{op}: indices must be a non-empty list of index tensors, got "
+                         f"{_describe(indices)}")
+    return _call(op, [_expr(data, "data", op), _expr(values, "values", op)] +
+                 [_expr(t, f"indices[{j}]", op) for j, t in enumerate(indices)],
+                 {"axis": _int(axis, "axis", op),
+                  "accumulate": _bool(accumulate, "accumulate", op),
+                  "allow_negative": _bool(allow_negative, "allow_negative", op)}, name)
 
 
 def topk(data, k, axis=-1, largest=True, sorted=True, name=""):
