@@ -213,6 +213,26 @@ def test_constant_indices_through_the_frontend():
     np.testing.assert_allclose(np.asarray(got), Net()(x, s).numpy(), rtol=1e-6, atol=1e-6)
 
 
+def test_slice_assignment_exports_and_is_refused_in_a_trace():
+    """torch.export records x[1:3] = y on x itself (slice_scatter); a TorchScript trace writes
+    through a view of x (copy_ into a slice), which value semantics would lose: refused."""
+    class Assign(torch.nn.Module):
+        def forward(self, x, y):
+            x = x.clone()
+            x[1:3] = y
+            x[0].index_fill_(0, torch.tensor([1]), 5.0)
+            return x * 2
+
+    x, y = torch.zeros(4, 3), torch.ones(2, 3)
+    mod, params = ember.frontend.from_pytorch(Assign(), (x, y))
+    got = ember.GraphModule(ember.build(mod, params=params))(x.numpy(), y.numpy())
+    np.testing.assert_array_equal(np.asarray(got), Assign()(x, y).numpy())
+    traced = torch.jit.trace(Assign(), (x, y))
+    msg = error_of(lambda: ember.frontend.from_pytorch(traced, (x, y)))
+    assert "aten::copy_" in msg and "aten::index_fill_" in msg
+    assert "not supported in a TorchScript trace" in msg
+
+
 # ------------------------------------------------------------------------------ errors
 
 def test_run_time_bad_indices_are_errors_naming_the_kernel():
