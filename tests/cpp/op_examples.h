@@ -139,6 +139,22 @@ inline std::map<std::string, std::function<Expr(std::vector<Expr>&)>> examples()
          Expr i = p.emplace_back(var("i", TensorType{{4, 3}, DType::Int64}));
          return call("gather", {x, i}, Attrs({{"axis", int64_t{1}}}));
        }},
+      {"scatter",
+       [](auto& p) {
+         Expr x = p.emplace_back(f32("x", {4, 6}));
+         Expr i = p.emplace_back(var("i", TensorType{{3, 5}, DType::Int64}));
+         Expr u = p.emplace_back(f32("u", {4, 5}));
+         return call("scatter", {x, i, u},
+                     Attrs({{"axis", int64_t{1}}, {"reduce", std::string("sum")}}));
+       }},
+      {"index_put",
+       [](auto& p) {
+         Expr x = p.emplace_back(f32("x", {3, 4, 6}));
+         Expr v = p.emplace_back(f32("v", {5, 1}));
+         Expr i = p.emplace_back(var("i", TensorType{{5}, DType::Int32}));
+         Expr j = p.emplace_back(var("j", TensorType{{1}, DType::Int64}));
+         return call("index_put", {x, v, i, j}, Attrs({{"axis", int64_t{0}}}));
+       }},
       {"broadcast_to",
        [](auto& p) {
          return call("broadcast_to", {p.emplace_back(f32("x", {3, 1}))},
@@ -180,7 +196,8 @@ inline std::map<std::string, std::function<Expr(std::vector<Expr>&)>> examples()
   };
 }
 
-// Binary elementwise ops and float64: broadcast shapes and the double expansions.
+// Unary, then binary elementwise ops on float32 (broadcast shapes), then on int64 (integer
+// division, shifts, bit ops).
 inline Expr generic_example(const std::string& op, std::vector<Expr>& p, std::string* why) {
   auto try_call = [&](std::vector<Expr> args) -> Expr {
     try {
@@ -198,6 +215,19 @@ inline Expr generic_example(const std::string& op, std::vector<Expr>& p, std::st
   std::vector<Expr> binary{f32("a", {3, 70}), f32("b", {70})};
   if (Expr e = try_call(binary)) {
     p = binary;
+    return e;
+  }
+  auto i64 = [](const std::string& name, std::vector<int64_t> shape) {
+    return var(name, TensorType{std::move(shape), DType::Int64});
+  };
+  std::vector<Expr> int_unary{i64("x", {3, 70})};
+  if (Expr e = try_call(int_unary)) {
+    p = int_unary;
+    return e;
+  }
+  std::vector<Expr> int_binary{i64("a", {3, 70}), i64("b", {70})};
+  if (Expr e = try_call(int_binary)) {
+    p = int_binary;
     return e;
   }
   return nullptr;

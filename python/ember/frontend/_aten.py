@@ -446,9 +446,10 @@ def _atan2(cx, a):
 
 @converts("bitwise_not")
 def _bitwise_not(cx, a):
-    if a[0].dtype != "bool":
-        raise EmberError("bitwise_not is supported on bool tensors only")
-    return cx.emit("logical_not", [a[0]])
+    x = a[0]
+    if not isinstance(x, Expr):
+        return not x if isinstance(x, bool) else ~x
+    return cx.emit("bitwise_not", [x])
 
 
 @converts("gelu")
@@ -478,17 +479,16 @@ def _clamp(cx, a):
         if low is not None:
             x = binary(cx, "maximum", x, low)
         return x if high is None else binary(cx, "minimum", x, high)
-    if not _is_float(x.dtype):
-        if any(isinstance(b, float) for b in (low, high)):  # a float bound promotes
-            x = cast(cx, x, "float32")
-        elif x.dtype != "bool":
-            # Integer clamps (index arithmetic in decomposed graphs, e.g. interpolation's
-            # source indices): Ember's clip is float only; maximum / minimum keep the dtype.
-            if low is not None:
-                x = binary(cx, "maximum", x, int(low))
-            return x if high is None else binary(cx, "minimum", x, int(high))
-        else:
-            raise EmberError("clamp of a bool tensor is not supported")
+    bounds = [b for b in (low, high) if b is not None]
+    if x.dtype == "bool":
+        raise EmberError("clamp of a bool tensor is not supported; cast it to int64")
+    if not _is_float(x.dtype) and any(isinstance(b, float) for b in bounds):
+        x = cast(cx, x, "float32")  # torch promotes an integer tensor clamped by a float
+    if not _is_float(x.dtype) and any(abs(b) > 2 ** 53 for b in bounds):
+        # clip's bounds are doubles, exact to 2^53; larger int64 bounds stay exact as tensors
+        if low is not None:
+            x = binary(cx, "maximum", x, int(low))
+        return x if high is None else binary(cx, "minimum", x, int(high))
     low = -math.inf if low is None else float(low)
     high = math.inf if high is None else float(high)
     return cx.emit("clip", [x], a_min=low, a_max=high)
@@ -517,16 +517,38 @@ def _rsub(cx, a):
                                       [a[1], a[0], a["alpha"]]))
 
 
+def _integer_divisor(cx, op, y, dtype):
+    """The divisor `y` of an integer division, fmod or remainder as a `dtype` constant: torch
+    raises for a zero divisor and a kernel cannot, so the divisor must be known when the
+    model is imported (a zero in it is then an error naming the node). Made anew rather
+    than cast, so that the op's check sees the constant."""
+    if isinstance(y, numbers.Number):
+        return cx.const(np.array(y), dtype)
+    if not isinstance(y, Constant):
+        raise EmberError(f"integer {op} by a tensor computed when the model runs is not "
+                         "supported (a zero divisor has no value); cast both to float32")
+    return cx.const(np.asarray(y.value), dtype)
+
+
+def _integer_operands(x, y):
+    """Whether torch's result of a binary op on x and y is an integer (or bool) tensor."""
+    return all(isinstance(v, numbers.Integral) or (isinstance(v, Expr) and not _is_float(v.dtype))
+               for v in (x, y))
+
+
 @converts("div", "divide", "true_divide", "floor_divide", "floordiv")
 def _div(cx, a):
     x, y = a[0], a[1]
     mode = "floor" if a.op in ("floor_divide", "floordiv") else a["rounding_mode"]
     if not isinstance(x, Expr) and not isinstance(y, Expr):
         return x // y if mode == "floor" else (int(x / y) if mode == "trunc" else x / y)
+    if _integer_operands(x, y) and mode is not None:  # integer quotients stay integers
+        x, _ = _promote(cx, x, y)
+        x = cast(cx, x, "int64") if x.dtype == "bool" else x
+        y = _integer_divisor(cx, f"division (rounding_mode={mode!r})", y, x.dtype)
+        return cx.emit("floor_divide" if mode == "floor" else "trunc_divide", [x, y])
     x, y = _promote(cx, x, y)
     if not _is_float(x.dtype):  # torch's true division of integers gives floats
-        if mode is not None:
-            raise EmberError(f"integer division with rounding_mode={mode!r} is not supported")
         x, y = cast(cx, x, "float32"), cast(cx, y, "float32")
     out = cx.emit("divide", [x, y])
     if mode == "floor":
@@ -543,14 +565,9 @@ def _remainder(cx, a):
     x, y = a[0], a[1]
     if not isinstance(x, Expr) and not isinstance(y, Expr):
         return x % y if a.op == "remainder" else math.fmod(x, y)
-    integer = isinstance(x, Expr) and x.dtype in ("int32", "int64")
-    if integer and isinstance(y, numbers.Integral):
-        y = cx.const(np.array(y), x.dtype)
-    elif integer and not isinstance(y, Constant):
-        # torch raises for a zero divisor; a kernel cannot, so the divisor must be known.
-        raise EmberError(f"integer {a.op} by a tensor computed when the model runs is not "
-                         "supported (a zero divisor has no value); cast both to float32")
-    x, y = _promote(cx, x, y)
+    integer = _integer_operands(x, y)
+    x, promoted = _promote(cx, x, y)
+    y = _integer_divisor(cx, a.op, y, x.dtype) if integer else promoted
     if x.dtype not in ("float32", "int32", "int64"):
         raise EmberError(f"{a.op} of {x.dtype} tensors is not supported; Ember's {a.op} takes "
                          "float32 and integer tensors")
@@ -609,22 +626,22 @@ for _names, _op, _py in (
 
 
 def _bitwise(ember_op, python_op):
-    """bitwise and/or/xor: the logical op on bool tensors; Ember has no integer bit ops."""
+    """bitwise and/or/xor and the shifts of integer (and/or/xor also bool) tensors."""
     def convert(cx, a):
         x, y = a[0], a[1]
         if not isinstance(x, Expr) and not isinstance(y, Expr):
             return python_op(x, y)
-        dtypes = {v.dtype if isinstance(v, Expr) else type(v).__name__ for v in (x, y)}
-        if dtypes != {"bool"}:
-            raise EmberError(f"{a.op} of {' and '.join(sorted(dtypes))} is not supported; "
-                             "Ember has bitwise ops on bool tensors only")
-        return cx.emit(ember_op, [x, y])
+        return binary(cx, ember_op, x, y)
     return convert
 
 
-for _names, _op, _py in ((("bitwise_and", "__and__"), "logical_and", lambda x, y: x & y),
-                         (("bitwise_or", "__or__"), "logical_or", lambda x, y: x | y),
-                         (("bitwise_xor", "__xor__"), "logical_xor", lambda x, y: x ^ y)):
+for _names, _op, _py in ((("bitwise_and", "__and__"), "bitwise_and", lambda x, y: x & y),
+                         (("bitwise_or", "__or__"), "bitwise_or", lambda x, y: x | y),
+                         (("bitwise_xor", "__xor__"), "bitwise_xor", lambda x, y: x ^ y),
+                         (("bitwise_left_shift", "__lshift__"), "left_shift",
+                          lambda x, y: x << y),
+                         (("bitwise_right_shift", "__rshift__"), "right_shift",
+                          lambda x, y: x >> y)):
     for _name in _names:
         CONVERTERS[_name] = _bitwise(_op, _py)
 
@@ -1115,19 +1132,10 @@ def _diagonal(cx, a):
     return take_const(cx, flat, len(rest), (steps + row) * m + steps + col)
 
 
-@converts("copy")
-def _copy(cx, a):
-    """copy(self, src): src broadcast to self's shape and cast to its dtype."""
-    x, src = a[0], a[1]
-    if not isinstance(src, Expr):
-        return _fill(x.shape, src, x.dtype, cx)
-    return broadcast_to(cx, cast(cx, src, x.dtype), x.shape)
-
-
 @converts("fill")
 def _fill_op(cx, a):
     x, value = a[0], a[1]
-    return _copy(cx, Args("copy", ["self", "src"], [x, value]))
+    return CONVERTERS["copy"](cx, Args("copy", ["self", "src"], [x, value]))
 
 
 @converts("slice_scatter")
@@ -1224,6 +1232,8 @@ def _reduce(ember_op):
         axes = _axes(dims, len(x.shape))
         if a["dtype"] is not None:
             x = cast(cx, x, dtype_name(a["dtype"]))
+        elif ember_op == "sum" and not _is_float(x.dtype):
+            x = cast(cx, x, "int64")  # torch sums integers and bools in int64
         if ember_op == "mean" and not _is_float(x.dtype):
             raise EmberError("mean of an integer tensor: pass dtype=torch.float32")
         return cx.emit(ember_op, [x], axis=axes, keepdims=int(bool(a["keepdim"])))
@@ -1379,3 +1389,4 @@ def _var(cx, a):
 from . import _aten_nn  # noqa: E402,F401  (registers the layer converters)
 from . import _aten_activations  # noqa: E402,F401  (registers the activation converters)
 from . import _aten_resize  # noqa: E402,F401  (registers the interpolation converters)
+from . import _aten_scatter  # noqa: E402,F401  (registers the scatter converters)

@@ -40,6 +40,18 @@ def _schema(node):
     return _SCHEMAS[text]
 
 
+# In-place ops that write part of a tensor: into a view, the write is meant for the tensor
+# viewed, which the importer (value semantics) would not update.
+_PARTIAL_WRITES = {"copy", "index_put", "index_add", "index_copy", "index_fill", "scatter",
+                   "scatter_add", "scatter_reduce", "masked_scatter"}
+
+
+def _is_view(value):
+    """Whether a TorchScript value aliases another tensor (made by slice, select, view...)."""
+    schema = _schema(value.node()) if value.node().kind().startswith("aten::") else None
+    return schema is not None and any(r.alias_info is not None for r in schema.returns)
+
+
 def _constant(node, where):
     try:
         value = node.output().toIValue()
@@ -149,6 +161,15 @@ def _convert_prim_or_aten(cx, node, kind, where, env, tensors):
             with torch.no_grad():
                 return op(*args, **kwargs)
 
+        if in_place and name in _PARTIAL_WRITES and _is_view(next(node.inputs())):
+            # The trace writes through the view (x[1:3] = y); the tensor it views would keep
+            # its old value here. torch.export records the write on the tensor itself.
+            cx.problems.append((kind, where, "an assignment into part of a tensor (x[...] = y) "
+                                "is not supported in a TorchScript trace; pass the nn.Module "
+                                "itself (torch.export)"))
+            for out in outs:
+                env[out] = MISSING
+            return
         values = [_scalar_type(v, a) for v, a in zip(ins, schema.arguments)]
         result = cx.convert(name, kind, [a.name for a in schema.arguments], values,
                             evaluate, where)

@@ -171,36 +171,58 @@ def _aten_name(target):
     return name[:-1] if name.endswith("_") and not name.endswith("__") else name
 
 
+def _writes_through_a_view(program):
+    """Whether an in-place op writes into a view (x[1:3] = y is copy_ into a slice) or into a
+    tensor with a view taken before the write: torch.export keeps those ops, and converting
+    them one by one (value semantics) would lose the write to the aliased tensor."""
+    def schema(node):
+        return getattr(node.target, "_schema", None) if node.op == "call_function" else None
+
+    order = {n: i for i, n in enumerate(program.graph.nodes)}
+    for node in program.graph.nodes:
+        s = schema(node)
+        if s is None or not s.arguments or s.arguments[0].alias_info is None \
+                or not s.arguments[0].alias_info.is_write or not node.args \
+                or not isinstance(node.args[0], torch.fx.Node):
+            continue
+        target = node.args[0]
+        if _is_view(target) or any(_is_view(u) and order[u] < order[node]
+                                   for u in target.users):
+            return True
+    return False
+
+
 def _decompose(program):
     """Decomposes only what Ember cannot convert whole. The exported graph keeps linear,
     conv, batch_norm, layer_norm, gelu, softmax, ... as single ops (fusion wants them that
-    way); only when another op is present does run_decompositions lower it to core ATen,
-    with every op that has a converter removed from the table so it stays whole."""
+    way); only when another op is present, or an in-place op writes through a view, does
+    run_decompositions lower it to functional core ATen, with every op that has a converter
+    removed from the table so it stays whole."""
     targets = {n.target for n in program.graph.nodes if n.op == "call_function"}
-    if all(t is operator.getitem or (_aten_name(t) in _aten.CONVERTERS and not _mutates(t))
-           for t in targets):
+    aliased = _writes_through_a_view(program)
+    if not aliased and all(t is operator.getitem or _aten_name(t) in _aten.CONVERTERS
+                           for t in targets):
         return program  # nothing to decompose: skip the (slow) retrace
-    # (In-place ops are decomposed too: the retrace functionalizes them, so that a write
-    # into a view, y[:, 1] = z or y.fill_(0) on a slice, becomes slice_scatter and the like.)
     table = torch.export.default_decompositions()
     for op in list(table.keys()):
         if _aten_name(op) in _aten.CONVERTERS:
             table.pop(op)
     try:
         return program.run_decompositions(table)
-    except Exception:  # keep the original ops; the unsupported ones get reported
+    except Exception as error:  # keep the original ops; the unsupported ones get reported
+        if aliased:  # converting the writes one by one would compute a wrong result
+            raise EmberError("from_pytorch: the model writes into part of a tensor in place "
+                             "(x[...] = y) and torch.export could not make that functional "
+                             f"({type(error).__name__}: {error})") from None
         return program
 
 
-def _mutates(target):
-    schema = getattr(target, "_schema", None)
-    return schema is not None and schema.is_mutable
-
-
 def _is_view(node):
-    """Whether an FX node's value aliases its first input (slice, select, view, ...)."""
+    """Whether an FX node's value aliases its input (slice, select, view; not an in-place
+    op's result, which is its input itself)."""
     schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
-    return bool(schema and schema.returns and schema.returns[0].alias_info is not None)
+    return schema is not None and any(r.alias_info is not None and not r.alias_info.is_write
+                                      for r in schema.returns)
 
 
 def _module_path(node):

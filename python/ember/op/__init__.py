@@ -18,9 +18,10 @@ __all__ = ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum
            "ceil", "round", "clip", "cast", "logical_xor", "log1p", "expm1", "exp2", "log2",
            "log10", "erfc", "trunc", "sign", "sin", "cos", "tan", "asin", "acos", "atan",
            "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "isnan", "isinf", "isfinite",
-           "fmod", "remainder", "sum", "mean", "max", "min",
+           "fmod", "remainder", "floor_divide", "trunc_divide", "bitwise_and", "bitwise_or",
+           "bitwise_xor", "bitwise_not", "left_shift", "right_shift", "sum", "mean", "max", "min",
            "reshape", "flatten", "transpose", "concatenate", "strided_slice", "expand_dims",
-           "squeeze", "broadcast_to", "take", "gather", "adv_index", "topk", "nn", "schema"]
+           "squeeze", "broadcast_to", "take", "gather", "adv_index", "scatter", "index_put", "topk", "nn", "schema"]
 
 
 # ------------------------------------------------------------------ argument checking helpers
@@ -233,6 +234,18 @@ fmod = _binary("fmod", "(C's fmod: the sign of a) of float32 tensors, exact, or 
                "when the model runs gives 0)")
 remainder = _binary("remainder", "(torch.remainder: the sign of b) of float32 or integer "
                     "tensors (integer divisors as fmod's)")
+floor_divide = _binary("floor_divide", "(Python's //, torch.floor_divide) of integer tensors "
+                       "(divisors as fmod's; x // -1 is -x, wrapping at the minimum)")
+trunc_divide = _binary("trunc_divide", "(rounding toward zero, torch.div(rounding_mode="
+                       "'trunc')) of integer tensors (divisors as floor_divide's)")
+bitwise_and = _binary("bitwise_and", "of integer or bool tensors with NumPy broadcasting")
+bitwise_or = _binary("bitwise_or", "of integer or bool tensors with NumPy broadcasting")
+bitwise_xor = _binary("bitwise_xor", "of integer or bool tensors with NumPy broadcasting")
+bitwise_not = _unary("bitwise_not", "of an integer or bool tensor")
+left_shift = _binary("left_shift", "(a << b) of integer tensors, as torch: an amount outside "
+                     "[0, bits) gives 0")
+right_shift = _binary("right_shift", "(a >> b, arithmetic) of integer tensors, as torch: an "
+                      "amount outside [0, bits) gives the sign (0 or -1)")
 
 
 def where(condition, x, y, name=""):
@@ -271,7 +284,7 @@ log_sum_exp = _reduce("log_sum_exp")
 
 
 def clip(x, a_min, a_max, name=""):
-    """Clamps x to [a_min, a_max]."""
+    """Clamps x to [a_min, a_max]; on an integer tensor the bounds round inward."""
     return _call("clip", [_expr(x, "x", "clip")],
                  {"a_min": _float(a_min, "a_min", "clip"),
                   "a_max": _float(a_max, "a_max", "clip")}, name)
@@ -373,6 +386,39 @@ def gather(data, indices, axis=0, name=""):
     op = "gather"
     return _call(op, [_expr(data, "data", op), _expr(indices, "indices", op)],
                  {"axis": _int(axis, "axis", op)}, name)
+
+
+def scatter(data, indices, updates, axis=0, reduce="none", include_self=True, name=""):
+    """torch.scatter / scatter_add / scatter_reduce: data with, for every position i of the
+    int32/int64 `indices` (data's rank), out[i with its `axis` coordinate replaced by
+    indices[i]] set to updates[i] (reduce "none"; among equal indices the last in row-major
+    order wins) or combined with it: "sum", "prod", "amax" or "amin". include_self=False
+    starts each written element from the reduction's identity. A negative or too large index
+    is an EmberError (as gather's)."""
+    op = "scatter"
+    if not isinstance(reduce, str):
+        raise EmberError(f"op.{op}: 'reduce' must be a string, got {_describe(reduce)}")
+    return _call(op, [_expr(data, "data", op), _expr(indices, "indices", op),
+                      _expr(updates, "updates", op)],
+                 {"axis": _int(axis, "axis", op), "reduce": reduce,
+                  "include_self": _bool(include_self, "include_self", op)}, name)
+
+
+def index_put(data, indices, values, axis=0, accumulate=False, allow_negative=True, name=""):
+    """data with data[:axis, i0, i1, ...] = values (accumulate=True: +=), the writing form of
+    adv_index: the int32/int64 index tensors index adjacent axes from `axis` and broadcast
+    together; `values` broadcasts to the indexed shape. Among equal indices the last write
+    (row-major order) wins; accumulated ones all add. Negative indices count from the end
+    unless allow_negative=False; one out of range is an EmberError, as take's."""
+    op = "index_put"
+    if not isinstance(indices, (list, tuple)) or not indices:
+        raise EmberError(f"op.{op}: indices must be a non-empty list of index tensors, got "
+                         f"{_describe(indices)}")
+    return _call(op, [_expr(data, "data", op), _expr(values, "values", op)] +
+                 [_expr(t, f"indices[{j}]", op) for j, t in enumerate(indices)],
+                 {"axis": _int(axis, "axis", op),
+                  "accumulate": _bool(accumulate, "accumulate", op),
+                  "allow_negative": _bool(allow_negative, "allow_negative", op)}, name)
 
 
 def topk(data, k, axis=-1, largest=True, sorted=True, name=""):

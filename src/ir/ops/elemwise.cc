@@ -1,7 +1,9 @@
-// Elementwise ops: broadcasting binary arithmetic, comparisons and logic, where, unary
-// math, activations (relu, leaky_relu, gelu, silu, log_sigmoid, hardswish,
-// hardsigmoid) and cast. Numerics follow PyTorch; float Max/Min propagate NaN
-// (loop.h), so relu, clip, maximum and the hard activations pass NaN through like torch.
+// Elementwise ops: broadcasting binary arithmetic (integer floor and trunc division, bit
+// ops and shifts included), comparisons and logic, where, unary math, activations (relu,
+// leaky_relu, gelu, silu, log_sigmoid, hardswish, hardsigmoid) and cast. Numerics follow PyTorch;
+// float Max/Min propagate NaN (loop.h), so relu, clip, maximum and the hard activations pass NaN
+// through like torch.
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -16,8 +18,8 @@ using namespace ops;
 
 // Which input dtypes an op accepts, and what to tell the user otherwise.
 // Float32: ops whose exact algorithm is float32's (sin, cos, tan); Float32OrInt: float32's
-// or integers' (fmod, remainder).
-enum class Accept { Any, NotBool, Float, Float32, Float32OrInt };
+// or integers' (fmod, remainder); Int: integer division and shifts; IntOrBool: bit ops.
+enum class Accept { Any, NotBool, Float, Float32, Float32OrInt, Int, IntOrBool };
 
 void check_accept(Accept accept, const TensorType& t, const std::string& what,
                   const TypeContext& ctx) {
@@ -28,6 +30,13 @@ void check_accept(Accept accept, const TensorType& t, const std::string& what,
   if (accept == Accept::Float32OrInt && t.dtype != DType::Float32 && !is_int(t.dtype))
     ctx.fail(what + " is " + to_string(t) + " but the op is implemented for float32 and " +
              "integer tensors only; cast it to float32");
+  if (accept == Accept::Int && !is_int(t.dtype))
+    ctx.fail(what + " is " + to_string(t) + " but the op is implemented for integer tensors " +
+             "only (int32, int64); cast it to int64" +
+             (is_float(t.dtype) ? " or use the float form of the op" : ""));
+  if (accept == Accept::IntOrBool && !is_int(t.dtype) && t.dtype != DType::Bool)
+    ctx.fail(what + " is " + to_string(t) + " but the op takes integer and bool tensors " +
+             "only; cast it to int64");
   if (accept == Accept::NotBool && t.dtype == DType::Bool)
     ctx.fail(what + " is " + to_string(t) + "; the op does not take bool tensors, cast it to " +
              "float32 or int32");
@@ -79,7 +88,8 @@ BinaryFn binary_fn(BinaryOp op) {
     register_binary("subtract", Accept::NotBool, Result::Same, binary_fn(BinaryOp::Sub));
 [[maybe_unused]] const Op* kMultiply =
     register_binary("multiply", Accept::NotBool, Result::Same, binary_fn(BinaryOp::Mul));
-// Integer division would have to choose between torch's true and floor division.
+// On integers `divide` would have to choose between torch's true and floor division: the
+// integer quotients are floor_divide and trunc_divide below.
 [[maybe_unused]] const Op* kDivide =
     register_binary("divide", Accept::Float, Result::Same, binary_fn(BinaryOp::Div));
 [[maybe_unused]] const Op* kPower =
@@ -92,10 +102,15 @@ BinaryFn binary_fn(BinaryOp op) {
 [[maybe_unused]] const Op* kAtan2 =
     register_binary("atan2", Accept::Float, Result::Same,
                     [](const PrimExpr& y, const PrimExpr& x) { return atan2(y, x); });
-// C's fmod (the sign of x) and torch.remainder (the sign of y), both exact. On integers
-// (index arithmetic: Swin's window indices) an integer division by zero has no value (torch
-// raises): a constant divisor is checked when the node is made, and the frontend takes no
-// other; in the kernel a zero divisor (a hand-built graph's input) gives 0 instead of trapping.
+
+// ---------------------------------------------------------------- integer division
+
+// Integer division and remainder (index arithmetic: Swin's window indices, x // n). An
+// integer division by zero has no value (torch raises): a constant divisor is checked when
+// the node is made, and the frontend takes no other; in the kernel (a hand-built graph's
+// input) a zero divisor gives 0. x86's idiv traps on a zero divisor and on INT_MIN / -1, so
+// the kernel never divides by either: -1 is computed as negation (INT_MIN / -1 wraps to
+// INT_MIN, as two's complement arithmetic does; the remainder is 0).
 void integer_divisor_has_no_zero(const std::vector<Expr>& args, const Attrs&,
                                  const TypeContext& ctx) {
   auto* c = as<ConstantNode>(args[1]);
@@ -106,29 +121,91 @@ void integer_divisor_has_no_zero(const std::vector<Expr>& args, const Attrs&,
   for (int64_t i = 0; i < v.numel(); ++i)
     if ((v.dtype() == DType::Int64 ? v.data_as<int64_t>()[i] : v.data_as<int32_t>()[i]) == 0)
       ctx.fail("the constant divisor is 0 at element " + std::to_string(i) +
-               ": an integer fmod or remainder by zero has no value (torch raises too)");
+               ": an integer division, fmod or remainder by zero has no value (torch raises "
+               "too)");
 }
 
-// Integer Mod is the floor modulo (the sign of b): torch.remainder; fmod takes a's sign.
-PrimExpr integer_mod(const PrimExpr& a, const PrimExpr& b, bool sign_of_a) {
+// Floor: the floor quotient (Python's //); Trunc: rounded toward zero (C's /); FloorMod:
+// torch.remainder (the sign of b); TruncMod: fmod (the sign of a).
+enum class IntDiv { Floor, Trunc, FloorMod, TruncMod };
+
+PrimExpr integer_divide(const PrimExpr& a, const PrimExpr& b, IntDiv kind) {
   PrimExpr zero = make_const(a.dtype(), 0), one = make_const(a.dtype(), 1);
-  PrimExpr m = a % select(b == zero, one, b);
-  if (sign_of_a) m = select(logical_and(m != zero, (a < zero) != (b < zero)), m - b, m);
-  return select(b == zero, zero, m);
+  PrimExpr minus_one = make_const(a.dtype(), -1);
+  PrimExpr safe = select(logical_or(b == zero, b == minus_one), one, b);
+  // Loop-IR Div and Mod on integers are floor division and floor modulo.
+  PrimExpr m = a % safe;
+  PrimExpr signs_differ = logical_and(m != zero, (a < zero) != (safe < zero));
+  const bool quotient = kind == IntDiv::Floor || kind == IntDiv::Trunc;
+  PrimExpr value;
+  switch (kind) {
+    case IntDiv::Floor:
+      value = a / safe;
+      break;
+    case IntDiv::Trunc:
+      value = select(signs_differ, a / safe + one, a / safe);
+      break;
+    case IntDiv::FloorMod:
+      value = m;
+      break;
+    case IntDiv::TruncMod:
+      value = select(signs_differ, m - safe, m);
+      break;
+  }
+  return select(b == zero, zero, select(b == minus_one, quotient ? -a : zero, value));
 }
 
+BinaryFn integer_fn(IntDiv kind) {
+  return [kind](const PrimExpr& a, const PrimExpr& b) { return integer_divide(a, b, kind); };
+}
+
+[[maybe_unused]] const Op* kFloorDivide =
+    register_binary("floor_divide", Accept::Int, Result::Same, integer_fn(IntDiv::Floor),
+                    integer_divisor_has_no_zero);
+[[maybe_unused]] const Op* kTruncDivide =
+    register_binary("trunc_divide", Accept::Int, Result::Same, integer_fn(IntDiv::Trunc),
+                    integer_divisor_has_no_zero);
+// C's fmod (the sign of x) and torch.remainder (the sign of y), both exact.
 [[maybe_unused]] const Op* kFmod = register_binary(
     "fmod", Accept::Float32OrInt, Result::Same,
     [](const PrimExpr& a, const PrimExpr& b) {
-      return is_int(a.dtype()) ? integer_mod(a, b, true) : fmod(a, b);
+      return is_int(a.dtype()) ? integer_divide(a, b, IntDiv::TruncMod) : fmod(a, b);
     },
     integer_divisor_has_no_zero);
 [[maybe_unused]] const Op* kRemainder = register_binary(
     "remainder", Accept::Float32OrInt, Result::Same,
     [](const PrimExpr& a, const PrimExpr& b) {
-      return is_int(a.dtype()) ? integer_mod(a, b, false) : remainder(a, b);
+      return is_int(a.dtype()) ? integer_divide(a, b, IntDiv::FloorMod) : remainder(a, b);
     },
     integer_divisor_has_no_zero);
+
+// ---------------------------------------------------------------- bit ops and shifts
+
+// On bool tensors and/or/xor are the logical ops (BitAnd/BitOr/BitXor of i1 values).
+[[maybe_unused]] const Op* kBitwiseAnd =
+    register_binary("bitwise_and", Accept::IntOrBool, Result::Same, binary_fn(BinaryOp::BitAnd));
+[[maybe_unused]] const Op* kBitwiseOr =
+    register_binary("bitwise_or", Accept::IntOrBool, Result::Same, binary_fn(BinaryOp::BitOr));
+[[maybe_unused]] const Op* kBitwiseXor =
+    register_binary("bitwise_xor", Accept::IntOrBool, Result::Same, binary_fn(BinaryOp::BitXor));
+
+// torch's shifts define every amount (LLVM's are poison from the bit width on): an amount
+// outside [0, bits) shifts every bit out, so a left shift gives 0 and an (arithmetic) right
+// shift the sign, a >> (bits - 1): 0 or -1.
+PrimExpr shift(const PrimExpr& a, const PrimExpr& b, bool left) {
+  PrimExpr last = make_const(b.dtype(), 8 * dtype_bytes(a.dtype()) - 1);
+  PrimExpr in_range = logical_and(b >= make_const(b.dtype(), 0), b <= last);
+  if (!left) return binary(BinaryOp::Shr, a, select(in_range, b, last));
+  PrimExpr shifted = binary(BinaryOp::Shl, a, select(in_range, b, make_const(b.dtype(), 0)));
+  return select(in_range, shifted, make_const(a.dtype(), 0));
+}
+
+[[maybe_unused]] const Op* kLeftShift =
+    register_binary("left_shift", Accept::Int, Result::Same,
+                    [](const PrimExpr& a, const PrimExpr& b) { return shift(a, b, true); });
+[[maybe_unused]] const Op* kRightShift =
+    register_binary("right_shift", Accept::Int, Result::Same,
+                    [](const PrimExpr& a, const PrimExpr& b) { return shift(a, b, false); });
 
 // Float comparisons with NaN are false, except not_equal, which is true (as in torch).
 [[maybe_unused]] const Op* kEqual =
@@ -284,15 +361,24 @@ PrimExpr cst(const PrimExpr& like, double v) { return make_const(like.dtype(), v
 [[maybe_unused]] const Op* kAtanh = register_math("atanh", atanh);
 [[maybe_unused]] const Op* kNegative =
     register_unary("negative", [](const PrimExpr& x, const Attrs&) { return -x; }, Accept::NotBool);
+[[maybe_unused]] const Op* kBitwiseNot = register_unary(
+    "bitwise_not",
+    [](const PrimExpr& x, const Attrs&) {
+      return x.dtype() == DType::Bool ? logical_not(x) : binary(BinaryOp::BitXor, x, cst(x, -1.0));
+    },
+    Accept::IntOrBool);
 
 [[maybe_unused]] const Op* kClip = register_unary(
     "clip",
     [](const PrimExpr& x, const Attrs& attrs) {
-      PrimExpr lo = cst(x, attr_float(attrs, "a_min"));
-      PrimExpr hi = cst(x, attr_float(attrs, "a_max"));
+      double a_min = attr_float(attrs, "a_min"), a_max = attr_float(attrs, "a_max");
+      // On integers the bounds round inward and saturate at the dtype's range (exact to
+      // 2^53; the frontend clamps by larger int64 bounds with maximum and minimum).
+      if (is_int(x.dtype())) a_min = std::ceil(a_min), a_max = std::floor(a_max);
+      PrimExpr lo = cst(x, a_min), hi = cst(x, a_max);
       return min(max(x, lo), hi);  // torch.clamp: a_min > a_max gives a_max everywhere
     },
-    Accept::Float, nullptr,
+    Accept::NotBool, nullptr,
     {required_attr("a_min", AttrKind::Float, "the lower bound"),
      required_attr("a_max", AttrKind::Float, "the upper bound")});
 

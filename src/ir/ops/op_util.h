@@ -57,6 +57,36 @@ inline void check_same_dtype(const TensorType& a, const std::string& what_a, con
              "; cast them to the same dtype");
 }
 
+// ---------------------------------------------------------------- index tensors
+
+// Argument i, an index tensor: int32 or int64.
+inline const TensorType& index_arg(const std::vector<Type>& args, size_t i, const std::string& what,
+                                   const TypeContext& ctx) {
+  const TensorType& t = tensor_arg(args, i, what, ctx);
+  if (!is_int(t.dtype))
+    ctx.fail(what + " must be int32 or int64, got " + to_string(t) + "; cast it");
+  return t;
+}
+
+// Indices known when the graph is built (constants) are checked then: a bad one is an
+// error at the node rather than at the first run.
+inline void check_constant_indices(const Expr& data, const Expr& indices, int64_t axis,
+                                   bool allow_negative, const TypeContext& ctx) {
+  auto* c = as<ConstantNode>(indices);
+  if (!c || c->value.device().type != runtime::DeviceType::CPU) return;
+  int64_t size = data->type.tensor().shape[axis];
+  const runtime::NDArray& v = c->value;
+  for (int64_t i = 0; i < v.numel(); ++i) {
+    int64_t at = v.dtype() == DType::Int64 ? v.data_as<int64_t>()[i] : v.data_as<int32_t>()[i];
+    if (at < size && at >= (allow_negative ? -size : 0)) continue;
+    ctx.fail("constant index " + std::to_string(at) + " (element " + std::to_string(i) +
+             " of the indices) is out of range for axis " + std::to_string(axis) + " of size " +
+             std::to_string(size) + " (valid indices are " +
+             (allow_negative ? std::to_string(-size) : std::string("0")) + " to " +
+             std::to_string(size - 1) + "); fix the indices");
+  }
+}
+
 // ---------------------------------------------------------------- declared attributes
 
 // The op whose type relation, compute rule, own lowering, constant check or two-anchor rule
@@ -94,6 +124,12 @@ inline std::vector<int64_t> attr_ints(const Attrs& a, const std::string& key) {
 }
 inline std::string attr_str(const Attrs& a, const std::string& key) {
   return std::get<std::string>(declared(a, key));
+}
+// A declared 0/1 attribute (a flag), checked: ctx.fail on any other value.
+inline int64_t attr_flag(const Attrs& a, const std::string& key, const TypeContext& ctx) {
+  int64_t v = attr_int(a, key);
+  if (v != 0 && v != 1) ctx.fail(key + " must be 0 or 1 (False or True), got " + std::to_string(v));
+  return v;
 }
 inline AttrSpec int_attr(std::string name, int64_t dflt, std::string doc) {
   return {std::move(name), AttrKind::Int, dflt, std::move(doc)};

@@ -52,12 +52,6 @@ namespace {
 
 using namespace ops;
 
-int64_t flag(const Attrs& attrs, const std::string& key, const TypeContext& ctx) {
-  int64_t v = attr_int(attrs, key);
-  if (v != 0 && v != 1) ctx.fail(key + " must be 0 or 1 (False or True), got " + std::to_string(v));
-  return v;
-}
-
 Type topk_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
   check_arity(args, 1, ctx);
   const TensorType& data = tensor_arg(args, 0, "data", ctx);
@@ -72,13 +66,14 @@ Type topk_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ct
     ctx.fail("k is " + std::to_string(k) + " but must be between 1 and " + std::to_string(length) +
              ", the length of axis " + std::to_string(axis) + " of " + to_string(data) +
              "; pass a smaller k or another axis");
-  int64_t softmax = flag(attrs, "softmax", ctx), log_softmax = flag(attrs, "log_softmax", ctx);
+  int64_t softmax = attr_flag(attrs, "softmax", ctx),
+          log_softmax = attr_flag(attrs, "log_softmax", ctx);
   if (softmax && log_softmax) ctx.fail("softmax and log_softmax cannot both be set");
   if (softmax || log_softmax) check_float(data, "data", ctx);
   attrs = attrs.with("k", k)
               .with("axis", axis)
-              .with("largest", flag(attrs, "largest", ctx))
-              .with("sorted", flag(attrs, "sorted", ctx))
+              .with("largest", attr_flag(attrs, "largest", ctx))
+              .with("sorted", attr_flag(attrs, "sorted", ctx))
               .with("softmax", softmax)
               .with("log_softmax", log_softmax);
   std::vector<int64_t> shape = data.shape;

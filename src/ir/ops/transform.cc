@@ -369,15 +369,6 @@ Tensor broadcast_to_compute(const std::vector<Tensor>& in, const Attrs&, const T
 
 // ---------------------------------------------------------------- take
 
-// Argument i, an index tensor: int32 or int64.
-const TensorType& index_arg(const std::vector<Type>& args, size_t i, const std::string& what,
-                            const TypeContext& ctx) {
-  const TensorType& t = tensor_arg(args, i, what, ctx);
-  if (!is_int(t.dtype))
-    ctx.fail(what + " must be int32 or int64, got " + to_string(t) + "; cast it");
-  return t;
-}
-
 // Attributes: axis, and allow_negative (1, the default: -1 is the last row, as x[idx] in
 // PyTorch; 0: negative indices are errors, as torch's index_select and embedding).
 Type take_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
@@ -394,25 +385,6 @@ Type take_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ct
   shape.insert(shape.end(), indices.shape.begin(), indices.shape.end());
   shape.insert(shape.end(), data.shape.begin() + axis + 1, data.shape.end());
   return TensorType{shape, data.dtype};
-}
-
-// Indices known when the graph is built (constants) are checked then: a bad one is an
-// error at the node rather than at the first run.
-void check_constant_indices(const Expr& data, const Expr& indices, int64_t axis,
-                            bool allow_negative, const TypeContext& ctx) {
-  auto* c = as<ConstantNode>(indices);
-  if (!c || c->value.device().type != runtime::DeviceType::CPU) return;
-  int64_t size = data->type.tensor().shape[axis];
-  const runtime::NDArray& v = c->value;
-  for (int64_t i = 0; i < v.numel(); ++i) {
-    int64_t at = v.dtype() == DType::Int64 ? v.data_as<int64_t>()[i] : v.data_as<int32_t>()[i];
-    if (at < size && at >= (allow_negative ? -size : 0)) continue;
-    ctx.fail("constant index " + std::to_string(at) + " (element " + std::to_string(i) +
-             " of the indices) is out of range for axis " + std::to_string(axis) + " of size " +
-             std::to_string(size) + " (valid indices are " +
-             (allow_negative ? std::to_string(-size) : std::string("0")) + " to " +
-             std::to_string(size - 1) + "); fix the indices");
-  }
 }
 
 void take_check_constants(const std::vector<Expr>& args, const Attrs& attrs,
