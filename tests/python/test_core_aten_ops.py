@@ -144,3 +144,13 @@ def test_grouped_matmul_of_mixture_of_experts():
     offs = torch.tensor([3, 3, 11, 17], dtype=torch.int32)  # an empty group; rows 17+ zero
     grouped = lambda x, w, offs: torch.ops.transformers.grouped_mm_fallback(x, w, offs)
     check(grouped, x, w, offs, tol=1e-5)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: F.avg_pool1d(x, 3), lambda x: F.avg_pool1d(x, 4, 2, 1, ceil_mode=True),
+    lambda x: F.avg_pool1d(x, 3, 2, 1, count_include_pad=False),
+    lambda x: F.max_pool1d(x, 3, 2, 1), lambda x: F.max_pool1d(x, 2, dilation=2),
+    lambda x: F.max_pool1d(x, 3, return_indices=True)[0],
+    lambda x: F.adaptive_avg_pool1d(x, 5), lambda x: F.avg_pool1d(x[0], 2)])
+def test_pool1d(fn):
+    check(fn, torch.randn(2, 6, 17, generator=rng), tol=1e-6)

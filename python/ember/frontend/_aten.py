@@ -46,6 +46,7 @@ REFUSED = {
                                            "running statistics): call model.eval() before "
                                            "exporting",
     "grid_sampler_2d": "F.grid_sample is not supported yet (its sampling positions are data)",
+    "resize_": "an in-place resize of a tensor's storage; use reshape or a new tensor",
     "avg_pool3d": "3-D pooling is not supported yet",
     "max_pool3d_with_indices": "3-D pooling is not supported yet",
     "_adaptive_avg_pool3d": "3-D pooling is not supported yet",
@@ -728,6 +729,11 @@ def _to(cx, a):
 def _size(cx, a):
     shape = list(a[0].shape)
     return shape if a[1] is None else shape[_axis(a[1], len(shape))]
+
+
+@converts("is_contiguous", "sym_is_contiguous")
+def _is_contiguous(cx, a):
+    return True  # an Ember tensor is a value: always laid out densely
 
 
 @converts("dim")

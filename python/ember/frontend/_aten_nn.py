@@ -160,6 +160,36 @@ def _adaptive_avg_pool2d(cx, a):
     return cx.emit("nn.adaptive_avg_pool2d", [x], output_size=size)
 
 
+def _one_row(x):
+    """[N, C, L] (or unbatched [C, L]) as the [N, C, 1, L] images 2-D pooling takes."""
+    return [1] * (3 - len(x.shape)) + list(x.shape[:-1]) + [1, x.shape[-1]]
+
+
+@converts("avg_pool1d", "max_pool1d", "max_pool1d_with_indices", "adaptive_avg_pool1d")
+def _pool1d(cx, a):
+    """1-D pooling as 2-D pooling of one-row images: window, stride, padding and dilation
+    (1, k), the rest as given."""
+    x = a[0]
+    if len(x.shape) not in (2, 3):
+        raise EmberError(f"{a.op} takes a 2-D or 3-D input, got {len(x.shape)}-D")
+    image = reshape(cx, x, _one_row(x))
+    if a.op == "adaptive_avg_pool1d":
+        y = cx.emit("nn.adaptive_avg_pool2d", [image], output_size=[1, _pair(a[1])[0]])
+    else:
+        kernel = _pair(a[1])[0]
+        stride = _pair(a[2])[0] if a[2] else kernel
+        names = list(a.names)
+        values = [image, [1, kernel], [1, stride], [0, _pair(a[3] or 0)[0]]] + a.values[4:]
+        if a.op.startswith("max_pool1d"):
+            values[4] = [1, _pair(a[4] if a[4] is not None else 1)[0]]
+            y = _max_pool2d(cx, Args("max_pool2d", names, values))
+            y = y[0] if isinstance(y, list) else y
+        else:
+            y = _avg_pool2d(cx, Args("avg_pool2d", names, values))
+    out = reshape(cx, y, list(x.shape[:-1]) + [y.shape[-1]])
+    return [out, None] if a.op == "max_pool1d_with_indices" else out
+
+
 @converts("scaled_dot_product_attention")
 def _sdpa(cx, a):
     q, k, v = a["query"], a["key"], a["value"]

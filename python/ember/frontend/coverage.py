@@ -20,12 +20,14 @@ LIMITS = {
 
 
 def core_aten_ops():
-    """{overload packet name: [overload names]} of the ops tagged core in this torch."""
+    """{overload packet name: [overload names]} of the ops tagged core in this torch. (From
+    the dispatcher's list of every registered op: dir(torch.ops.aten) lists only the packets
+    this process has touched so far.)"""
+    names = {op.split("::", 1)[1].split(".")[0]
+             for op in torch._C._dispatch_get_all_op_names() if op.startswith("aten::")}
     ops = {}
-    for name in dir(torch.ops.aten):
-        packet = getattr(torch.ops.aten, name, None)
-        if not isinstance(packet, torch._ops.OpOverloadPacket):
-            continue
+    for name in names:
+        packet = getattr(torch.ops.aten, name)
         for overload in packet.overloads():
             if torch.Tag.core in getattr(packet, overload).tags:
                 ops.setdefault(name, []).append(overload)
