@@ -450,7 +450,8 @@ def _bitwise_not(cx, a):
     x = a[0]
     if not isinstance(x, Expr):
         return not x if isinstance(x, bool) else ~x
-    return cx.emit("bitwise_not", [x])
+    # On bools the logical op, which the pattern passes know (an attention mask's ~mask).
+    return cx.emit("logical_not" if x.dtype == "bool" else "bitwise_not", [x])
 
 
 @converts("gelu")
@@ -608,8 +609,15 @@ def _binary_op(ember_op, python_op, result_bool=False):
         x, y = a[0], a[1]
         if not isinstance(x, Expr) and not isinstance(y, Expr):
             return python_op(x, y)
-        return binary(cx, ember_op, x, y)
+        x, y = _promote(cx, x, y)
+        if x.dtype == "bool" and ember_op in _LOGICAL:
+            return cx.emit(_LOGICAL[ember_op], [x, y])  # as bitwise_not: the logical op
+        return cx.emit(ember_op, [x, y])
     return convert
+
+
+_LOGICAL = {"bitwise_and": "logical_and", "bitwise_or": "logical_or",
+            "bitwise_xor": "logical_xor"}
 
 
 for _names, _op, _py in (
@@ -632,8 +640,15 @@ def _bitwise(ember_op, python_op):
         x, y = a[0], a[1]
         if not isinstance(x, Expr) and not isinstance(y, Expr):
             return python_op(x, y)
-        return binary(cx, ember_op, x, y)
+        x, y = _promote(cx, x, y)
+        if x.dtype == "bool" and ember_op in _LOGICAL:
+            return cx.emit(_LOGICAL[ember_op], [x, y])  # as bitwise_not: the logical op
+        return cx.emit(ember_op, [x, y])
     return convert
+
+
+_LOGICAL = {"bitwise_and": "logical_and", "bitwise_or": "logical_or",
+            "bitwise_xor": "logical_xor"}
 
 
 for _names, _op, _py in ((("bitwise_and", "__and__"), "bitwise_and", lambda x, y: x & y),
