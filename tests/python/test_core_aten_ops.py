@@ -1,8 +1,9 @@
 """Core ATen ops the importer expresses with other Ember ops (argmax/argmin and max.dim's
 indices, any/all, sort/argsort, flip, diagonal, copy/fill, slice/select_scatter, reflect/
-replicate/circular padding, cdist/pdist), writes into views, and the refusals that name their
-reason. Each is imported with torch.export, built and compared with PyTorch eager: exact for
-ops that move, compare or select values, rtol=atol=1e-5 for the distances (sums)."""
+replicate/circular padding, cdist/pdist), empty slices, writes into views, and the refusals
+that name their reason. Each is imported with torch.export, built and compared with PyTorch
+eager: exact for ops that move, compare or select values, rtol=atol=1e-5 for the distances
+(sums)."""
 import numpy as np
 import pytest
 import torch
@@ -144,3 +145,13 @@ def test_grouped_matmul_of_mixture_of_experts():
     offs = torch.tensor([3, 3, 11, 17], dtype=torch.int32)  # an empty group; rows 17+ zero
     grouped = lambda x, w, offs: torch.ops.transformers.grouped_mm_fallback(x, w, offs)
     check(grouped, x, w, offs, tol=1e-5)
+
+
+@pytest.mark.parametrize("fn", [
+    # Partial rotary embeddings (Phi-3, GPT-NeoX) at rotary_dim == head_dim: the pass-through
+    # half x[..., d:] is empty and concatenated back.
+    lambda x: torch.cat([x[..., :5] * 2, x[..., 5:]], -1),
+    lambda x: (x[:, 7:].sum(1), x[2:2, :, 1:] + 1),
+    lambda x: torch.split(x, [7, 0], 1)[0] - x.narrow(2, 3, 0).sum(-1, keepdim=True)])
+def test_empty_slices(fn):
+    check(fn, torch.randn(3, 7, 5, generator=rng))

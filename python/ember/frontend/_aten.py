@@ -1024,8 +1024,6 @@ def _slice(cx, a):
     begin = _bound(a[2], length, 0)
     end = max(_bound(a[3], length, length), begin)
     step = a[4] or 1
-    if begin == end:
-        raise EmberError(f"slice [{begin}:{end}] of dimension {axis} is empty")
     return slice_axis(cx, x, axis, begin, end, step)
 
 
