@@ -96,14 +96,30 @@ def _batch_norm(cx, a):
     x, gamma, beta, mean, var = (a["input"], a["weight"], a["bias"], a["running_mean"],
                                  a["running_var"])
     training = a["training"] if a.has("training") else False
-    if training or mean is None or var is None:
-        raise EmberError("batch norm in training mode (batch statistics) is not supported: "
-                         "call model.eval() before exporting or tracing")
+    eps = float(a["eps"])
     channels = [x.shape[1]]
     gamma = cx.const(np.ones(channels), x.dtype) if gamma is None else gamma
     beta = cx.const(np.zeros(channels), x.dtype) if beta is None else beta
-    y = cx.emit("nn.batch_norm", [x, gamma, beta, mean, var], axis=1, epsilon=float(a["eps"]))
+    if training and mean is None and var is None:
+        y = _batch_statistics_norm(cx, x, gamma, beta, eps)
+    elif training or mean is None or var is None:
+        raise EmberError("batch norm in training mode (batch statistics) is not supported: "
+                         "call model.eval() before exporting or tracing")
+    else:
+        y = cx.emit("nn.batch_norm", [x, gamma, beta, mean, var], axis=1, epsilon=eps)
     return y if a.op == "batch_norm" else [y, None, None]
+
+
+def _batch_statistics_norm(cx, x, gamma, beta, eps):
+    """Batch norm with the batch's statistics and no running ones to update: a plain
+    normalization, at inference too (BiT standardizes its conv weights with
+    F.batch_norm(w, None, None, training=True)). Each channel is normalized over every other
+    axis: an instance norm of x viewed as [1, C, N * spatial]."""
+    swap = [1, 0] + list(range(2, len(x.shape)))  # [N, C, ...] <-> [C, N, ...]
+    by_channel = transpose(cx, x, swap)
+    rows = reshape(cx, by_channel, [1, x.shape[1], int(np.prod(x.shape)) // x.shape[1]])
+    y = cx.emit("nn.instance_norm", [rows, gamma, beta], epsilon=eps)
+    return transpose(cx, reshape(cx, y, by_channel.shape), swap)
 
 
 @converts("layer_norm", "native_layer_norm")
