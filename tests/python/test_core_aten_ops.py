@@ -155,3 +155,11 @@ def test_grouped_matmul_of_mixture_of_experts():
     lambda x: torch.split(x, [7, 0], 1)[0] - x.narrow(2, 3, 0).sum(-1, keepdim=True)])
 def test_empty_slices(fn):
     check(fn, torch.randn(3, 7, 5, generator=rng))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: torch.where(x > 0, 0.0, -1e10),  # LongT5's local attention mask
+    lambda x: torch.where(x > 0, 1, 2), lambda x: torch.where(x > 0, True, 2),
+    lambda x: torch.where(x > 0, 1, 2.5), lambda x: torch.where(x > 0, True, False)])
+def test_where_of_two_numbers(fn):
+    check(fn, torch.randn(3, 7, 5, generator=rng))

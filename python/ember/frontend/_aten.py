@@ -324,6 +324,12 @@ def slice_axis(cx, x, axis, begin, end, step=1):
     return cx.emit("strided_slice", [x], begin=[begin], end=[end], strides=[step], axes=[axis])
 
 
+def scalar_dtype(value):
+    """The dtype torch gives a Python number made a tensor (torch.tensor(value))."""
+    return ("bool" if isinstance(value, bool) else
+            "int64" if isinstance(value, numbers.Integral) else "float32")
+
+
 def _promote(cx, a, b):
     """The two operands of a binary op as expressions of one dtype, following torch's
     promotion: a Python number takes the tensor's dtype unless it is a float next to an
@@ -635,6 +641,11 @@ def _where(cx, a):
     if x is None:
         raise EmberError("torch.where(condition) with one argument (nonzero) has a "
                          "data-dependent shape and is not supported")
+    if not isinstance(x, Expr) and not isinstance(y, Expr):
+        # where(mask, 0.0, -1e10) (LongT5's local attention mask): two numbers become
+        # tensors of the wider of their dtypes
+        dtype = max(scalar_dtype(x), scalar_dtype(y), key=_PROMOTION.index)
+        x, y = cx.const(x, dtype), cx.const(y, dtype)
     x, y = _promote(cx, x, y)
     if cond.dtype != "bool":
         cond = cx.emit("not_equal", [cond, cx.const(0, cond.dtype)])
@@ -748,9 +759,7 @@ def _len(cx, a):
 
 def _fill(shape, value, dtype, cx, like=None):
     if dtype is None:
-        dtype = like.dtype if like is not None else (
-            "float32" if isinstance(value, float) else
-            "bool" if isinstance(value, bool) else "int64")
+        dtype = like.dtype if like is not None else scalar_dtype(value)
     elif not isinstance(dtype, str):
         dtype = dtype_name(dtype)
     return cx.const(np.full([int(s) for s in shape], value), dtype)
