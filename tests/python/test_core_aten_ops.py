@@ -163,3 +163,11 @@ def test_empty_slices(fn):
     lambda x: torch.where(x > 0, 1, 2.5), lambda x: torch.where(x > 0, True, False)])
 def test_where_of_two_numbers(fn):
     check(fn, torch.randn(3, 7, 5, generator=rng))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: (x > 0).sum(1), lambda x: (x > 0).sum(),  # mask counts (LongT5's global blocks)
+    lambda x: (x > 0).int().sum((0, 2), keepdim=True),
+    lambda x: (x > 0).sum(1, dtype=torch.float32)])
+def test_sum_of_bools_and_integers_is_int64(fn):
+    check(fn, torch.randn(3, 7, 5, generator=rng))

@@ -1231,6 +1231,8 @@ def _reduce(ember_op):
         axes = _axes(dims, len(x.shape))
         if a["dtype"] is not None:
             x = cast(cx, x, dtype_name(a["dtype"]))
+        elif ember_op == "sum" and x.dtype in ("bool", "int32"):
+            x = cast(cx, x, "int64")  # torch sums bools and integers in int64 (mask counts)
         if ember_op == "mean" and not _is_float(x.dtype):
             raise EmberError("mean of an integer tensor: pass dtype=torch.float32")
         return cx.emit(ember_op, [x], axis=axes, keepdims=int(bool(a["keepdim"])))
