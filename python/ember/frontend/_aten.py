@@ -34,7 +34,6 @@ _TRAINING = ("a training (backward) op: export the model in eval mode under torc
 REFUSED = {
     "nonzero": "its output shape depends on the data; use a mask with torch.where instead",
     "as_strided": "an arbitrary strided view of memory; use reshape, slicing or unfold",
-    "col2im": "nn.Fold is not supported; rewrite it with reshape and padding",
     "_embedding_bag": "nn.EmbeddingBag is not supported; use nn.Embedding followed by a sum or "
                       "mean over the bag",
     "_fft_r2c": "Ember has no complex numbers",
