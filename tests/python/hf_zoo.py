@@ -50,7 +50,8 @@ ZOO = {
                            "intermediate_size": 3584, "num_attention_heads": 16,
                            "num_key_value_heads": 8}, "input_ids", tokens),
     "phi3": ("Phi3Config", "Phi3Model", layers("num_hidden_layers"), "input_ids", tokens),
-    "gemma2": ("Gemma2Config", "Gemma2Model",  # logit soft-capping, sliding-window layers
+    "gemma2": ("Gemma2Config", "Gemma2Model",  # attention soft-capping; 32000 tokens, not
+               # 256000 (a 2.4 GB embedding table that only gathers)
                lambda n: {"num_hidden_layers": n, "vocab_size": 32000}, "input_ids", tokens),
     "t5_encoder": ("T5Config", "T5EncoderModel", layers("num_layers"), "input_ids", tokens),
     "bart_encoder": ("BartConfig", "BartModel", layers("encoder_layers"), "input_ids", tokens,
