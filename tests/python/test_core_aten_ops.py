@@ -1,8 +1,9 @@
 """Core ATen ops the importer expresses with other Ember ops (argmax/argmin and max.dim's
 indices, any/all, sort/argsort, flip, diagonal, copy/fill, slice/select_scatter, reflect/
-replicate/circular padding, cdist/pdist), writes into views, and the refusals that name their
-reason. Each is imported with torch.export, built and compared with PyTorch eager: exact for
-ops that move, compare or select values, rtol=atol=1e-5 for the distances (sums)."""
+replicate/circular padding, cdist/pdist, fold), empty slices, writes into views, and the
+refusals that name their reason. Each is imported with torch.export, built and compared
+with PyTorch eager: exact for ops that move, compare or select values, rtol=atol=1e-5 for
+the distances (sums)."""
 import numpy as np
 import pytest
 import torch
@@ -154,3 +155,42 @@ def test_grouped_matmul_of_mixture_of_experts():
     lambda x: F.adaptive_avg_pool1d(x, 5), lambda x: F.avg_pool1d(x[0], 2)])
 def test_pool1d(fn):
     check(fn, torch.randn(2, 6, 17, generator=rng), tol=1e-6)
+
+
+@pytest.mark.parametrize("fn", [
+    # Partial rotary embeddings (Phi-3, GPT-NeoX) at rotary_dim == head_dim: the pass-through
+    # half x[..., d:] is empty and concatenated back.
+    lambda x: torch.cat([x[..., :5] * 2, x[..., 5:]], -1),
+    lambda x: (x[:, 7:].sum(1), x[2:2, :, 1:] + 1),
+    lambda x: torch.split(x, [7, 0], 1)[0] - x.narrow(2, 3, 0).sum(-1, keepdim=True)])
+def test_empty_slices(fn):
+    check(fn, torch.randn(3, 7, 5, generator=rng))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: torch.where(x > 0, 0.0, -1e10),  # LongT5's local attention mask
+    lambda x: torch.where(x > 0, 1, 2), lambda x: torch.where(x > 0, True, 2),
+    lambda x: torch.where(x > 0, 1, 2.5), lambda x: torch.where(x > 0, True, False)])
+def test_where_of_two_numbers(fn):
+    check(fn, torch.randn(3, 7, 5, generator=rng))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: (x > 0).sum(1), lambda x: (x > 0).sum(),  # mask counts (LongT5's global blocks)
+    lambda x: (x > 0).int().sum((0, 2), keepdim=True),
+    lambda x: (x > 0).sum(1, dtype=torch.float32)])
+def test_sum_of_bools_and_integers_is_int64(fn):
+    check(fn, torch.randn(3, 7, 5, generator=rng))
+
+
+@pytest.mark.parametrize("kw", [
+    dict(output_size=(8, 6), kernel_size=2, stride=2),  # patches that tile (MobileViTV2)
+    dict(output_size=(7, 5), kernel_size=2, stride=2),  # tiles short of the edge: zeros
+    dict(output_size=(8, 6), kernel_size=3, padding=1),  # overlapping patches add up
+    dict(output_size=(9, 8), kernel_size=(2, 3), dilation=2, stride=(2, 1), padding=(1, 0)),
+    dict(output_size=(9, 9), kernel_size=2, stride=3)])  # gaps between patches
+@pytest.mark.parametrize("batched", [True, False])
+def test_fold(kw, batched):
+    image = torch.randn(2, 3, *kw["output_size"], generator=rng)
+    x = F.unfold(image, **{k: v for k, v in kw.items() if k != "output_size"}) * 2 - 1
+    check(lambda x: F.fold(x, **kw), x if batched else x[0], tol=1e-6)

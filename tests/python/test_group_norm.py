@@ -1,7 +1,8 @@
 """group_norm (an instance norm over the channel groups, then the per-channel affine) and
 torch.linalg.vector_norm through the frontend, against torch: groups of one channel, of all
 channels and between, with and without affine, 3-D to 5-D inputs; every order of the vector
-norm, dims and keepdim; weight norm's parametrization."""
+norm, dims and keepdim; weight norm's parametrization; batch norms with the batch's
+statistics (BiT's weight standardization)."""
 import numpy as np
 import pytest
 import torch
@@ -53,3 +54,36 @@ def test_weight_norm_parametrization():
     x = torch.randn(1, 8, 40)
     (got,) = _run(conv, x)
     np.testing.assert_allclose(got, conv(x).detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+class BatchStatistics(torch.nn.Module):
+    """Batch norms that normalize with the batch's own statistics in eval mode: BiT's weight
+    standardization (F.batch_norm(w, None, None, training=True)) before its conv, and a
+    BatchNorm2d without running statistics. With F.unfold (no converter) the program is
+    decomposed, and both arrive as _native_batch_norm_legit.no_stats."""
+
+    def __init__(self, unfold):
+        super().__init__()
+        self.unfold = unfold
+        self.weight = torch.nn.Parameter(torch.randn(6, 3, 3, 3) * 2 + 0.5)
+        self.norm = torch.nn.BatchNorm2d(6, eps=1e-3, track_running_stats=False)
+        with torch.no_grad():
+            self.norm.weight.normal_()
+            self.norm.bias.normal_()
+
+    def forward(self, x):
+        w = torch.nn.functional.batch_norm(self.weight.reshape(1, 6, -1), None, None,
+                                           training=True, eps=1e-6).reshape_as(self.weight)
+        y = self.norm(torch.nn.functional.conv2d(x, w))
+        return torch.nn.functional.unfold(y, 2) if self.unfold else y
+
+
+@pytest.mark.parametrize("unfold", [False, True])
+def test_batch_norm_with_batch_statistics(unfold):
+    torch.manual_seed(0)
+    net = BatchStatistics(unfold).eval()
+    x = torch.randn(2, 3, 9, 8)
+    with torch.no_grad():
+        want = net(x).numpy()
+    (got,) = _run(net, x)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

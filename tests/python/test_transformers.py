@@ -5,7 +5,9 @@ imported with ember.frontend.from_pytorch, built at opt level 3 and compared wit
 ids (aten.gather); wav2vec2 and PoolFormer have group norms (aten.native_group_norm) and
 wav2vec2 a weight-norm parametrization (aten.linalg_vector_norm); EfficientNet's head pools
 with a ceil-mode window larger than its input; Swin's window indices take int64 fmod;
-MobileViT resizes its feature maps to whole patches and back (aten.upsample_bilinear2d)."""
+MobileViT resizes its feature maps to whole patches and back (aten.upsample_bilinear2d);
+MobileViTV2 folds its patches back with nn.Fold (aten.col2im); Phi-3 rotates all of each
+head (partial rotary at rotary_dim == head_dim: the pass-through slice is empty)."""
 import numpy as np
 import pytest
 import torch
@@ -18,7 +20,7 @@ import hf_zoo  # noqa: E402  (the zoo's architectures: config, layers, input)
 
 # The zoo's families with something of their own to check (benchmarks/zoo.py has them all).
 FAMILIES = ["bert", "roberta", "albert", "wav2vec2", "poolformer", "efficientnet", "swin",
-            "mobilevit"]
+            "mobilevit", "mobilevit_v2", "phi3"]
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -34,7 +34,6 @@ _TRAINING = ("a training (backward) op: export the model in eval mode under torc
 REFUSED = {
     "nonzero": "its output shape depends on the data; use a mask with torch.where instead",
     "as_strided": "an arbitrary strided view of memory; use reshape, slicing or unfold",
-    "col2im": "nn.Fold is not supported; rewrite it with reshape and padding",
     "_embedding_bag": "nn.EmbeddingBag is not supported; use nn.Embedding followed by a sum or "
                       "mean over the bag",
     "_fft_r2c": "Ember has no complex numbers",
@@ -323,6 +322,12 @@ def slice_axis(cx, x, axis, begin, end, step=1):
     if begin == 0 and end >= x.shape[axis] and step == 1:
         return x
     return cx.emit("strided_slice", [x], begin=[begin], end=[end], strides=[step], axes=[axis])
+
+
+def scalar_dtype(value):
+    """The dtype torch gives a Python number made a tensor (torch.tensor(value))."""
+    return ("bool" if isinstance(value, bool) else
+            "int64" if isinstance(value, numbers.Integral) else "float32")
 
 
 def _promote(cx, a, b):
@@ -668,6 +673,11 @@ def _where(cx, a):
     if x is None:
         raise EmberError("torch.where(condition) with one argument (nonzero) has a "
                          "data-dependent shape and is not supported")
+    if not isinstance(x, Expr) and not isinstance(y, Expr):
+        # where(mask, 0.0, -1e10) (LongT5's local attention mask): two numbers become
+        # tensors of the wider of their dtypes
+        dtype = max(scalar_dtype(x), scalar_dtype(y), key=_PROMOTION.index)
+        x, y = cx.const(x, dtype), cx.const(y, dtype)
     x, y = _promote(cx, x, y)
     if cond.dtype != "bool":
         cond = cx.emit("not_equal", [cond, cx.const(0, cond.dtype)])
@@ -786,9 +796,7 @@ def _len(cx, a):
 
 def _fill(shape, value, dtype, cx, like=None):
     if dtype is None:
-        dtype = like.dtype if like is not None else (
-            "float32" if isinstance(value, float) else
-            "bool" if isinstance(value, bool) else "int64")
+        dtype = like.dtype if like is not None else scalar_dtype(value)
     elif not isinstance(dtype, str):
         dtype = dtype_name(dtype)
     return cx.const(np.full([int(s) for s in shape], value), dtype)
@@ -1062,8 +1070,6 @@ def _slice(cx, a):
     begin = _bound(a[2], length, 0)
     end = max(_bound(a[3], length, length), begin)
     step = a[4] or 1
-    if begin == end:
-        raise EmberError(f"slice [{begin}:{end}] of dimension {axis} is empty")
     return slice_axis(cx, x, axis, begin, end, step)
 
 

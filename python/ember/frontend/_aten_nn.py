@@ -96,14 +96,30 @@ def _batch_norm(cx, a):
     x, gamma, beta, mean, var = (a["input"], a["weight"], a["bias"], a["running_mean"],
                                  a["running_var"])
     training = a["training"] if a.has("training") else False
-    if training or mean is None or var is None:
-        raise EmberError("batch norm in training mode (batch statistics) is not supported: "
-                         "call model.eval() before exporting or tracing")
+    eps = float(a["eps"])
     channels = [x.shape[1]]
     gamma = cx.const(np.ones(channels), x.dtype) if gamma is None else gamma
     beta = cx.const(np.zeros(channels), x.dtype) if beta is None else beta
-    y = cx.emit("nn.batch_norm", [x, gamma, beta, mean, var], axis=1, epsilon=float(a["eps"]))
+    if training and mean is None and var is None:
+        y = _batch_statistics_norm(cx, x, gamma, beta, eps)
+    elif training or mean is None or var is None:
+        raise EmberError("batch norm in training mode (batch statistics) is not supported: "
+                         "call model.eval() before exporting or tracing")
+    else:
+        y = cx.emit("nn.batch_norm", [x, gamma, beta, mean, var], axis=1, epsilon=eps)
     return y if a.op == "batch_norm" else [y, None, None]
+
+
+def _batch_statistics_norm(cx, x, gamma, beta, eps):
+    """Batch norm with the batch's statistics and no running ones to update: a plain
+    normalization, at inference too (BiT standardizes its conv weights with
+    F.batch_norm(w, None, None, training=True)). Each channel is normalized over every other
+    axis: an instance norm of x viewed as [1, C, N * spatial]."""
+    swap = [1, 0] + list(range(2, len(x.shape)))  # [N, C, ...] <-> [C, N, ...]
+    by_channel = transpose(cx, x, swap)
+    rows = reshape(cx, by_channel, [1, x.shape[1], int(np.prod(x.shape)) // x.shape[1]])
+    y = cx.emit("nn.instance_norm", [rows, gamma, beta], epsilon=eps)
+    return transpose(cx, reshape(cx, y, by_channel.shape), swap)
 
 
 @converts("layer_norm", "native_layer_norm")
@@ -188,6 +204,54 @@ def _pool1d(cx, a):
             y = _avg_pool2d(cx, Args("avg_pool2d", names, values))
     out = reshape(cx, y, list(x.shape[:-1]) + [y.shape[-1]])
     return [out, None] if a.op == "max_pool1d_with_indices" else out
+
+
+def _zero_pad(cx, x, widths):
+    """x with zeros added: widths has (before, after) for every axis."""
+    if not any(v for pair in widths for v in pair):
+        return x
+    return cx.emit("nn.pad", [x], pad_width=[int(v) for pair in widths for v in pair],
+                   pad_value=0.0, pad_mode="constant")
+
+
+@converts("col2im")
+def _col2im(cx, a):
+    """nn.Fold: column l of x [N, C * kh * kw, L] is patch l, summed into its place in the
+    output [N, C, H, W]. Patches that tile the output (stride == kernel, MobileViTV2) are a
+    reshape and transpose. Otherwise each kernel offset (i, j) puts its [N, C, Hb, Wb]
+    values on a grid: spread by the stride (zeros between) and shifted by the offset; the
+    kh * kw grids are summed, so overlapping patches add up without a scatter."""
+    x = a[0]
+    unbatched = len(x.shape) == 2
+    if unbatched:
+        x = reshape(cx, x, [1] + list(x.shape))
+    (h, w), (kh, kw) = _pair(a["output_size"]), _pair(a["kernel_size"])
+    (dh, dw), (ph, pw), (sh, sw) = _pair(a["dilation"]), _pair(a["padding"]), _pair(a["stride"])
+    rows, cols = h + 2 * ph, w + 2 * pw  # the padded output
+    nh, nw = (rows - dh * (kh - 1) - 1) // sh + 1, (cols - dw * (kw - 1) - 1) // sw + 1
+    n, c = x.shape[0], x.shape[1] // (kh * kw)
+    if x.shape[1] != c * kh * kw or x.shape[2] != nh * nw:
+        raise EmberError(f"col2im: input {list(x.shape)} does not hold {nh} x {nw} patches "
+                         f"of {kh} x {kw}")
+    patches = reshape(cx, x, [n, c, kh, kw, nh, nw])
+    if (sh, sw) == (kh, kw) and (dh, dw) == (1, 1):
+        y = reshape(cx, transpose(cx, patches, [0, 1, 4, 2, 5, 3]), [n, c, nh * kh, nw * kw])
+        y = _zero_pad(cx, y, [(0, 0), (0, 0), (0, rows - nh * kh), (0, cols - nw * kw)])
+    else:
+        y = None
+        for i in range(kh):
+            for j in range(kw):
+                grid = slice_axis(cx, slice_axis(cx, patches, 2, i, i + 1), 3, j, j + 1)
+                grid = _zero_pad(cx, reshape(cx, grid, [n, c, nh, 1, nw, 1]),
+                                 [(0, 0)] * 3 + [(0, sh - 1), (0, 0), (0, sw - 1)])
+                grid = reshape(cx, grid, [n, c, nh * sh, nw * sw])
+                top, left = i * dh, j * dw  # (the spread's last zeros may pass the end)
+                grid = slice_axis(cx, slice_axis(cx, grid, 2, 0, rows - top), 3, 0, cols - left)
+                grid = _zero_pad(cx, grid, [(0, 0), (0, 0), (top, rows - top - grid.shape[2]),
+                                            (left, cols - left - grid.shape[3])])
+                y = grid if y is None else cx.emit("add", [y, grid])
+    y = slice_axis(cx, slice_axis(cx, y, 2, ph, ph + h), 3, pw, pw + w)
+    return reshape(cx, y, y.shape[1:]) if unbatched else y
 
 
 @converts("scaled_dot_product_attention")
