@@ -7,7 +7,10 @@ wav2vec2 a weight-norm parametrization (aten.linalg_vector_norm); EfficientNet's
 with a ceil-mode window larger than its input; Swin's window indices take int64 fmod;
 MobileViT resizes its feature maps to whole patches and back (aten.upsample_bilinear2d);
 MobileViTV2 folds its patches back with nn.Fold (aten.col2im); Phi-3 rotates all of each
-head (partial rotary at rotary_dim == head_dim: the pass-through slice is empty)."""
+head (partial rotary at rotary_dim == head_dim: the pass-through slice is empty); Mixtral's
+mixture-of-experts layer sorts its routing (aten.sort), counts tokens per expert
+(aten.histc), inverts a permutation (aten.index_put), divides integers (aten.floor_divide)
+and multiplies each expert's rows (transformers::grouped_mm_fallback)."""
 import numpy as np
 import pytest
 import torch
@@ -20,7 +23,7 @@ import hf_zoo  # noqa: E402  (the zoo's architectures: config, layers, input)
 
 # The zoo's families with something of their own to check (benchmarks/zoo.py has them all).
 FAMILIES = ["bert", "roberta", "albert", "wav2vec2", "poolformer", "efficientnet", "swin",
-            "mobilevit", "mobilevit_v2", "phi3"]
+            "mobilevit", "mobilevit_v2", "phi3", "mixtral"]
 
 
 @pytest.mark.parametrize("family", FAMILIES)
