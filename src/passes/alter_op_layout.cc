@@ -77,6 +77,7 @@ Expr pack_grouped(const CallNode* c, const std::vector<Expr>& in, const MachineM
   if (wt.ndim() != 3 || !is_float(wt.dtype)) return nullptr;
   const int64_t groups = wt.shape[0], k = wt.shape[1], n = wt.shape[2];
   const int64_t lanes = machine.lanes(wt.dtype);
+  if (n == 0) return nullptr;
   int64_t block = 0;
   for (int64_t v = machine.vector_bits >= 512 ? 4 : 2; v >= 1 && block == 0; --v)
     if (n % (v * lanes) == 0) block = v * lanes;

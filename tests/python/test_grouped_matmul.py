@@ -160,6 +160,16 @@ def test_one_build_many_offsets_at_run_time():
         expect_close(got, x, w, offs)
 
 
+@pytest.mark.parametrize("const_weight", [False, True])
+def test_empty_dimensions(const_weight):
+    for S, K, N in ((0, 16, 8), (4, 0, 8), (4, 16, 0), (0, 0, 0)):
+        x = np.ones((S, K), np.float32)
+        w = np.ones((2, K, N), np.float32)
+        offs = np.array([1, 2], np.int32)
+        got = build_and_run(x, w, offs, 512, const_weight=const_weight)
+        np.testing.assert_array_equal(got, reference(x, w, offs))
+
+
 def test_matches_torch_grouped_mm():
     x = torch.randn(40, 32)
     w = torch.randn(3, 32, 24)

@@ -176,8 +176,10 @@ GroupedMatmul::GroupedMatmul(const Function& group, const std::string& func_name
   // Column tiles: V vectors (4 with AVX-512, 2 with AVX2), or a packed weight's panel; a
   // row narrower than a tile is one tile, and narrower than a vector one vector of its length.
   const int64_t full = std::max<int64_t>(1, vector_bits / (8 * dtype_bytes(t)));
-  lanes = std::min(full, N);
-  width = block > 0 ? block : std::min((vector_bits >= 512 ? 4 : 2) * lanes, N);
+  // (N = 0: no tiles; the sizes stay at least 1.)
+  lanes = std::max<int64_t>(1, std::min(full, N));
+  width =
+      block > 0 ? block : std::max<int64_t>(1, std::min((vector_bits >= 512 ? 4 : 2) * lanes, N));
   lanes = std::min(lanes, width);
   V = ceil_div(width, lanes);
   tiles = ceil_div(N, width);
@@ -185,7 +187,7 @@ GroupedMatmul::GroupedMatmul(const Function& group, const std::string& func_name
   const int64_t registers = vector_bits >= 512 ? 32 : 16;
   R = std::clamp<int64_t>((registers - V - 2) / V, 1, 12);
   kblocks = std::max<int64_t>(1, ceil_div(K * width * dtype_bytes(t), kPanelBytes));
-  kblock = ceil_div(K, kblocks);
+  kblock = std::max<int64_t>(1, ceil_div(K, kblocks));
   kblocks = ceil_div(K, kblock);
   acc = make_buffer("accumulators", t, {R * V * lanes}, BufferScope::Local);
   bound = make_buffer("group_end", DType::Int64, {1}, BufferScope::Local);
@@ -303,7 +305,7 @@ PrimFunc GroupedMatmul::gpu() {
   Buffer sum = make_buffer("sum", t, {1}, BufferScope::Local);
   Buffer count = make_buffer("group", DType::Int64, {1}, BufferScope::Local);
   PrimVar block_id("block"), thread("thread"), e("e"), row("row"), col("col"), g("g");
-  const int64_t outputs = S * N, threads = std::min(outputs, kGpuThreads);
+  const int64_t outputs = S * N, threads = std::clamp<int64_t>(outputs, 1, kGpuThreads);
   const PrimExpr one = int64_t{1}, none = int64_t{0};
   PrimExpr running = load(bound, 0);
   Stmt find = seq({store(bound, 0, none), store(count, 0, none),
