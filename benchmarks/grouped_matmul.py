@@ -2,7 +2,8 @@
 size 3584 (128 tokens x top-2 = 256 rows over 8 experts; gate_up K=1024, N=7168; down
 K=3584, N=1024) against the dense formulation Ember's importer
 used before (every row times every expert's matrix, each row keeping its own expert's
-product) and transformers' grouped_mm_fallback (a loop of torch.mm over the experts).
+product) and transformers' grouped_mm_fallback (a loop of torch.mm over the experts);
+"plain" is nn.grouped_matmul with the weight unpacked (AlterOpLayout off).
 
     PYTHONPATH=python python3 benchmarks/grouped_matmul.py [--threads 1,2] [--rounds 7]
         [--shapes 256x1024x7168,256x3584x1024] [--experts 8] [--no-dense]
@@ -23,11 +24,13 @@ import ember
 from ember import ir, op
 
 
-def build_grouped(w, S):
+def build_grouped(w, S, packed=True):
+    """packed=False: the weight as given, [G, K, N] (AlterOpLayout off)."""
     G, K, N = w.shape
     x, offs = ir.var("x", shape=(S, K)), ir.var("offs", shape=(G,), dtype="int32")
     out = op.nn.grouped_matmul(x, ir.const(w, name="w"), offs)
-    return ember.GraphModule(ember.build(ir.Function([x, offs], out), target="llvm"))
+    with ember.transform.PassContext(disabled_passes=[] if packed else ["AlterOpLayout"]):
+        return ember.GraphModule(ember.build(ir.Function([x, offs], out), target="llvm"))
 
 
 def build_dense(w, S):
@@ -95,7 +98,8 @@ def main():
         # Top-2 routing of S / 2 tokens: uneven counts (as a router gives), summing to S.
         counts = rng.multinomial(S, rng.dirichlet(np.full(G, 4.0)))
         offs = np.cumsum(counts).astype(np.int32)
-        contenders = {"grouped": runner(build_grouped(w, S), x, offs)}
+        contenders = {"grouped": runner(build_grouped(w, S), x, offs),
+                      "plain": runner(build_grouped(w, S, packed=False), x, offs)}
         if not args.no_dense:
             contenders["dense"] = runner(build_dense(w, S), x, offs)
         contenders["torch"] = torch_fallback(x, w, offs)
