@@ -182,6 +182,12 @@ inline std::map<std::string, std::function<Expr(std::vector<Expr>&)>> examples()
          Expr v = p.emplace_back(f32("v", {2, 3, 7, 8}));
          return call("nn.attention", {q, k, v}, Attrs({{"causal", int64_t{1}}}));
        }},
+      {"nn.grouped_matmul",
+       [](auto& p) {
+         Expr x = p.emplace_back(f32("x", {9, 12})), w = p.emplace_back(f32("w", {3, 12, 21}));
+         Expr offs = p.emplace_back(var("offs", TensorType{{3}, DType::Int32}));
+         return call("nn.grouped_matmul", {x, w, offs});
+       }},
       {"nn.instance_norm",
        [=](auto& p) {
          Expr x = x4(p), g = p.emplace_back(f32("g", {4})), b = p.emplace_back(f32("b", {4}));

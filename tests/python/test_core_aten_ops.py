@@ -194,3 +194,35 @@ def test_fold(kw, batched):
     image = torch.randn(2, 3, *kw["output_size"], generator=rng)
     x = F.unfold(image, **{k: v for k, v in kw.items() if k != "output_size"}) * 2 - 1
     check(lambda x: F.fold(x, **kw), x if batched else x[0], tol=1e-6)
+
+
+class _Experts(torch.nn.Module):
+    """A mixture-of-experts MLP as transformers runs it: weights stored [G, N, K] and
+    transposed for the grouped matmuls, gate and up from one product."""
+
+    def __init__(self, groups, hidden, inner):
+        super().__init__()
+        self.gate_up = torch.nn.Parameter(torch.randn(groups, 2 * inner, hidden, generator=rng))
+        self.down = torch.nn.Parameter(torch.randn(groups, hidden, inner, generator=rng) / 8)
+
+    def forward(self, x, offs):
+        grouped = torch.ops.transformers.grouped_mm_fallback
+        gate, up = grouped(x, self.gate_up.transpose(-2, -1), offs).chunk(2, dim=-1)
+        return grouped(F.silu(gate) * up, self.down.transpose(-2, -1), offs)
+
+
+def test_grouped_matmul_mixture_of_experts_mlp():
+    """Both products are nn.grouped_matmul over the imported (constant, packed) weights, the
+    offsets an input: only each row's own expert is multiplied."""
+    from transformers.integrations import moe  # noqa: F401  (registers the op)
+    m = _Experts(4, 32, 48).eval()
+    x = torch.randn(30, 32, generator=rng)
+    offs = torch.tensor([5, 5, 19, 27], dtype=torch.int32)
+    mod, params = ember.frontend.from_pytorch(m, (x, offs))
+    lib = ember.build(mod, params=params)
+    graph = lib.get_source("graph")
+    assert graph.count("nn.grouped_matmul(") == 2 and "batch_matmul" not in graph, graph
+    got = ember.GraphModule(lib)(x.numpy(), offs.numpy())
+    with torch.no_grad():
+        want = m(x, offs).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

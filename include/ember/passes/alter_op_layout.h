@@ -8,6 +8,11 @@ namespace ember::passes {
 /// schedules read with contiguous vector loads (TVM's AlterOpLayout, oneDNN's nChw8c).
 ///  * nn.dense whose weight [N, K] is a constant becomes nn.dense_packed over
 ///    nn.pack_dense_weight(weight) [N / b, K, b], b the vector lanes that divide N.
+///  * nn.grouped_matmul whose weight [G, K, N] is a constant gets it packed in panels
+///    [G, N / b, K, b] (reshape + transpose, attr weight_block=b), b the kernel's column
+///    tile (4 vectors with AVX-512, 2 with AVX2, fewer where N needs): each k row of a panel
+///    is then contiguous with the next, where the plain rows are N apart, each in its own
+///    page. An N that takes no whole vectors keeps the plain layout.
 ///  * nn.conv2d (groups 1 or depthwise, constant weight) whose channels channel_block_for
 ///    gives a block c (two vectors, one, or half of one, chosen per tensor) becomes
 ///    nn.conv2d_blocked on NCHW[c]c activations [N, ceil(C/c), H, W, c] with the weight

@@ -854,26 +854,20 @@ def _matmul(cx, a):
 
 @converts("_grouped_mm", "transformers::grouped_mm_fallback")
 def _grouped_mm(cx, a):
-    """Grouped matmul (mixture-of-experts layers): rows offs[g-1]:offs[g] of x [S, K] times
-    w[g] [K, N]; rows past the last offset are zero. Computed densely, every row times every
-    group's matrix with each row keeping its own group's product: G times the arithmetic of
-    the grouped product, since Ember's kernels have no loop bounds read from data yet."""
+    """Grouped matmul (mixture-of-experts layers) -> nn.grouped_matmul: rows
+    offs[g-1]:offs[g] of x [S, K] times w[g] [K, N]; rows past the last offset are zero.
+    Each row is multiplied by its own group's matrix only (the op reads the offsets at run
+    time). Offsets that torch would reject (unsorted, outside [0, S]) are clamped by the op:
+    each group ends at the running maximum of the offsets, within [0, S]."""
     x, w, offs = a[0], a[1], a[2]
     if len(x.shape) != 2 or len(w.shape) != 3 or offs is None:
         raise EmberError("grouped matmul is supported for a 2-D input, 3-D weights and "
                          "offsets (the mixture-of-experts form) only")
     if a["bias"] is not None or a["out_dtype"] is not None:
         raise EmberError("grouped matmul with a bias or out_dtype is not supported")
-    rows = cx.const(np.arange(x.shape[0])[None, :], offs.dtype)
-    ends = reshape(cx, offs, [offs.shape[0], 1])
-    starts = cx.emit("concatenate", [cx.const(np.zeros((1, 1)), offs.dtype),
-                                     slice_axis(cx, ends, 0, 0, offs.shape[0] - 1)], axis=0)
-    mine = binary(cx, "logical_and", binary(cx, "greater_equal", rows, starts),
-                  binary(cx, "less", rows, ends))  # [G, S]: row r belongs to group g
-    every = matmul(cx, x, w)  # [G, S, N]
-    kept = cx.emit("where", [reshape(cx, mine, list(mine.shape) + [1]), every,
-                             cx.const(0.0, x.dtype)])
-    return cx.emit("sum", [kept], axis=[0], keepdims=0)
+    if offs.dtype not in ("int32", "int64"):
+        offs = cast(cx, offs, "int64")
+    return cx.emit("nn.grouped_matmul", [x, w, offs])
 
 
 @converts("baddbmm")

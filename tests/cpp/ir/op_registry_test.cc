@@ -76,6 +76,8 @@ TEST(OpRegistry, EveryOpIsComplete) {
 TEST(OpRegistry, OwnLoweringsAndTraitsLiveOnTheOp) {
   EXPECT_TRUE(get_op("topk")->lower);
   EXPECT_FALSE(get_op("topk")->compute);
+  EXPECT_TRUE(get_op("nn.grouped_matmul")->lower);
+  EXPECT_FALSE(get_op("nn.grouped_matmul")->compute);
   EXPECT_TRUE(get_op("nn.attention")->lower);
   EXPECT_TRUE(get_op("nn.attention")->compute);  // the reference form
   EXPECT_TRUE(get_op("nn.conv2d")->two_anchor);

@@ -559,6 +559,31 @@ double ulp_error32(float got, double ref) {
   return std::fabs(got - ref) / spacing;
 }
 
+TEST(OpsTest, GroupedMatmulShapesAndErrors) {
+  auto offsets = [](std::vector<int64_t> shape, DType t = DType::Int32) {
+    return var("offs", TensorType{std::move(shape), t});
+  };
+  auto packed = [](int64_t block) { return Attrs({{"weight_block", block}}); };
+  Expr x = f32("x", {10, 16});
+  EXPECT_EQ(shape_of(call("nn.grouped_matmul", {x, f32("w", {3, 16, 24}), offsets({3})})),
+            (std::vector<int64_t>{10, 24}));
+  EXPECT_EQ(
+      shape_of(call("nn.grouped_matmul", {x, f32("w", {3, 2, 16, 12}), offsets({3})}, packed(12))),
+      (std::vector<int64_t>{10, 24}));
+  expect_error([&] { call("nn.grouped_matmul", {x, f32("w", {3, 15, 24}), offsets({3})}); },
+               {"nn.grouped_matmul", "data's K (dimension 1) must equal weight's K"});
+  expect_error([&] { call("nn.grouped_matmul", {x, f32("w", {3, 16, 24}), offsets({2})}); },
+               {"nn.grouped_matmul", "one entry per group"});
+  expect_error(
+      [&] { call("nn.grouped_matmul", {x, f32("w", {3, 16, 24}), offsets({3}, DType::Float32)}); },
+      {"nn.grouped_matmul", "offsets", "int32 or int64"});
+  expect_error([&] { call("nn.grouped_matmul", {x, f32("w", {16, 24}), offsets({3})}); },
+               {"nn.grouped_matmul", "weight must be 3-D"});
+  expect_error(
+      [&] { call("nn.grouped_matmul", {x, f32("w", {3, 16, 24}), offsets({3})}, packed(8)); },
+      {"nn.grouped_matmul", "weight must be 4-D [groups, N / 8, K, 8]"});
+}
+
 std::vector<float> f32_grid(double lo, double hi, int n) {
   std::vector<float> v;
   for (int i = 0; i < n; ++i) v.push_back(static_cast<float>(lo + (hi - lo) * i / (n - 1)));
