@@ -251,22 +251,11 @@ struct Operands {
     EMBER_CHECK(call && call->op && call->op->name == "nn.attention", "group ", group->name,
                 " is not a single nn.attention call");
     f.name = func_name;
-    std::map<const ExprNode*, Buffer> buffer_of;
-    for (size_t i = 0; i < group->params.size(); ++i) {
-      const TensorType& pt = group->params[i]->type.tensor();
-      f.params.push_back(make_buffer("p" + std::to_string(i), pt.dtype, pt.shape));
-      buffer_of[group->params[i].get()] = f.params.back();
-    }
-    f.num_inputs = static_cast<int>(f.params.size());
-    auto input = [&](size_t i) {
-      auto it = buffer_of.find(call->args[i].get());
-      EMBER_CHECK(it != buffer_of.end(), "nn.attention in ", group->name, " reads a non-parameter");
-      return it->second;
-    };
-    q = input(0);
-    k = input(1);
-    v = input(2);
-    if (call->args.size() == 4) mask = input(3);
+    std::vector<Buffer> in = single_call_buffers(group, call, f);
+    q = in[0];
+    k = in[1];
+    v = in[2];
+    if (call->args.size() == 4) mask = in[3];
     const TensorType& ot = call->type.tensor();
     out = make_buffer("attention", ot.dtype, ot.shape);
     f.params.push_back(out);

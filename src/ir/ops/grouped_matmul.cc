@@ -147,22 +147,10 @@ GroupedMatmul::GroupedMatmul(const Function& group, const std::string& func_name
   EMBER_CHECK(c && c->op && c->op->name == "nn.grouped_matmul" && c->args.size() == 3, "group ",
               group->name, " is not a single nn.grouped_matmul call");
   f.name = func_name;
-  std::map<const ExprNode*, Buffer> buffer_of;
-  for (size_t i = 0; i < group->params.size(); ++i) {
-    const TensorType& pt = group->params[i]->type.tensor();
-    f.params.push_back(make_buffer("p" + std::to_string(i), pt.dtype, pt.shape));
-    buffer_of[group->params[i].get()] = f.params.back();
-  }
-  f.num_inputs = static_cast<int>(f.params.size());
-  auto input = [&](size_t i) {
-    auto it = buffer_of.find(c->args[i].get());
-    EMBER_CHECK(it != buffer_of.end(), "nn.grouped_matmul in ", group->name,
-                " reads a non-parameter");
-    return it->second;
-  };
-  x = input(0);
-  w = input(1);
-  offs = input(2);
+  std::vector<Buffer> in = single_call_buffers(group, c, f);
+  x = in[0];
+  w = in[1];
+  offs = in[2];
   block = attr_int(c->attrs, "weight_block");
   const TensorType& ot = c->type.tensor();
   t = ot.dtype;

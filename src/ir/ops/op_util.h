@@ -4,6 +4,7 @@
 // builders for compute rules. Internal to src/ir/ops.
 #include <fmt/format.h>
 
+#include <map>
 #include <string>
 #include <variant>
 #include <vector>
@@ -175,6 +176,28 @@ inline std::vector<PrimExpr> broadcast_index(const std::vector<int64_t>& t_shape
 
 inline std::vector<PrimExpr> broadcast_index(const Tensor& t, const std::vector<PrimVar>& i) {
   return broadcast_index(t.shape(), as_exprs(i));
+}
+
+// The kernel of a group that is one call of an op with its own lowering (nn.attention,
+// nn.grouped_matmul): `f` gets a buffer per group parameter, and the buffer each argument of
+// `call` reads is returned, in argument order.
+inline std::vector<Buffer> single_call_buffers(const Function& group, const CallNode* call,
+                                               PrimFunc& f) {
+  std::map<const ExprNode*, Buffer> buffer_of;
+  for (size_t i = 0; i < group->params.size(); ++i) {
+    const TensorType& pt = group->params[i]->type.tensor();
+    f.params.push_back(make_buffer("p" + std::to_string(i), pt.dtype, pt.shape));
+    buffer_of[group->params[i].get()] = f.params.back();
+  }
+  f.num_inputs = static_cast<int>(f.params.size());
+  std::vector<Buffer> args;
+  for (const Expr& a : call->args) {
+    auto it = buffer_of.find(a.get());
+    EMBER_CHECK(it != buffer_of.end(), call->op->name, " in ", group->name,
+                " reads a non-parameter");
+    args.push_back(it->second);
+  }
+  return args;
 }
 
 // Registers `op` as a view of its input (the executor aliases memory instead of running it).

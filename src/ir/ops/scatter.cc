@@ -175,17 +175,7 @@ struct Kernel {
     EMBER_CHECK(call && call->op && call->op->name == op, "group ", group->name,
                 " is not a single ", op, " call");
     f.name = func_name;
-    for (size_t i = 0; i < group->params.size(); ++i) {
-      const TensorType& t = group->params[i]->type.tensor();
-      f.params.push_back(make_buffer("p" + std::to_string(i), t.dtype, t.shape));
-    }
-    f.num_inputs = static_cast<int>(f.params.size());
-    for (const Expr& a : call->args) {
-      size_t i = 0;
-      while (i < group->params.size() && group->params[i] != a) ++i;
-      EMBER_CHECK(i < group->params.size(), op, " in ", group->name, " reads a non-parameter");
-      in.push_back(f.params[i]);
-    }
+    in = single_call_buffers(group, call, f);
     const TensorType& t = call->type.tensor();
     out = make_buffer(op, t.dtype, t.shape);
     f.params.push_back(out);
