@@ -138,7 +138,8 @@ bool is_depthwise(const CallNode* c) {
 // The channel blocks (in, out) of a conv that can run blocked, or {0, 0}: a constant weight,
 // and channels that channel_block_for gives a block (padded where it does not divide them).
 // A grouped conv (not depthwise) needs blocks that divide each group's channels, so that no
-// block straddles two groups (RegNet's and ResNeXt's groups of 64 or 32 channels do).
+// block straddles two groups (RegNet's and ResNeXt's groups of 64 or 32 channels do); none
+// of them is padded.
 std::pair<int64_t, int64_t> conv_blocks(const CallNode* c, const MachineModel& machine) {
   if (!c->op || c->op->name != "nn.conv2d" || c->args.size() != 2) return {0, 0};
   const Expr &data = c->args[0], &weight = c->args[1];
@@ -151,8 +152,14 @@ std::pair<int64_t, int64_t> conv_blocks(const CallNode* c, const MachineModel& m
   int64_t ci = channel_block_for(machine, x.shape[1], x.dtype);
   int64_t co = channel_block_for(machine, w.shape[0], w.dtype);
   if (groups != 1 && !depthwise) {
-    bool whole = ci > 1 && co && (x.shape[1] / groups) % ci == 0 && (w.shape[0] / groups) % co == 0;
-    return whole ? std::pair<int64_t, int64_t>{ci, co} : std::pair<int64_t, int64_t>{0, 0};
+    // The channels' own block where it divides each group, else the group's block (wav2vec2's
+    // positional conv: groups of 48 of 768 channels, blocks of 32 at 512 bits; 48 fits).
+    const int64_t in_group = x.shape[1] / groups, out_group = w.shape[0] / groups;
+    auto fits = [](int64_t block, int64_t group) { return block > 1 && group % block == 0; };
+    if (!fits(ci, in_group)) ci = channel_block_for(machine, in_group, x.dtype);
+    if (!fits(co, out_group)) co = channel_block_for(machine, out_group, w.dtype);
+    if (fits(ci, in_group) && fits(co, out_group)) return {ci, co};
+    return {0, 0};
   }
   // Fewer channels than a vector (the RGB stem): one block of all of them, so the input
   // is read pixel by pixel (NHWC) and broadcast into the output-channel vectors.

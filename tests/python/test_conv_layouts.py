@@ -71,7 +71,9 @@ def test_convs_at_awkward_sizes(bits, layout):
 @pytest.mark.parametrize("cin,cout,groups,stride,blocked", [
     (128, 128, 2, 1, True), (128, 128, 2, 2, True),  # RegNet's groups of 64 channels
     (96, 192, 3, 1, True),   # 32 in and 64 out per group
-    (48, 48, 2, 1, False),   # 24 per group: no vector block divides a group at either width
+    (96, 96, 2, 1, True),    # groups of 48: at 512 bits the block of 96 (32) does not divide
+                             # them, the group's own (48) does (wav2vec2's positional conv)
+    (40, 40, 2, 1, False),   # 20 per group: no block of whole vectors divides a group
 ])
 def test_grouped_convs_run_blocked_when_each_group_is_whole_blocks(bits, cin, cout, groups,
                                                                     stride, blocked):

@@ -149,12 +149,25 @@ TEST(AlterOpLayout, GroupedConvsWhoseGroupsAreWholeBlocksRunBlocked) {
       << to_string(Expr(got));
 
   // 2 groups of 24 channels: the block of 48 channels (16, two AVX2 vectors) does not divide
-  // a group, so the grouped conv keeps NCHW.
+  // a group, so the grouped conv takes the group's block, 24 (three vectors), its input
+  // converted from the first conv's blocks of 16.
   Expr x48 = var("x", TensorType{{1, 48, 9, 9}, DType::Float32});
   Expr y48 = call("nn.relu", {call("nn.conv2d", {x48, conv_weight(48, 48)}, pad, "c1")});
   Function f48 = function({x48}, call("nn.conv2d", {y48, conv_weight(48, 24)}, grouped, "c2"));
   Function got48 = alter_op_layout(f48, MachineModel::for_vector_bits(256));
-  EXPECT_EQ(count_calls(got48, "nn.conv2d"), 1) << to_string(Expr(got48));
+  EXPECT_EQ(count_calls(got48, "nn.conv2d_blocked"), 2) << to_string(Expr(got48));
+  bool block24 = false;
+  for (auto& e : post_order(got48->body))
+    if (auto* c = as<CallNode>(e); c && c->op && c->op->name == "to_blocked")
+      block24 = block24 || c->attrs.get_int("block", 0) == 24;
+  EXPECT_TRUE(block24) << to_string(Expr(got48));
+
+  // 2 groups of 20 channels: no block of whole vectors divides 20, so NCHW.
+  Expr x40 = var("x", TensorType{{1, 40, 9, 9}, DType::Float32});
+  Expr y40 = call("nn.relu", {call("nn.conv2d", {x40, conv_weight(40, 40)}, pad, "c1")});
+  Function f40 = function({x40}, call("nn.conv2d", {y40, conv_weight(40, 20)}, grouped, "c2"));
+  Function got40 = alter_op_layout(f40, MachineModel::for_vector_bits(256));
+  EXPECT_EQ(count_calls(got40, "nn.conv2d"), 1) << to_string(Expr(got40));
 }
 
 TEST(AlterOpLayout, PaddedChannelsStayBlockedOnlyThroughOpsThatKeepThemFinite) {
