@@ -63,8 +63,8 @@ Expr pack_dense(const CallNode* c, const std::vector<Expr>& in, const MachineMod
 }
 
 // nn.grouped_matmul by a constant weight [G, K, N] (a mixture-of-experts layer's experts),
-// packed in panels [G, N / B, K, B] of the kernel's column tile (grouped_matmul.cc: 4
-// vectors with AVX-512, 2 with AVX2; fewer where N takes no such tile): each k step of a
+// packed in panels [G, N / B, K, B] of the kernel's column tile (grouped_matmul_tile_vectors;
+// fewer vectors where N takes no such tile): each k step of a
 // register tile then reads B contiguous columns and a panel is one stream, where the plain
 // weight's rows are N apart, every one in a new page (Mixtral's gate_up, N = 7168: 28 KB
 // apart). A row that takes no whole vectors keeps the plain layout (its last tile shifts).
@@ -79,7 +79,7 @@ Expr pack_grouped(const CallNode* c, const std::vector<Expr>& in, const MachineM
   const int64_t lanes = machine.lanes(wt.dtype);
   if (n == 0) return nullptr;
   int64_t block = 0;
-  for (int64_t v = machine.vector_bits >= 512 ? 4 : 2; v >= 1 && block == 0; --v)
+  for (int64_t v = grouped_matmul_tile_vectors(machine.vector_bits); v >= 1 && block == 0; --v)
     if (n % (v * lanes) == 0) block = v * lanes;
   if (block == 0) return nullptr;
   using V = std::vector<int64_t>;

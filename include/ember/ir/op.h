@@ -126,4 +126,9 @@ std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a, const std::
 /// Normalises a possibly negative axis against `ndim`; ctx.fail when out of range.
 int64_t normalize_axis(int64_t axis, int64_t ndim, const TypeContext& ctx);
 
+/// The vectors in a column tile of nn.grouped_matmul's CPU kernel (grouped_matmul.cc), the
+/// panel width AlterOpLayout packs a constant weight for: 4 with 512-bit vectors (32
+/// registers), 2 with narrower ones (16).
+int64_t grouped_matmul_tile_vectors(int vector_bits);
+
 }  // namespace ember::ir

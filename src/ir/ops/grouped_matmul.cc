@@ -166,8 +166,9 @@ GroupedMatmul::GroupedMatmul(const Function& group, const std::string& func_name
   const int64_t full = std::max<int64_t>(1, vector_bits / (8 * dtype_bytes(t)));
   // (N = 0: no tiles; the sizes stay at least 1.)
   lanes = std::max<int64_t>(1, std::min(full, N));
-  width =
-      block > 0 ? block : std::max<int64_t>(1, std::min((vector_bits >= 512 ? 4 : 2) * lanes, N));
+  width = block > 0
+              ? block
+              : std::max<int64_t>(1, std::min(grouped_matmul_tile_vectors(vector_bits) * lanes, N));
   lanes = std::min(lanes, width);
   V = ceil_div(width, lanes);
   tiles = ceil_div(N, width);
@@ -322,6 +323,12 @@ PrimFunc GroupedMatmul::gpu() {
 }
 
 // Builds the kernel of a group holding one nn.grouped_matmul call (Op::lower).
+}  // namespace
+
+int64_t grouped_matmul_tile_vectors(int vector_bits) { return vector_bits >= 512 ? 4 : 2; }
+
+namespace {
+
 PrimFunc lower_grouped_matmul(const Function& group, const std::string& func_name, int vector_bits,
                               bool gpu) {
   GroupedMatmul kernel(group, func_name, vector_bits);

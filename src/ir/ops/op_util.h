@@ -178,6 +178,23 @@ inline std::vector<PrimExpr> broadcast_index(const Tensor& t, const std::vector<
   return broadcast_index(t.shape(), as_exprs(i));
 }
 
+// The axis of a gather-like op (gather, scatter) whose `indices` have data's rank, checked:
+// no larger than data along the other axes, and data not empty along it where there are
+// indices. `done` names what the op does along the axis ("gathered", "scattered").
+inline int64_t indexed_axis(const TensorType& data, const TensorType& indices, const Attrs& attrs,
+                            const std::string& done, const TypeContext& ctx) {
+  const int64_t axis = normalize_axis(attr_int(attrs, "axis"), data.ndim(), ctx);
+  for (int64_t d = 0; d < data.ndim(); ++d)
+    if (d != axis && indices.shape[d] > data.shape[d])
+      ctx.fail("indices " + to_string(indices) + " are larger than data " + to_string(data) +
+               " along axis " + std::to_string(d) + ", which is not the " + done + " axis " +
+               std::to_string(axis));
+  if (data.shape[axis] == 0 && numel(indices.shape) > 0)
+    ctx.fail("data " + to_string(data) + " is empty along axis " + std::to_string(axis) +
+             ", along which indices are " + done);
+  return axis;
+}
+
 // The kernel of a group that is one call of an op with its own lowering (nn.attention,
 // nn.grouped_matmul): `f` gets a buffer per group parameter, and the buffer each argument of
 // `call` reads is returned, in argument order.

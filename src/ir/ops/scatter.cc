@@ -59,19 +59,11 @@ Type scatter_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext&
   if (indices.ndim() != data.ndim() || updates.ndim() != data.ndim())
     ctx.fail("indices " + to_string(indices) + " and updates " + to_string(updates) +
              " must have as many dimensions as data " + to_string(data));
-  const int64_t axis = normalize_axis(attr_int(attrs, "axis"), data.ndim(), ctx);
-  for (int64_t d = 0; d < data.ndim(); ++d) {
+  for (int64_t d = 0; d < data.ndim(); ++d)
     if (indices.shape[d] > updates.shape[d])
       ctx.fail("indices " + to_string(indices) + " are larger than updates " + to_string(updates) +
                " along axis " + std::to_string(d));
-    if (d != axis && indices.shape[d] > data.shape[d])
-      ctx.fail("indices " + to_string(indices) + " are larger than data " + to_string(data) +
-               " along axis " + std::to_string(d) + ", which is not the scattered axis " +
-               std::to_string(axis));
-  }
-  if (data.shape[axis] == 0 && numel(indices.shape) > 0)
-    ctx.fail("data " + to_string(data) + " is empty along axis " + std::to_string(axis) +
-             "; there is nowhere to scatter");
+  const int64_t axis = indexed_axis(data, indices, attrs, "scattered", ctx);
   const std::string reduce = attr_str(attrs, "reduce");
   if (reduce != "none" && reduce != "sum" && reduce != "prod" && reduce != "amax" &&
       reduce != "amin")

@@ -425,15 +425,7 @@ Type gather_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& 
   if (indices.ndim() != data.ndim())
     ctx.fail("indices " + to_string(indices) + " must have as many dimensions as data " +
              to_string(data));
-  int64_t axis = normalize_axis(attr_int(attrs, "axis"), data.ndim(), ctx);
-  for (int64_t d = 0; d < data.ndim(); ++d)
-    if (d != axis && indices.shape[d] > data.shape[d])
-      ctx.fail("indices " + to_string(indices) + " are larger than data " + to_string(data) +
-               " along axis " + std::to_string(d) + ", which is not the gathered axis " +
-               std::to_string(axis));
-  if (data.shape[axis] == 0 && numel(indices.shape) > 0)
-    ctx.fail("data " + to_string(data) + " is empty along axis " + std::to_string(axis) +
-             "; there is nothing to gather");
+  const int64_t axis = indexed_axis(data, indices, attrs, "gathered", ctx);
   attrs = attrs.with("axis", axis);
   return TensorType{indices.shape, data.dtype};
 }
