@@ -48,6 +48,9 @@ ATOL, RTOL = 1e-4, 1e-3
 # tolerance benchmarks/e2e.py uses on the CPU.
 FULL_ATOL, FULL_RTOL = 1e-3, 1e-3
 DEFAULT_FULL = "resnet50,mobilenet_v2,bert_s128,bert_s384,mlp,lstm"
+# Builds whose GEMMs run on tensor cores (--precision) round their operands: the tolerance
+# is relative to the output scale (TF32 and FP16 keep 10 mantissa bits, BF16 7).
+PRECISION_RTOL = {"highest": None, "tf32": 1e-2, "fp16": 1e-2, "bf16": 5e-2}
 
 
 def _flat(out):
@@ -81,8 +84,10 @@ def _fingerprint_mismatch(want, got):
 
 # ------------------------------------------------------------------------------ export
 def _pass_context(ember, args):
-    """The build's PassContext: --disabled-passes (FuseOps, to time what fusion buys)."""
-    return ember.transform.PassContext(disabled_passes=args.disabled_passes)
+    """The build's PassContext: --disabled-passes (FuseOps, to time what fusion buys) and
+    --precision (tensor cores for the GEMMs)."""
+    return ember.transform.PassContext(disabled_passes=args.disabled_passes,
+                                       config={"cuda.matmul_precision": args.precision})
 
 
 def _export_zoo(ember, torch, models, out, family, args):
@@ -136,7 +141,8 @@ def export(args):
                  f"full-size: {', '.join(e2e.MODELS)}")
     out = pathlib.Path(args.dir)
     out.mkdir(parents=True, exist_ok=True)
-    manifest = {"target": args.target, "disabled_passes": args.disabled_passes, "entries": {}}
+    manifest = {"target": args.target, "disabled_passes": args.disabled_passes,
+                "precision": args.precision, "entries": {}}
     jobs = [(f, lambda f=f: _export_zoo(ember, torch, models, out, f, args)) for f in families]
     jobs += [(f"{n}_b{b}", lambda n=n, b=b: _export_full(ember, torch, e2e, out, n, b, args))
              for n in full for b in batches]
@@ -164,10 +170,21 @@ def export(args):
 
 
 # ------------------------------------------------------------------------------ run
-def torch_reference_mode(torch):
-    """PyTorch computes in float32 on the GPU (no TF32 in matmuls or convolutions)."""
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+def torch_reference_mode(torch, precision="highest"):
+    """PyTorch computes in float32 on the GPU (no TF32 in matmuls or convolutions), or with
+    TF32 allowed when the build's precision is TF32."""
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+
+
+def torch_autocast(torch, precision, on_gpu):
+    """The context PyTorch runs in to match a build of `precision`: autocast to FP16/BF16 on
+    the GPU (what PyTorch users do), else nothing."""
+    import contextlib
+    if on_gpu and precision in ("fp16", "bf16"):
+        dtype = torch.float16 if precision == "fp16" else torch.bfloat16
+        return torch.autocast("cuda", dtype=dtype)
+    return contextlib.nullcontext()
 
 
 def _max_err(got, want):
@@ -208,7 +225,7 @@ def _torch_model(torch, d, key, entry):
     return model.eval(), list(inputs)
 
 
-def check_entry(ember, torch, d, key, entry):
+def check_entry(ember, torch, d, key, entry, precision="highest"):
     """Loads and runs one entry, binds its weights if it left them as inputs, and compares
     its outputs with the saved reference (zoo) and with PyTorch on the same device."""
     d = pathlib.Path(d)
@@ -233,13 +250,15 @@ def check_entry(ember, torch, d, key, entry):
     row = {"key": key, "model": entry["model"], "batch": entry["batch"],
            "device": device, "err_torch": max(_max_err(o, t) for o, t in zip(outs, touts)),
            "scale": _scale(touts), "kernels": entry["kernels"]}
+    loose = PRECISION_RTOL.get(precision)  # tensor cores: relative to the output scale
     if entry["source"] == "zoo":
         refs = [np.load(d / f"{key}.ref{i}.npy") for i in range(entry["outputs"])]
         row["err_ref"] = max(_max_err(o, r) for o, r in zip(outs, refs))
-        row["ok"] = row["err_ref"] <= ATOL + RTOL * _scale(refs) and \
-            row["err_torch"] <= ATOL + RTOL * row["scale"]
+        rtol = loose or RTOL
+        row["ok"] = row["err_ref"] <= ATOL + rtol * _scale(refs) and \
+            row["err_torch"] <= ATOL + rtol * row["scale"]
     else:
-        row["ok"] = row["err_torch"] <= FULL_ATOL + FULL_RTOL * row["scale"]
+        row["ok"] = row["err_torch"] <= FULL_ATOL + (loose or FULL_RTOL) * row["scale"]
     return Checked(row, m, model, tin)
 
 
@@ -312,13 +331,19 @@ def _print_table(rows, title):
     sys.stdout.flush()
 
 
+def _torch_mode(precision):
+    return {"tf32": "TF32 on", "fp16": "autocast FP16", "bf16": "autocast BF16"}.get(
+        precision, "TF32 off")
+
+
 def run(args):
     import torch
 
     import ember
-    torch_reference_mode(torch)
     d = pathlib.Path(args.dir)
     manifest = json.loads((d / "manifest.json").read_text())
+    precision = manifest.get("precision", "highest")
+    torch_reference_mode(torch, precision)
     if "entries" not in manifest:
         print(f"error: {d / 'manifest.json'} was written by an older gpu_families.py (no "
               "'entries'); export it again", file=sys.stderr)
@@ -339,13 +364,14 @@ def run(args):
         if only and key not in only and entry["model"] not in only:
             continue
         try:
-            c = check_entry(ember, torch, d, key, entry)
+            c = check_entry(ember, torch, d, key, entry, precision)
             row = c.row
             if not args.no_time:
                 row["ember_ms"] = _ember_time(c.module, args.budget_s, args.repeat)
-                row["torch_ms"] = _torch_time(torch, c.model, c.torch_inputs,
-                                              row["device"] == "cuda", args.budget_s,
-                                              args.repeat)
+                with torch_autocast(torch, precision, row["device"] == "cuda"):
+                    row["torch_ms"] = _torch_time(torch, c.model, c.torch_inputs,
+                                                  row["device"] == "cuda", args.budget_s,
+                                                  args.repeat)
             if args.profile:
                 print(f"#### profile of {key}")
                 c.module.profile(repeat=3)
@@ -369,7 +395,8 @@ def run(args):
     off = manifest.get("disabled_passes")
     title = (f"{_device_name(torch, on_gpu)}: target {manifest['target']!r}"
              f"{', built without ' + ', '.join(off) if off else ''}, PyTorch "
-             f"{torch.__version__} (TF32 off), Ember {install} install, medians")
+             f"{torch.__version__} ({_torch_mode(precision)}), Ember {install} install, "
+             f"GEMM precision {precision}, medians")
     _print_table([r for r in rows if "error" in r or r["batch"] == 1], title + ", batch 1")
     big = [r for r in rows if "error" not in r and r["batch"] != 1]
     if big:
@@ -393,6 +420,8 @@ def main(argv=None):
     e.add_argument("--full", default=DEFAULT_FULL,
                    help=f"full-size models of benchmarks/e2e.py (default {DEFAULT_FULL})")
     e.add_argument("--batches", default="1,32", help="batches of the full-size models")
+    e.add_argument("--precision", default="highest", choices=sorted(PRECISION_RTOL),
+                   help="PassContext cuda.matmul_precision: tensor cores for the GEMMs")
     e.add_argument("--disabled-passes", default=[], type=lambda s: [p for p in s.split(",") if p],
                    help="passes to build without, comma-separated (FuseOps: the unfused build)")
     e.set_defaults(func=export)

@@ -70,6 +70,22 @@ std::vector<runtime::FusionEdge> unfused_edges(const ir::Function& func) {
   return fusion;
 }
 
+// PassContext config "cuda.matmul_precision" (torch.set_float32_matmul_precision's
+// choice, per build): "highest" (the default: float32 FMAs) or a tensor-core precision, for
+// CUDA targets of sm_80 or newer.
+ir::MmaPrecision matmul_precision(const passes::PassContext& ctx, const codegen::Target& tgt) {
+  const std::string name = ctx.config_value("cuda.matmul_precision", "highest");
+  const ir::MmaPrecision p = ir::parse_mma_precision(name);
+  if (p == ir::MmaPrecision::Highest) return p;
+  if (!tgt.is_cuda())
+    fail("PassContext config cuda.matmul_precision=", name, " is for target \"cuda\"; the ",
+         tgt.str(), " target computes float32 GEMMs in float32 (leave the key out)");
+  if (std::stoi(tgt.arch.substr(3)) < 80)
+    fail("cuda.matmul_precision=", name, " needs tensor cores of sm_80 or newer; the target is ",
+         tgt.arch, " (use \"cuda -arch=sm_80\" or newer, or precision \"highest\")");
+  return p;
+}
+
 // Block-level buffers become shared memory and thread phases get their barriers.
 std::vector<ir::PrimFunc> lower_gpu_phases(const std::vector<ir::PrimFunc>& funcs) {
   std::vector<ir::PrimFunc> out;
@@ -104,6 +120,7 @@ std::shared_ptr<Library> build_library(const ir::Function& f, const std::string&
   const passes::PipelineTarget pipeline_target{cuda, machine};
   passes::LowerOptions lower_opts;
   lower_opts.gpu = cuda;
+  lower_opts.matmul_precision = matmul_precision(ctx, tgt);
   lower_opts.vector_bits = pipeline_target.machine.vector_bits;
   lower_opts.machine = &pipeline_target.machine;
   lower_opts.tuned = tuned;
@@ -121,6 +138,10 @@ std::shared_ptr<Library> build_library(const ir::Function& f, const std::string&
   if (cuda) {
     code = lower_gpu_phases(code);
     log("LowerGpuPhases", code);
+    if (lower_opts.matmul_precision != ir::MmaPrecision::Highest) {
+      for (ir::PrimFunc& f : code) f = passes::lower_warp_mma(f, lower_opts.matmul_precision);
+      log("LowerWarpMma", code);
+    }
   }
   auto lib = std::make_shared<Library>();
   if (cuda) {

@@ -506,6 +506,11 @@ Value* LLVMCodeGen::emit_barrier() {
   EMBER_CHECK(false, "barrier in ", func_name_, ": barriers exist only on a GPU target");
 }
 
+Value* LLVMCodeGen::emit_warp_mma(const PrimCallNode*) {
+  EMBER_CHECK(false, "mma_sync in ", func_name_,
+              ": warp matrix instructions exist only on a GPU target");
+}
+
 void LLVMCodeGen::emit_gpu_for(const ForNode* op) {
   EMBER_CHECK(false, "loop ", op->var.name(), " in ", func_name_, " is bound to ",
               for_kind_name(op->for_kind), ": GPU-bound loops need target=\"cuda\"");
@@ -514,6 +519,7 @@ void LLVMCodeGen::emit_gpu_for(const ForNode* op) {
 Value* LLVMCodeGen::emit_call(const PrimCallNode* op) {
   if (op->op == Intrinsic::Barrier) return emit_barrier();  // the one call without arguments
   if (op->op == Intrinsic::Prefetch) return emit_prefetch(op);
+  if (op->op == Intrinsic::MmaSync) return emit_warp_mma(op);
   std::vector<Value*> args;
   bool vec = false;
   for (auto& a : op->args) {
@@ -562,6 +568,7 @@ Value* LLVMCodeGen::emit_call(const PrimCallNode* op) {
       return emit_check_index(op, args);
     case Intrinsic::Barrier:
     case Intrinsic::Prefetch:
+    case Intrinsic::MmaSync:
       break;  // handled above
   }
   EMBER_CHECK(false, "unknown intrinsic");
@@ -757,6 +764,7 @@ void LLVMCodeGen::emit_for(const ForNode* op) {
     case ForKind::GpuThreadZ:
       return emit_gpu_for(op);
     case ForKind::Serial:
+    case ForKind::WarpMma:  // on the GPU, lower_warp_mma replaced it; here a serial loop
     case ForKind::Unrolled: {
       if (auto t = transposed_loads(op);
           !t.loads.empty() && transposed_.empty() && !lanes_collide(t.vector_loop))

@@ -42,6 +42,8 @@ class LLVMCodeGen {
   llvm::Value* emit_call(const ir::PrimCallNode* op);
   /// Intrinsic::Barrier; only a GPU target has one (the CPU target fails an internal check).
   virtual llvm::Value* emit_barrier();
+  /// Intrinsic::MmaSync: a warp-level tensor-core instruction (GPU targets only).
+  virtual llvm::Value* emit_warp_mma(const ir::PrimCallNode* op);
   /// Intrinsic::Prefetch: llvm.prefetch of the load's element address (reads nothing).
   llvm::Value* emit_prefetch(const ir::PrimCallNode* op);
   /// Intrinsic::CheckIndex: the index wrapped and checked; 0 where it is out of range.

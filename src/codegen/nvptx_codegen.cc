@@ -279,6 +279,49 @@ Value* NVPTXCodeGen::emit_barrier() {
   return b_.getInt32(0);
 }
 
+// One lane's share of an m16n8kK mma.sync: the float32 fragment values rounded to the
+// precision's operand type (TF32 by cvt.rna, FP16/BF16 by round to nearest even, packed two
+// per register with the lower index in the lower half, as PTX's fragments are), C in
+// float32. LLVM merges the four calls of a lane's four elements into one instruction.
+Value* NVPTXCodeGen::emit_warp_mma(const PrimCallNode* op) {
+  int64_t element = 0, code = 0;
+  EMBER_CHECK(as_int(op->args[0], &element) && as_int(op->args[1], &code), "mma_sync in ",
+              func_name_, " needs constant element and precision");
+  const auto precision = static_cast<MmaPrecision>(code);
+  EMBER_CHECK(precision != MmaPrecision::Highest, "mma_sync of precision highest in ", func_name_);
+  std::vector<Value*> values;
+  for (size_t i = 2; i < op->args.size(); ++i) values.push_back(emit(op->args[i]));
+  for (Value* v : values)
+    EMBER_CHECK(!v->getType()->isVectorTy(), "mma_sync of vectors in ", func_name_);
+  std::vector<Value*> operands;
+  const bool tf32 = precision == MmaPrecision::TF32;
+  const size_t a_count = tf32 ? 4 : 8, b_count = tf32 ? 2 : 4;
+  auto pack = [&](size_t first, size_t count) {
+    for (size_t i = first; i < first + count; i += tf32 ? 1 : 2) {
+      if (tf32) {
+        operands.push_back(b_.CreateIntrinsic(llvm::Intrinsic::nvvm_f2tf32_rna, {}, {values[i]}));
+        continue;
+      }
+      llvm::Type* half = precision == MmaPrecision::FP16 ? b_.getHalfTy() : b_.getBFloatTy();
+      llvm::Type* pair = llvm::FixedVectorType::get(half, 2);
+      Value* v = llvm::PoisonValue::get(pair);
+      v = b_.CreateInsertElement(v, b_.CreateFPTrunc(values[i], half), uint64_t{0});
+      v = b_.CreateInsertElement(v, b_.CreateFPTrunc(values[i + 1], half), uint64_t{1});
+      operands.push_back(precision == MmaPrecision::FP16 ? v
+                                                         : b_.CreateBitCast(v, b_.getInt32Ty()));
+    }
+  };
+  pack(4, a_count);
+  pack(4 + a_count, b_count);
+  for (size_t i = 0; i < 4; ++i) operands.push_back(values[i]);  // C, float32
+  llvm::Intrinsic::ID id = tf32 ? llvm::Intrinsic::nvvm_mma_m16n8k8_row_col_tf32
+                           : precision == MmaPrecision::FP16
+                               ? llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_f32_f32
+                               : llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_bf16;
+  Value* d = b_.CreateIntrinsic(id, {}, operands);
+  return b_.CreateExtractValue(d, {static_cast<unsigned>(element)});
+}
+
 void NVPTXCodeGen::emit_index_error(Value* bad, Value*, int64_t, int64_t, int64_t) {
   Value* any = bad->getType()->isVectorTy() ? b_.CreateOrReduce(bad) : bad;
   auto* trap = llvm::BasicBlock::Create(ctx_, "index.bad", func_);

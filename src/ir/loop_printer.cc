@@ -82,6 +82,8 @@ const char* intrinsic_name(Intrinsic op) {
       return "check_index";
     case Intrinsic::Prefetch:
       return "prefetch";
+    case Intrinsic::MmaSync:
+      return "mma_sync";
   }
   return "?";
 }

@@ -26,7 +26,8 @@ std::string canonical(const std::string& name) {
 
 const std::vector<std::string>& known_config_keys() {
   static const std::vector<std::string> keys = {"FuseOps.max_depth", "FuseOps.cost_model",
-                                                "dump_ir", "tuning_log"};
+                                                "dump_ir", "tuning_log",
+                                                "cuda.matmul_precision"};
   return keys;
 }
 

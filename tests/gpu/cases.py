@@ -46,8 +46,58 @@ def _relu(rs):
     return ir.Function([x], op.nn.relu(x)), [data], [np.maximum(data, 0)]
 
 
+def round_operands(x, precision):
+    """float32 values rounded as the tensor cores' operand conversion rounds them: TF32 by
+    cvt.rna (to nearest, ties away from zero, 10 mantissa bits), BF16 and FP16 to nearest
+    even."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if precision == "fp16":
+        return x.astype(np.float16).astype(np.float32)
+    bits = x.view(np.uint32).astype(np.uint64)
+    if precision == "tf32":
+        bits = (bits + 0x1000) & 0xFFFFE000
+    elif precision == "bf16":
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def _tensor_core_dense(precision):
+    """dense + bias + ReLU on tensor cores: the reference rounds the operands as the mma's
+    conversion does and sums in float64, so only the float32 accumulation order differs; a
+    fragment placed at the wrong lane would be off by the operands' own size."""
+    def make(rs):
+        from ember import ir, op
+        x = ir.var("x", shape=(128, 256))
+        w = rs.randn(192, 256).astype("float32") * 0.1
+        b = rs.randn(192).astype("float32")
+        y = op.nn.relu(op.nn.bias_add(op.nn.dense(x, ir.const(w)), ir.const(b)))
+        data = rs.randn(128, 256).astype("float32")
+        xr, wr = (round_operands(t, precision).astype(np.float64) for t in (data, w))
+        ref = np.maximum(xr @ wr.T + b, 0).astype(np.float32)
+        return ir.Function([x], y), [data], [ref]
+    make.precision = precision
+    return make
+
+
+def _tensor_core_bmm(precision):
+    """A batched matmul whose B runs along N in memory (the other operand layout)."""
+    def make(rs):
+        from ember import ir, op
+        a, b = ir.var("a", shape=(4, 64, 128)), ir.var("b", shape=(4, 128, 96))
+        da = rs.randn(4, 64, 128).astype("float32")
+        db = rs.randn(4, 128, 96).astype("float32")
+        ar, br = (round_operands(t, precision).astype(np.float64) for t in (da, db))
+        ref = np.matmul(ar, br).astype(np.float32)
+        return ir.Function([a, b], op.nn.batch_matmul(a, b)), [da, db], [ref]
+    make.precision = precision
+    return make
+
+
 CASES = {"conv_bn_relu": _conv_bn_relu, "softmax_dense_pool": _softmax_dense_pool,
          "relu": _relu}
+for _p in ("tf32", "bf16", "fp16"):
+    CASES[f"tc_dense_{_p}"] = _tensor_core_dense(_p)
+    CASES[f"tc_bmm_{_p}"] = _tensor_core_bmm(_p)
 
 
 def export(dest, target="cuda"):
@@ -57,6 +107,9 @@ def export(dest, target="cuda"):
     dest.mkdir(parents=True, exist_ok=True)
     index = {}
     for i, (name, make) in enumerate(sorted(CASES.items())):
+        precision = getattr(make, "precision", "highest")
+        if precision != "highest" and not target.startswith("cuda"):
+            continue  # tensor cores are a CUDA build's
         func, inputs, refs = make(np.random.RandomState(i))
         if refs is None:  # the CPU target is the reference
             cpu = ember.GraphModule(ember.build(func, target="llvm"))
@@ -64,14 +117,16 @@ def export(dest, target="cuda"):
                 cpu.set_input(j, x)
             cpu.run()
             refs = [cpu.get_output(j).numpy() for j in range(cpu.get_num_outputs())]
-        lib = ember.build(func, target=target)
+        with ember.transform.PassContext(config={"cuda.matmul_precision": precision}):
+            lib = ember.build(func, target=target)
         lib.export(dest / f"{name}.ember")
         for j, x in enumerate(inputs):
             np.save(dest / f"{name}.in{j}.npy", x)
         for j, r in enumerate(refs):
             np.save(dest / f"{name}.ref{j}.npy", r)
         index[name] = {"inputs": len(inputs), "outputs": len(refs),
-                       "kernels": list(lib.kernel_names)}
+                       "kernels": list(lib.kernel_names), "precision": precision,
+                       "mma": lib.get_source("ptx").count("mma.sync")}
     (dest / "cases.json").write_text(json.dumps(index, indent=1))
     return index
 

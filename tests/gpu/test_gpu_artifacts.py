@@ -2,6 +2,8 @@
 the manifest (the narrow zoo with its weights, the full-size models with their weights bound
 by name) agrees with PyTorch on the GPU (TF32 off) and with the CPU reference; CUDA tensors go
 in and out through DLPack; benchmark and profile time the GPU."""
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -22,7 +24,10 @@ def test_artifacts_hold_gpu_code(manifest):
 
 def test_entry_matches_pytorch_on_the_gpu(artifacts, manifest, entry_key):
     entry = manifest["entries"][entry_key]
-    checked = gpu_families.check_entry(ember, torch, artifacts, entry_key, entry)
+    precision = manifest.get("precision", "highest")
+    gpu_families.torch_reference_mode(torch, precision)
+    checked = gpu_families.check_entry(ember, torch, artifacts, entry_key, entry, precision)
+    gpu_families.torch_reference_mode(torch)
     row = checked.row
     assert row["device"] == "cuda"
     assert checked.module.device == "cuda:0"
@@ -73,3 +78,20 @@ def test_wrong_input_shape_is_a_clear_error(artifacts):
     m, (data,), _ = _case(artifacts, "relu")
     with pytest.raises(ember.EmberError, match="x"):
         m.set_input("x", np.zeros((3, 3), dtype="float32"))
+
+
+@pytest.mark.parametrize("name", sorted(n for n in cases.CASES if n.startswith("tc_")))
+def test_tensor_core_gemms_match_the_rounded_operands(artifacts, name):
+    """mma.sync tiles (TF32, BF16, FP16 operands, float32 sums) against float64 sums of the
+    same rounded operands: only the accumulation order differs (1e-4 of the output scale),
+    while a fragment at the wrong lane or an unrounded operand would be far off."""
+    index = json.loads((artifacts / "cases" / "cases.json").read_text())
+    assert index[name]["mma"] > 0, f"{name}: the PTX has no mma.sync"
+    m, inputs, (ref,) = _case(artifacts, name)
+    for i, x in enumerate(inputs):
+        m.set_input(i, x)
+    m.run()
+    got = m.get_output(0).numpy()
+    scale = float(np.abs(ref).max())
+    err = float(np.abs(got - ref).max())
+    assert err <= 1e-4 * scale, f"{name}: max abs error {err:.3g} (scale {scale:.3g})"

@@ -187,7 +187,36 @@ struct LoadNode : PrimExprNode {
 /// Prefetch(load) (CPU only, Int32 result, used in an Evaluate) asks the cache for the line
 /// that holds the load's element; it reads nothing and never faults, so that element may
 /// lie past the buffer (a prefetch of the next block at the last one).
-enum class Intrinsic { Sqrt, Floor, Ceil, Abs, Round, IsNan, Fma, Barrier, CheckIndex, Prefetch };
+/// MmaSync(element, precision, c0..c3, a..., b...) (NVPTX only, Float32) is element
+/// `element` (0-3) of D = A B + C of one warp-level m16n8kK mma.sync (K = mma_k(precision)):
+/// each lane passes its fragment values of C, A and B as float32 in PTX's fragment order
+/// (4, 4 and 2 for TF32; 4, 8 and 4 for FP16 and BF16), rounded to the precision by the
+/// instruction's operand conversion. Calls with the same arguments are one instruction, so
+/// a lane's four elements come from one mma. Made only by lower_warp_mma.
+enum class Intrinsic {
+  Sqrt,
+  Floor,
+  Ceil,
+  Abs,
+  Round,
+  IsNan,
+  Fma,
+  Barrier,
+  CheckIndex,
+  Prefetch,
+  MmaSync
+};
+
+/// The precision of a float32 GEMM on tensor cores: Highest keeps float32 FMAs (no tensor
+/// cores), TF32 rounds the operands to TF32 (torch's allow_tf32), BF16 and FP16 to those
+/// types; every one accumulates in float32.
+enum class MmaPrecision { Highest, TF32, BF16, FP16 };
+/// The reduction depth K of one mma.sync of that precision (m16n8k8 for TF32, m16n8k16).
+int64_t mma_k(MmaPrecision p);
+/// "highest", "tf32", "bf16", "fp16".
+const char* mma_precision_name(MmaPrecision p);
+/// The precision named by one of those strings; an ember::Error for another.
+MmaPrecision parse_mma_precision(const std::string& name);
 struct PrimCallNode : PrimExprNode {
   static constexpr PrimKind kKind = PrimKind::Call;
   Intrinsic op;
@@ -268,6 +297,9 @@ PrimExpr prim_call(Intrinsic op, std::vector<PrimExpr> args);
 PrimExpr barrier();
 /// `evaluate(prefetch(b, i))` prefetches the cache line of element `i` of `b` (CPU only).
 PrimExpr prefetch(Buffer buffer, PrimExpr index);
+/// Element `element` of one lane's mma.sync (Intrinsic::MmaSync): its C, A and B fragments.
+PrimExpr mma_sync(int element, MmaPrecision precision, std::vector<PrimExpr> c,
+                  std::vector<PrimExpr> a, std::vector<PrimExpr> b);
 PrimExpr load(Buffer buffer, PrimExpr index);
 PrimExpr let(PrimVar v, PrimExpr value, PrimExpr body);
 /// Constant value if `e` is an IntImm (or FloatImm for the double overload).
@@ -317,7 +349,11 @@ enum class ForKind {
   GpuBlockZ,
   GpuThreadX,
   GpuThreadY,
-  GpuThreadZ
+  GpuThreadZ,
+  /// A serial loop over a chunk of a GEMM's reduction whose body is one lane's share of
+  /// warp-level m16n8 tiles (the GPU tensor-core template); the NVPTX build turns it into
+  /// mma.sync instructions (lower_warp_mma), elsewhere it runs as a serial loop.
+  WarpMma
 };
 const char* for_kind_name(ForKind k);
 /// True for the GpuBlock* and GpuThread* kinds.

@@ -27,6 +27,8 @@ struct LowerOptions {
   /// Tuned schedule knobs by workload key (tuning.h); kernels not in it, and all kernels
   /// when it is null, get the default schedule. CPU only.
   const std::map<std::string, ScheduleKnobs>* tuned = nullptr;
+  /// GPU only: the precision GEMMs may run at on tensor cores (Highest: float32 FMAs).
+  ir::MmaPrecision matmul_precision = ir::MmaPrecision::Highest;
 };
 
 struct LoweredGraph {

@@ -75,6 +75,9 @@ class Stage {
   void vectorize(const IterVar& axis) { annotate(axis, ir::ForKind::Vectorized); }
   void parallel(const IterVar& axis) { annotate(axis, ir::ForKind::Parallel); }
   void unroll(const IterVar& axis) { annotate(axis, ir::ForKind::Unrolled); }
+  /// Marks a reduction chunk loop whose body is a lane's share of warp mma tiles
+  /// (ir::ForKind::WarpMma; the GPU tensor-core template).
+  void warp_mma(const IterVar& axis) { annotate(axis, ir::ForKind::WarpMma); }
   /// Binds `axis` to a GPU block or thread index (ForKind::GpuBlockX ... GpuThreadZ): the
   /// loop runs as that many blocks or threads. A tag is bound at most once per stage.
   void bind(const IterVar& axis, ir::ForKind thread_tag);
@@ -201,13 +204,15 @@ class Schedule {
 void apply_default_schedule(Schedule& sch, const MachineModel& machine,
                             const ScheduleKnobs& knobs = {}, KnobSpace* space = nullptr);
 
-/// The default GPU schedule (src/passes/schedule/gpu_schedule.cc), one of three templates:
+/// The default GPU schedule (src/passes/schedule/gpu_schedule.cc): where `precision` allows
+/// tensor cores, a GEMM anchor first tries warp-level mma.sync tiles (gpu_tensor_core.cc);
+/// otherwise one of three templates:
 /// conv/dense/matmul tiled per block through shared memory with a register tile per thread;
 /// row reductions (softmax, layer norm, sum, ...) as one block per row with a tree in shared
 /// memory (tree_reduce); otherwise one thread per output with its reductions in registers.
 /// Within a block, loops bound to threads run as phases (see lower_gpu_phases); the fused
 /// epilogue is applied before the global store.
-void apply_gpu_schedule(Schedule& sch);
+void apply_gpu_schedule(Schedule& sch, ir::MmaPrecision precision = ir::MmaPrecision::Highest);
 
 /// The GPU kernel's memory and synchronisation from its loop nest (run by the NVPTX code
 /// generator after lowering): an allocation outside every thread loop that a thread loop
@@ -216,6 +221,11 @@ void apply_gpu_schedule(Schedule& sch);
 /// part); in a kernel with shared memory a barrier follows each thread loop at block level,
 /// so thread loops run as phases that see each other's writes.
 ir::PrimFunc lower_gpu_phases(const ir::PrimFunc& f);
+
+/// The tensor-core template's instructions (after lower_gpu_phases, NVPTX builds only):
+/// each ForKind::WarpMma loop becomes mma_sync calls of `precision` whose fragment values
+/// are that loop's own loads at the lanes PTX assigns (gpu_tensor_core.cc).
+ir::PrimFunc lower_warp_mma(const ir::PrimFunc& f, ir::MmaPrecision precision);
 
 /// Lowers a schedule to one loop-IR function. `inputs` are the placeholder tensors (in
 /// parameter order); the outputs are the schedule's outputs. Stages that are neither

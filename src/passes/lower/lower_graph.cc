@@ -260,7 +260,7 @@ PrimFunc lower_group(const Function& group, const std::string& func_name,
     std::vector<ir::Tensor> inputs;
     Schedule sch({group_compute(group, inputs, machine)});
     if (options.gpu)
-      apply_gpu_schedule(sch);
+      apply_gpu_schedule(sch, options.matmul_precision);
     else
       apply_default_schedule(sch, machine, knobs);
     f = with_group_types(lower_schedule(sch, func_name, inputs), group);

@@ -46,35 +46,13 @@
 #include "ember/ir/simplify.h"
 #include "ember/passes/schedule.h"
 #include "ember/support/error.h"
+#include "gpu_common.h"
 
 namespace ember::passes {
 
 using namespace ir;
 
-namespace {
-
-constexpr int64_t kThreads = 256;
-constexpr int64_t kMaxSharedBytes = 48 * 1024;  // static shared memory of one block
-constexpr int64_t kMaxLocalBytes = 1024;        // per-thread arrays beyond this spill
-constexpr int64_t kMinBlockReduce = 32;         // shorter rows: one thread per row
-constexpr int64_t kTileVolume = 128 * 128;      // outputs per block in the tiled template
-constexpr int64_t kMinTileVolume = 32 * 32;     // ... at least, with 64 threads of 4 x 4
-constexpr int64_t kMinBlocks = 128;             // blocks the tiled template aims for
-// Outputs per thread: 8 x 8 in tiles of at least 128 x 64 (16 operand loads from shared
-// memory per 64 FMAs), 4 x 4 in smaller ones (8 per 16) so that they still have 64 threads.
-constexpr int64_t kBigRegisterTile = 64, kRegisterTile = 16;
-constexpr int64_t kBigTileVolume = 128 * 64;
-constexpr int64_t kReduceChunk = 32;  // reduction elements staged per step
-// A sum this long over fewer than kMinBlocks / 4 tiles runs a block per output instead.
-constexpr int64_t kLongReduction = 256;
-// Split-K inside a block (reduction_groups): each group sums at least this many products.
-constexpr int64_t kSplitReduction = 128;
-
-int64_t pow2_ceil(int64_t n) {
-  int64_t p = 1;
-  while (p < n) p *= 2;
-  return p;
-}
+namespace gpu {
 
 bool is_output(const Schedule& sch, const Stage& s) {
   for (auto& o : sch.outputs())
@@ -111,6 +89,65 @@ void bind_strided(Stage& s, const std::vector<IterVar>& axes, int64_t threads) {
   auto [outer, inner] = s.split(f, std::max<int64_t>(1, std::min(threads, f->extent)));
   s.reorder({inner, outer});
   s.bind(inner, ForKind::GpuThreadX);
+}
+
+// The two operands of a sum of products `a * b` of different tensors, or null.
+std::pair<const ProducerLoadNode*, const ProducerLoadNode*> product_operands(const Stage& r) {
+  auto* red = r.body().as<ReduceNode>();
+  if (!red || red->op != ReduceOp::Sum) return {nullptr, nullptr};
+  auto* mul = red->source.as<BinaryNode>();
+  if (!mul || mul->op != BinaryOp::Mul) return {nullptr, nullptr};
+  auto* a = mul->a.as<ProducerLoadNode>();
+  auto* b = mul->b.as<ProducerLoadNode>();
+  if (!a || !b || a->producer == b->producer) return {nullptr, nullptr};
+  return {a, b};
+}
+
+// Does `o` read the anchor `r` at its own index (0 on a dimension of size 1, as
+// broadcasting reads it)? Then the tile of one is the tile of the other.
+bool reads_at_own_index(const PrimExpr& body, const Stage& o, const Stage& r) {
+  const size_t n = o.axes().size();
+  if (r.axes().size() != n) return false;
+  bool identity = true;
+  visit_prim(body, [&](const PrimExpr& e) {
+    auto* p = e.as<ProducerLoadNode>();
+    if (!p || p->producer != r.tensor().ref()) return;
+    for (size_t d = 0; d < n; ++d) {
+      int64_t c = -1;
+      identity &= p->indices[d].get() == o.axes()[d]->var.get() ||
+                  (o.axes()[d]->extent == 1 && as_int(p->indices[d], &c) && c == 0);
+    }
+  });
+  return identity;
+}
+
+}  // namespace gpu
+
+namespace {
+
+using namespace gpu;
+
+constexpr int64_t kThreads = 256;
+constexpr int64_t kMaxSharedBytes = 48 * 1024;  // static shared memory of one block
+constexpr int64_t kMaxLocalBytes = 1024;        // per-thread arrays beyond this spill
+constexpr int64_t kMinBlockReduce = 32;         // shorter rows: one thread per row
+constexpr int64_t kTileVolume = 128 * 128;      // outputs per block in the tiled template
+constexpr int64_t kMinTileVolume = 32 * 32;     // ... at least, with 64 threads of 4 x 4
+constexpr int64_t kMinBlocks = 128;             // blocks the tiled template aims for
+// Outputs per thread: 8 x 8 in tiles of at least 128 x 64 (16 operand loads from shared
+// memory per 64 FMAs), 4 x 4 in smaller ones (8 per 16) so that they still have 64 threads.
+constexpr int64_t kBigRegisterTile = 64, kRegisterTile = 16;
+constexpr int64_t kBigTileVolume = 128 * 64;
+constexpr int64_t kReduceChunk = 32;  // reduction elements staged per step
+// A sum this long over fewer than kMinBlocks / 4 tiles runs a block per output instead.
+constexpr int64_t kLongReduction = 256;
+// Split-K inside a block (reduction_groups): each group sums at least this many products.
+constexpr int64_t kSplitReduction = 128;
+
+int64_t pow2_ceil(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p *= 2;
+  return p;
 }
 
 // --------------------------------------------------------------------- simple template
@@ -169,36 +206,6 @@ bool schedule_simple(Schedule& sch) {
 }
 
 // --------------------------------------------------------------------- tiled template
-
-// The two operands of a sum of products `a * b` of different tensors, or null.
-std::pair<const ProducerLoadNode*, const ProducerLoadNode*> product_operands(const Stage& r) {
-  auto* red = r.body().as<ReduceNode>();
-  if (!red || red->op != ReduceOp::Sum) return {nullptr, nullptr};
-  auto* mul = red->source.as<BinaryNode>();
-  if (!mul || mul->op != BinaryOp::Mul) return {nullptr, nullptr};
-  auto* a = mul->a.as<ProducerLoadNode>();
-  auto* b = mul->b.as<ProducerLoadNode>();
-  if (!a || !b || a->producer == b->producer) return {nullptr, nullptr};
-  return {a, b};
-}
-
-// Does `o` read the anchor `r` at its own index (0 on a dimension of size 1, as
-// broadcasting reads it)? Then the tile of one is the tile of the other.
-bool reads_at_own_index(const PrimExpr& body, const Stage& o, const Stage& r) {
-  const size_t n = o.axes().size();
-  if (r.axes().size() != n) return false;
-  bool identity = true;
-  visit_prim(body, [&](const PrimExpr& e) {
-    auto* p = e.as<ProducerLoadNode>();
-    if (!p || p->producer != r.tensor().ref()) return;
-    for (size_t d = 0; d < n; ++d) {
-      int64_t c = -1;
-      identity &= p->indices[d].get() == o.axes()[d]->var.get() ||
-                  (o.axes()[d]->extent == 1 && as_int(p->indices[d], &c) && c == 0);
-    }
-  });
-  return identity;
-}
 
 // The block's tile (`tile`, per axis of `o`) and each thread's register tile (`reg`) for
 // the product `a * b` that `r` sums; returns the threads per block.
@@ -634,8 +641,10 @@ bool fits(const std::vector<Tensor>& outputs, const std::function<bool(Schedule&
 
 }  // namespace
 
-void apply_gpu_schedule(Schedule& sch) {
+void apply_gpu_schedule(Schedule& sch, MmaPrecision precision) {
   std::vector<std::function<bool(Schedule&)>> templates;
+  if (precision != MmaPrecision::Highest)
+    templates.push_back([=](Schedule& s) { return schedule_tensor_core(s, precision); });
   // Split-K staging twice the unsplit tile's chunk first (GEMM panels only:
   // reduction_innermost), then one chunk, then no split (a stride-2 conv's wide operand
   // tiles did not fit split).

@@ -1,0 +1,374 @@
+// The GPU schedule's tensor-core template and the rewrite that gives it its instructions.
+//
+// A build that allows a lower matmul precision (PassContext config
+// "cuda.matmul_precision": "tf32", "bf16" or "fp16") tries this template first on a group
+// whose anchor is a GEMM (dense, matmul, batch_matmul: one sum of products over one
+// reduction axis). Each warp computes m16n8 tiles with mma.sync (m16n8k8 for TF32, m16n8k16
+// for FP16/BF16), accumulating in float32:
+//
+//   blockIdx.x = (batch, BM x BN output tile)          BM x BN: 128x128 (8 warps, 2 x 4),
+//     for ko:                                            64x64 or 32x32 (4 warps, 2 x 2)
+//       A_tile[BM][Kc], B_tile[BN or Kc][..] (shared, float32) = operands over chunk ko
+//       threadIdx (warp, lane): for ki in chunk (warp_mma): for each of the warp's m16n8
+//         tiles: ACC[tile][4] += A_tile x B_tile    (one mma.sync per tile and k step)
+//     threadIdx: O = epilogue(ACC) (fused, from each lane's own accumulators; global store)
+//
+// The schedule splits the output so that a lane owns exactly the accumulator elements PTX
+// gives it: in a 16 x 8 tile, rows g and g + 8 and columns 2t and 2t + 1, where g = lane / 4
+// and t = lane % 4. Each warp's tiles are interleaved with the other warps' at 16 rows and 8
+// columns, so that every thread axis is an inner split of a fixed size. The loop nest this
+// schedule lowers to is an ordinary per-thread register tile: the chunk loop is marked
+// ForKind::WarpMma and runs serially everywhere except in the NVPTX build, so the GPU
+// emulation checks the template's indexing on the CPU. For the GPU, lower_warp_mma (below,
+// after lower_gpu_phases) replaces each WarpMma loop by mma_sync calls whose fragment values
+// it reads from the same shared tiles at the lanes PTX assigns: the loop body's own load
+// indices, with the chunk index, the register-tile indices and (for B, whose fragment column
+// is g rather than 2t + c) the lane substituted.
+//
+// The template applies only where the warp tiles divide M and N and the mma's K divides the
+// reduction (no lane may skip an mma: a warp instruction needs all 32); elsewhere the FMA
+// templates run. Operands stay float32 in shared memory and are rounded as each lane builds
+// its fragment (one cvt per value). Not yet: ldmatrix, cp.async pipelines, split-K for small
+// grids, convolutions (several reduction axes), half-precision tensors between kernels.
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "analysis.h"
+#include "ember/ir/simplify.h"
+#include "ember/support/error.h"
+#include "gpu_common.h"
+
+namespace ember::passes {
+
+using namespace ir;
+
+namespace {
+
+constexpr int64_t kTileRows = 16, kTileCols = 8;  // one mma.sync's output tile
+constexpr int64_t kMinBlocks = 128;               // as the tiled template aims for
+
+struct WarpTiling {
+  int64_t block_m, block_n, warps_m, warps_n;
+};
+// Largest first: 128 x 128 blocks of 8 warps (64 float accumulators per lane), then 64 x 64
+// and 32 x 32 blocks of 4 warps for grids that would otherwise leave most SMs idle.
+constexpr WarpTiling kTilings[] = {{128, 128, 2, 4}, {64, 64, 2, 2}, {32, 32, 2, 2}};
+
+// The output's axes by what indexes them: only `a` (M), only `b` (N), or both (batch).
+// A side of several axes (a dense of [batch, tokens, K] has two M axes) tiles its innermost
+// one and runs the others as blocks, so that every block's operand tiles are exact boxes.
+struct GemmSides {
+  int m = -1, n = -1;          // the innermost axis of each side
+  std::vector<size_t> blocks;  // the rest: a block per index
+};
+
+GemmSides gemm_sides(const Stage& r, const ProducerLoadNode* a, const ProducerLoadNode* b) {
+  GemmSides out;
+  for (size_t d = 0; d < r.axes().size(); ++d) {
+    const PrimVarNode* v = r.axes()[d]->var.get();
+    bool in_a = false, in_b = false;
+    for (auto& i : a->indices) in_a |= uses_var(i, v);
+    for (auto& i : b->indices) in_b |= uses_var(i, v);
+    if (in_a != in_b && r.axes()[d]->extent > 1) {
+      int& side = in_a ? out.m : out.n;
+      if (side >= 0) out.blocks.push_back(static_cast<size_t>(side));
+      side = static_cast<int>(d);
+    } else {
+      out.blocks.push_back(d);
+    }
+  }
+  std::sort(out.blocks.begin(), out.blocks.end());
+  return out;
+}
+
+// The first tiling that divides M x N and gives at least kMinBlocks blocks, else the
+// smallest that divides; null when none does.
+const WarpTiling* choose_tiling(int64_t m, int64_t n, int64_t batch) {
+  const WarpTiling* chosen = nullptr;
+  for (const WarpTiling& t : kTilings) {
+    if (m % t.block_m || n % t.block_n) continue;
+    chosen = &t;
+    if (batch * (m / t.block_m) * (n / t.block_n) >= kMinBlocks) break;
+  }
+  return chosen;
+}
+
+struct LaneAxes {
+  std::vector<IterVar> threads;  // (warp_m, warp_n, g, t): the lane is g * 4 + t
+  std::vector<IterVar> tiles;    // (mt, h, nt, c): the lane's accumulators
+};
+
+// Splits a block tile's M and N axes as the mma's fragments own them (see the top).
+LaneAxes split_lanes(Stage& s, const IterVar& m, const IterVar& n, const WarpTiling& t) {
+  auto [m1, g] = s.split(m, 8);
+  auto [m2, h] = s.split(m1, 2);
+  auto [mt, wm] = s.split(m2, t.warps_m);
+  auto [n1, c] = s.split(n, 2);
+  auto [n2, tn] = s.split(n1, 4);
+  auto [nt, wn] = s.split(n2, t.warps_n);
+  return {{wm, wn, g, tn}, {mt, h, nt, c}};
+}
+
+// Orders `s`'s leaf axes as `outer`, then the lanes' thread axes (bound to threadIdx.x),
+// then `middle`, then the unrolled register tile; returns the thread axis.
+IterVar order_lanes(Stage& s, const std::vector<IterVar>& outer, const LaneAxes& lanes,
+                    const std::vector<IterVar>& middle) {
+  std::vector<IterVar> order = outer;
+  order.insert(order.end(), lanes.threads.begin(), lanes.threads.end());
+  order.insert(order.end(), middle.begin(), middle.end());
+  order.insert(order.end(), lanes.tiles.begin(), lanes.tiles.end());
+  s.reorder(order);
+  IterVar tx = s.fuse(lanes.threads);
+  s.bind(tx, ForKind::GpuThreadX);
+  for (auto& x : lanes.tiles) s.unroll(x);
+  return tx;
+}
+
+}  // namespace
+
+namespace gpu {
+
+bool schedule_tensor_core(Schedule& sch, MmaPrecision precision) {
+  if (precision == MmaPrecision::Highest) return false;
+  Stage* o = prepare(sch);
+  if (!o || o->axes().empty() || o->tensor().dtype() != DType::Float32) return false;
+  PrimExpr body = sch.expanded_body(*o);
+  std::vector<Stage*> reds = reductions_read(sch, body);
+  if (reds.size() != 1) return false;
+  Stage& r = *reds[0];
+  auto [a, b] = product_operands(r);
+  if (!a || r.tensor().dtype() != DType::Float32 || r.reduce_axes().size() != 1 ||
+      !reductions_read(sch, sch.expanded_body(r)).empty() || !reads_at_own_index(body, *o, r))
+    return false;
+  for (const TensorRef& p : {a->producer, b->producer})
+    if (Tensor(p).dtype() != DType::Float32) return false;
+  const GemmSides sides = gemm_sides(r, a, b);
+  if (sides.m < 0 || sides.n < 0) return false;
+  const int64_t k = r.reduce_axes()[0]->extent, step = mma_k(precision);
+  if (k % step) return false;
+  int64_t blocks = 1;
+  for (size_t d : sides.blocks) blocks *= o->axes()[d]->extent;
+  const WarpTiling* tiling =
+      choose_tiling(o->axes()[sides.m]->extent, o->axes()[sides.n]->extent, blocks);
+  if (!tiling) return false;
+  int64_t chunk = step;  // reduction elements staged a step: 32 where they divide
+  for (int64_t c : {int64_t{32}, int64_t{16}})
+    if (c >= step && k % c == 0) {
+      chunk = c;
+      break;
+    }
+  const int64_t threads = tiling->warps_m * tiling->warps_n * 32;
+
+  // Output: a block per (batch, BM x BN) tile; each lane's epilogue reads its accumulators.
+  std::vector<IterVar> outer;
+  for (size_t d : sides.blocks) outer.push_back(o->axes()[d]);
+  auto [mo, mi] = o->split(o->axes()[sides.m], tiling->block_m);
+  auto [no, ni] = o->split(o->axes()[sides.n], tiling->block_n);
+  outer.push_back(mo);
+  outer.push_back(no);
+  LaneAxes out_lanes = split_lanes(*o, mi, ni, *tiling);
+  order_lanes(*o, outer, out_lanes, {});
+  IterVar bx = o->fuse(outer);
+  o->bind(bx, ForKind::GpuBlockX);
+
+  // Operands staged per chunk by all threads; rows padded so that the lanes of a fragment
+  // load (8 rows x 4 columns, or 4 rows x 8 columns) hit 32 different banks.
+  const PrimVarNode* kvar = r.reduce_axes()[0]->var.get();
+  const bool k_inner[2] = {a->indices.back().get() == kvar, b->indices.back().get() == kvar};
+  std::vector<Tensor> copies;
+  for (const TensorRef& p : {a->producer, b->producer})
+    copies.push_back(sch.cache_read(Tensor(p), {r.tensor()}));  // `a` and `b` now dangle
+
+  // The anchor: computed at the block, a chunk at a time, each lane's tiles unrolled.
+  r.compute_at(*o, bx);
+  auto [ko, ki] = r.split(r.reduce_axes()[0], chunk);
+  std::vector<IterVar> rest;  // the block axes: 1 inside the block
+  for (size_t d : sides.blocks) rest.push_back(r.axes()[d]);
+  LaneAxes lanes = split_lanes(r, r.axes()[sides.m], r.axes()[sides.n], *tiling);
+  rest.push_back(ko);
+  order_lanes(r, rest, lanes, {ki});
+  r.warp_mma(ki);
+  r.keep_per_thread();
+
+  for (size_t i = 0; i < copies.size(); ++i) {
+    Stage& c = sch[copies[i]];
+    c.compute_at(r, ko);
+    bind_strided(c, c.axes(), threads);
+    c.pad_rows(k_inner[i] ? 4 : 8);
+  }
+  return true;
+}
+
+}  // namespace gpu
+
+// ----------------------------------------------------------------------- lower_warp_mma
+
+namespace {
+
+bool is_thread_loop(ForKind k) {
+  return k == ForKind::GpuThreadX || k == ForKind::GpuThreadY || k == ForKind::GpuThreadZ;
+}
+
+// What a WarpMma loop's body holds: the register-tile loops (mt, h, nt, c) around one store
+// ACC[i] = ACC[i] + A[ia] * B[ib].
+struct MmaBody {
+  std::vector<const ForNode*> tiles;
+  const StoreNode* store = nullptr;
+  PrimExpr a, b;  // the loads of A and B
+  VarMap lets;    // between the loops (a fused side's axes split back), resolved in order
+};
+
+[[noreturn]] void bad_body(const Stmt& body, const std::string& why) {
+  std::ostringstream os;
+  os << body;
+  throw InternalError("internal error: a warp_mma loop's body is not the tensor-core "
+                      "template's register tile (" + why + "):\n" + os.str());
+}
+
+MmaBody read_body(const Stmt& body) {
+  MmaBody out;
+  Stmt s = body;
+  for (;;) {
+    if (auto* l = s.as<LetStmtNode>()) {
+      out.lets.emplace_back(l->var.get(), substitute(l->value, out.lets));
+      s = l->body;
+      continue;
+    }
+    auto* f = s.as<ForNode>();
+    if (!f) break;
+    int64_t ext = 0;
+    int64_t min = -1;
+    if (!as_int(f->extent, &ext) || !as_int(f->min, &min) || min != 0)
+      bad_body(body, "a loop of variable extent");
+    out.tiles.push_back(f);
+    s = f->body;
+  }
+  out.store = s.as<StoreNode>();
+  if (!out.store || out.tiles.size() != 4) bad_body(body, "not four loops around one store");
+  // ACC + A * B, or fma(A, B, ACC) once the simplifier has fused it.
+  auto is_acc = [&](const PrimExpr& e) {
+    auto* l = e.as<LoadNode>();
+    return l && l->buffer.get() == out.store->buffer.get();
+  };
+  const PrimExpr& v = out.store->value;
+  if (auto* call = v.as<PrimCallNode>(); call && call->op == Intrinsic::Fma && is_acc(call->args[2])) {
+    out.a = call->args[0];
+    out.b = call->args[1];
+    return out;
+  }
+  auto* add = v.as<BinaryNode>();
+  if (!add || add->op != BinaryOp::Add) bad_body(body, "not an accumulation");
+  auto* mul = (is_acc(add->a) ? add->b : add->a).as<BinaryNode>();
+  if (!(is_acc(add->a) || is_acc(add->b)) || !mul || mul->op != BinaryOp::Mul)
+    bad_body(body, "not ACC + A * B");
+  out.a = mul->a;
+  out.b = mul->b;
+  return out;
+}
+
+int64_t extent_of(const ForNode* f) {
+  int64_t e = 0;
+  as_int(f->extent, &e);
+  return e;
+}
+
+class LowerWarpMma : public PrimMutator {
+ public:
+  explicit LowerWarpMma(MmaPrecision p) : precision_(p) {}
+
+ protected:
+  Stmt visit_for(const Stmt& s, const ForNode* op) override {
+    if (op->for_kind == ForKind::WarpMma) return rewrite(op);
+    if (!is_thread_loop(op->for_kind) || thread_.get()) return PrimMutator::visit_for(s, op);
+    thread_ = op->var;
+    Stmt out = PrimMutator::visit_for(s, op);
+    thread_ = PrimVar();
+    return out;
+  }
+  // Lets inside the thread loop (the fused thread index split back into warp and lane
+  // parts) are substituted into the fragment indices, so that the lane can be replaced.
+  Stmt visit_let_stmt(const Stmt& s, const LetStmtNode* op) override {
+    lets_.emplace_back(op->var.get(), substitute(op->value, lets_));
+    Stmt out = PrimMutator::visit_let_stmt(s, op);
+    lets_.pop_back();
+    return out;
+  }
+
+ private:
+  // The loop becomes `for kstep (unrolled): one mma per (mt, nt) tile of the lane's warp`.
+  Stmt rewrite(const ForNode* loop) {
+    EMBER_CHECK(thread_.get(), "a warp_mma loop outside a thread loop");
+    EMBER_CHECK(precision_ != MmaPrecision::Highest,
+                "a warp_mma loop in a build of matmul precision highest");
+    MmaBody body = read_body(loop->body);
+    const int64_t step = mma_k(precision_), chunk = extent_of(loop);
+    EMBER_CHECK(chunk % step == 0, "a warp_mma chunk of ", chunk, " is not a multiple of ", step);
+    EMBER_CHECK(extent_of(body.tiles[1]) == 2 && extent_of(body.tiles[3]) == 2,
+                "warp_mma tiles are not split in halves of 8 rows and pairs of columns");
+    PrimVar kstep("kstep", loop->var.dtype());
+    std::vector<Stmt> out;
+    for (int64_t i = 0; i < extent_of(body.tiles[0]); ++i)
+      for (int64_t j = 0; j < extent_of(body.tiles[2]); ++j)
+        out.push_back(one_mma(loop, body, PrimExpr(kstep) * step, i, j));
+    return for_loop(kstep, PrimExpr(int64_t{0}), PrimExpr(chunk / step), ForKind::Unrolled,
+                    seq(out));
+  }
+
+  // One mma.sync of tile (mt = i, nt = j) at reduction offset `k0` of the chunk: each
+  // fragment value is the body's own load with the chunk index, the tile indices and (for
+  // B) the lane substituted as PTX's fragment layout places it.
+  Stmt one_mma(const ForNode* loop, const MmaBody& body, const PrimExpr& k0, int64_t i, int64_t j) {
+    const ForNode *mt = body.tiles[0], *h = body.tiles[1], *nt = body.tiles[2], *c = body.tiles[3];
+    const PrimExpr tx = thread_, t = tx % 4, g = (tx / 4) % 8;
+    const bool tf32 = precision_ == MmaPrecision::TF32;
+    auto at = [&](const PrimExpr& e, PrimExpr k, PrimExpr half, PrimExpr col, PrimExpr lane) {
+      VarMap map{{loop->var.get(), k0 + k},       {mt->var.get(), PrimExpr(i)},
+                 {h->var.get(), std::move(half)}, {nt->var.get(), PrimExpr(j)},
+                 {c->var.get(), std::move(col)},  {thread_.get(), std::move(lane)}};
+      return simplify(substitute(substitute(substitute(e, body.lets), lets_), map));
+    };
+    std::vector<PrimExpr> a, b, acc;
+    const PrimExpr zero(int64_t{0});
+    for (int e = 0; e < (tf32 ? 4 : 8); ++e) {  // rows g (+8), columns as PTX lists them
+      PrimExpr half = tf32 ? PrimExpr(int64_t{e & 1}) : PrimExpr(int64_t{(e >> 1) & 1});
+      PrimExpr k = tf32 ? t + 4 * (e >> 1) : t * 2 + (e & 1) + 8 * (e >> 2);
+      a.push_back(at(body.a, k, half, zero, tx));
+    }
+    // B's fragment column is g: read it where lane (g, t = g / 2) keeps column pair c = g % 2.
+    const PrimExpr b_lane = tx - t + g / 2;
+    for (int e = 0; e < (tf32 ? 2 : 4); ++e) {
+      PrimExpr k = tf32 ? t + 4 * e : t * 2 + (e & 1) + 8 * (e >> 1);
+      b.push_back(at(body.b, k, zero, g % 2, b_lane));
+    }
+    std::vector<PrimExpr> index;  // C and D: rows g, g + 8 by columns 2t, 2t + 1
+    for (int e = 0; e < 4; ++e) {
+      index.push_back(
+          at(body.store->index, zero, PrimExpr(int64_t{e >> 1}), PrimExpr(int64_t{e & 1}), tx));
+      acc.push_back(load(body.store->buffer, index.back()));
+    }
+    std::vector<PrimVar> d;
+    std::vector<Stmt> stores;
+    for (int e = 0; e < 4; ++e) {
+      d.emplace_back("d" + std::to_string(e), DType::Float32);
+      stores.push_back(store(body.store->buffer, index[e], d.back()));
+    }
+    Stmt out = seq(stores);  // every element is read before any is written
+    for (int e = 3; e >= 0; --e) out = let_stmt(d[e], mma_sync(e, precision_, acc, a, b), out);
+    return out;
+  }
+
+  MmaPrecision precision_;
+  PrimVar thread_;
+  VarMap lets_;
+};
+
+}  // namespace
+
+PrimFunc lower_warp_mma(const PrimFunc& f, MmaPrecision precision) {
+  PrimFunc out = f;
+  out.body = LowerWarpMma(precision).mutate(f.body);
+  return out;
+}
+
+}  // namespace ember::passes
