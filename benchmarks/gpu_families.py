@@ -22,9 +22,12 @@ It also ships include/nlohmann (the header the runtime's sources need) and print
 `run` imports NumPy, the runtime part of `ember` (ember.load, ember.GraphModule) and PyTorch:
 no LLVM and no frontend. Each artifact runs where its code runs (the GPU for target cuda) and
 is compared with PyTorch on that device, TF32 off, and for zoo entries with the saved CPU
-reference. Ember (GraphModule.benchmark) and PyTorch (CUDA events on the GPU, perf_counter on
-the CPU) are timed in the same run, each the median of repeated measurements sized to about
---budget-s seconds per engine. Prints a markdown table per batch headed by the device; exit
+reference. On the GPU the module is run again so that it replays its CUDA graph, which must
+give the same outputs. Ember (GraphModule.benchmark) and PyTorch (CUDA events on the GPU,
+perf_counter on the CPU) are timed in the same run, each the median of repeated measurements
+sized to about --budget-s seconds per engine; on the GPU Ember is timed launching every
+kernel ("Ember ms") and replaying the CUDA graph ("Ember graph ms"), as --cuda-graph
+on|off|both (default both) says. Prints a markdown table per batch headed by the device; exit
 status 1 when an entry fails or disagrees with its reference.
 """
 import argparse
@@ -225,13 +228,16 @@ def _torch_model(torch, d, key, entry):
     return model.eval(), list(inputs)
 
 
-def check_entry(ember, torch, d, key, entry, precision="highest"):
+def check_entry(ember, torch, d, key, entry, precision="highest", cuda_graph=True):
     """Loads and runs one entry, binds its weights if it left them as inputs, and compares
-    its outputs with the saved reference (zoo) and with PyTorch on the same device."""
+    its outputs with the saved reference (zoo) and with PyTorch on the same device. With a
+    CUDA graph (a GPU module, cuda_graph=True) it runs twice more, recording and replaying
+    the graph, and the replay must give the first run's outputs (err_graph)."""
     d = pathlib.Path(d)
     lib = ember.load(d / f"{key}.ember")
     on_gpu = lib.target.startswith("cuda")
-    m = ember.GraphModule(lib)  # without a GPU, a cuda artifact fails here, clearly
+    # Without a GPU, a cuda artifact fails here, clearly.
+    m = ember.GraphModule(lib, cuda_graph=cuda_graph)
     model, tin = _torch_model(torch, d, key, entry)
     for i, x in enumerate(tin):
         m.set_input(i, x.numpy())
@@ -259,7 +265,29 @@ def check_entry(ember, torch, d, key, entry, precision="highest"):
             row["err_torch"] <= ATOL + rtol * row["scale"]
     else:
         row["ok"] = row["err_torch"] <= FULL_ATOL + (loose or FULL_RTOL) * row["scale"]
+    if m.cuda_graph:
+        row["err_graph"] = _replay_err(m, outs)
+        row["ok"] = row["ok"] and row["err_graph"] == 0.0
     return Checked(row, m, model, tin)
+
+
+def _replay_err(m, outs):
+    """Max abs difference from `outs` of the outputs of the CUDA graph's replay (the second
+    run records it, the third replays the recording)."""
+    err = 0.0
+    for _ in range(2):
+        m.run()
+        got = [m.get_output(i).numpy() for i in range(m.get_num_outputs())]
+        err = max(err, max(_max_err(g, o) for g, o in zip(got, outs)))
+    return err
+
+
+def _module_like(ember, m, cuda_graph):
+    """Another GraphModule of m's library with m's inputs (copied on the device)."""
+    other = ember.GraphModule(m.lib, cuda_graph=cuda_graph)
+    for i in range(m.get_num_inputs()):
+        other.set_input(i, m.get_input(i))
+    return other
 
 
 def _plan(once_ms, budget_s, max_repeat):
@@ -313,27 +341,49 @@ def _device_name(torch, on_gpu):
     return f"CPU: {name or platform.machine()}, {os.cpu_count()} cores"
 
 
+def _ratio(row, key):
+    """row[key] / PyTorch's ms, None where either is missing."""
+    return row[key] / row["torch_ms"] if row.get(key) and row.get("torch_ms") else None
+
+
 def _print_table(rows, title):
     fmt = lambda x, spec: "-" if x is None else format(x, spec)  # noqa: E731
     print(f"\n### {title}\n")
     print("| entry | batch | kernels | max abs err (torch) | max abs err (ref) | scale | Ember ms "
-          "| PyTorch ms | Ember / PyTorch |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| Ember graph ms | PyTorch ms | Ember / PyTorch | graph / PyTorch |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         if "error" in r:
-            print(f"| {r['key']} | | | error: {r['error']} | | | | | |")
+            print(f"| {r['key']} | | | error: {r['error']} | | | | | | | |")
             continue
-        ratio = r["ember_ms"] / r["torch_ms"] if r.get("torch_ms") else None
         print(f"| {r['key']} | {r['batch']} | {r['kernels']} | {fmt(r['err_torch'], '.2e')} "
               f"| {fmt(r.get('err_ref'), '.2e')} | {fmt(r['scale'], '.3g')} "
-              f"| {fmt(r.get('ember_ms'), '.4g')} | {fmt(r.get('torch_ms'), '.4g')} "
-              f"| {fmt(ratio, '.2f')}{'' if r['ok'] else ' MISMATCH'} |")
+              f"| {fmt(r.get('ember_ms'), '.4g')} | {fmt(r.get('graph_ms'), '.4g')} "
+              f"| {fmt(r.get('torch_ms'), '.4g')} | {fmt(_ratio(r, 'ember_ms'), '.2f')} "
+              f"| {fmt(_ratio(r, 'graph_ms'), '.2f')}{'' if r['ok'] else ' MISMATCH'} |")
     sys.stdout.flush()
 
 
 def _torch_mode(precision):
     return {"tf32": "TF32 on", "fp16": "autocast FP16", "bf16": "autocast BF16"}.get(
         precision, "TF32 off")
+
+
+def _time_entry(ember, torch, c, args, precision="highest"):
+    """Ember launching each kernel (ember_ms) and replaying its CUDA graph (graph_ms, GPU
+    only), as --cuda-graph asks, then PyTorch, into c.row."""
+    row, m = c.row, c.module
+    modes = {"off": [False], "on": [True], "both": [False, True]}[args.cuda_graph]
+    if row["device"] != "cuda":
+        modes = [False]  # the CPU has no CUDA graph
+    for graph in modes:
+        timed = m if m.cuda_graph == graph else _module_like(ember, m, graph)
+        row["graph_ms" if graph else "ember_ms"] = _ember_time(timed, args.budget_s,
+                                                               args.repeat)
+        del timed
+    with torch_autocast(torch, precision, row["device"] == "cuda"):
+        row["torch_ms"] = _torch_time(torch, c.model, c.torch_inputs,
+                                      row["device"] == "cuda", args.budget_s, args.repeat)
 
 
 def run(args):
@@ -364,14 +414,11 @@ def run(args):
         if only and key not in only and entry["model"] not in only:
             continue
         try:
-            c = check_entry(ember, torch, d, key, entry, precision)
+            c = check_entry(ember, torch, d, key, entry, precision,
+                            cuda_graph=args.cuda_graph != "off")
             row = c.row
             if not args.no_time:
-                row["ember_ms"] = _ember_time(c.module, args.budget_s, args.repeat)
-                with torch_autocast(torch, precision, row["device"] == "cuda"):
-                    row["torch_ms"] = _torch_time(torch, c.model, c.torch_inputs,
-                                                  row["device"] == "cuda", args.budget_s,
-                                                  args.repeat)
+                _time_entry(ember, torch, c, args, precision)
             if args.profile:
                 print(f"#### profile of {key}")
                 c.module.profile(repeat=3)
@@ -387,8 +434,10 @@ def run(args):
         if not row["ok"]:
             failures.append(key)
         rows.append(row)
+        graph = (f", graph replay err {row['err_graph']:.2e} {row.get('graph_ms', 0):.4g} ms"
+                 if "err_graph" in row else "")
         print(f"{key}: err {row['err_torch']:.2e} (scale {row['scale']:.3g}) Ember "
-              f"{row.get('ember_ms', 0):.4g} ms PyTorch {row.get('torch_ms', 0):.4g} ms",
+              f"{row.get('ember_ms', 0):.4g} ms{graph} PyTorch {row.get('torch_ms', 0):.4g} ms",
               flush=True)
 
     install = "runtime-only" if ember.RUNTIME_ONLY else "full"
@@ -401,7 +450,8 @@ def run(args):
     big = [r for r in rows if "error" not in r and r["batch"] != 1]
     if big:
         _print_table(big, title + ", batch > 1")
-    print("\nEmber / PyTorch below 1: Ember is faster. The zoo is narrow (tests/python/"
+    print("\nEmber / PyTorch below 1: Ember is faster (PyTorch eager in both ratios; \"graph\": "
+          "Ember replaying its CUDA graph, GPU only). The zoo is narrow (tests/python/"
           "models.py); the full-size rows are benchmarks/e2e.py's models.")
     if failures:
         print(f"FAILED or disagreeing with the reference: {', '.join(failures)}")
@@ -433,6 +483,9 @@ def main(argv=None):
     r.add_argument("--repeat", type=int, default=50, help="at most this many measurements")
     r.add_argument("--no-time", action="store_true", help="check only")
     r.add_argument("--profile", action="store_true", help="print each entry's kernel times")
+    r.add_argument("--cuda-graph", choices=("on", "off", "both"), default="both",
+                   help="time Ember on the GPU replaying its CUDA graph, launching every "
+                   "kernel, or both (default); the CPU has no graph")
     r.set_defaults(func=run)
     args = p.parse_args(argv)
     return args.func(args)

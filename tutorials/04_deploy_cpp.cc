@@ -77,6 +77,8 @@ int main(int argc, char** argv) {
 
     // 2. An executor: its own input, output and scratch buffers over the shared graph, code
     //    and parameters. Make one per thread to run a model from several threads at once.
+    //    A third argument, ExecutorOptions, switches a GPU model's CUDA graph replay off
+    //    (cuda_graph = false); a CPU model like this one ignores it.
     GraphExecutor exec(lib->graph, lib->module);
 
     // 3. The inputs, from .npy files. set_input checks the shape and dtype against the

@@ -211,7 +211,7 @@ def _inputs(module, specs, what):
 
 
 def _run(args):
-    module = ember.GraphModule(_load(args.artifact))
+    module = ember.GraphModule(_load(args.artifact), cuda_graph=not args.no_cuda_graph)
     _inputs(module, args.input, "run")
     module.run()
     outputs = [module.get_output(i).numpy() for i in range(module.get_num_outputs())]
@@ -234,7 +234,7 @@ def _bench(args):
         raise EmberError("--repeat and --number must be at least 1")
     if args.threads is not None:
         ember.set_num_threads(args.threads)
-    module = ember.GraphModule(_load(args.artifact))
+    module = ember.GraphModule(_load(args.artifact), cuda_graph=not args.no_cuda_graph)
     _inputs(module, args.input, "bench")
     print(module.benchmark(number=args.number, repeat=args.repeat))
 
@@ -245,6 +245,12 @@ def _target(args):
 
 
 # ------------------------------------------------------------------------------ main
+def _cuda_graph_flag(p):
+    p.add_argument("--no-cuda-graph", action="store_true",
+                   help="on a GPU, launch every kernel each run instead of replaying the run "
+                   "recorded as a CUDA graph (CPU artifacts ignore it)")
+
+
 def _parser():
     p = argparse.ArgumentParser(prog="ember", description="Ember tensor compiler: compile PyTorch programs "
                 "into self-contained artifacts, and inspect, run and time them.",
@@ -302,6 +308,7 @@ def _parser():
                    help="an input, by name or in order (repeat for each input)")
     r.add_argument("--output", action="append", metavar="FILE.npy",
                    help="save output 0, 1, ... (repeat for each output to save)")
+    _cuda_graph_flag(r)
     r.set_defaults(func=_run)
 
     b = sub.add_parser("bench", help="time an artifact",
@@ -313,6 +320,7 @@ def _parser():
     b.add_argument("--input", action="append", metavar="[NAME=]FILE.npy",
                    help="an input, by name or in order (others are random)")
     b.add_argument("--threads", type=int, help="threads for parallel loops")
+    _cuda_graph_flag(b)
     b.set_defaults(func=_bench)
 
     m = sub.add_parser("target", help="show the machine model of a CPU target",

@@ -111,15 +111,25 @@ class GraphModule:
     tensors (copied to the GPU) or CUDA torch tensors (read on the GPU, through DLPack);
     outputs are GPU tensors: out.numpy() copies to the host, torch.from_dlpack(out) shares.
     Without a GPU, creating the GraphModule raises EmberError ("no CUDA driver found").
+
+    cuda_graph (keyword, default True; CPU modules ignore it): on the GPU the first run
+    launches each kernel, and later runs (and benchmark) replay the whole run recorded once
+    as a CUDA graph: one launch instead of one per kernel. Inputs and outputs stay the
+    module's own buffers, so set_input between runs needs no new recording. A graph the
+    driver cannot record is an EmberError ("CUDA graph capture failed: ..."): pass
+    cuda_graph=False to launch every kernel each run.
     """
 
-    def __init__(self, lib):
+    def __init__(self, lib, *, cuda_graph=True):
         if not isinstance(lib, _LIBRARY_TYPES):
             raise EmberError("GraphModule: expected the Library returned by ember.build or "
                              "ember.load, got "
                              f"{_describe(lib)}")
+        if not isinstance(cuda_graph, (bool, np.bool_)):
+            raise EmberError(f"GraphModule: cuda_graph must be True or False, got "
+                             f"{_describe(cuda_graph)}")
         self.lib = lib
-        self._executor = lib._create_executor()
+        self._executor = lib._create_executor(cuda_graph=bool(cuda_graph))
 
     def set_input(self, key=None, value=None, **inputs):
         """Copies `value` into input `key` (its name or index); or set_input(x=array, ...).
@@ -174,6 +184,12 @@ class GraphModule:
     def device(self):
         """Where the module's tensors live: "cpu" or "cuda:0"."""
         return self._executor.device
+
+    @property
+    def cuda_graph(self):
+        """True when runs replay a CUDA graph: a CUDA module made with cuda_graph=True (and
+        at least one kernel). Always False on the CPU."""
+        return self._executor.cuda_graph
 
     def get_output(self, index=0):
         """Output `index` as an ember Tensor over the module's own buffer: no copy, and the

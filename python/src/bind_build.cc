@@ -153,9 +153,13 @@ static void bind_library(py::module_& m) {
           "path"_a,
           "Saves the model as one artifact file (graph, parameters, code) for ember.load, "
           "the C++ runtime (runtime::load_library) or `ember run`.")
-      .def("_create_executor", [](const Library& lib) {
-        return std::make_shared<runtime::GraphExecutor>(lib.graph, lib.module);
-      });
+      .def(
+          "_create_executor",
+          [](const Library& lib, py::handle cuda_graph) {
+            return std::make_shared<runtime::GraphExecutor>(lib.graph, lib.module,
+                                                            executor_options(cuda_graph));
+          },
+          "cuda_graph"_a = true);
 }
 
 void bind_build(py::module_& m) {

@@ -130,13 +130,17 @@ void bind_deploy(py::module_& m) {
            [](const LoadedLibrary& lib) { return fusion_edges(lib.info.fusion); })
       .def("_tuning", [](const LoadedLibrary& lib) { return tuning_info(lib.info.tuning); })
       .def("_info", &library_info)
-      .def("_create_executor", [](const LoadedLibrary& lib) {
-        if (!lib.module && !lib.graph->kernels.empty())
-          fail(
-              "this model was opened for inspection only (its code is not loaded); load it "
-              "with ember.load(path) to run it");
-        return std::make_shared<runtime::GraphExecutor>(lib.graph, lib.module);
-      });
+      .def(
+          "_create_executor",
+          [](const LoadedLibrary& lib, py::handle cuda_graph) {
+            if (!lib.module && !lib.graph->kernels.empty())
+              fail(
+                  "this model was opened for inspection only (its code is not loaded); load it "
+                  "with ember.load(path) to run it");
+            return std::make_shared<runtime::GraphExecutor>(lib.graph, lib.module,
+                                                            executor_options(cuda_graph));
+          },
+          "cuda_graph"_a = true);
 
   m.def(
       "_load",

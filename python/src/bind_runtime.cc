@@ -279,6 +279,15 @@ runtime::NDArray tensor_copy(py::handle value, const std::string& what) {
   return array_view(value, what).tensor.clone();
 }
 
+runtime::ExecutorOptions executor_options(py::handle cuda_graph) {
+  if (!py::isinstance<py::bool_>(cuda_graph) &&
+      !py::isinstance(cuda_graph, py::module_::import("numpy").attr("bool_")))
+    fail("GraphModule: cuda_graph must be True or False, got ", describe(cuda_graph));
+  runtime::ExecutorOptions options;
+  options.cuda_graph = PyObject_IsTrue(cuda_graph.ptr()) == 1;
+  return options;
+}
+
 void register_errors(py::module_& m) {
   // Local: each extension module translates its own errors into its own classes. Two
   // unrelated classes, as in C++: `except ember.EmberError` never swallows a compiler bug.
@@ -483,6 +492,7 @@ static void bind_graph_executor(py::module_& m) {
           },
           "repeat"_a = 10, "Per-kernel mean times as a table.")
       .def_property_readonly("pool_bytes", &GraphExecutor::pool_bytes)
+      .def_property_readonly("cuda_graph", &GraphExecutor::cuda_graph)
       .def_property_readonly("device", [](const GraphExecutor& ex) {
         return ex.device().type == runtime::DeviceType::CUDA
                    ? "cuda:" + std::to_string(ex.device().id)

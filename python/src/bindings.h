@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "ember/runtime/graph_executor.h"
 #include "ember/runtime/ndarray.h"
 #include "ember/runtime/report.h"
 
@@ -32,6 +33,10 @@ std::string describe(pybind11::handle value);
 std::string str_arg(pybind11::handle value, const std::string& what);
 /// The value as an integer (bool rejected); ember::Error naming `what` otherwise.
 int64_t int_arg(pybind11::handle value, const std::string& what);
+
+/// The executor's options from GraphModule's keywords: `cuda_graph` must be a bool (True,
+/// False or a NumPy bool); ember::Error naming it otherwise.
+runtime::ExecutorOptions executor_options(pybind11::handle cuda_graph);
 
 /// A C-contiguous NumPy array and an ember NDArray viewing its memory. The view is valid
 /// only while `array` lives, so the two travel together.

@@ -1,6 +1,8 @@
 // The CUDA driver API through dlopen. The few driver types and functions Ember needs are
 // declared here (their ABI is stable: the *_v2 names are what cuda.h maps the plain names
 // to), so the build never needs CUDA headers and a CPU-only machine never needs libcuda.
+// Streams and graphs are looked up too but are optional at load: a driver without them
+// fails only when a stream or a graph is made, naming the missing function.
 #include "cuda_device.h"
 
 #include <dlfcn.h>
@@ -19,9 +21,13 @@ using CUdeviceptr = unsigned long long;
 using CUcontext = void*;
 using CUevent = void*;
 using CUstream = void*;
+using CUgraph = void*;
+using CUgraphExec = void*;
 
-constexpr int kAttrMajor = 75;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
-constexpr int kAttrMinor = 76;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
+constexpr int kAttrMajor = 75;           // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+constexpr int kAttrMinor = 76;           // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
+constexpr unsigned kStreamBlocking = 0;  // CU_STREAM_DEFAULT: ordered with the default stream
+constexpr int kCaptureThreadLocal = 1;   // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
 
 const char* const kNoDriver =
     "no CUDA driver found (libcuda.so.1): target=\"cuda\" needs an NVIDIA GPU; build with "
@@ -55,6 +61,16 @@ struct Driver {
   CUresult (*cuEventDestroy)(CUevent);
   CUresult (*cuGetErrorName)(CUresult, const char**);
   CUresult (*cuGetErrorString)(CUresult, const char**);
+  // Optional (null when the driver lacks them); `need` checks them where they are used.
+  CUresult (*cuStreamCreate)(CUstream*, unsigned) = nullptr;
+  CUresult (*cuStreamDestroy)(CUstream) = nullptr;
+  CUresult (*cuStreamSynchronize)(CUstream) = nullptr;
+  CUresult (*cuStreamBeginCapture)(CUstream, int /*CUstreamCaptureMode*/) = nullptr;
+  CUresult (*cuStreamEndCapture)(CUstream, CUgraph*) = nullptr;
+  CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec*, CUgraph, unsigned long long) = nullptr;
+  CUresult (*cuGraphLaunch)(CUgraphExec, CUstream) = nullptr;
+  CUresult (*cuGraphExecDestroy)(CUgraphExec) = nullptr;
+  CUresult (*cuGraphDestroy)(CUgraph) = nullptr;
 
   std::string error;  // why the driver is unusable ("" when it is fine)
   int count = 0;
@@ -109,6 +125,19 @@ Driver& driver_state() {
     sym(drv->cuEventDestroy, "cuEventDestroy_v2");
     sym(drv->cuGetErrorName, "cuGetErrorName");
     sym(drv->cuGetErrorString, "cuGetErrorString");
+    // Optional entry points: a miss leaves the pointer null.
+    auto opt = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+    };
+    opt(drv->cuStreamCreate, "cuStreamCreate");
+    opt(drv->cuStreamDestroy, "cuStreamDestroy_v2");
+    opt(drv->cuStreamSynchronize, "cuStreamSynchronize");
+    opt(drv->cuStreamBeginCapture, "cuStreamBeginCapture_v2");
+    opt(drv->cuStreamEndCapture, "cuStreamEndCapture");
+    opt(drv->cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags");
+    opt(drv->cuGraphLaunch, "cuGraphLaunch");
+    opt(drv->cuGraphExecDestroy, "cuGraphExecDestroy");
+    opt(drv->cuGraphDestroy, "cuGraphDestroy");
     if (!ok) {
       drv->error =
           "the CUDA driver (libcuda.so.1) is too old: it lacks functions Ember needs; "
@@ -156,6 +185,26 @@ void check(const Driver& d, CUresult r, const char* what) {
 }
 
 CUdeviceptr dptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+// What a failed graph call tells the user to do.
+const char* const kGraphsOff =
+    "; run without CUDA graphs (ember.GraphModule(lib, cuda_graph=False), `ember run/bench "
+    "--no-cuda-graph`, ExecutorOptions::cuda_graph = false in C++)";
+
+// Fails unless the driver has the optional entry point `fn`.
+template <typename Fn>
+void need(Fn fn, const char* name, const char* what) {
+  if (!fn)
+    fail(what, ": the CUDA driver (libcuda.so.1) lacks ", name,
+         "; update the NVIDIA driver (CUDA 11.4 or newer)");
+}
+
+// `device`'s primary context made current, for releasing a handle in a destructor; false
+// when the driver or the context is gone (then there is nothing to release).
+bool release_context(Driver& d, int device) {
+  if (!d.error.empty() || device < 0 || device >= d.count || !d.contexts[device]) return false;
+  return d.cuCtxSetCurrent(d.contexts[device]) == 0;
+}
 
 }  // namespace
 
@@ -281,6 +330,107 @@ void Event::record() {
   check(d, d.cuEventRecord(event_, nullptr), "cuEventRecord");
 }
 
+void Event::record(const Stream& stream) {
+  Driver& d = driver(device_);
+  check(d, d.cuEventRecord(event_, stream.handle()), "cuEventRecord");
+}
+
+// ----------------------------------------------------------------------- streams, graphs
+
+Stream::Stream(int device) : device_(device) {
+  Driver& d = driver(device);
+  need(d.cuStreamCreate, "cuStreamCreate", "cannot create a CUDA stream");
+  need(d.cuStreamDestroy, "cuStreamDestroy_v2", "cannot create a CUDA stream");
+  need(d.cuStreamSynchronize, "cuStreamSynchronize", "cannot create a CUDA stream");
+  check(d, d.cuStreamCreate(&stream_, kStreamBlocking), "cuStreamCreate");
+}
+
+Stream::~Stream() {
+  Driver& d = driver_state();
+  // Work still queued finishes first; the driver releases the stream after it.
+  if (stream_ && release_context(d, device_)) d.cuStreamDestroy(stream_);
+}
+
+void Stream::synchronize() {
+  Driver& d = driver(device_);
+  check(d, d.cuStreamSynchronize(stream_), "stream synchronize (a kernel failed while running)");
+}
+
+Graph Graph::capture(Stream& stream, const std::function<void()>& work) {
+  Driver& d = driver(stream.device());
+  const char* capture_failed = "CUDA graph capture failed";
+  need(d.cuStreamBeginCapture, "cuStreamBeginCapture_v2", capture_failed);
+  need(d.cuStreamEndCapture, "cuStreamEndCapture", capture_failed);
+  need(d.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", capture_failed);
+  need(d.cuGraphLaunch, "cuGraphLaunch", capture_failed);
+  need(d.cuGraphExecDestroy, "cuGraphExecDestroy", capture_failed);
+  need(d.cuGraphDestroy, "cuGraphDestroy", capture_failed);
+  CUstream s = stream.handle();
+  CUresult r = d.cuStreamBeginCapture(s, kCaptureThreadLocal);
+  if (r != 0) fail(capture_failed, ": cuStreamBeginCapture: ", error_text(d, r), kGraphsOff);
+  // Ends the capture (whatever happened, so that the stream is usable again): the graph, or
+  // null with the error in `r`.
+  auto end_capture = [&] {
+    CUgraph graph = nullptr;
+    r = d.cuStreamEndCapture(s, &graph);
+    if (r != 0 && graph) d.cuGraphDestroy(graph);
+    return r == 0 ? graph : nullptr;
+  };
+  auto abandon = [&] {
+    if (CUgraph graph = end_capture()) d.cuGraphDestroy(graph);
+  };
+  try {
+    work();
+  } catch (const Error& e) {
+    abandon();
+    fail(capture_failed, ": ", e.what(), kGraphsOff);
+  } catch (...) {
+    abandon();
+    throw;
+  }
+  CUgraph graph = end_capture();
+  if (!graph)
+    fail(capture_failed, ": cuStreamEndCapture: ", r ? error_text(d, r) : "no graph", kGraphsOff);
+  Graph g;
+  g.device_ = stream.device();
+  r = d.cuGraphInstantiateWithFlags(&g.exec_, graph, 0);
+  d.cuGraphDestroy(graph);  // the executable graph is a snapshot: it does not need the graph
+  if (r != 0) {
+    g.exec_ = nullptr;
+    fail("CUDA graph instantiation failed: cuGraphInstantiateWithFlags: ", error_text(d, r),
+         kGraphsOff);
+  }
+  return g;
+}
+
+Graph::~Graph() { reset(); }
+
+Graph::Graph(Graph&& other) noexcept : exec_(other.exec_), device_(other.device_) {
+  other.exec_ = nullptr;
+}
+
+Graph& Graph::operator=(Graph&& other) noexcept {
+  if (this != &other) {
+    reset();
+    exec_ = other.exec_;
+    device_ = other.device_;
+    other.exec_ = nullptr;
+  }
+  return *this;
+}
+
+void Graph::reset() noexcept {
+  Driver& d = driver_state();
+  if (exec_ && release_context(d, device_) && d.cuGraphExecDestroy) d.cuGraphExecDestroy(exec_);
+  exec_ = nullptr;
+}
+
+void Graph::launch(Stream& stream) {
+  EMBER_CHECK(exec_ != nullptr, "launch of an empty CUDA graph (capture it first)");
+  Driver& d = driver(device_);
+  check(d, d.cuGraphLaunch(exec_, stream.handle()), "graph launch (cuGraphLaunch)");
+}
+
 float Event::elapsed_since(const Event& start) {
   Driver& d = driver(device_);
   check(d, d.cuEventSynchronize(event_), "cuEventSynchronize (a kernel failed while running)");
@@ -324,7 +474,7 @@ void* module_function(void* module, const std::string& name, int device) {
 }
 
 void launch_kernel(void* function, const LaunchDims& dims, const std::vector<void*>& args,
-                   const std::string& name, int device) {
+                   const std::string& name, int device, void* stream) {
   Driver& d = driver(device);
   // cuLaunchKernel takes the address of each parameter value.
   std::vector<void*> values = args;
@@ -332,7 +482,7 @@ void launch_kernel(void* function, const LaunchDims& dims, const std::vector<voi
   for (auto& v : values) params.push_back(&v);
   auto u = [](int64_t x) { return static_cast<unsigned>(x); };
   CUresult r = d.cuLaunchKernel(function, u(dims.grid[0]), u(dims.grid[1]), u(dims.grid[2]),
-                                u(dims.block[0]), u(dims.block[1]), u(dims.block[2]), 0, nullptr,
+                                u(dims.block[0]), u(dims.block[1]), u(dims.block[2]), 0, stream,
                                 params.data(), nullptr);
   if (r != 0)
     fail("launch of kernel '", name, "' (grid ", dims.grid[0], "x", dims.grid[1], "x", dims.grid[2],

@@ -1,8 +1,8 @@
 #pragma once
 /// The CUDA driver calls under the public face (ember/runtime/cuda.h): raw device memory,
-/// copies, and module load and launch. Internal to src/ (CudaModule and the tensors use
-/// them). Every entry point throws a clear ember::Error when there is no driver or no GPU,
-/// and names the kernel when a launch fails.
+/// copies, and module load and launch (streams, events and graphs are in cuda.h). Internal to
+/// src/ (CudaModule and the tensors use them). Every entry point throws a clear ember::Error
+/// when there is no driver or no GPU, and names the kernel when a launch fails.
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -23,8 +23,9 @@ void copy_device_to_device(void* dst, const void* src, size_t bytes, int device 
 void* module_load(const std::string& ptx, const std::string& built_for, int device);
 void module_unload(void* module, int device) noexcept;
 void* module_function(void* module, const std::string& name, int device);
-/// Launches on the default stream; `args` are the kernel's buffer pointers.
+/// Launches on `stream` (a CUstream; null: the default stream); `args` are the kernel's
+/// buffer pointers.
 void launch_kernel(void* function, const LaunchDims& dims, const std::vector<void*>& args,
-                   const std::string& name, int device);
+                   const std::string& name, int device, void* stream = nullptr);
 
 }  // namespace ember::runtime::cuda

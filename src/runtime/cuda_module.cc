@@ -48,14 +48,16 @@ void CudaModule::load(int device) {
   device_ = device;
 }
 
-void CudaModule::launch(const std::string& name, const std::vector<void*>& args) {
+void CudaModule::launch(const std::string& name, const std::vector<void*>& args,
+                        const Stream* stream) {
   if (!module_) load(device_);
   auto it = kernels_.find(name);
   if (it == kernels_.end()) fail("kernel '", name, "' is not in this CUDA module");
   if (static_cast<int>(args.size()) != it->second.num_params)
     fail("kernel '", name, "' takes ", it->second.num_params, " buffers but was given ",
          args.size());
-  launch_kernel(functions_.at(name), it->second, args, name, device_);
+  launch_kernel(functions_.at(name), it->second, args, name, device_,
+                stream ? stream->handle() : nullptr);
 }
 
 }  // namespace ember::runtime::cuda

@@ -42,10 +42,11 @@ std::string fixed(double x, int digits) {
 
 // The plan says where each value's memory is (memory_plan.h), the launcher takes it on the
 // device and runs the kernels (launcher.h); the executor binds the two.
-GraphExecutor::GraphExecutor(std::shared_ptr<const ExecGraph> graph, std::shared_ptr<Module> module)
+GraphExecutor::GraphExecutor(std::shared_ptr<const ExecGraph> graph, std::shared_ptr<Module> module,
+                             const ExecutorOptions& options)
     : graph_(std::move(graph)) {
   EMBER_CHECK(graph_ != nullptr, "GraphExecutor needs a graph");
-  launcher_ = make_launcher(graph_, module);
+  launcher_ = make_launcher(graph_, module, options);
   const MemoryPlan plan = plan_memory(*graph_);
   pool_bytes_ = plan.pool_bytes;
   output_is_param_ = plan.output_is_param;
@@ -221,6 +222,8 @@ std::vector<NDArray> GraphExecutor::run_bound(const std::vector<NDArray>& inputs
 }
 
 Device GraphExecutor::device() const { return launcher_->device(); }
+
+bool GraphExecutor::cuda_graph() const { return launcher_->cuda_graph(); }
 
 NDArray GraphExecutor::get_output(int index) const {
   if (index < 0 || index >= num_outputs())

@@ -72,10 +72,17 @@ class CpuLauncher final : public KernelLauncher {
   std::vector<KernelFn> fns_;
 };
 
+// Kernels go to the launcher's own stream. With CUDA graphs on, the first run launches each
+// kernel (a bad launch fails naming its kernel), and later runs replay one graph recorded
+// from the launches of a whole run: one launch instead of one per kernel. The graph holds
+// the argument pointers it was recorded with, so it is recorded again when they change.
 class CudaLauncher final : public KernelLauncher {
  public:
-  CudaLauncher(std::shared_ptr<const ExecGraph> graph, std::shared_ptr<cuda::CudaModule> module)
-      : graph_(std::move(graph)), module_(std::move(module)) {
+  CudaLauncher(std::shared_ptr<const ExecGraph> graph, std::shared_ptr<cuda::CudaModule> module,
+               bool cuda_graph)
+      : graph_(std::move(graph)),
+        module_(std::move(module)),
+        use_graph_(cuda_graph && !graph_->kernels.empty()) {  // (no kernels: nothing to record)
     module_->load(0);
     for (const auto& k : graph_->kernels)
       if (!module_->kernels().count(k.func)) missing_function(k, "CUDA module");
@@ -90,41 +97,74 @@ class CudaLauncher final : public KernelLauncher {
     return t;
   }
   void run(Args& args) override {
-    launch_all(args);
-    cuda::synchronize();
+    if (use_graph_ && launched_) {
+      graph_for(args).launch(stream_);
+    } else {
+      launch_all(args);
+    }
+    stream_.synchronize();
+    launched_ = true;
   }
   double time_runs(Args& args, int number) override {
-    // GPU time between events, launches queued back to back.
+    if (use_graph_) {
+      if (!launched_) run(args);
+      graph_for(args);  // recorded before the clock starts
+    }
+    // GPU time between events, runs queued back to back.
     cuda::Event start, stop;
-    start.record();
-    for (int j = 0; j < number; ++j) launch_all(args);
-    stop.record();
+    start.record(stream_);
+    for (int j = 0; j < number; ++j) {
+      if (use_graph_)
+        cuda_graph_.launch(stream_);
+      else
+        launch_all(args);
+    }
+    stop.record(stream_);
     return stop.elapsed_since(start) / number;
   }
   void time_kernels(Args& args, std::vector<double>& total) override {
     for (size_t k = 0; k < args.size(); ++k) {
       cuda::Event start, stop;
-      start.record();
-      module_->launch(graph_->kernels[k].func, args[k]);
-      stop.record();
+      start.record(stream_);
+      module_->launch(graph_->kernels[k].func, args[k], &stream_);
+      stop.record(stream_);
       total[k] += stop.elapsed_since(start);
     }
   }
+  bool cuda_graph() const override { return use_graph_; }
 
  private:
-  void launch_all(Args& args) {
-    for (size_t k = 0; k < args.size(); ++k) module_->launch(graph_->kernels[k].func, args[k]);
+  void launch_all(const Args& args) {
+    for (size_t k = 0; k < args.size(); ++k)
+      module_->launch(graph_->kernels[k].func, args[k], &stream_);
   }
+  // The graph of one run over `args`: recorded now if there is none or the pointers changed.
+  cuda::Graph& graph_for(const Args& args) {
+    if (!cuda_graph_.defined() || args != graph_args_) {
+      cuda_graph_ = cuda::Graph();  // the old one goes first
+      graph_args_.clear();
+      cuda_graph_ = cuda::Graph::capture(stream_, [&] { launch_all(args); });
+      graph_args_ = args;
+    }
+    return cuda_graph_;
+  }
+  // Members in this order so that the graph goes before the stream and the module.
   std::shared_ptr<const ExecGraph> graph_;
   std::shared_ptr<cuda::CudaModule> module_;
+  cuda::Stream stream_;
+  const bool use_graph_;
+  bool launched_ = false;  // a run has launched the kernels one by one
+  cuda::Graph cuda_graph_;
+  Args graph_args_;  // the pointers cuda_graph_ was recorded with
 };
 
 }  // namespace
 
 std::unique_ptr<KernelLauncher> make_launcher(const std::shared_ptr<const ExecGraph>& graph,
-                                              const std::shared_ptr<Module>& module) {
+                                              const std::shared_ptr<Module>& module,
+                                              const ExecutorOptions& options) {
   if (auto gpu = std::dynamic_pointer_cast<cuda::CudaModule>(module))
-    return std::make_unique<CudaLauncher>(graph, std::move(gpu));
+    return std::make_unique<CudaLauncher>(graph, std::move(gpu), options.cuda_graph);
   return std::make_unique<CpuLauncher>(graph, module);
 }
 

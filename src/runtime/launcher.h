@@ -2,7 +2,8 @@
 // Where a GraphExecutor's memory lives and how its kernels run: the one interface between
 // the executor and the device, so the executor has no CPU-or-GPU branches. The CPU calls a
 // Module's functions in order, checking the kernel error channel after each; the GPU
-// launches a CudaModule's kernels on the default stream.
+// launches a CudaModule's kernels on the launcher's own stream and, with CUDA graphs on,
+// replays one recorded graph of a whole run from the second run on.
 #include <memory>
 #include <vector>
 
@@ -27,12 +28,15 @@ class KernelLauncher {
   virtual double time_runs(Args& args, int number) = 0;
   /// Runs every kernel once, adding each one's milliseconds to `total`.
   virtual void time_kernels(Args& args, std::vector<double>& total) = 0;
+  /// Whether runs replay a CUDA graph (never on the CPU).
+  virtual bool cuda_graph() const { return false; }
 };
 
 /// The launcher for `module`'s kind: a cuda::CudaModule is loaded on GPU 0 now (so a machine
 /// without a GPU fails here, clearly); every kernel of `graph` is resolved now (ember::Error
-/// naming a kernel the module lacks).
+/// naming a kernel the module lacks). `options.cuda_graph` applies to a CUDA module only.
 std::unique_ptr<KernelLauncher> make_launcher(const std::shared_ptr<const ExecGraph>& graph,
-                                              const std::shared_ptr<Module>& module);
+                                              const std::shared_ptr<Module>& module,
+                                              const ExecutorOptions& options);
 
 }  // namespace ember::runtime

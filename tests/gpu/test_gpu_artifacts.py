@@ -1,9 +1,9 @@
 """Exported models and cases run on the GPU with the runtime-only install: every entry of
 the manifest (the narrow zoo with its weights, the full-size models with their weights bound
 by name) agrees with PyTorch on the GPU (TF32 off) and with the CPU reference; CUDA tensors go
-in and out through DLPack; benchmark and profile time the GPU."""
+in and out through DLPack; benchmark and profile time the GPU; replaying the CUDA graph gives
+what launching every kernel gives and reads new inputs."""
 import json
-
 import numpy as np
 import pytest
 import torch
@@ -36,9 +36,9 @@ def test_entry_matches_pytorch_on_the_gpu(artifacts, manifest, entry_key):
                        f"(output scale {row['scale']:.3g})")
 
 
-def _case(artifacts, name):
+def _case(artifacts, name, cuda_graph=True):
     lib, inputs, refs = cases.load(artifacts / "cases", name)
-    return ember.GraphModule(lib), inputs, refs
+    return ember.GraphModule(lib, cuda_graph=cuda_graph), inputs, refs
 
 
 def test_numpy_and_cuda_tensors_in_and_out(artifacts):
@@ -95,3 +95,79 @@ def test_tensor_core_gemms_match_the_rounded_operands(artifacts, name):
     scale = float(np.abs(ref).max())
     err = float(np.abs(got - ref).max())
     assert err <= 1e-4 * scale, f"{name}: max abs error {err:.3g} (scale {scale:.3g})"
+
+
+# ------------------------------------------------------------------------------ CUDA graphs
+def _outputs(m):
+    return [m.get_output(i).numpy() for i in range(m.get_num_outputs())]
+
+
+def test_cuda_graph_replays_give_what_kernel_launches_give(artifacts):
+    """Every case, with and without the CUDA graph: run 1 launches the kernels, run 2
+    records and replays the graph, run 3 replays it; all bit for bit the same as launching
+    every kernel, and close to the reference."""
+    names = sorted(json.loads((artifacts / "cases" / "cases.json").read_text()))
+    assert {"relu", "conv_bn_relu", "softmax_dense_pool"} <= set(names)
+    for name in names:
+        graph, inputs, refs = _case(artifacts, name, cuda_graph=True)
+        eager, _, _ = _case(artifacts, name, cuda_graph=False)
+        assert graph.cuda_graph and not eager.cuda_graph
+        for m in (graph, eager):
+            for i, x in enumerate(inputs):
+                m.set_input(i, x)
+        eager.run()
+        want = _outputs(eager)
+        for run in range(3):
+            graph.run()
+            for got, w, ref in zip(_outputs(graph), want, refs):
+                np.testing.assert_array_equal(got, w, err_msg=f"{name}, run {run + 1}")
+                if not name.startswith("tc_"):  # tensor cores: their own test's tolerance
+                    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_cuda_graph_replay_reads_new_inputs(artifacts):
+    """After the graph is recorded, set_input with new data (NumPy, then a CUDA torch tensor
+    through DLPack, then a call with inputs) and a replay give the new data's result."""
+    m, (data,), (ref,) = _case(artifacts, "relu")
+    assert m.cuda_graph
+    m.set_input("x", data)
+    for _ in range(3):  # launch, record + replay, replay
+        m.run()
+    np.testing.assert_array_equal(m.get_output(0).numpy(), ref)
+    rs = np.random.RandomState(46)
+    fresh = rs.randn(*data.shape).astype("float32")
+    m.set_input("x", fresh)  # NumPy: copied into the input buffer the graph reads
+    m.run()
+    np.testing.assert_array_equal(m.get_output(0).numpy(), np.maximum(fresh, 0))
+    fresh = rs.randn(*data.shape).astype("float32")
+    m.set_input("x", torch.from_numpy(fresh).cuda())  # a CUDA tensor, through DLPack
+    m.run()
+    out = torch.from_dlpack(m.get_output(0))
+    np.testing.assert_array_equal(out.cpu().numpy(), np.maximum(fresh, 0))
+    fresh = rs.randn(*data.shape).astype("float32")
+    np.testing.assert_array_equal(m(x=fresh).numpy(), np.maximum(fresh, 0))
+
+
+def test_benchmark_and_profile_with_the_cuda_graph(artifacts):
+    """benchmark replays the graph (recorded before timing, even with warmup=0 on a module
+    that never ran); profile launches kernels one by one; a replay afterwards still reads new
+    inputs."""
+    m, (data,), (ref,) = _case(artifacts, "conv_bn_relu")
+    m.set_input("x", data)
+    r = m.benchmark(number=5, repeat=3, warmup=0)
+    assert len(r.results) == 3 and r.mean > 0
+    np.testing.assert_allclose(m.get_output(0).numpy(), ref, rtol=1e-5, atol=1e-5)
+    assert "Total" in m.profile(repeat=2)
+    graph_ms = m.benchmark(number=20, repeat=3).median
+    eager, _, _ = _case(artifacts, "conv_bn_relu", cuda_graph=False)
+    eager.set_input("x", data)
+    eager_ms = eager.benchmark(number=20, repeat=3).median
+    print(f"conv_bn_relu: {graph_ms:.4f} ms replaying the graph, {eager_ms:.4f} ms launching")
+    assert graph_ms > 0 and eager_ms > 0  # speed is the benchmarks' business, not asserted
+    m2, (data,), _ = _case(artifacts, "relu")
+    m2.set_input("x", data)
+    m2.benchmark(number=3, repeat=2)
+    fresh = np.random.RandomState(7).randn(*data.shape).astype("float32")
+    m2.set_input("x", fresh)
+    m2.run()
+    np.testing.assert_array_equal(m2.get_output(0).numpy(), np.maximum(fresh, 0))

@@ -83,6 +83,11 @@ def test_run_matches_in_memory_outputs(artifact, tmp_path):
     assert "output 0: float32[2, 8]" in result.stdout
     for i in range(2):
         assert np.load(tmp_path / f"y{i}.npy").tobytes() == expected[i].tobytes()
+    # --no-cuda-graph (a GPU switch) is accepted and changes nothing on the CPU.
+    result = ember_cli("run", d / "m.ember", "--no-cuda-graph", "--input", d / "x.npy",
+                       "--input", d / "scale.npy", "--output", tmp_path / "z0.npy")
+    assert result.returncode == 0, result.stderr
+    assert np.load(tmp_path / "z0.npy").tobytes() == expected[0].tobytes()
 
 
 def test_run_errors(artifact, tmp_path):
@@ -105,6 +110,8 @@ def test_bench(artifact):
     result = ember_cli("bench", d / "m.ember", "--repeat", "5", "--input", f"x={d / 'x.npy'}")
     assert result.returncode == 0, result.stderr
     assert "Execution time summary" in result.stdout and "mean (ms)" in result.stdout
+    result = ember_cli("bench", d / "m.ember", "--repeat", "2", "--no-cuda-graph")
+    assert result.returncode == 0 and "Execution time summary" in result.stdout, result.stderr
     assert_user_error(ember_cli("bench", d / "m.ember", "--repeat", "0"), "at least 1")
 
 

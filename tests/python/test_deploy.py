@@ -397,10 +397,13 @@ def test_runtime_only_build_runs_saved_models(tmp_path):
     script = f"""
 import numpy as np, ember
 assert ember.RUNTIME_ONLY
-m = ember.GraphModule(ember.load({str(files / 'model.ember')!r}))
-m.set_input(0, np.load({str(files / 'x.npy')!r}))
-m.run()
-assert m.get_output(0).numpy().tobytes() == np.load({str(files / 'expected.npy')!r}).tobytes()
+for graph in (True, False):  # CUDA graphs: the keyword is there, a CPU model ignores it
+    m = ember.GraphModule(ember.load({str(files / 'model.ember')!r}), cuda_graph=graph)
+    assert m.cuda_graph is False
+    m.set_input(0, np.load({str(files / 'x.npy')!r}))
+    m.run()
+    expected = np.load({str(files / 'expected.npy')!r}).tobytes()
+    assert m.get_output(0).numpy().tobytes() == expected
 try:
     ember.build(None)
 except ember.EmberError as e:
@@ -435,14 +438,16 @@ def _families(*args, env=None, timeout=180):
 
 def _table(stdout):
     """{entry: {batch, kernels, err_torch, err_ref (None for a full-size entry), scale,
-    ember_ms, torch_ms, ratio, mismatch}} from the tables."""
+    ember_ms, graph_ms, torch_ms, ratio, graph_ratio, mismatch}} from the tables (None for
+    "-": graph_ms and graph_ratio on the CPU)."""
     rows = {}
-    names = ["batch", "kernels", "err_torch", "err_ref", "scale", "ember_ms", "torch_ms", "ratio"]
+    names = ["batch", "kernels", "err_torch", "err_ref", "scale", "ember_ms", "graph_ms",
+             "torch_ms", "ratio", "graph_ratio"]
     for line in stdout.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 9 and re.fullmatch(r"[0-9]+", cells[1]):
-            mismatch = cells[8].endswith("MISMATCH")
-            cells[8] = cells[8].replace("MISMATCH", "").strip()
+        if len(cells) == 11 and re.fullmatch(r"[0-9]+", cells[1]):
+            mismatch = cells[10].endswith("MISMATCH")
+            cells[10] = cells[10].replace("MISMATCH", "").strip()
             row = {k: None if c == "-" else float(c) for k, c in zip(names, cells[1:])}
             rows[cells[0]] = dict(row, mismatch=mismatch)
     return rows
@@ -503,6 +508,15 @@ def test_gpu_families_export_and_run_on_the_cpu(zoo_llvm, tmp_path):
         assert (r["err_ref"] is None) == (key == "mlp_b2"), (key, r)
         assert r["ember_ms"] > 0 and r["torch_ms"] > 0, done.stdout
         assert abs(r["ratio"] - r["ember_ms"] / r["torch_ms"]) <= 0.01, done.stdout
+        assert r["graph_ms"] is None and r["graph_ratio"] is None, done.stdout  # no CPU graph
+    # --cuda-graph names a GPU timing; on the CPU any choice times the one way there is.
+    done = _families("run", zoo_llvm, "--only", "mlp", "--cuda-graph", "on", "--repeat", "2",
+                     "--budget-s", "0.02")
+    assert done.returncode == 0, done.stdout + done.stderr
+    r = _table(done.stdout)["mlp"]
+    assert r["ember_ms"] > 0 and r["graph_ms"] is None, done.stdout
+    done = _families("run", zoo_llvm, "--cuda-graph", "sometimes")
+    assert done.returncode == 2 and "--cuda-graph" in done.stderr, done.stderr
 
     # A reference that disagrees is reported and fails the run.
     bad = tmp_path / "bad"

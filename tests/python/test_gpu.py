@@ -173,7 +173,48 @@ def test_running_without_a_gpu_is_a_clear_error():
         ember.GraphModule(lib)
 
 
+def test_cuda_graph_keyword_on_a_cpu_module_is_accepted_and_ignored(tmp_path):
+    """GraphModule(lib, cuda_graph=...) takes a bool (NumPy's too) for a Library and a
+    loaded model; a CPU module has no CUDA graph (cuda_graph is False) and runs as before."""
+    x = ir.var("x", shape=(4, 5))
+    lib = ember.build(ir.Function([x], op.nn.relu(x)), target="llvm")
+    lib.export(tmp_path / "relu.ember")
+    data = np.random.RandomState(0).randn(4, 5).astype("float32")
+    for model in (lib, ember.load(tmp_path / "relu.ember")):
+        for flag in (True, False, np.bool_(True)):
+            m = ember.GraphModule(model, cuda_graph=flag)
+            assert m.cuda_graph is False
+            for _ in range(3):  # the runs a GPU module would launch, record and replay
+                np.testing.assert_array_equal(m(x=data).numpy(), np.maximum(data, 0))
+            assert m.benchmark(number=2, repeat=2, warmup=0).mean > 0
+    assert ember.GraphModule(lib).cuda_graph is False  # the default (True) is ignored too
+
+
+def test_cuda_graph_must_be_a_bool():
+    x = ir.var("x", shape=(3,))
+    lib = ember.build(ir.Function([x], op.nn.relu(x)), target="llvm")
+    for bad in ("yes", 1, None, 0.0):
+        with pytest.raises(ember.EmberError, match="cuda_graph must be True or False"):
+            ember.GraphModule(lib, cuda_graph=bad)
+        with pytest.raises(ember.EmberError, match="cuda_graph must be True or False"):
+            lib._create_executor(cuda_graph=bad)  # the binding checks it too
+    with pytest.raises(TypeError):
+        ember.GraphModule(lib, True)  # keyword only
+    with pytest.raises(AttributeError):
+        ember.GraphModule(lib).cuda_graph = True  # read-only
+
+
+@pytest.mark.skipif(cuda_available(), reason="a GPU is present")
+def test_cuda_graph_off_without_a_gpu_is_the_same_clear_error():
+    x = ir.var("x", shape=(5,))
+    lib = ember.build(ir.Function([x], op.nn.relu(x)), target="cuda")
+    for flag in (True, False):
+        with pytest.raises(ember.EmberError, match=r"no CUDA (driver|GPU) found"):
+            ember.GraphModule(lib, cuda_graph=flag)
+
+
 # Runs on a GPU: tests/gpu (the runtime-only suite, run by scripts/gpu_run.sh on the GPU
 # machine with artifacts that benchmarks/gpu_families.py exports here) checks the exported
 # zoo, the full-size models and these kernels' cases there: DLPack in and out, softmax,
-# dense and pooling against PyTorch, benchmark and profile.
+# dense and pooling against PyTorch, benchmark and profile, and CUDA graph replays (the
+# same outputs as launching every kernel, new inputs read, benchmark replaying).

@@ -1,11 +1,12 @@
 #pragma once
 /// The CUDA device as the runtime's users see it: whether a GPU is present, device tensors,
-/// copies between host and device, event timing, and the module of PTX kernels that a
-/// target="cuda" build produces. The driver API is loaded with dlopen("libcuda.so.1") at
-/// first use, so neither the build nor a CPU-only machine needs CUDA; every call that needs
-/// a GPU throws a clear ember::Error when there is none.
+/// copies between host and device, streams, event timing, CUDA graphs, and the module of PTX
+/// kernels that a target="cuda" build produces. The driver API is loaded with
+/// dlopen("libcuda.so.1") at first use, so neither the build nor a CPU-only machine needs CUDA;
+/// every call that needs a GPU throws a clear ember::Error when there is none.
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -35,14 +36,62 @@ NDArray to_host(const NDArray& t);
 /// Waits for every kernel and copy queued on `device`; errors of kernels surface here.
 void synchronize(int device = 0);
 
-/// Timing with driver events on the default stream (milliseconds between two records).
+/// A stream of GPU `device`: kernels, events and graph replays queued on it run in order. It
+/// is a blocking stream (CU_STREAM_DEFAULT), so it stays ordered with the copies that
+/// cuda::copy makes on the default stream (set_input before a run, get_output after it).
+class Stream {
+ public:
+  explicit Stream(int device = 0);
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  /// Waits for everything queued on the stream; errors of kernels that ran surface here.
+  void synchronize();
+  void* handle() const { return stream_; }  // the CUstream
+  int device() const { return device_; }
+
+ private:
+  void* stream_ = nullptr;
+  int device_;
+};
+
+/// An executable CUDA graph: the launches that one piece of work queues on a stream, recorded
+/// once and replayed as one launch. The driver functions it needs are looked up at first use,
+/// so an older driver fails only here, with an ember::Error naming the function.
+class Graph {
+ public:
+  Graph() = default;
+  /// Records what `work` queues on `stream` (nothing runs while recording; the capture is
+  /// local to the calling thread) and instantiates it. "CUDA graph capture failed: ..." (or
+  /// "... instantiation failed") ember::Error when the driver lacks graphs, `work` throws an
+  /// ember::Error, or the driver refuses; the stream is usable again after a failure.
+  static Graph capture(Stream& stream, const std::function<void()>& work);
+  ~Graph();
+  Graph(Graph&& other) noexcept;
+  Graph& operator=(Graph&& other) noexcept;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  bool defined() const { return exec_ != nullptr; }
+  /// Queues one replay of the recorded launches on `stream`.
+  void launch(Stream& stream);
+
+ private:
+  void reset() noexcept;
+  void* exec_ = nullptr;  // the CUgraphExec
+  int device_ = 0;
+};
+
+/// Timing with driver events (milliseconds between two records).
 class Event {
  public:
   explicit Event(int device = 0);
   ~Event();
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
+  /// Records on the default stream.
   void record();
+  /// Records on `stream` (after what is queued there).
+  void record(const Stream& stream);
   /// Milliseconds from `start` to this event (waits for this event to complete).
   float elapsed_since(const Event& start);
 
@@ -76,9 +125,10 @@ class CudaModule final : public Module {
   const std::string& arch() const { return arch_; }
   /// Loads the PTX on `device` (once); the no-driver / wrong-architecture errors come here.
   void load(int device = 0);
-  /// Launches kernel `name` on the default stream; `args` are device pointers, one per
-  /// kernel buffer. ember::Error naming the kernel when the launch fails.
-  void launch(const std::string& name, const std::vector<void*>& args);
+  /// Launches kernel `name` on `stream` (the default stream when null); `args` are device
+  /// pointers, one per kernel buffer. ember::Error naming the kernel when the launch fails.
+  void launch(const std::string& name, const std::vector<void*>& args,
+              const Stream* stream = nullptr);
 
  private:
   std::string ptx_, ll_, arch_;

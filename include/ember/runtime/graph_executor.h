@@ -63,6 +63,15 @@ struct KernelProfile {
   std::vector<Shape> shapes;  // argument shapes, inputs then outputs
 };
 
+/// How an executor runs its kernels.
+struct ExecutorOptions {
+  /// CUDA modules: from the second run on, replay the whole run as one CUDA graph recorded
+  /// from the first launches (one launch instead of one per kernel; recorded again when the
+  /// kernels' argument pointers change). Off: every run launches each kernel. CPU modules
+  /// ignore it.
+  bool cuda_graph = true;
+};
+
 /// Threads: every call on one executor holds its lock, so calls from several threads are
 /// serialized and never corrupt a result; separate executors (of one model or not) run in
 /// parallel. A sequence set_input, run, get_output is three calls, though: another thread may
@@ -74,7 +83,8 @@ class GraphExecutor {
   /// their own) and resolves every kernel in `module`. With a CUDA module (target "cuda")
   /// all memory is on the GPU and kernels are launched; without a GPU this throws the
   /// "no CUDA driver found" ember::Error.
-  GraphExecutor(std::shared_ptr<const ExecGraph> graph, std::shared_ptr<Module> module);
+  GraphExecutor(std::shared_ptr<const ExecGraph> graph, std::shared_ptr<Module> module,
+                const ExecutorOptions& options = {});
   ~GraphExecutor();
 
   int num_inputs() const;
@@ -87,7 +97,8 @@ class GraphExecutor {
   /// (ember::Error naming the input, the expected and the given type).
   void set_input(int index, const NDArray& value);
   void set_input(const std::string& name, const NDArray& value);
-  /// Runs every kernel; on a GPU it returns once they have finished.
+  /// Runs every kernel; on a GPU it returns once they have finished. A CUDA graph that
+  /// cannot be recorded is an ember::Error ("CUDA graph capture failed: ...").
   void run();
   /// Sets every input (`inputs` in the order of input_names(), as set_input checks them),
   /// runs, and returns copies of the outputs (on device()), all as one step: the way for
@@ -100,13 +111,17 @@ class GraphExecutor {
   std::vector<NDArray> run_bound(const std::vector<NDArray>& inputs);
   /// Where the executor's tensors live (CUDA for a CUDA module).
   Device device() const;
+  /// Whether runs replay a CUDA graph: ExecutorOptions::cuda_graph on a CUDA module.
+  bool cuda_graph() const;
   /// The executor's output buffer (no copy, on device()): the next run() overwrites it. An
   /// output that is a parameter is a copy instead: the parameters are shared by every
   /// executor of the model, and writing through an output must not change them.
   NDArray get_output(int index) const;
   NDArray get_input(int index) const;
+  /// With a CUDA graph, the runs timed are replays (recorded before timing starts).
   BenchmarkResult benchmark(int number = 1, int repeat = 10, int warmup = 1);
-  /// Per-kernel mean times over `repeat` runs, in kernel order.
+  /// Per-kernel mean times over `repeat` runs, in kernel order (each kernel launched alone,
+  /// never through a CUDA graph).
   std::vector<KernelProfile> profile(int repeat = 10);
   /// Table of profile(): kernel, time, share, shapes (like TVM's debug executor).
   static std::string profile_table(const std::vector<KernelProfile>& p);

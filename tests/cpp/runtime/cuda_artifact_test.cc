@@ -207,6 +207,11 @@ TEST_F(CudaArtifactTest, RunningWithoutAGpuIsTheClearError) {
   auto loaded = runtime::load_library(path_);
   EXPECT_ERROR_WITH(runtime::GraphExecutor(loaded->graph, loaded->module), "no CUDA",
                     "target=\"llvm\"");
+  runtime::ExecutorOptions no_graph;
+  no_graph.cuda_graph = false;
+  EXPECT_ERROR_WITH(runtime::GraphExecutor(loaded->graph, loaded->module, no_graph), "no CUDA");
+  EXPECT_ERROR_WITH(runtime::cuda::Stream(), "no CUDA");
+  EXPECT_FALSE(runtime::cuda::Graph().defined());  // an empty graph needs no driver
 }
 
 TEST(CudaArtifact, LoadedGpuModelMatchesTheCpuBuild) {
@@ -229,6 +234,38 @@ TEST(CudaArtifact, LoadedGpuModelMatchesTheCpuBuild) {
   for (int64_t i = 0; i < outs[0].numel(); ++i)
     EXPECT_NEAR(outs[0].data_as<float>()[i], outs[1].data_as<float>()[i], 1e-5) << i;
   std::remove(path.c_str());
+}
+
+// CUDA graphs: the run that records and the runs that replay give what launching every
+// kernel gives, and a replay reads the input set after the recording.
+TEST(CudaArtifact, CudaGraphReplayMatchesKernelLaunches) {
+  if (!runtime::cuda::available()) GTEST_SKIP() << "no CUDA GPU: GPU kernels are not run";
+  auto lib = build(model(), "cuda -arch=" + runtime::cuda::device_arch());
+  NDArray x = NDArray::empty({4, 32}, DType::Float32);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] = std::sin(0.37 * i);
+  runtime::ExecutorOptions no_graph;
+  no_graph.cuda_graph = false;
+  runtime::GraphExecutor eager(lib->graph, lib->module, no_graph);
+  runtime::GraphExecutor replay(lib->graph, lib->module);
+  ASSERT_TRUE(replay.cuda_graph());
+  ASSERT_FALSE(eager.cuda_graph());
+  auto output = [](runtime::GraphExecutor& ex) {
+    return runtime::cuda::to_host(ex.get_output(0)).clone();
+  };
+  auto same = [](const NDArray& a, const NDArray& b) {
+    return a.nbytes() == b.nbytes() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+  };
+  for (float shift : {0.0f, 1.5f}) {  // the second input comes after the graph is recorded
+    for (int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] += shift;
+    eager.set_input(0, x);
+    eager.run();
+    replay.set_input(0, x);
+    for (int run = 0; run < 3; ++run) {
+      replay.run();
+      EXPECT_TRUE(same(output(replay), output(eager))) << "shift " << shift << ", run " << run;
+    }
+  }
+  EXPECT_GT(replay.benchmark(5, 2, 0).mean, 0.0);
 }
 
 TEST_F(CudaArtifactTest, DamagedLaunchTableIsAClearError) {

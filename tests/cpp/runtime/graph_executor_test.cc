@@ -137,6 +137,22 @@ TEST(GraphExecutor, ChainResultsAndBufferReuse) {
   EXPECT_FLOAT_EQ(ex.get_output(0).data_as<float>()[3], 2.0f * 104 + 1);
 }
 
+TEST(GraphExecutor, CudaGraphOptionIsIgnoredOnTheCpu) {
+  GraphBuilder b;
+  b.g->outputs = {b.kernel("add_one", {b.input("x")})};
+  for (bool graph : {true, false}) {
+    ExecutorOptions options;
+    options.cuda_graph = graph;
+    GraphExecutor ex(b.g, std::make_shared<TestModule>(), options);
+    EXPECT_FALSE(ex.cuda_graph());
+    for (float start : {0.0f, 10.0f}) {
+      ex.set_input(0, iota({kN}, start));
+      ex.run();
+      EXPECT_FLOAT_EQ(ex.get_output(0).data_as<float>()[2], start + 3.0f);
+    }
+  }
+}
+
 TEST(GraphExecutor, OutputsAreNotOverwrittenByLaterKernels) {
   GraphBuilder b;
   int x = b.input("x");
