@@ -126,7 +126,8 @@ def export(dest, target="cuda"):
             np.save(dest / f"{name}.ref{j}.npy", r)
         index[name] = {"inputs": len(inputs), "outputs": len(refs),
                        "kernels": list(lib.kernel_names), "precision": precision,
-                       "mma": lib.get_source("ptx").count("mma.sync")}
+                       "mma": lib.get_source("ptx").count("mma.sync")
+                       if target.startswith("cuda") else 0}
     (dest / "cases.json").write_text(json.dumps(index, indent=1))
     return index
 
