@@ -61,17 +61,17 @@ def round_operands(x, precision):
     return bits.astype(np.uint32).view(np.float32)
 
 
-def _tensor_core_dense(precision):
+def _tensor_core_dense(precision, m=128, n=192, k=256):
     """dense + bias + ReLU on tensor cores: the reference rounds the operands as the mma's
     conversion does and sums in float64, so only the float32 accumulation order differs; a
     fragment placed at the wrong lane would be off by the operands' own size."""
     def make(rs):
         from ember import ir, op
-        x = ir.var("x", shape=(128, 256))
-        w = rs.randn(192, 256).astype("float32") * 0.1
-        b = rs.randn(192).astype("float32")
+        x = ir.var("x", shape=(m, k))
+        w = rs.randn(n, k).astype("float32") * 0.1
+        b = rs.randn(n).astype("float32")
         y = op.nn.relu(op.nn.bias_add(op.nn.dense(x, ir.const(w)), ir.const(b)))
-        data = rs.randn(128, 256).astype("float32")
+        data = rs.randn(m, k).astype("float32")
         xr, wr = (round_operands(t, precision).astype(np.float64) for t in (data, w))
         ref = np.maximum(xr @ wr.T + b, 0).astype(np.float32)
         return ir.Function([x], y), [data], [ref]
@@ -97,6 +97,8 @@ CASES = {"conv_bn_relu": _conv_bn_relu, "softmax_dense_pool": _softmax_dense_poo
          "relu": _relu}
 for _p in ("tf32", "bf16", "fp16"):
     CASES[f"tc_dense_{_p}"] = _tensor_core_dense(_p)
+    # 100 x 50: the last block tiles are shifted back over the ones before
+    CASES[f"tc_dense_edges_{_p}"] = _tensor_core_dense(_p, 100, 50, 80)
     CASES[f"tc_bmm_{_p}"] = _tensor_core_bmm(_p)
 
 

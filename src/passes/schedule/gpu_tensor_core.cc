@@ -25,9 +25,10 @@
 // indices, with the chunk index, the register-tile indices and (for B, whose fragment column
 // is g rather than 2t + c) the lane substituted.
 //
-// The template applies only where the warp tiles divide M and N and the mma's K divides the
-// reduction (no lane may skip an mma: a warp instruction needs all 32); elsewhere the FMA
-// templates run. Operands stay float32 in shared memory and are rounded as each lane builds
+// The template applies where M and N are at least 32 and the mma's K divides the reduction;
+// a block tile that does not divide M or N is shifted back at the edge, overlapping the one
+// before, since no lane may skip an mma (a warp instruction needs all 32). Elsewhere the
+// FMA templates run. Operands stay float32 in shared memory and are rounded as each lane builds
 // its fragment (one cvt per value). Not yet: ldmatrix, cp.async pipelines, split-K for small
 // grids, convolutions (several reduction axes), half-precision tensors between kernels.
 #include <algorithm>
@@ -82,14 +83,17 @@ GemmSides gemm_sides(const Stage& r, const ProducerLoadNode* a, const ProducerLo
   return out;
 }
 
-// The first tiling that divides M x N and gives at least kMinBlocks blocks, else the
-// smallest that divides; null when none does.
+// The first tiling that fits in M x N and gives at least kMinBlocks blocks, else the
+// smallest that fits; null when none does (M or N under 32). A block tile that does not
+// divide its axis is shifted back at the edge (SplitTail::Shift): every block computes a
+// whole tile, since a lane may not skip a warp's mma, and the last ones overlap.
 const WarpTiling* choose_tiling(int64_t m, int64_t n, int64_t batch) {
   const WarpTiling* chosen = nullptr;
   for (const WarpTiling& t : kTilings) {
-    if (m % t.block_m || n % t.block_n) continue;
+    if (m < t.block_m || n < t.block_n) continue;
     chosen = &t;
-    if (batch * (m / t.block_m) * (n / t.block_n) >= kMinBlocks) break;
+    auto tiles = [](int64_t e, int64_t b) { return (e + b - 1) / b; };
+    if (batch * tiles(m, t.block_m) * tiles(n, t.block_n) >= kMinBlocks) break;
   }
   return chosen;
 }
@@ -163,8 +167,8 @@ bool schedule_tensor_core(Schedule& sch, MmaPrecision precision) {
   // Output: a block per (batch, BM x BN) tile; each lane's epilogue reads its accumulators.
   std::vector<IterVar> outer;
   for (size_t d : sides.blocks) outer.push_back(o->axes()[d]);
-  auto [mo, mi] = o->split(o->axes()[sides.m], tiling->block_m);
-  auto [no, ni] = o->split(o->axes()[sides.n], tiling->block_n);
+  auto [mo, mi] = o->split(o->axes()[sides.m], tiling->block_m, SplitTail::Shift);
+  auto [no, ni] = o->split(o->axes()[sides.n], tiling->block_n, SplitTail::Shift);
   outer.push_back(mo);
   outer.push_back(no);
   LaneAxes out_lanes = split_lanes(*o, mi, ni, *tiling);
@@ -222,8 +226,10 @@ struct MmaBody {
 [[noreturn]] void bad_body(const Stmt& body, const std::string& why) {
   std::ostringstream os;
   os << body;
-  throw InternalError("internal error: a warp_mma loop's body is not the tensor-core "
-                      "template's register tile (" + why + "):\n" + os.str());
+  throw InternalError(
+      "internal error: a warp_mma loop's body is not the tensor-core "
+      "template's register tile (" +
+      why + "):\n" + os.str());
 }
 
 MmaBody read_body(const Stmt& body) {
@@ -252,7 +258,8 @@ MmaBody read_body(const Stmt& body) {
     return l && l->buffer.get() == out.store->buffer.get();
   };
   const PrimExpr& v = out.store->value;
-  if (auto* call = v.as<PrimCallNode>(); call && call->op == Intrinsic::Fma && is_acc(call->args[2])) {
+  if (auto* call = v.as<PrimCallNode>();
+      call && call->op == Intrinsic::Fma && is_acc(call->args[2])) {
     out.a = call->args[0];
     out.b = call->args[1];
     return out;

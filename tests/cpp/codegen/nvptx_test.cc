@@ -113,8 +113,8 @@ double element(const runtime::NDArray& t, int64_t i) {
 
 // Runs `fn` built for "llvm" and the serialized "cuda" build on the CPU; same outputs (to
 // `tol` relative to 1 + |value|: sums of a thousand products in another order need 1e-4).
-void expect_gpu_schedule_matches_cpu(const Function& fn, const std::string& what,
-                                     double tol = 1e-5, const passes::PassContext& ctx = {}) {
+void expect_gpu_schedule_matches_cpu(const Function& fn, const std::string& what, double tol = 1e-5,
+                                     const passes::PassContext& ctx = {}) {
   std::mt19937 rng(7);
   std::vector<runtime::NDArray> inputs;
   for (auto& p : fn->params) inputs.push_back(random_tensor(p->type.tensor(), rng));
@@ -178,15 +178,16 @@ TEST(NVPTX, TensorCoreTemplateComputesWhatTheCpuComputes) {
   {
     // M 128 x N 192: 32 x 32 blocks of 4 warps (1 x 2 tiles each), K 256 in chunks of 32.
     Expr x = f32("x", {128, 256}), w = f32("w", {192, 256}), b = f32("b", {192});
-    Expr y = call("nn.relu", {call("nn.bias_add", {call("nn.dense", {x, w}), b},
-                                   Attrs({{"axis", int64_t{-1}}}))});
+    Expr y =
+        call("nn.relu",
+             {call("nn.bias_add", {call("nn.dense", {x, w}), b}, Attrs({{"axis", int64_t{-1}}}))});
     cases.push_back({"dense + bias + relu", function({x, w, b}, y), 2 * 4});
   }
   {
     // 2048 x 1024: 128 blocks of 128 x 128, 8 warps of 4 x 4 tiles; K 32, one chunk.
     Expr x = f32("x", {2048, 32}), w = f32("w", {1024, 32});
-    cases.push_back({"dense in 128 x 128 blocks", function({x, w}, call("nn.dense", {x, w})),
-                     16 * 4});
+    cases.push_back(
+        {"dense in 128 x 128 blocks", function({x, w}, call("nn.dense", {x, w})), 16 * 4});
   }
   {
     // A dense over [batch, tokens, K] (BERT's): its two M axes are fused, 256 x 64.
@@ -196,8 +197,7 @@ TEST(NVPTX, TensorCoreTemplateComputesWhatTheCpuComputes) {
   {
     // B runs along N in memory; 4 batches of 64 x 96 in 32 x 32 blocks.
     Expr a = f32("a", {4, 64, 128}), b = f32("b", {4, 128, 96});
-    cases.push_back(
-        {"batch_matmul", function({a, b}, call("nn.batch_matmul", {a, b})), 2 * 4});
+    cases.push_back({"batch_matmul", function({a, b}, call("nn.batch_matmul", {a, b})), 2 * 4});
   }
   for (const char* precision : {"tf32", "bf16", "fp16"}) {
     passes::PassContext ctx;
@@ -208,29 +208,45 @@ TEST(NVPTX, TensorCoreTemplateComputesWhatTheCpuComputes) {
       auto lib = build(c.fn, "cuda -arch=sm_90", {}, ctx);
       const std::string ptx = lib->get_source("ptx");
       const std::string type = precision == std::string("fp16") ? "f16" : precision;
-      const std::string shape = type == "tf32"
-                                    ? "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
-                                    : "mma.sync.aligned.m16n8k16.row.col.f32." + type + "." +
-                                          type + ".f32";
+      const std::string shape =
+          type == "tf32" ? "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
+                         : "mma.sync.aligned.m16n8k16.row.col.f32." + type + "." + type + ".f32";
       int64_t count = 0;
       for (size_t at = ptx.find(shape); at != std::string::npos; at = ptx.find(shape, at + 1))
         ++count;
-      const int64_t want = precision == std::string("tf32") ? c.mma_per_kernel : c.mma_per_kernel / 2;
+      const int64_t want =
+          precision == std::string("tf32") ? c.mma_per_kernel : c.mma_per_kernel / 2;
       EXPECT_EQ(count, want) << ptx.substr(0, 2000);
       if (have_ptxas()) EXPECT_EQ(ptxas(ptx, "sm_90"), "");
     }
   }
 }
 
-TEST(NVPTX, TensorCoresOnlyWhereTheWarpTilesDivide) {
-  // M 70, N 50: no warp tile divides; the FMA template runs, with no mma.sync.
-  Expr x = f32("x", {70, 96}), w = f32("w", {50, 96});
-  Function fn = function({x, w}, call("nn.dense", {x, w}));
+TEST(NVPTX, TensorCoresAtAnySizeOfAtLeastOneTile) {
   passes::PassContext ctx;
   ctx.config["cuda.matmul_precision"] = "tf32";
-  expect_gpu_schedule_matches_cpu(fn, "dense 70 x 50", 1e-5, ctx);
-  EXPECT_EQ(build(fn, "cuda", {}, ctx)->get_source("ptx").find("mma.sync"), std::string::npos);
-  EXPECT_EQ(build(fn, "cuda")->get_source("ptx").find("mma.sync"), std::string::npos);
+  auto mma = [&](const Function& fn, const passes::PassContext& c) {
+    return build(fn, "cuda", {}, c)->get_source("ptx").find("mma.sync") != std::string::npos;
+  };
+  {
+    // M 70, N 50: 32 x 32 tiles, the last of each axis shifted back over the one before.
+    Expr x = f32("x", {70, 96}), w = f32("w", {50, 96}), b = f32("b", {50});
+    Function fn =
+        function({x, w, b}, call("nn.relu", {call("nn.bias_add", {call("nn.dense", {x, w}), b},
+                                                  Attrs({{"axis", int64_t{-1}}}))}));
+    expect_gpu_schedule_matches_cpu(fn, "dense 70 x 50", 1e-5, ctx);
+    EXPECT_TRUE(mma(fn, ctx));
+    EXPECT_FALSE(mma(fn, {}));  // precision highest: the FMA templates
+  }
+  {
+    // N 20 is less than a tile; K 36 is no multiple of 8: the FMA templates.
+    Expr x = f32("x", {64, 96}), w = f32("w", {20, 96});
+    Function fn = function({x, w}, call("nn.dense", {x, w}));
+    expect_gpu_schedule_matches_cpu(fn, "dense 64 x 20", 1e-5, ctx);
+    EXPECT_FALSE(mma(fn, ctx));
+    Expr y = f32("y", {64, 36}), v = f32("v", {64, 36});
+    EXPECT_FALSE(mma(function({y, v}, call("nn.dense", {y, v})), ctx));
+  }
 }
 
 TEST(NVPTX, MatmulPrecisionErrorsSayWhatToDo) {
