@@ -141,6 +141,8 @@ std::shared_ptr<Library> build_library(const ir::Function& f, const std::string&
     if (lower_opts.matmul_precision != ir::MmaPrecision::Highest) {
       for (ir::PrimFunc& f : code) f = passes::lower_warp_mma(f, lower_opts.matmul_precision);
       log("LowerWarpMma", code);
+      for (ir::PrimFunc& f : code) f = passes::pipeline_shared_tiles(f);
+      log("PipelineSharedTiles", code);
     }
   }
   auto lib = std::make_shared<Library>();

@@ -506,6 +506,18 @@ Value* LLVMCodeGen::emit_barrier() {
   EMBER_CHECK(false, "barrier in ", func_name_, ": barriers exist only on a GPU target");
 }
 
+// Off the GPU an asynchronous copy is a copy, done at once; its groups need no waiting.
+Value* LLVMCodeGen::emit_async_copy(const PrimCallNode* op) {
+  if (op->op != Intrinsic::AsyncCopy) return b_.getInt32(0);
+  auto* dst = op->args[0].as<LoadNode>();
+  EMBER_CHECK(dst && op->args[1].as<LoadNode>(), "async_copy needs two loads in ", func_name_);
+  Value* value = emit(op->args[1]);
+  Value* index = emit(dst->index);
+  EMBER_CHECK(!is_vec(index) && !is_vec(value), "async_copy of vectors in ", func_name_);
+  b_.CreateStore(value, element_ptr(dst->buffer, index));
+  return b_.getInt32(0);
+}
+
 Value* LLVMCodeGen::emit_warp_mma(const PrimCallNode*) {
   EMBER_CHECK(false, "mma_sync in ", func_name_,
               ": warp matrix instructions exist only on a GPU target");
@@ -520,6 +532,9 @@ Value* LLVMCodeGen::emit_call(const PrimCallNode* op) {
   if (op->op == Intrinsic::Barrier) return emit_barrier();  // the one call without arguments
   if (op->op == Intrinsic::Prefetch) return emit_prefetch(op);
   if (op->op == Intrinsic::MmaSync) return emit_warp_mma(op);
+  if (op->op == Intrinsic::AsyncCopy || op->op == Intrinsic::AsyncCommit ||
+      op->op == Intrinsic::AsyncWait)
+    return emit_async_copy(op);
   std::vector<Value*> args;
   bool vec = false;
   for (auto& a : op->args) {
@@ -569,6 +584,9 @@ Value* LLVMCodeGen::emit_call(const PrimCallNode* op) {
     case Intrinsic::Barrier:
     case Intrinsic::Prefetch:
     case Intrinsic::MmaSync:
+    case Intrinsic::AsyncCopy:
+    case Intrinsic::AsyncCommit:
+    case Intrinsic::AsyncWait:
       break;  // handled above
   }
   EMBER_CHECK(false, "unknown intrinsic");

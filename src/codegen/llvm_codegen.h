@@ -44,6 +44,8 @@ class LLVMCodeGen {
   virtual llvm::Value* emit_barrier();
   /// Intrinsic::MmaSync: a warp-level tensor-core instruction (GPU targets only).
   virtual llvm::Value* emit_warp_mma(const ir::PrimCallNode* op);
+  /// Intrinsic::AsyncCopy, AsyncCommit, AsyncWait: here a plain copy (cp.async on a GPU).
+  virtual llvm::Value* emit_async_copy(const ir::PrimCallNode* op);
   /// Intrinsic::Prefetch: llvm.prefetch of the load's element address (reads nothing).
   llvm::Value* emit_prefetch(const ir::PrimCallNode* op);
   /// Intrinsic::CheckIndex: the index wrapped and checked; 0 where it is out of range.

@@ -322,6 +322,30 @@ Value* NVPTXCodeGen::emit_warp_mma(const PrimCallNode* op) {
   return b_.CreateExtractValue(d, {static_cast<unsigned>(element)});
 }
 
+// cp.async of 4 bytes from global to shared memory, its groups, and the wait for them.
+Value* NVPTXCodeGen::emit_async_copy(const PrimCallNode* op) {
+  if (op->op == Intrinsic::AsyncCommit) {
+    b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_commit_group, {}, {});
+    return b_.getInt32(0);
+  }
+  if (op->op == Intrinsic::AsyncWait) {
+    int64_t n = 0;
+    EMBER_CHECK(as_int(op->args[0], &n), "async_wait of a variable count in ", func_name_);
+    b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {}, {b_.getInt32(n)});
+    return b_.getInt32(0);
+  }
+  auto* dst = op->args[0].as<LoadNode>();
+  auto* src = op->args[1].as<LoadNode>();
+  EMBER_CHECK(dst && src && dst->buffer->scope == BufferScope::Shared &&
+                  dtype_bytes(dst->buffer->dtype) == 4,
+              "async_copy in ", func_name_, " needs a 4-byte load into shared memory");
+  Value* to = element_ptr(dst->buffer, emit(dst->index));
+  Value* from = element_ptr(src->buffer, emit(src->index));
+  from = b_.CreateAddrSpaceCast(from, llvm::PointerType::get(ctx_, 1));  // global
+  b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_ca_shared_global_4, {}, {to, from});
+  return b_.getInt32(0);
+}
+
 void NVPTXCodeGen::emit_index_error(Value* bad, Value*, int64_t, int64_t, int64_t) {
   Value* any = bad->getType()->isVectorTy() ? b_.CreateOrReduce(bad) : bad;
   auto* trap = llvm::BasicBlock::Create(ctx_, "index.bad", func_);

@@ -30,6 +30,7 @@ class NVPTXCodeGen : public LLVMCodeGen {
   void emit_allocate(const ir::AllocateNode* op) override;
   llvm::Value* emit_barrier() override;
   llvm::Value* emit_warp_mma(const ir::PrimCallNode* op) override;
+  llvm::Value* emit_async_copy(const ir::PrimCallNode* op) override;
   /// No runtime to report to from a GPU thread: an out-of-range index traps, which fails the
   /// launch (a CUDA error naming no index) rather than reading a wrong row.
   void emit_index_error(llvm::Value* bad, llvm::Value* index, int64_t size, int64_t axis,

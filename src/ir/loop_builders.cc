@@ -273,6 +273,24 @@ PrimExpr prefetch(Buffer buffer, PrimExpr index) {
       std::vector<PrimExpr>{load(std::move(buffer), std::move(index))}));
 }
 
+PrimExpr async_copy(Buffer dst, PrimExpr dst_index, Buffer src, PrimExpr src_index) {
+  EMBER_CHECK(dst->dtype == src->dtype, "async_copy between buffers of different types");
+  return PrimExpr(std::make_shared<PrimCallNode>(
+      DType::Int32, Intrinsic::AsyncCopy,
+      std::vector<PrimExpr>{load(std::move(dst), std::move(dst_index)),
+                            load(std::move(src), std::move(src_index))}));
+}
+
+PrimExpr async_commit() {
+  return PrimExpr(
+      std::make_shared<PrimCallNode>(DType::Int32, Intrinsic::AsyncCommit, std::vector<PrimExpr>{}));
+}
+
+PrimExpr async_wait(int64_t groups) {
+  return PrimExpr(std::make_shared<PrimCallNode>(DType::Int32, Intrinsic::AsyncWait,
+                                                 std::vector<PrimExpr>{PrimExpr(groups)}));
+}
+
 PrimExpr mma_sync(int element, MmaPrecision precision, std::vector<PrimExpr> c,
                   std::vector<PrimExpr> a, std::vector<PrimExpr> b) {
   const size_t ab = precision == MmaPrecision::TF32 ? 1 : 2;  // values per 32-bit register

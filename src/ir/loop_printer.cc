@@ -84,6 +84,12 @@ const char* intrinsic_name(Intrinsic op) {
       return "prefetch";
     case Intrinsic::MmaSync:
       return "mma_sync";
+    case Intrinsic::AsyncCopy:
+      return "async_copy";
+    case Intrinsic::AsyncCommit:
+      return "async_commit";
+    case Intrinsic::AsyncWait:
+      return "async_wait";
   }
   return "?";
 }

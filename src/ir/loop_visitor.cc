@@ -254,7 +254,16 @@ PrimExpr PrimMutator::visit_load(const PrimExpr& e, const LoadNode* op) {
 
 PrimExpr PrimMutator::visit_call(const PrimExpr& e, const PrimCallNode* op) {
   std::vector<PrimExpr> args;
-  return mutate_all(*this, op->args, args) ? prim_call(op->op, std::move(args)) : e;
+  if (!mutate_all(*this, op->args, args)) return e;
+  switch (op->op) {  // calls whose type is not their first argument's keep theirs
+    case Intrinsic::MmaSync:
+    case Intrinsic::AsyncCopy:
+    case Intrinsic::AsyncWait:
+    case Intrinsic::Prefetch:
+      return PrimExpr(std::make_shared<PrimCallNode>(op->dtype, op->op, std::move(args)));
+    default:
+      return prim_call(op->op, std::move(args));
+  }
 }
 
 PrimExpr PrimMutator::visit_let(const PrimExpr& e, const LetNode* op) {

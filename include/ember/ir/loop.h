@@ -193,6 +193,12 @@ struct LoadNode : PrimExprNode {
 /// (4, 4 and 2 for TF32; 4, 8 and 4 for FP16 and BF16), rounded to the precision by the
 /// instruction's operand conversion. Calls with the same arguments are one instruction, so
 /// a lane's four elements come from one mma. Made only by lower_warp_mma.
+/// AsyncCopy(dst load, src load) (Int32, in an Evaluate) copies the element the source
+/// load reads into the element the destination load names: on the GPU asynchronously
+/// (cp.async, global to shared), visible once AsyncWait says its group is complete;
+/// elsewhere at once. AsyncCommit() closes the thread's current group of copies;
+/// AsyncWait(n) waits until at most n of the thread's groups are still in flight. Made only
+/// by pipeline_shared_tiles.
 enum class Intrinsic {
   Sqrt,
   Floor,
@@ -204,7 +210,10 @@ enum class Intrinsic {
   Barrier,
   CheckIndex,
   Prefetch,
-  MmaSync
+  MmaSync,
+  AsyncCopy,
+  AsyncCommit,
+  AsyncWait
 };
 
 /// The precision of a float32 GEMM on tensor cores: Highest keeps float32 FMAs (no tensor
@@ -297,6 +306,10 @@ PrimExpr prim_call(Intrinsic op, std::vector<PrimExpr> args);
 PrimExpr barrier();
 /// `evaluate(prefetch(b, i))` prefetches the cache line of element `i` of `b` (CPU only).
 PrimExpr prefetch(Buffer buffer, PrimExpr index);
+/// Intrinsic::AsyncCopy of src[src_index] into dst[dst_index], AsyncCommit and AsyncWait(n).
+PrimExpr async_copy(Buffer dst, PrimExpr dst_index, Buffer src, PrimExpr src_index);
+PrimExpr async_commit();
+PrimExpr async_wait(int64_t groups);
 /// Element `element` of one lane's mma.sync (Intrinsic::MmaSync): its C, A and B fragments.
 PrimExpr mma_sync(int element, MmaPrecision precision, std::vector<PrimExpr> c,
                   std::vector<PrimExpr> a, std::vector<PrimExpr> b);

@@ -227,6 +227,12 @@ ir::PrimFunc lower_gpu_phases(const ir::PrimFunc& f);
 /// are that loop's own loads at the lanes PTX assigns (gpu_tensor_core.cc).
 ir::PrimFunc lower_warp_mma(const ir::PrimFunc& f, ir::MmaPrecision precision);
 
+/// A tensor-core kernel's reduction chunk loop, software-pipelined (after lower_gpu_phases,
+/// NVPTX builds with tensor cores): its shared operand tiles doubled, the next chunk's
+/// global-to-shared copies (cp.async) started before the current chunk's mma. Other loops
+/// are left as they are. On the CPU the copies are plain copies, so the emulation runs it.
+ir::PrimFunc pipeline_shared_tiles(const ir::PrimFunc& f);
+
 /// Lowers a schedule to one loop-IR function. `inputs` are the placeholder tensors (in
 /// parameter order); the outputs are the schedule's outputs. Stages that are neither
 /// inlined nor attached get their own root loop nest, in producer-first order.

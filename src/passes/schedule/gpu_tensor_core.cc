@@ -48,6 +48,8 @@ namespace {
 
 constexpr int64_t kTileRows = 16, kTileCols = 8;  // one mma.sync's output tile
 constexpr int64_t kMinBlocks = 128;               // as the tiled template aims for
+constexpr int64_t kMaxSharedBytes = 48 * 1024;    // static shared memory of one block
+constexpr int64_t kMaxRowPad = 8;                 // the most pad_rows adds below
 
 struct WarpTiling {
   int64_t block_m, block_n, warps_m, warps_n;
@@ -156,12 +158,17 @@ bool schedule_tensor_core(Schedule& sch, MmaPrecision precision) {
   const WarpTiling* tiling =
       choose_tiling(o->axes()[sides.m]->extent, o->axes()[sides.n]->extent, blocks);
   if (!tiling) return false;
-  int64_t chunk = step;  // reduction elements staged a step: 32 where they divide
-  for (int64_t c : {int64_t{32}, int64_t{16}})
-    if (c >= step && k % c == 0) {
+  // Reduction elements staged a step: the most of 32, 16 and the mma's K that divides K and
+  // whose two operand tiles fit twice in a block's shared memory (pipeline_shared_tiles
+  // keeps two chunks: 16 for the 128 x 128 blocks).
+  int64_t chunk = step;
+  for (int64_t c : {int64_t{32}, int64_t{16}}) {
+    const int64_t bytes = (tiling->block_m + tiling->block_n) * (c + kMaxRowPad) * 4;
+    if (c >= step && k % c == 0 && 2 * bytes <= kMaxSharedBytes) {
       chunk = c;
       break;
     }
+  }
   const int64_t threads = tiling->warps_m * tiling->warps_n * 32;
 
   // Output: a block per (batch, BM x BN) tile; each lane's epilogue reads its accumulators.
@@ -375,6 +382,171 @@ class LowerWarpMma : public PrimMutator {
 PrimFunc lower_warp_mma(const PrimFunc& f, MmaPrecision precision) {
   PrimFunc out = f;
   out.body = LowerWarpMma(precision).mutate(f.body);
+  return out;
+}
+
+}  // namespace ember::passes
+
+// ------------------------------------------------------------------ pipeline_shared_tiles
+
+namespace ember::passes {
+
+namespace {
+
+bool is_barrier(const Stmt& s) {
+  auto* e = s.as<EvaluateNode>();
+  auto* c = e ? e->value.as<PrimCallNode>() : nullptr;
+  return c && c->op == Intrinsic::Barrier;
+}
+
+bool has_mma(const Stmt& s) {
+  bool found = false;
+  visit_prim(
+      s,
+      [&](const PrimExpr& e) {
+        auto* c = e.as<PrimCallNode>();
+        found |= c && c->op == Intrinsic::MmaSync;
+      },
+      [&](const Stmt& x) {
+        auto* f = x.as<ForNode>();
+        found |= f && f->for_kind == ForKind::WarpMma;
+      });
+  return found;
+}
+
+// A staging phase: a thread loop whose only stores copy a global element into one of
+// `tiles` (a plain load: a clamped or computed operand stays synchronous).
+bool is_staging(const Stmt& s, const std::set<const BufferNode*>& tiles) {
+  auto* f = s.as<ForNode>();
+  if (!f || !is_thread_loop(f->for_kind)) return false;
+  bool ok = true, any = false;
+  visit_prim(
+      f->body, [](const PrimExpr&) {},
+      [&](const Stmt& x) {
+        auto* st = x.as<StoreNode>();
+        if (!st) return;
+        auto* l = st->value.as<LoadNode>();
+        any = true;
+        ok &= tiles.count(st->buffer.get()) && l && l->buffer->scope == BufferScope::Global;
+      });
+  return ok && any;
+}
+
+// Points loads and stores of the tiles at their doubled buffers, at half `half`.
+class UseHalf : public PrimMutator {
+ public:
+  UseHalf(const std::map<const BufferNode*, Buffer>& doubled, PrimExpr half, bool async)
+      : doubled_(doubled), half_(std::move(half)), async_(async) {}
+
+ protected:
+  PrimExpr visit_load(const PrimExpr& e, const LoadNode* op) override {
+    auto it = doubled_.find(op->buffer.get());
+    if (it == doubled_.end()) return PrimMutator::visit_load(e, op);
+    return load(it->second, offset(op->buffer, mutate(op->index)));
+  }
+  Stmt visit_store(const Stmt& s, const StoreNode* op) override {
+    auto it = doubled_.find(op->buffer.get());
+    if (it == doubled_.end()) return PrimMutator::visit_store(s, op);
+    PrimExpr index = offset(op->buffer, mutate(op->index));
+    auto* src = op->value.as<LoadNode>();
+    if (!async_ || !src) return store(it->second, index, mutate(op->value));
+    return evaluate(async_copy(it->second, index, src->buffer, mutate(src->index)));
+  }
+
+ private:
+  PrimExpr offset(const Buffer& b, const PrimExpr& index) const {
+    return index + half_ * b->numel();
+  }
+  const std::map<const BufferNode*, Buffer>& doubled_;
+  PrimExpr half_;
+  bool async_;
+};
+
+// The reduction chunk loop of a tensor-core kernel, software-pipelined: each shared tile
+// gets two halves; chunk 0 is copied before the loop (cp.async), and each iteration first
+// starts the copy of the next chunk into the other half, then waits for its own chunk's
+// copies, so the global loads of one chunk overlap the mma of the one before.
+class PipelineSharedTiles : public PrimMutator {
+ public:
+  explicit PipelineSharedTiles(const Stmt& body) {
+    visit_prim(
+        body, [](const PrimExpr&) {},
+        [&](const Stmt& s) {
+          auto* a = s.as<AllocateNode>();
+          if (a && a->buffer->scope == BufferScope::Shared)
+            shared_bytes_ += a->buffer->numel() * dtype_bytes(a->buffer->dtype);
+        });
+  }
+
+ protected:
+  Stmt visit_for(const Stmt& s, const ForNode* op) override {
+    int64_t count = 0;
+    if (op->for_kind != ForKind::Serial || !as_int(op->extent, &count) || count < 2)
+      return PrimMutator::visit_for(s, op);
+    std::vector<Buffer> tiles;
+    Stmt body = op->body;
+    while (auto* a = body.as<AllocateNode>()) {
+      if (a->buffer->scope != BufferScope::Shared) break;
+      tiles.push_back(a->buffer);
+      body = a->body;
+    }
+    auto* phases = body.as<SeqNode>();
+    if (tiles.empty() || !phases || !has_mma(body)) return PrimMutator::visit_for(s, op);
+    std::set<const BufferNode*> tile_set;
+    for (auto& t : tiles) tile_set.insert(t.get());
+    std::vector<Stmt> staging, rest;
+    for (const Stmt& x : phases->seq) {
+      if (rest.empty() && is_staging(x, tile_set))
+        staging.push_back(x);
+      else if (!(rest.empty() && is_barrier(x)))  // the barriers between stagings go
+        rest.push_back(x);
+    }
+    bool tiles_written_later = false;
+    for (const Stmt& x : rest)
+      visit_prim(
+          x, [](const PrimExpr&) {},
+          [&](const Stmt& y) {
+            auto* st = y.as<StoreNode>();
+            tiles_written_later |= st && tile_set.count(st->buffer.get());
+          });
+    int64_t bytes = 0;  // the tiles doubled, with the kernel's other shared buffers
+    for (auto& t : tiles) bytes += t->numel() * dtype_bytes(t->dtype);
+    if (staging.empty() || tiles_written_later || shared_bytes_ + bytes > kMaxSharedBytes)
+      return PrimMutator::visit_for(s, op);
+
+    std::map<const BufferNode*, Buffer> doubled;
+    for (auto& t : tiles)
+      doubled[t.get()] = make_buffer(t->name, t->dtype, {2 * t->numel()}, BufferScope::Shared);
+    const PrimExpr k = op->var;
+    auto stage = [&](const PrimExpr& chunk) {
+      std::vector<Stmt> out;
+      UseHalf to(doubled, (chunk - op->min) % 2, true);
+      for (const Stmt& x : staging)
+        out.push_back(to.mutate(substitute(x, {{op->var.get(), chunk}})));
+      return seq(out);
+    };
+    UseHalf from(doubled, (k - op->min) % 2, false);
+    std::vector<Stmt> loop_body{if_then_else(k + 1 < op->min + PrimExpr(count), stage(k + 1)),
+                                evaluate(async_commit()), evaluate(async_wait(1)),
+                                evaluate(barrier())};
+    for (const Stmt& x : rest) loop_body.push_back(from.mutate(x));
+    Stmt loop = for_loop(op->var, op->min, op->extent, op->for_kind, seq(loop_body));
+    Stmt out = seq({stage(op->min), evaluate(async_commit()), loop});
+    shared_bytes_ += bytes;
+    for (auto it = tiles.rbegin(); it != tiles.rend(); ++it)
+      out = allocate(doubled.at(it->get()), out);
+    return out;
+  }
+
+ private:
+  int64_t shared_bytes_ = 0;
+};
+
+}  // namespace
+
+PrimFunc pipeline_shared_tiles(const PrimFunc& f) {
+  PrimFunc out = f;
+  out.body = PipelineSharedTiles(f.body).mutate(f.body);
   return out;
 }
 

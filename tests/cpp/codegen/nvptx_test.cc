@@ -122,7 +122,9 @@ void expect_gpu_schedule_matches_cpu(const Function& fn, const std::string& what
   auto gpu = build(fn, "cuda", {}, ctx);
   std::vector<PrimFunc> serial;
   for (PrimFunc f : gpu->prim_funcs) {
-    f = passes::lower_gpu_phases(f);
+    // The tensor-core kernels' pipelined copies run as plain copies here (the mma stays a
+    // serial loop: lower_warp_mma is the GPU's alone).
+    f = passes::pipeline_shared_tiles(passes::lower_gpu_phases(f));
     f.body = SerializeGpuLoops().mutate(f.body);
     serial.push_back(f);
   }
@@ -172,7 +174,7 @@ TEST(NVPTX, TensorCoreTemplateComputesWhatTheCpuComputes) {
   struct Case {
     std::string name;
     Function fn;
-    int64_t mma_per_kernel;  // at TF32 (FP16/BF16: half as many k steps)
+    int64_t mma_per_kernel;  // per chunk at TF32 (FP16/BF16: half as many k steps)
   };
   std::vector<Case> cases;
   {
@@ -184,10 +186,11 @@ TEST(NVPTX, TensorCoreTemplateComputesWhatTheCpuComputes) {
     cases.push_back({"dense + bias + relu", function({x, w, b}, y), 2 * 4});
   }
   {
-    // 2048 x 1024: 128 blocks of 128 x 128, 8 warps of 4 x 4 tiles; K 32, one chunk.
-    Expr x = f32("x", {2048, 32}), w = f32("w", {1024, 32});
+    // 2048 x 1024: 128 blocks of 128 x 128, 8 warps of 4 x 4 tiles; K 64 in chunks of 16 (two
+    // chunks of both tiles fill most of the 48 KiB of shared memory).
+    Expr x = f32("x", {2048, 64}), w = f32("w", {1024, 64});
     cases.push_back(
-        {"dense in 128 x 128 blocks", function({x, w}, call("nn.dense", {x, w})), 16 * 4});
+        {"dense in 128 x 128 blocks", function({x, w}, call("nn.dense", {x, w})), 16 * 2});
   }
   {
     // A dense over [batch, tokens, K] (BERT's): its two M axes are fused, 256 x 64.
@@ -216,7 +219,10 @@ TEST(NVPTX, TensorCoreTemplateComputesWhatTheCpuComputes) {
         ++count;
       const int64_t want =
           precision == std::string("tf32") ? c.mma_per_kernel : c.mma_per_kernel / 2;
-      EXPECT_EQ(count, want) << ptx.substr(0, 2000);
+      // LLVM may unroll the chunk loop (the halves alternate), repeating its mma.
+      EXPECT_TRUE(count > 0 && count % want == 0) << count << " vs " << want;
+      EXPECT_NE(ptx.find("cp.async.ca.shared.global"), std::string::npos);  // pipelined
+      EXPECT_NE(ptx.find("cp.async.wait_group 1"), std::string::npos);
       if (have_ptxas()) EXPECT_EQ(ptxas(ptx, "sm_90"), "");
     }
   }
