@@ -434,10 +434,11 @@ def run(args):
         if not row["ok"]:
             failures.append(key)
         rows.append(row)
-        graph = (f", graph replay err {row['err_graph']:.2e} {row.get('graph_ms', 0):.4g} ms"
+        ms = lambda k: f"{row[k]:.4g} ms" if k in row else "-"  # noqa: E731
+        graph = (f", graph replay err {row['err_graph']:.2e} {ms('graph_ms')}"
                  if "err_graph" in row else "")
         print(f"{key}: err {row['err_torch']:.2e} (scale {row['scale']:.3g}) Ember "
-              f"{row.get('ember_ms', 0):.4g} ms{graph} PyTorch {row.get('torch_ms', 0):.4g} ms",
+              f"{ms('ember_ms')}{graph} PyTorch {ms('torch_ms')}",
               flush=True)
 
     install = "runtime-only" if ember.RUNTIME_ONLY else "full"

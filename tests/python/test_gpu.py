@@ -218,3 +218,40 @@ def test_cuda_graph_off_without_a_gpu_is_the_same_clear_error():
 # zoo, the full-size models and these kernels' cases there: DLPack in and out, softmax,
 # dense and pooling against PyTorch, benchmark and profile, and CUDA graph replays (the
 # same outputs as launching every kernel, new inputs read, benchmark replaying).
+
+
+@pytest.mark.parametrize("precision,shape", [("tf32", "m16n8k8.row.col.f32.tf32.tf32.f32"),
+                                             ("bf16", "m16n8k16.row.col.f32.bf16.bf16.f32"),
+                                             ("fp16", "m16n8k16.row.col.f32.f16.f16.f32")])
+def test_matmul_precision_puts_a_transformer_layer_on_tensor_cores(precision, shape, tmp_path):
+    """PassContext config cuda.matmul_precision: a transformer layer's GEMMs (dense layers
+    over [batch, tokens, hidden]) become mma.sync of that precision, fed by cp.async; the
+    float32 build has none; the PTX assembles."""
+    import torch
+    torch.manual_seed(0)
+    model = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True).eval()
+    with torch.no_grad():
+        mod, params = ember.frontend.from_pytorch(model, [torch.randn(2, 64, 64)])
+    with ember.transform.PassContext(config={"cuda.matmul_precision": precision}):
+        lib = ember.build(mod, target="cuda -arch=sm_90", params=params)
+    ptx = lib.get_source("ptx")
+    assert f"mma.sync.aligned.{shape}" in ptx
+    assert "cp.async.ca.shared.global" in ptx
+    assert "mma.sync" not in ember.build(mod, target="cuda -arch=sm_90",
+                                         params=params).get_source("ptx")
+    if os.path.exists(PTXAS):
+        done = assemble(ptx, "sm_90", tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_matmul_precision_errors_say_what_to_do():
+    x, w = ir.var("x", shape=(64, 64)), ir.var("w", shape=(64, 64))
+    f = ir.Function([x, w], op.nn.dense(x, w))
+    with ember.transform.PassContext(config={"cuda.matmul_precision": "tf32"}):
+        with pytest.raises(ember.EmberError, match="is for target \"cuda\""):
+            ember.build(f, target="llvm")
+        with pytest.raises(ember.EmberError, match="sm_80 or newer"):
+            ember.build(f, target="cuda -arch=sm_75")
+    with ember.transform.PassContext(config={"cuda.matmul_precision": "half"}):
+        with pytest.raises(ember.EmberError, match="unknown matmul precision 'half'"):
+            ember.build(f, target="cuda")
