@@ -10,6 +10,16 @@
 namespace ember::passes::gpu {
 
 bool is_output(const Schedule& sch, const Stage& s);
+/// threadIdx.x, .y or .z.
+bool is_thread_kind(ir::ForKind k);
+
+/// A mutator that knows the value of every enclosing LetStmt (each resolved through the
+/// ones outside it) in `lets_`, for passes that rewrite indices written through lets.
+class LetScopeMutator : public ir::PrimMutator {
+ protected:
+  ir::Stmt visit_let_stmt(const ir::Stmt& s, const ir::LetStmtNode* op) override;
+  ir::VarMap lets_;
+};
 /// Root reduction stages that `body` reads directly.
 std::vector<Stage*> reductions_read(const Schedule& sch, const ir::PrimExpr& body);
 /// Inlines elementwise intermediates and caches a reduction output; returns the single

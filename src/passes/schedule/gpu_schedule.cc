@@ -60,6 +60,17 @@ bool is_output(const Schedule& sch, const Stage& s) {
   return false;
 }
 
+bool is_thread_kind(ForKind k) {
+  return k == ForKind::GpuThreadX || k == ForKind::GpuThreadY || k == ForKind::GpuThreadZ;
+}
+
+Stmt LetScopeMutator::visit_let_stmt(const Stmt& s, const LetStmtNode* op) {
+  lets_.emplace_back(op->var.get(), substitute(op->value, lets_));
+  Stmt out = PrimMutator::visit_let_stmt(s, op);
+  lets_.pop_back();
+  return out;
+}
+
 // Root reduction stages that `body` reads directly.
 std::vector<Stage*> reductions_read(const Schedule& sch, const PrimExpr& body) {
   std::vector<Stage*> out;
@@ -593,10 +604,6 @@ struct Footprint {
   int64_t shared = 0, local = 0;
 };
 
-bool is_thread_kind(ForKind k) {
-  return k == ForKind::GpuThreadX || k == ForKind::GpuThreadY || k == ForKind::GpuThreadZ;
-}
-
 class Measure : public PrimVisitor {
  public:
   Footprint fp;
@@ -671,7 +678,7 @@ namespace {
 // in every phase (the schedule strides the register tile and its epilogue alike). The
 // buffer becomes Local: one copy per thread, which the unrolled register tile keeps in
 // registers.
-class PrivatizePerThread : public PrimMutator {
+class PrivatizePerThread : public LetScopeMutator {
  public:
   using PrimMutator::mutate;
   Stmt mutate(const Stmt& s) override {
@@ -698,12 +705,6 @@ class PrivatizePerThread : public PrimMutator {
     Stmt out = PrimMutator::visit_for(s, op);
     thread_ = outer;
     if (single) lets_.pop_back();
-    return out;
-  }
-  Stmt visit_let_stmt(const Stmt& s, const LetStmtNode* op) override {
-    lets_.emplace_back(op->var.get(), substitute(op->value, lets_));
-    Stmt out = PrimMutator::visit_let_stmt(s, op);
-    lets_.pop_back();
     return out;
   }
   PrimExpr visit_load(const PrimExpr& e, const LoadNode* op) override {
@@ -756,7 +757,6 @@ class PrivatizePerThread : public PrimMutator {
   }
 
   const PrimVarNode* thread_ = nullptr;
-  VarMap lets_;
   Targets targets_;
   PrimVar tid_{"tid"};
 };

@@ -217,10 +217,6 @@ bool schedule_tensor_core(Schedule& sch, MmaPrecision precision) {
 
 namespace {
 
-bool is_thread_loop(ForKind k) {
-  return k == ForKind::GpuThreadX || k == ForKind::GpuThreadY || k == ForKind::GpuThreadZ;
-}
-
 // What a WarpMma loop's body holds: the register-tile loops (mt, h, nt, c) around one store
 // ACC[i] = ACC[i] + A[ia] * B[ib].
 struct MmaBody {
@@ -287,25 +283,19 @@ int64_t extent_of(const ForNode* f) {
   return e;
 }
 
-class LowerWarpMma : public PrimMutator {
+// Lets inside the thread loop (the fused thread index split back into warp and lane parts)
+// are substituted into the fragment indices (lets_), so that the lane can be replaced.
+class LowerWarpMma : public gpu::LetScopeMutator {
  public:
   explicit LowerWarpMma(MmaPrecision p) : precision_(p) {}
 
  protected:
   Stmt visit_for(const Stmt& s, const ForNode* op) override {
     if (op->for_kind == ForKind::WarpMma) return rewrite(op);
-    if (!is_thread_loop(op->for_kind) || thread_.get()) return PrimMutator::visit_for(s, op);
+    if (!gpu::is_thread_kind(op->for_kind) || thread_.get()) return PrimMutator::visit_for(s, op);
     thread_ = op->var;
     Stmt out = PrimMutator::visit_for(s, op);
     thread_ = PrimVar();
-    return out;
-  }
-  // Lets inside the thread loop (the fused thread index split back into warp and lane
-  // parts) are substituted into the fragment indices, so that the lane can be replaced.
-  Stmt visit_let_stmt(const Stmt& s, const LetStmtNode* op) override {
-    lets_.emplace_back(op->var.get(), substitute(op->value, lets_));
-    Stmt out = PrimMutator::visit_let_stmt(s, op);
-    lets_.pop_back();
     return out;
   }
 
@@ -374,7 +364,6 @@ class LowerWarpMma : public PrimMutator {
 
   MmaPrecision precision_;
   PrimVar thread_;
-  VarMap lets_;
 };
 
 }  // namespace
@@ -418,7 +407,7 @@ bool has_mma(const Stmt& s) {
 // `tiles` (a plain load: a clamped or computed operand stays synchronous).
 bool is_staging(const Stmt& s, const std::set<const BufferNode*>& tiles) {
   auto* f = s.as<ForNode>();
-  if (!f || !is_thread_loop(f->for_kind)) return false;
+  if (!f || !gpu::is_thread_kind(f->for_kind)) return false;
   bool ok = true, any = false;
   visit_prim(
       f->body, [](const PrimExpr&) {},
