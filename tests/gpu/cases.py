@@ -93,12 +93,33 @@ def _tensor_core_bmm(precision):
     return make
 
 
+def _tensor_core_conv(precision, stride):
+    """A 3x3 convolution + bias + ReLU on tensor cores (output channels as the mma's rows,
+    strips of 8 pixel columns as its columns), against float64 on the rounded operands."""
+    def make(rs):
+        import torch
+        from ember import ir, op
+        x = ir.var("x", shape=(2, 32, 20, 20))
+        w = rs.randn(64, 32, 3, 3).astype("float32") * 0.1
+        b = rs.randn(64).astype("float32")
+        y = op.nn.conv2d(x, ir.const(w), strides=(stride, stride), padding=(1, 1))
+        y = op.nn.relu(op.nn.bias_add(y, ir.const(b), axis=1))
+        data = rs.randn(2, 32, 20, 20).astype("float32")
+        xr, wr = (torch.from_numpy(round_operands(t, precision)).double() for t in (data, w))
+        ref = torch.nn.functional.conv2d(xr, wr, torch.from_numpy(b).double(), stride, 1)
+        return ir.Function([x], y), [data], [torch.relu(ref).float().numpy()]
+    make.precision = precision
+    return make
+
+
 CASES = {"conv_bn_relu": _conv_bn_relu, "softmax_dense_pool": _softmax_dense_pool,
          "relu": _relu}
 for _p in ("tf32", "bf16", "fp16"):
     CASES[f"tc_dense_{_p}"] = _tensor_core_dense(_p)
     # 100 x 50: the last block tiles are shifted back over the ones before
     CASES[f"tc_dense_edges_{_p}"] = _tensor_core_dense(_p, 100, 50, 80)
+    CASES[f"tc_conv_{_p}"] = _tensor_core_conv(_p, 1)
+    CASES[f"tc_conv_s2_{_p}"] = _tensor_core_conv(_p, 2)
     CASES[f"tc_bmm_{_p}"] = _tensor_core_bmm(_p)
 
 

@@ -33,9 +33,12 @@ std::pair<const ir::ProducerLoadNode*, const ir::ProducerLoadNode*> product_oper
 /// Does `o` read the anchor `r` at its own index (0 on a dimension of size 1)?
 bool reads_at_own_index(const ir::PrimExpr& body, const Stage& o, const Stage& r);
 
-/// The tensor-core template (gpu_tensor_core.cc): a GEMM-like anchor as warp-level
-/// mma.sync tiles of `precision`, its epilogue from each lane's accumulators. False when it
-/// does not apply (precision Highest, several reduction axes, sizes no warp tile divides).
-bool schedule_tensor_core(Schedule& sch, ir::MmaPrecision precision);
+/// The tensor-core template (gpu_tensor_core.cc): a GEMM or convolution anchor as
+/// warp-level mma.sync tiles of `precision`, its reduction staged `max_chunk` elements of
+/// its outermost axis at a time, its epilogue from each lane's accumulators, in blocks no
+/// larger than the `first_tiling`-th. False when it does not apply (precision Highest,
+/// sizes under one tile, a chunk that does not divide).
+bool schedule_tensor_core(Schedule& sch, ir::MmaPrecision precision, int64_t max_chunk,
+                          size_t first_tiling);
 
 }  // namespace ember::passes::gpu

@@ -650,8 +650,13 @@ bool fits(const std::vector<Tensor>& outputs, const std::function<bool(Schedule&
 
 void apply_gpu_schedule(Schedule& sch, MmaPrecision precision) {
   std::vector<std::function<bool(Schedule&)>> templates;
+  // Tensor cores where the precision allows: the largest blocks, then the largest chunk,
+  // whose tiles fit.
   if (precision != MmaPrecision::Highest)
-    templates.push_back([=](Schedule& s) { return schedule_tensor_core(s, precision); });
+    for (size_t tiling : {0, 1, 2})
+      for (int64_t chunk : {32, 16, 8})
+        templates.push_back(
+            [=](Schedule& s) { return schedule_tensor_core(s, precision, chunk, tiling); });
   // Split-K staging twice the unsplit tile's chunk first (GEMM panels only:
   // reduction_innermost), then one chunk, then no split (a stride-2 conv's wide operand
   // tiles did not fit split).

@@ -1,17 +1,22 @@
-// The GPU schedule's tensor-core template and the rewrite that gives it its instructions.
+// The GPU schedule's tensor-core template and the rewrites that give it its instructions.
 //
 // A build that allows a lower matmul precision (PassContext config
 // "cuda.matmul_precision": "tf32", "bf16" or "fp16") tries this template first on a group
 // whose anchor is a GEMM (dense, matmul, batch_matmul: one sum of products over one
-// reduction axis). Each warp computes m16n8 tiles with mma.sync (m16n8k8 for TF32, m16n8k16
-// for FP16/BF16), accumulating in float32:
+// reduction axis) or a convolution (over input channels and a window). Each warp computes
+// m16n8 tiles with mma.sync (m16n8k8 for TF32, m16n8k16 for FP16/BF16), accumulating in
+// float32:
 //
 //   blockIdx.x = (batch, BM x BN output tile)          BM x BN: 128x128 (8 warps, 2 x 4),
 //     for ko:                                            64x64 or 32x32 (4 warps, 2 x 2)
-//       A_tile[BM][Kc], B_tile[BN or Kc][..] (shared, float32) = operands over chunk ko
-//       threadIdx (warp, lane): for ki in chunk (warp_mma): for each of the warp's m16n8
-//         tiles: ACC[tile][4] += A_tile x B_tile    (one mma.sync per tile and k step)
+//       A_tile, B_tile (shared, float32) = the operands over reduction chunk ko
+//       threadIdx (warp, lane): [for each window tap:] for ki in chunk (warp_mma): for each
+//         of the warp's m16n8 tiles: ACC[tile][4] += A x B   (one mma.sync per tile, k step)
 //     threadIdx: O = epilogue(ACC) (fused, from each lane's own accumulators; global store)
+//
+// For a GEMM, M is `a`'s side and N `b`'s. For a convolution, M is the output channels and
+// N the pixels, as a strip of 8 columns (one mma's columns) by BN / 8 rows; the chunk runs
+// along the input channels, and the window's taps are loops around it.
 //
 // The schedule splits the output so that a lane owns exactly the accumulator elements PTX
 // gives it: in a 16 x 8 tile, rows g and g + 8 and columns 2t and 2t + 1, where g = lane / 4
@@ -23,14 +28,18 @@
 // after lower_gpu_phases) replaces each WarpMma loop by mma_sync calls whose fragment values
 // it reads from the same shared tiles at the lanes PTX assigns: the loop body's own load
 // indices, with the chunk index, the register-tile indices and (for B, whose fragment column
-// is g rather than 2t + c) the lane substituted.
+// is g rather than 2t + c) the lane substituted. pipeline_shared_tiles (at the end) then
+// overlaps each chunk's global-to-shared copies (cp.async) with the mma of the chunk before,
+// where the staged operands are plain loads (not a convolution's padded input).
 //
-// The template applies where M and N are at least 32 and the mma's K divides the reduction;
-// a block tile that does not divide M or N is shifted back at the edge, overlapping the one
-// before, since no lane may skip an mma (a warp instruction needs all 32). Elsewhere the
-// FMA templates run. Operands stay float32 in shared memory and are rounded as each lane builds
-// its fragment (one cvt per value). Not yet: ldmatrix, cp.async pipelines, split-K for small
-// grids, convolutions (several reduction axes), half-precision tensors between kernels.
+// The template applies where M and N hold at least one block tile (a convolution: at least
+// 8 pixel columns) and the mma's K divides the outermost reduction axis; a block tile that
+// does not divide its axis is shifted back at the edge, overlapping the one before, since
+// no lane may skip an mma (a warp instruction needs all 32). Elsewhere the FMA templates
+// run. Operands stay float32 in shared memory and are rounded as each lane builds its
+// fragment (one cvt per value). Not yet: 16-bit shared tiles and ldmatrix, wgmma/TMA,
+// split-K for small grids, images under 8 columns (ResNet's 7 x 7), 16-bit tensors between
+// kernels.
 #include <algorithm>
 #include <set>
 #include <sstream>
@@ -58,44 +67,76 @@ struct WarpTiling {
 // and 32 x 32 blocks of 4 warps for grids that would otherwise leave most SMs idle.
 constexpr WarpTiling kTilings[] = {{128, 128, 2, 4}, {64, 64, 2, 2}, {32, 32, 2, 2}};
 
-// The output's axes by what indexes them: only `a` (M), only `b` (N), or both (batch).
-// A side of several axes (a dense of [batch, tokens, K] has two M axes) tiles its innermost
-// one and runs the others as blocks, so that every block's operand tiles are exact boxes.
-struct GemmSides {
-  int m = -1, n = -1;          // the innermost axis of each side
-  std::vector<size_t> blocks;  // the rest: a block per index
+// Where the output's axes go. M is one axis (a side of several tiles its innermost one and
+// runs the others as blocks, so that every block's operand tiles are exact boxes: a dense
+// over [batch, tokens, K] has two M axes). N is one axis too (`n`), or for a convolution the
+// pixels' rows and columns (`rows`, `n`): a column strip of 8 (one mma's columns) by rows.
+struct Layout {
+  int m = -1, n = -1, rows = -1;
+  std::vector<size_t> blocks;  // a block per index
 };
 
-GemmSides gemm_sides(const Stage& r, const ProducerLoadNode* a, const ProducerLoadNode* b) {
-  GemmSides out;
+// The non-unit axes only `a` indexes, only `b` indexes, and the rest (batch, size 1).
+void sides(const Stage& r, const ProducerLoadNode* a, const ProducerLoadNode* b,
+           std::vector<size_t>& only_a, std::vector<size_t>& only_b, std::vector<size_t>& rest) {
   for (size_t d = 0; d < r.axes().size(); ++d) {
     const PrimVarNode* v = r.axes()[d]->var.get();
     bool in_a = false, in_b = false;
     for (auto& i : a->indices) in_a |= uses_var(i, v);
     for (auto& i : b->indices) in_b |= uses_var(i, v);
-    if (in_a != in_b && r.axes()[d]->extent > 1) {
-      int& side = in_a ? out.m : out.n;
-      if (side >= 0) out.blocks.push_back(static_cast<size_t>(side));
-      side = static_cast<int>(d);
-    } else {
-      out.blocks.push_back(d);
+    (in_a == in_b || r.axes()[d]->extent == 1 ? rest : in_a ? only_a : only_b).push_back(d);
+  }
+}
+
+// A GEMM (one reduction axis): M from `a`'s side, N from `b`'s. A convolution (several:
+// channels, then the window): M is the side of one axis (output channels), N the pixels.
+Layout plan_layout(const Stage& r, const ProducerLoadNode* a, const ProducerLoadNode* b) {
+  std::vector<size_t> side_a, side_b, rest;
+  sides(r, a, b, side_a, side_b, rest);
+  if (side_a.empty() || side_b.empty()) return {};
+  Layout out;
+  out.blocks = rest;
+  std::vector<size_t>* m = &side_a;
+  std::vector<size_t>* n = &side_b;
+  if (r.reduce_axes().size() > 1) {
+    if (side_b.size() == 1) std::swap(m, n);
+    if (m->size() != 1) return {};
+    if (n->size() >= 2) {
+      out.rows = static_cast<int>((*n)[n->size() - 2]);
+      n->erase(n->end() - 2);
     }
   }
+  out.m = static_cast<int>(m->back());
+  out.n = static_cast<int>(n->back());
+  out.blocks.insert(out.blocks.end(), m->begin(), m->end() - 1);
+  out.blocks.insert(out.blocks.end(), n->begin(), n->end() - 1);
   std::sort(out.blocks.begin(), out.blocks.end());
   return out;
 }
 
-// The first tiling that fits in M x N and gives at least kMinBlocks blocks, else the
-// smallest that fits; null when none does (M or N under 32). A block tile that does not
-// divide its axis is shifted back at the edge (SplitTail::Shift): every block computes a
+// The N tile of a tiling: block_n columns of one axis, or (rows, 8) of two.
+int64_t tile_rows(const WarpTiling& t) { return t.block_n / 8; }
+
+// The first tiling from kTilings[first] that fits in the output and gives at least kMinBlocks
+// blocks, else the smallest that fits; null when none does (M or N under a tile). A block tile that
+// does not divide its axis is shifted back at the edge (SplitTail::Shift): every block computes a
 // whole tile, since a lane may not skip a warp's mma, and the last ones overlap.
-const WarpTiling* choose_tiling(int64_t m, int64_t n, int64_t batch) {
+const WarpTiling* choose_tiling(const Stage& o, const Layout& l, size_t first) {
+  auto ext = [&](int d) { return o.axes()[d]->extent; };
+  auto tiles = [](int64_t e, int64_t b) { return (e + b - 1) / b; };
+  int64_t blocks = 1;
+  for (size_t d : l.blocks) blocks *= o.axes()[d]->extent;
   const WarpTiling* chosen = nullptr;
-  for (const WarpTiling& t : kTilings) {
-    if (m < t.block_m || n < t.block_n) continue;
+  for (size_t i = first; i < std::size(kTilings); ++i) {
+    const WarpTiling& t = kTilings[i];
+    int64_t n_tiles = 0;
+    if (l.rows < 0 && ext(l.n) >= t.block_n)
+      n_tiles = tiles(ext(l.n), t.block_n);
+    else if (l.rows >= 0 && ext(l.n) >= 8 && ext(l.rows) >= tile_rows(t))
+      n_tiles = tiles(ext(l.n), 8) * tiles(ext(l.rows), tile_rows(t));
+    if (ext(l.m) < t.block_m || n_tiles == 0) continue;
     chosen = &t;
-    auto tiles = [](int64_t e, int64_t b) { return (e + b - 1) / b; };
-    if (batch * tiles(m, t.block_m) * tiles(n, t.block_n) >= kMinBlocks) break;
+    if (blocks * tiles(ext(l.m), t.block_m) * n_tiles >= kMinBlocks) break;
   }
   return chosen;
 }
@@ -105,12 +146,18 @@ struct LaneAxes {
   std::vector<IterVar> tiles;    // (mt, h, nt, c): the lane's accumulators
 };
 
-// Splits a block tile's M and N axes as the mma's fragments own them (see the top).
-LaneAxes split_lanes(Stage& s, const IterVar& m, const IterVar& n, const WarpTiling& t) {
+// Splits a block tile's M and N axes as the mma's fragments own them (see the top): N is
+// `n` alone, or a strip of 8 columns `n` by `rows` (a convolution's pixels).
+LaneAxes split_lanes(Stage& s, const IterVar& m, const IterVar* rows, const IterVar& n,
+                     const WarpTiling& t) {
   auto [m1, g] = s.split(m, 8);
   auto [m2, h] = s.split(m1, 2);
   auto [mt, wm] = s.split(m2, t.warps_m);
   auto [n1, c] = s.split(n, 2);
+  if (rows) {
+    auto [nt, wn] = s.split(*rows, t.warps_n);
+    return {{wm, wn, g, n1}, {mt, h, nt, c}};
+  }
   auto [n2, tn] = s.split(n1, 4);
   auto [nt, wn] = s.split(n2, t.warps_n);
   return {{wm, wn, g, tn}, {mt, h, nt, c}};
@@ -135,7 +182,8 @@ IterVar order_lanes(Stage& s, const std::vector<IterVar>& outer, const LaneAxes&
 
 namespace gpu {
 
-bool schedule_tensor_core(Schedule& sch, MmaPrecision precision) {
+bool schedule_tensor_core(Schedule& sch, MmaPrecision precision, int64_t max_chunk,
+                          size_t first_tiling) {
   if (precision == MmaPrecision::Highest) return false;
   Stage* o = prepare(sch);
   if (!o || o->axes().empty() || o->tensor().dtype() != DType::Float32) return false;
@@ -144,41 +192,41 @@ bool schedule_tensor_core(Schedule& sch, MmaPrecision precision) {
   if (reds.size() != 1) return false;
   Stage& r = *reds[0];
   auto [a, b] = product_operands(r);
-  if (!a || r.tensor().dtype() != DType::Float32 || r.reduce_axes().size() != 1 ||
+  if (!a || r.tensor().dtype() != DType::Float32 ||
       !reductions_read(sch, sch.expanded_body(r)).empty() || !reads_at_own_index(body, *o, r))
     return false;
   for (const TensorRef& p : {a->producer, b->producer})
     if (Tensor(p).dtype() != DType::Float32) return false;
-  const GemmSides sides = gemm_sides(r, a, b);
-  if (sides.m < 0 || sides.n < 0) return false;
+  const Layout layout = plan_layout(r, a, b);
+  if (layout.m < 0) return false;
+  // The chunk runs along the outermost reduction axis (a convolution's input channels; its
+  // window's taps are loops around each chunk's mma).
   const int64_t k = r.reduce_axes()[0]->extent, step = mma_k(precision);
-  if (k % step) return false;
-  int64_t blocks = 1;
-  for (size_t d : sides.blocks) blocks *= o->axes()[d]->extent;
-  const WarpTiling* tiling =
-      choose_tiling(o->axes()[sides.m]->extent, o->axes()[sides.n]->extent, blocks);
-  if (!tiling) return false;
-  // Reduction elements staged a step: the most of 32, 16 and the mma's K that divides K and
-  // whose two operand tiles fit twice in a block's shared memory (pipeline_shared_tiles
-  // keeps two chunks: 16 for the 128 x 128 blocks).
-  int64_t chunk = step;
-  for (int64_t c : {int64_t{32}, int64_t{16}}) {
-    const int64_t bytes = (tiling->block_m + tiling->block_n) * (c + kMaxRowPad) * 4;
-    if (c >= step && k % c == 0 && 2 * bytes <= kMaxSharedBytes) {
-      chunk = c;
-      break;
-    }
-  }
+  const WarpTiling* tiling = choose_tiling(*o, layout, first_tiling);
+  if (k % step || !tiling || k % std::min(max_chunk, k) != 0 || max_chunk < step) return false;
   const int64_t threads = tiling->warps_m * tiling->warps_n * 32;
+  const bool conv = layout.rows >= 0;
+  // A GEMM's two operand tiles must fit twice (pipeline_shared_tiles keeps two chunks: 16
+  // for the 128 x 128 blocks); a convolution's padded input is staged synchronously, and
+  // apply_gpu_schedule's fit check measures its tiles.
+  const int64_t tile_bytes =
+      (tiling->block_m + tiling->block_n) * (std::min(max_chunk, k) + kMaxRowPad) * 4;
+  if (!conv && 2 * tile_bytes > kMaxSharedBytes) return false;
 
-  // Output: a block per (batch, BM x BN) tile; each lane's epilogue reads its accumulators.
+  // Output: a block per tile; each lane's epilogue reads its accumulators.
   std::vector<IterVar> outer;
-  for (size_t d : sides.blocks) outer.push_back(o->axes()[d]);
-  auto [mo, mi] = o->split(o->axes()[sides.m], tiling->block_m, SplitTail::Shift);
-  auto [no, ni] = o->split(o->axes()[sides.n], tiling->block_n, SplitTail::Shift);
+  for (size_t d : layout.blocks) outer.push_back(o->axes()[d]);
+  auto [mo, mi] = o->split(o->axes()[layout.m], tiling->block_m, SplitTail::Shift);
   outer.push_back(mo);
+  IterVar rows_i;
+  if (conv) {
+    auto [ro, ri] = o->split(o->axes()[layout.rows], tile_rows(*tiling), SplitTail::Shift);
+    outer.push_back(ro);
+    rows_i = ri;
+  }
+  auto [no, ni] = o->split(o->axes()[layout.n], conv ? 8 : tiling->block_n, SplitTail::Shift);
   outer.push_back(no);
-  LaneAxes out_lanes = split_lanes(*o, mi, ni, *tiling);
+  LaneAxes out_lanes = split_lanes(*o, mi, conv ? &rows_i : nullptr, ni, *tiling);
   order_lanes(*o, outer, out_lanes, {});
   IterVar bx = o->fuse(outer);
   o->bind(bx, ForKind::GpuBlockX);
@@ -191,14 +239,20 @@ bool schedule_tensor_core(Schedule& sch, MmaPrecision precision) {
   for (const TensorRef& p : {a->producer, b->producer})
     copies.push_back(sch.cache_read(Tensor(p), {r.tensor()}));  // `a` and `b` now dangle
 
-  // The anchor: computed at the block, a chunk at a time, each lane's tiles unrolled.
+  // The anchor: computed at the block, a chunk at a time (the window's taps inside it),
+  // each lane's tiles unrolled.
   r.compute_at(*o, bx);
-  auto [ko, ki] = r.split(r.reduce_axes()[0], chunk);
+  std::vector<IterVar> raxes = r.reduce_axes();
+  auto [ko, ki] = r.split(raxes[0], std::min(max_chunk, k));
   std::vector<IterVar> rest;  // the block axes: 1 inside the block
-  for (size_t d : sides.blocks) rest.push_back(r.axes()[d]);
-  LaneAxes lanes = split_lanes(r, r.axes()[sides.m], r.axes()[sides.n], *tiling);
+  for (size_t d : layout.blocks) rest.push_back(r.axes()[d]);
+  IterVar rrows = conv ? r.axes()[layout.rows] : IterVar();
+  LaneAxes lanes =
+      split_lanes(r, r.axes()[layout.m], conv ? &rrows : nullptr, r.axes()[layout.n], *tiling);
   rest.push_back(ko);
-  order_lanes(r, rest, lanes, {ki});
+  std::vector<IterVar> middle(raxes.begin() + 1, raxes.end());
+  middle.push_back(ki);
+  order_lanes(r, rest, lanes, middle);
   r.warp_mma(ki);
   r.keep_per_thread();
 
@@ -206,7 +260,7 @@ bool schedule_tensor_core(Schedule& sch, MmaPrecision precision) {
     Stage& c = sch[copies[i]];
     c.compute_at(r, ko);
     bind_strided(c, c.axes(), threads);
-    c.pad_rows(k_inner[i] ? 4 : 8);
+    if (!conv) c.pad_rows(k_inner[i] ? 4 : 8);  // a window's tile would pad its taps
   }
   return true;
 }
@@ -306,6 +360,14 @@ class LowerWarpMma : public gpu::LetScopeMutator {
     EMBER_CHECK(precision_ != MmaPrecision::Highest,
                 "a warp_mma loop in a build of matmul precision highest");
     MmaBody body = read_body(loop->body);
+    // A is the operand of the rows (it reads the row half h, not the column pair c): the
+    // product's own order is its op's (a convolution multiplies data by weights).
+    auto reads = [&](const PrimExpr& e, const ForNode* f) {
+      return uses_var(substitute(substitute(e, body.lets), lets_), f->var.get());
+    };
+    if (reads(body.a, body.tiles[3]) && !reads(body.a, body.tiles[1])) std::swap(body.a, body.b);
+    EMBER_CHECK(!reads(body.a, body.tiles[3]) && !reads(body.b, body.tiles[1]),
+                "warp_mma operands that read both the row half and the column pair");
     const int64_t step = mma_k(precision_), chunk = extent_of(loop);
     EMBER_CHECK(chunk % step == 0, "a warp_mma chunk of ", chunk, " is not a multiple of ", step);
     EMBER_CHECK(extent_of(body.tiles[1]) == 2 && extent_of(body.tiles[3]) == 2,
