@@ -41,6 +41,7 @@
 // split-K for small grids, images under 8 columns (ResNet's 7 x 7), 16-bit tensors between
 // kernels.
 #include <algorithm>
+#include <iterator>
 #include <set>
 #include <sstream>
 
@@ -277,7 +278,7 @@ struct MmaBody {
   std::vector<const ForNode*> tiles;
   const StoreNode* store = nullptr;
   PrimExpr a, b;  // the loads of A and B
-  VarMap lets;    // between the loops (a fused side's axes split back), resolved in order
+  VarMap lets;    // between the loops (lowering splits a fused index there), resolved in order
 };
 
 [[noreturn]] void bad_body(const Stmt& body, const std::string& why) {
