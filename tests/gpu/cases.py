@@ -93,18 +93,18 @@ def _tensor_core_bmm(precision):
     return make
 
 
-def _tensor_core_conv(precision, stride):
+def _tensor_core_conv(precision, stride, size=20):
     """A 3x3 convolution + bias + ReLU on tensor cores (output channels as the mma's rows,
     strips of 8 pixel columns as its columns), against float64 on the rounded operands."""
     def make(rs):
         import torch
         from ember import ir, op
-        x = ir.var("x", shape=(2, 32, 20, 20))
+        x = ir.var("x", shape=(2, 32, size, size))
         w = rs.randn(64, 32, 3, 3).astype("float32") * 0.1
         b = rs.randn(64).astype("float32")
         y = op.nn.conv2d(x, ir.const(w), strides=(stride, stride), padding=(1, 1))
         y = op.nn.relu(op.nn.bias_add(y, ir.const(b), axis=1))
-        data = rs.randn(2, 32, 20, 20).astype("float32")
+        data = rs.randn(2, 32, size, size).astype("float32")
         xr, wr = (torch.from_numpy(round_operands(t, precision)).double() for t in (data, w))
         ref = torch.nn.functional.conv2d(xr, wr, torch.from_numpy(b).double(), stride, 1)
         return ir.Function([x], y), [data], [torch.relu(ref).float().numpy()]
@@ -120,6 +120,8 @@ for _p in ("tf32", "bf16", "fp16"):
     CASES[f"tc_dense_edges_{_p}"] = _tensor_core_dense(_p, 100, 50, 80)
     CASES[f"tc_conv_{_p}"] = _tensor_core_conv(_p, 1)
     CASES[f"tc_conv_s2_{_p}"] = _tensor_core_conv(_p, 2)
+    # 7 x 7 pixels: one strip of 8 columns past the edge, its stores guarded
+    CASES[f"tc_conv_7x7_{_p}"] = _tensor_core_conv(_p, 1, 7)
     CASES[f"tc_bmm_{_p}"] = _tensor_core_bmm(_p)
 
 

@@ -133,7 +133,7 @@ const WarpTiling* choose_tiling(const Stage& o, const Layout& l, size_t first) {
     int64_t n_tiles = 0;
     if (l.rows < 0 && ext(l.n) >= t.block_n)
       n_tiles = tiles(ext(l.n), t.block_n);
-    else if (l.rows >= 0 && ext(l.n) >= 8 && ext(l.rows) >= tile_rows(t))
+    else if (l.rows >= 0 && ext(l.rows) >= tile_rows(t))  // a strip may pass the edge
       n_tiles = tiles(ext(l.n), 8) * tiles(ext(l.rows), tile_rows(t));
     if (ext(l.m) < t.block_m || n_tiles == 0) continue;
     chosen = &t;
@@ -150,11 +150,11 @@ struct LaneAxes {
 // Splits a block tile's M and N axes as the mma's fragments own them (see the top): N is
 // `n` alone, or a strip of 8 columns `n` by `rows` (a convolution's pixels).
 LaneAxes split_lanes(Stage& s, const IterVar& m, const IterVar* rows, const IterVar& n,
-                     const WarpTiling& t) {
+                     const WarpTiling& t, SplitTail n_tail = SplitTail::Guard) {
   auto [m1, g] = s.split(m, 8);
   auto [m2, h] = s.split(m1, 2);
   auto [mt, wm] = s.split(m2, t.warps_m);
-  auto [n1, c] = s.split(n, 2);
+  auto [n1, c] = s.split(n, 2, n_tail);
   if (rows) {
     auto [nt, wn] = s.split(*rows, t.warps_n);
     return {{wm, wn, g, n1}, {mt, h, nt, c}};
@@ -225,7 +225,12 @@ bool schedule_tensor_core(Schedule& sch, MmaPrecision precision, int64_t max_chu
     outer.push_back(ro);
     rows_i = ri;
   }
-  auto [no, ni] = o->split(o->axes()[layout.n], conv ? 8 : tiling->block_n, SplitTail::Shift);
+  // An image narrower than a strip (ResNet's 7 x 7) has one strip past its edge: the
+  // epilogue's stores are guarded there, and the anchor computes the padded columns from
+  // its inputs at the edge (SplitTail::Pad), so that no lane skips an mma.
+  const bool narrow = conv && o->axes()[layout.n]->extent < 8;
+  auto [no, ni] = o->split(o->axes()[layout.n], conv ? 8 : tiling->block_n,
+                           narrow ? SplitTail::Guard : SplitTail::Shift);
   outer.push_back(no);
   LaneAxes out_lanes = split_lanes(*o, mi, conv ? &rows_i : nullptr, ni, *tiling);
   order_lanes(*o, outer, out_lanes, {});
@@ -248,8 +253,8 @@ bool schedule_tensor_core(Schedule& sch, MmaPrecision precision, int64_t max_chu
   std::vector<IterVar> rest;  // the block axes: 1 inside the block
   for (size_t d : layout.blocks) rest.push_back(r.axes()[d]);
   IterVar rrows = conv ? r.axes()[layout.rows] : IterVar();
-  LaneAxes lanes =
-      split_lanes(r, r.axes()[layout.m], conv ? &rrows : nullptr, r.axes()[layout.n], *tiling);
+  LaneAxes lanes = split_lanes(r, r.axes()[layout.m], conv ? &rrows : nullptr, r.axes()[layout.n],
+                               *tiling, narrow ? SplitTail::Pad : SplitTail::Guard);
   rest.push_back(ko);
   std::vector<IterVar> middle(raxes.begin() + 1, raxes.end());
   middle.push_back(ki);

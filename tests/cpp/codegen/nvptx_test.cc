@@ -215,6 +215,7 @@ TEST(NVPTX, TensorCoreTemplateComputesWhatTheCpuComputes) {
   conv("3x3 conv + bias + relu", {1, 32, 12, 12}, {64, 32, 3, 3}, 1, 1);
   conv("1x1 conv of two images, 10 x 10 (shifted strips)", {2, 48, 10, 10}, {32, 48, 1, 1}, 1, 0);
   conv("3x3 conv of stride 2", {1, 16, 17, 17}, {32, 16, 3, 3}, 2, 1);
+  conv("3x3 conv of 7 x 7 pixels (a strip past the edge)", {2, 32, 7, 7}, {64, 32, 3, 3}, 1, 1);
   for (const char* precision : {"tf32", "bf16", "fp16"}) {
     passes::PassContext ctx;
     ctx.config["cuda.matmul_precision"] = precision;
