@@ -32,14 +32,15 @@
 // overlaps each chunk's global-to-shared copies (cp.async) with the mma of the chunk before,
 // where the staged operands are plain loads (not a convolution's padded input).
 //
-// The template applies where M and N hold at least one block tile (a convolution: at least
-// 8 pixel columns) and the mma's K divides the outermost reduction axis; a block tile that
-// does not divide its axis is shifted back at the edge, overlapping the one before, since
-// no lane may skip an mma (a warp instruction needs all 32). Elsewhere the FMA templates
-// run. Operands stay float32 in shared memory and are rounded as each lane builds its
-// fragment (one cvt per value). Not yet: 16-bit shared tiles and ldmatrix, wgmma/TMA,
-// split-K for small grids, images under 8 columns (ResNet's 7 x 7), 16-bit tensors between
-// kernels.
+// The template applies where M and N hold at least one block tile (a convolution: its
+// output channels one block, its rows one block's rows; an image narrower than a strip of
+// 8 columns gets one strip past its edge, guarded in the epilogue) and the mma's K divides
+// the outermost reduction axis; a block tile that does not divide its axis is shifted back
+// at the edge, overlapping the one before, since no lane may skip an mma (a warp
+// instruction needs all 32). Elsewhere the FMA templates run. Operands stay float32 in
+// shared memory and are rounded as each lane builds its fragment (one cvt per value). Not
+// yet: 16-bit shared tiles and ldmatrix, wgmma/TMA, split-K for small grids, 16-bit
+// tensors between kernels.
 #include <algorithm>
 #include <iterator>
 #include <set>
