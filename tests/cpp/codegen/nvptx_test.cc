@@ -271,6 +271,65 @@ TEST(NVPTX, TensorCoresAtAnySizeOfAtLeastOneTile) {
   }
 }
 
+// The tensor-core passes before and after, on one kernel's loop IR: lower_warp_mma leaves
+// no WarpMma loop and makes one mma_sync per lane element of each tile and k step;
+// pipeline_shared_tiles doubles the two operand tiles and turns their staging into
+// asynchronous copies with one wait per chunk, and leaves a kernel without mma as it was.
+TEST(NVPTX, TensorCorePassesBeforeAndAfter) {
+  Expr x = f32("x", {128, 64}), w = f32("w", {128, 64});
+  passes::PassContext ctx;
+  ctx.config["cuda.matmul_precision"] = "tf32";
+  auto lib = build(function({x, w}, call("nn.dense", {x, w})), "cuda", {}, ctx);
+  ASSERT_EQ(lib->prim_funcs.size(), 1u);
+  PrimFunc phased = passes::lower_gpu_phases(lib->prim_funcs[0]);
+  auto count = [](const Stmt& s, auto pred) {
+    int64_t n = 0;
+    visit_prim(
+        s, [&](const PrimExpr& e) { n += pred(e, Stmt()); },
+        [&](const Stmt& x) { n += pred(PrimExpr(), x); });
+    return n;
+  };
+  auto warp_loops = [](const PrimExpr&, const Stmt& s) {
+    auto* f = s ? s.as<ForNode>() : nullptr;
+    return f && f->for_kind == ForKind::WarpMma;
+  };
+  auto calls = [](Intrinsic op) {
+    return [op](const PrimExpr& e, const Stmt&) {
+      auto* c = e ? e.as<PrimCallNode>() : nullptr;
+      return c && c->op == op;
+    };
+  };
+  EXPECT_EQ(count(phased.body, warp_loops), 1);
+  EXPECT_EQ(count(phased.body, calls(Intrinsic::MmaSync)), 0);
+  PrimFunc mma = passes::lower_warp_mma(phased, MmaPrecision::TF32);
+  EXPECT_EQ(count(mma.body, warp_loops), 0);
+  // 128 x 128 in 32 x 32 blocks (the most blocks): 4 warps of 1 x 2 tiles, 4 elements each,
+  // per k step (an unrolled loop).
+  EXPECT_EQ(count(mma.body, calls(Intrinsic::MmaSync)), 1 * 2 * 4);
+
+  PrimFunc piped = passes::pipeline_shared_tiles(mma);
+  EXPECT_EQ(count(mma.body, calls(Intrinsic::AsyncCopy)), 0);
+  EXPECT_EQ(count(piped.body, calls(Intrinsic::AsyncCopy)), 2 * 2);  // before and in the loop
+  EXPECT_EQ(count(piped.body, calls(Intrinsic::AsyncWait)), 1);
+  EXPECT_EQ(count(piped.body, calls(Intrinsic::AsyncCommit)), 2);
+  auto shared_elements = [](const Stmt& s) {
+    int64_t n = 0;
+    visit_prim(
+        s, [](const PrimExpr&) {},
+        [&](const Stmt& x) {
+          auto* a = x.as<AllocateNode>();
+          if (a && a->buffer->scope == BufferScope::Shared) n += a->buffer->numel();
+        });
+    return n;
+  };
+  EXPECT_EQ(shared_elements(piped.body), 2 * shared_elements(mma.body));
+
+  // The FMA template's kernel (precision highest) has no mma: the pass leaves it alone.
+  auto fma = build(function({x, w}, call("nn.dense", {x, w})), "cuda");
+  PrimFunc plain = passes::lower_gpu_phases(fma->prim_funcs[0]);
+  EXPECT_TRUE(passes::pipeline_shared_tiles(plain).body.same_as(plain.body));
+}
+
 TEST(NVPTX, MatmulPrecisionErrorsSayWhatToDo) {
   Expr x = f32("x", {128, 64}), w = f32("w", {128, 64});
   Function fn = function({x, w}, call("nn.dense", {x, w}));
