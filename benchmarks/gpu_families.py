@@ -350,17 +350,19 @@ def _print_table(rows, title):
     fmt = lambda x, spec: "-" if x is None else format(x, spec)  # noqa: E731
     print(f"\n### {title}\n")
     print("| entry | batch | kernels | max abs err (torch) | max abs err (ref) | scale | Ember ms "
-          "| Ember graph ms | PyTorch ms | Ember / PyTorch | graph / PyTorch |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| Ember graph ms | PyTorch ms | Ember / PyTorch | graph / PyTorch | torch.compile ms "
+          "| compiled / PyTorch |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         if "error" in r:
-            print(f"| {r['key']} | | | error: {r['error']} | | | | | | | |")
+            print(f"| {r['key']} | | | error: {r['error']} | | | | | | | | | |")
             continue
         print(f"| {r['key']} | {r['batch']} | {r['kernels']} | {fmt(r['err_torch'], '.2e')} "
               f"| {fmt(r.get('err_ref'), '.2e')} | {fmt(r['scale'], '.3g')} "
               f"| {fmt(r.get('ember_ms'), '.4g')} | {fmt(r.get('graph_ms'), '.4g')} "
               f"| {fmt(r.get('torch_ms'), '.4g')} | {fmt(_ratio(r, 'ember_ms'), '.2f')} "
-              f"| {fmt(_ratio(r, 'graph_ms'), '.2f')}{'' if r['ok'] else ' MISMATCH'} |")
+              f"| {fmt(_ratio(r, 'graph_ms'), '.2f')} | {fmt(r.get('compile_ms'), '.4g')} "
+              f"| {fmt(_ratio(r, 'compile_ms'), '.2f')}{'' if r['ok'] else ' MISMATCH'} |")
     sys.stdout.flush()
 
 
@@ -384,6 +386,25 @@ def _time_entry(ember, torch, c, args, precision="highest"):
     with torch_autocast(torch, precision, row["device"] == "cuda"):
         row["torch_ms"] = _torch_time(torch, c.model, c.torch_inputs,
                                       row["device"] == "cuda", args.budget_s, args.repeat)
+        if args.torch_compile != "off":
+            row["compile_ms"] = _compiled_time(torch, c, args)
+
+
+def _compiled_time(torch, c, args):
+    """The same model through torch.compile (mode --torch-compile), compiled by its first
+    call and then timed as eager PyTorch is; None, with the reason printed, where it does
+    not compile there."""
+    mode = None if args.torch_compile == "default" else args.torch_compile
+    on_gpu = c.row["device"] == "cuda"
+    try:
+        compiled = torch.compile(c.model, mode=mode)
+        with torch.no_grad():
+            compiled(*c.torch_inputs)
+        return _torch_time(torch, compiled, c.torch_inputs, on_gpu, args.budget_s, args.repeat)
+    except Exception as e:  # report it; the other columns stand
+        print(f"{c.row['key']}: torch.compile(mode={mode!r}) failed: {type(e).__name__}: "
+              f"{str(e)[:200]}", flush=True)
+        return None
 
 
 def run(args):
@@ -437,8 +458,9 @@ def run(args):
         ms = lambda k: f"{row[k]:.4g} ms" if k in row else "-"  # noqa: E731
         graph = (f", graph replay err {row['err_graph']:.2e} {ms('graph_ms')}"
                  if "err_graph" in row else "")
+        compiled = f", torch.compile {ms('compile_ms')}" if "compile_ms" in row else ""
         print(f"{key}: err {row['err_torch']:.2e} (scale {row['scale']:.3g}) Ember "
-              f"{ms('ember_ms')}{graph} PyTorch {ms('torch_ms')}",
+              f"{ms('ember_ms')}{graph} PyTorch {ms('torch_ms')}{compiled}",
               flush=True)
 
     install = "runtime-only" if ember.RUNTIME_ONLY else "full"
@@ -484,6 +506,10 @@ def main(argv=None):
     r.add_argument("--repeat", type=int, default=50, help="at most this many measurements")
     r.add_argument("--no-time", action="store_true", help="check only")
     r.add_argument("--profile", action="store_true", help="print each entry's kernel times")
+    r.add_argument("--torch-compile", default="off",
+                   choices=("off", "default", "reduce-overhead", "max-autotune"),
+                   help="also time torch.compile(model, mode=...) (compiling takes seconds "
+                        "to minutes per model)")
     r.add_argument("--cuda-graph", choices=("on", "off", "both"), default="both",
                    help="time Ember on the GPU replaying its CUDA graph, launching every "
                    "kernel, or both (default); the CPU has no graph")

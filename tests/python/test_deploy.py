@@ -438,16 +438,17 @@ def _families(*args, env=None, timeout=180):
 
 def _table(stdout):
     """{entry: {batch, kernels, err_torch, err_ref (None for a full-size entry), scale,
-    ember_ms, graph_ms, torch_ms, ratio, graph_ratio, mismatch}} from the tables (None for
-    "-": graph_ms and graph_ratio on the CPU)."""
+    ember_ms, graph_ms, torch_ms, ratio, graph_ratio, compile_ms, compile_ratio, mismatch}}
+    from the tables (None for "-": graph_ms and graph_ratio on the CPU, the torch.compile
+    columns without --torch-compile)."""
     rows = {}
     names = ["batch", "kernels", "err_torch", "err_ref", "scale", "ember_ms", "graph_ms",
-             "torch_ms", "ratio", "graph_ratio"]
+             "torch_ms", "ratio", "graph_ratio", "compile_ms", "compile_ratio"]
     for line in stdout.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 11 and re.fullmatch(r"[0-9]+", cells[1]):
-            mismatch = cells[10].endswith("MISMATCH")
-            cells[10] = cells[10].replace("MISMATCH", "").strip()
+        if len(cells) == 13 and re.fullmatch(r"[0-9]+", cells[1]):
+            mismatch = cells[12].endswith("MISMATCH")
+            cells[12] = cells[12].replace("MISMATCH", "").strip()
             row = {k: None if c == "-" else float(c) for k, c in zip(names, cells[1:])}
             rows[cells[0]] = dict(row, mismatch=mismatch)
     return rows
@@ -509,6 +510,7 @@ def test_gpu_families_export_and_run_on_the_cpu(zoo_llvm, tmp_path):
         assert r["ember_ms"] > 0 and r["torch_ms"] > 0, done.stdout
         assert abs(r["ratio"] - r["ember_ms"] / r["torch_ms"]) <= 0.01, done.stdout
         assert r["graph_ms"] is None and r["graph_ratio"] is None, done.stdout  # no CPU graph
+        assert r["compile_ms"] is None, done.stdout  # only with --torch-compile
     # --cuda-graph names a GPU timing; on the CPU any choice times the one way there is.
     done = _families("run", zoo_llvm, "--only", "mlp", "--cuda-graph", "on", "--repeat", "2",
                      "--budget-s", "0.02")
@@ -517,6 +519,13 @@ def test_gpu_families_export_and_run_on_the_cpu(zoo_llvm, tmp_path):
     assert r["ember_ms"] > 0 and r["graph_ms"] is None, done.stdout
     done = _families("run", zoo_llvm, "--cuda-graph", "sometimes")
     assert done.returncode == 2 and "--cuda-graph" in done.stderr, done.stderr
+    # --torch-compile adds PyTorch's compiled model, timed the same way.
+    done = _families("run", zoo_llvm, "--only", "mlp", "--torch-compile", "default",
+                     "--repeat", "2", "--budget-s", "0.02")
+    assert done.returncode == 0, done.stdout + done.stderr
+    r = _table(done.stdout)["mlp"]
+    assert r["compile_ms"] > 0, done.stdout
+    assert abs(r["compile_ratio"] - r["compile_ms"] / r["torch_ms"]) <= 0.01, done.stdout
 
     # A reference that disagrees is reported and fails the run.
     bad = tmp_path / "bad"
