@@ -9,6 +9,9 @@
 
 namespace ember::passes::gpu {
 
+constexpr int64_t kMaxSharedBytes = 48 * 1024;  // static shared memory of one block
+constexpr int64_t kMinBlocks = 128;             // blocks the tiled templates aim for
+
 bool is_output(const Schedule& sch, const Stage& s);
 /// threadIdx.x, .y or .z.
 bool is_thread_kind(ir::ForKind k);

@@ -139,12 +139,10 @@ namespace {
 using namespace gpu;
 
 constexpr int64_t kThreads = 256;
-constexpr int64_t kMaxSharedBytes = 48 * 1024;  // static shared memory of one block
-constexpr int64_t kMaxLocalBytes = 1024;        // per-thread arrays beyond this spill
-constexpr int64_t kMinBlockReduce = 32;         // shorter rows: one thread per row
-constexpr int64_t kTileVolume = 128 * 128;      // outputs per block in the tiled template
-constexpr int64_t kMinTileVolume = 32 * 32;     // ... at least, with 64 threads of 4 x 4
-constexpr int64_t kMinBlocks = 128;             // blocks the tiled template aims for
+constexpr int64_t kMaxLocalBytes = 1024;     // per-thread arrays beyond this spill
+constexpr int64_t kMinBlockReduce = 32;      // shorter rows: one thread per row
+constexpr int64_t kTileVolume = 128 * 128;   // outputs per block in the tiled template
+constexpr int64_t kMinTileVolume = 32 * 32;  // ... at least, with 64 threads of 4 x 4
 // Outputs per thread: 8 x 8 in tiles of at least 128 x 64 (16 operand loads from shared
 // memory per 64 FMAs), 4 x 4 in smaller ones (8 per 16) so that they still have 64 threads.
 constexpr int64_t kBigRegisterTile = 64, kRegisterTile = 16;

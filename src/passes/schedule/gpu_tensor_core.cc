@@ -54,13 +54,12 @@
 namespace ember::passes {
 
 using namespace ir;
+using gpu::kMaxSharedBytes;
+using gpu::kMinBlocks;
 
 namespace {
 
-constexpr int64_t kTileRows = 16, kTileCols = 8;  // one mma.sync's output tile
-constexpr int64_t kMinBlocks = 128;               // as the tiled template aims for
-constexpr int64_t kMaxSharedBytes = 48 * 1024;    // static shared memory of one block
-constexpr int64_t kMaxRowPad = 8;                 // the most pad_rows adds below
+constexpr int64_t kMaxRowPad = 8;  // the most pad_rows adds below
 
 struct WarpTiling {
   int64_t block_m, block_n, warps_m, warps_n;
