@@ -13,6 +13,10 @@ def image(config):
     return torch.randn(1, 3, 224, 224)
 
 
+def video(config):
+    return torch.randn(1, config.num_frames, 3, config.image_size, config.image_size)
+
+
 def audio(config):
     return torch.randn(1, 16000)
 
@@ -80,6 +84,10 @@ ZOO = {
                      image, 1),
     "poolformer": ("PoolFormerConfig", "PoolFormerModel", lambda n: {}, "pixel_values", image),
     "segformer": ("SegformerConfig", "SegformerModel", lambda n: {}, "pixel_values", image),
+    "mask2former": ("Mask2FormerConfig", "Mask2FormerModel",  # deformable attention samples
+                    lambda n: {}, "pixel_values", image),   # with F.grid_sample
+    "videomae": ("VideoMAEConfig", "VideoMAEModel", layers("num_hidden_layers"),  # a Conv3d
+                 "pixel_values", video),                                      # tubelet embedding
 }
 
 

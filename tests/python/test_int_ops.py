@@ -106,6 +106,19 @@ def test_promotion_and_index_arithmetic_match_torch():
     _check_exact(_import_run(Net(), a, b), Net()(a, b))
 
 
+def test_bool_arithmetic_matches_torch():
+    """bool * bool is and, bool + bool is or (Mask2Former multiplies two masks); a bool
+    times a number or a float tensor promotes. (bool - bool: torch.export refuses it.)"""
+    class Net(torch.nn.Module):
+        def forward(self, a, b, x):
+            m, n = a > 0, b > 0
+            return m * n, m + n, m * x, m * 3, (m * n) & (a < b), m + 2.5
+
+    a, b = _ints("int32", (4, 6)), _ints("int32", (4, 6), seed=5)
+    x = torch.randn(4, 6)
+    _check_exact(_import_run(Net(), a, b, x), Net()(a, b, x))
+
+
 def test_shift_amounts_outside_the_bit_width_match_torch():
     """torch defines them: a left shift gives 0, a right shift the sign (0 or -1)."""
     class Net(torch.nn.Module):

@@ -215,12 +215,3 @@ def test_input_of_the_wrong_rank():
     text = str(cx.error())
     assert "aten.upsample_bilinear2d.vec at 'up'" in text
     assert "takes a 4-D input" in text and "got a 3-D one" in text
-
-
-def test_grid_sample_is_reported_unsupported():
-    class Grid(torch.nn.Module):
-        def forward(self, x, grid):
-            return F.grid_sample(x, grid, align_corners=False)
-
-    text = _failure(Grid(), torch.randn(1, 2, 5, 6), torch.rand(1, 3, 4, 2) * 2 - 1)
-    assert "aten.grid_sampler_2d" in text and "grid_sample is not supported yet" in text

@@ -10,7 +10,8 @@ MobileViTV2 folds its patches back with nn.Fold (aten.col2im); Phi-3 rotates all
 head (partial rotary at rotary_dim == head_dim: the pass-through slice is empty); Mixtral's
 mixture-of-experts layer sorts its routing (aten.sort), counts tokens per expert
 (aten.histc), inverts a permutation (aten.index_put), divides integers (aten.floor_divide)
-and multiplies each expert's rows (transformers::grouped_mm_fallback)."""
+and multiplies each expert's rows (transformers::grouped_mm_fallback); VideoMAE embeds
+16 frames with a Conv3d (aten.conv3d, run as a 2-D convolution)."""
 import numpy as np
 import pytest
 import torch
@@ -23,7 +24,7 @@ import hf_zoo  # noqa: E402  (the zoo's architectures: config, layers, input)
 
 # The zoo's families with something of their own to check (benchmarks/zoo.py has them all).
 FAMILIES = ["bert", "roberta", "albert", "wav2vec2", "poolformer", "efficientnet", "swin",
-            "mobilevit", "mobilevit_v2", "phi3", "mixtral"]
+            "mobilevit", "mobilevit_v2", "phi3", "mixtral", "videomae"]
 
 
 @pytest.mark.parametrize("family", FAMILIES)

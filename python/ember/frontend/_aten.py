@@ -44,11 +44,7 @@ REFUSED = {
     "_native_batch_norm_legit_functional": "batch norm in training mode (it updates its "
                                            "running statistics): call model.eval() before "
                                            "exporting",
-    "grid_sampler_2d": "F.grid_sample is not supported yet (its sampling positions are data)",
     "resize_": "an in-place resize of a tensor's storage; use reshape or a new tensor",
-    "avg_pool3d": "3-D pooling is not supported yet",
-    "max_pool3d_with_indices": "3-D pooling is not supported yet",
-    "_adaptive_avg_pool3d": "3-D pooling is not supported yet",
 }
 RANDOM = ("rand", "randn", "randperm", "randint", "rand_like", "randn_like", "randint_like",
           "bernoulli", "normal", "uniform", "multinomial", "exponential")
@@ -97,6 +93,7 @@ class Converter:
         self.weights = []       # the ir.Var of each weight, in first-use order
         self._tensors = tensors  # state_dict name -> torch tensor
         self._weight_vars = {}
+        self._constants = {}
 
     # ----------------------------------------------------------------- making nodes
     def emit(self, op, args, **attrs):
@@ -152,20 +149,68 @@ class Converter:
                 self.problems.append((display, where, f"it uses {v.what}, which Ember does "
                                       "not compute"))
                 return MISSING
+        args = None
         try:
             args = Args(op, names, [self.resolve(v) for v in values])
+            constant = self._evaluable(op, args, evaluate)
             fn = CONVERTERS.get(op)
             if fn is not None:
-                return fn(self, args)
-            exprs = [v for v in _flat(args.values) if isinstance(v, Expr)]
-            if (evaluate is not None and op not in RANDOM
-                    and all(isinstance(e, Constant) for e in exprs)):
-                return self._from_torch(evaluate(_to_torch(args.values)))
+                result = fn(self, args)
+                if constant:  # PyTorch can compute it later if an op Ember lacks needs it
+                    self._remember(result, lambda: evaluate(self._to_torch(args.values)))
+                return result
+            if constant:
+                return self._from_torch(evaluate(self._to_torch(args.values)))
         except EmberError as error:
+            # A constant computation that Ember's ops cannot express (sin of a float64
+            # position table) is computed by PyTorch instead.
+            if args is not None and self._evaluable(op, args, evaluate):
+                try:
+                    return self._from_torch(evaluate(self._to_torch(args.values)))
+                except Exception:  # noqa: BLE001  (report Ember's reason, not PyTorch's)
+                    pass
             self.problems.append((display, where, str(error)))
             return MISSING
         self.problems.append((display, where, REFUSED.get(op)))
         return MISSING
+
+    # Expressions computed from constants alone (by id, with the expression kept alive) and
+    # how PyTorch computes their values: (expr, thunk, cached value).
+    def _remember(self, result, thunk, index=None):
+        if isinstance(result, Expr) and not self._is_constant(result):  # (not an input
+            # passed through: clone, a reshape to the same shape)
+            self._constants[id(result)] = [result, thunk, index, None]
+        elif isinstance(result, (list, tuple)):
+            for k, item in enumerate(result):
+                self._remember(item, thunk, k)
+
+    def _is_constant(self, expr):
+        return isinstance(expr, Constant) or id(expr) in self._constants
+
+    def _evaluable(self, op, args, evaluate):
+        """Can PyTorch compute this call at import: every tensor input is a constant or
+        computed from constants alone, and it draws no random numbers?"""
+        return (evaluate is not None and op not in RANDOM
+                and all(self._is_constant(v) for v in _flat(args.values)
+                        if isinstance(v, Expr)))
+
+    def _to_torch(self, values):
+        out = []
+        for v in values:
+            if isinstance(v, Constant):
+                v = torch.from_numpy(np.asarray(v.value))
+            elif isinstance(v, Expr) and id(v) in self._constants:
+                entry = self._constants[id(v)]
+                if entry[3] is None:
+                    value = entry[1]()
+                    value = value if entry[2] is None else value[entry[2]]
+                    # Ember's values are dense (a clone Ember skipped may have made it so)
+                    entry[3] = value.contiguous() if isinstance(value, torch.Tensor) else value
+                v = entry[3]
+            elif isinstance(v, (list, tuple)):
+                v = type(v)(self._to_torch(v))
+            out.append(v)
+        return out
 
     def _from_torch(self, value):
         if isinstance(value, torch.Tensor):
@@ -239,17 +284,6 @@ def _flat(values):
             yield from _flat(v)
         else:
             yield v
-
-
-def _to_torch(values):
-    out = []
-    for v in values:
-        if isinstance(v, Constant):
-            v = torch.from_numpy(np.asarray(v.value))
-        elif isinstance(v, (list, tuple)):
-            v = type(v)(_to_torch(v))
-        out.append(v)
-    return out
 
 
 # ------------------------------------------------------------------------------- helpers
@@ -509,7 +543,13 @@ def _arith(ember_op, python_op):
             return python_op(x, y if alpha in (None, 1) else alpha * y)
         if alpha not in (None, 1):
             y = binary(cx, "multiply", y, alpha) if isinstance(y, Expr) else alpha * y
-        return binary(cx, ember_op, x, y)
+        x, y = _promote(cx, x, y)
+        if x.dtype == "bool":  # torch: bool * bool is and, bool + bool is or
+            if ember_op == "subtract":
+                raise EmberError("subtracting bool tensors is not defined (torch refuses it "
+                                 "too); use logical_xor or cast to an integer type")
+            return cx.emit({"multiply": "logical_and", "add": "logical_or"}[ember_op], [x, y])
+        return cx.emit(ember_op, [x, y])
     return convert
 
 
@@ -1134,6 +1174,26 @@ def _flip(cx, a):
     return x
 
 
+@converts("unfold")
+def _unfold(cx, a):
+    """Tensor.unfold(dim, size, step): the windows x[.., i * step : i * step + size, ..] along
+    dim, which becomes the window count, each window's elements a new last axis."""
+    x, size, step = a[0], int(a[2]), int(a[3])
+    rank = max(len(x.shape), 1)
+    x = reshape(cx, x, [1]) if not x.shape else x
+    axis = _axis(a[1], rank)
+    if size > x.shape[axis] or step < 1:
+        raise EmberError(f"unfold: a window of {size} with step {step} does not fit in "
+                         f"dimension {axis} of size {x.shape[axis]}")
+    windows = (x.shape[axis] - size) // step + 1
+    index = np.arange(windows)[:, None] * step + np.arange(size)[None, :]
+    y = take_const(cx, x, axis, index.reshape(-1))
+    shape = list(x.shape)
+    y = reshape(cx, y, shape[:axis] + [windows, size] + shape[axis + 1:])
+    order = list(range(axis + 1)) + list(range(axis + 2, rank + 1)) + [axis + 1]
+    return transpose(cx, y, order)
+
+
 @converts("diagonal")
 def _diagonal(cx, a):
     """The diagonal of the dim1 x dim2 matrices, last: take of the flattened matrices."""
@@ -1408,6 +1468,8 @@ def _var(cx, a):
 
 
 from . import _aten_nn  # noqa: E402,F401  (registers the layer converters)
+from . import _aten_conv  # noqa: E402,F401  (registers the convolution converters)
+from . import _aten_grid_sample  # noqa: E402,F401  (registers F.grid_sample's converter)
 from . import _aten_activations  # noqa: E402,F401  (registers the activation converters)
 from . import _aten_resize  # noqa: E402,F401  (registers the interpolation converters)
 from . import _aten_scatter  # noqa: E402,F401  (registers the scatter converters)

@@ -56,40 +56,6 @@ def _linear(cx, a):
 
 # --------------------------------------------------------------------- neural-net layers
 
-@converts("conv2d", "conv1d", "convolution", "_convolution")
-def _conv(cx, a):
-    x, w, bias = a[0], a[1], a[2]
-    if a.has("transposed") and a["transposed"]:
-        raise EmberError("transposed convolution (ConvTranspose) is not supported yet")
-    rank = len(x.shape)
-    if rank not in (3, 4):
-        raise EmberError(f"{rank - 2}-D convolution is not supported; Ember has conv2d "
-                         "(and conv1d through it)")
-    stride, padding, dilation = a["stride"], a["padding"], a["dilation"]
-    groups = a["groups"]
-    one_d = rank == 3
-    if one_d:  # [N, C, L] as [N, C, 1, L]
-        x = reshape(cx, x, [x.shape[0], x.shape[1], 1, x.shape[2]])
-        w = reshape(cx, w, [w.shape[0], w.shape[1], 1, w.shape[2]])
-        stride, dilation = [1] + list(_pair(stride))[:1], [1] + list(_pair(dilation))[:1]
-        if not isinstance(padding, str):
-            padding = [0] + list(_pair(padding))[:1]
-    stride, dilation = _pair(stride), _pair(dilation)
-    if isinstance(padding, str):  # conv2d.padding: "valid" or "same"
-        pads = [0, 0, 0, 0]
-        if padding == "same":
-            for i, k in enumerate(w.shape[2:]):
-                total = dilation[i] * (k - 1)
-                pads[i], pads[i + 2] = total // 2, total - total // 2
-    else:
-        pads = _pads(padding)
-    y = cx.emit("nn.conv2d", [x, w], strides=stride, padding=pads, dilation=dilation,
-                groups=int(groups))
-    if bias is not None:
-        y = cx.emit("nn.bias_add", [y, bias], axis=1)
-    return reshape(cx, y, [y.shape[0], y.shape[1], y.shape[3]]) if one_d else y
-
-
 @converts("batch_norm", "native_batch_norm", "_native_batch_norm_legit_no_training",
           "_native_batch_norm_legit", "cudnn_batch_norm")
 def _batch_norm(cx, a):

@@ -16,6 +16,10 @@ LIMITS = {
     "where": "the one-argument form (nonzero) is refused",
     "sort": "an insertion sort: O(n^2) per row at worst, fine for short rows",
     "avg_pool2d": "divisor_override is refused",
+    "avg_pool3d": "divisor_override is refused",
+    "convolution": "1-, 2- and 3-D, transposed too (3-D and transposed ones run as 2-D "
+                   "convolutions)",
+    "grid_sampler_2d": "bilinear and nearest; bicubic is refused",
 }
 
 
