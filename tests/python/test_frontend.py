@@ -228,3 +228,29 @@ def test_model_mode_is_restored():
     model = models.FAMILIES["vgg"][0]().train()
     from_pytorch(model, torch.randn(1, 3, 32, 32))
     assert model.training
+    # Each submodule keeps its own mode: a wrapper (training, as new modules are) around
+    # an eval model must not put the model in training mode (its dropout would then run).
+    wrapper = nn.Sequential(models.FAMILIES["vgg"][0]().eval())
+    from_pytorch(wrapper, torch.randn(1, 3, 32, 32))
+    assert wrapper.training and not any(m.training for m in wrapper[0].modules())
+
+
+def test_constant_computations_ember_cannot_express_are_computed_by_pytorch():
+    """RT-DETR's 2-D sin/cos position table is built in float64 from aranges (meshgrid,
+    outer, sin, cos, cat): constants all the way, but through ops that have converters and
+    float32-only kernels. Each such call is computed by PyTorch at import instead."""
+    class PositionTable(nn.Module):
+        def forward(self, x):
+            grid_w, grid_h = torch.meshgrid(torch.arange(4.0, dtype=torch.float64),
+                                            torch.arange(6.0, dtype=torch.float64),
+                                            indexing="ij")
+            omega = 1.0 / (10000 ** (torch.arange(8, dtype=torch.float64) / 8))
+            out_w = torch.outer(grid_w.flatten(), omega)
+            out_h = torch.outer(grid_h.flatten(), omega)
+            table = torch.cat([out_w.sin(), out_w.cos(), out_h.sin(), out_h.cos()], dim=1)
+            return x + table.float()
+
+    x = torch.randn(24, 32)
+    mod, params = from_pytorch(PositionTable(), (x,))
+    got = np.asarray(ember.GraphModule(ember.build(mod, params=params))(x.numpy()))
+    np.testing.assert_allclose(got, PositionTable()(x).numpy(), rtol=0, atol=1e-6)

@@ -126,9 +126,10 @@ def _check_arity(model, inputs):
 
 
 def _export(model, inputs):
-    """torch.export in eval mode under no_grad, restoring the model's mode afterwards."""
+    """torch.export in eval mode under no_grad, restoring every submodule's own mode
+    afterwards (a wrapper in training mode around an eval model stays so)."""
     _check_arity(model, inputs)
-    was_training = model.training
+    modes = [(m, m.training) for m in model.modules()]
     model.eval()
     try:
         with torch.no_grad():
@@ -136,7 +137,8 @@ def _export(model, inputs):
     except Exception as error:  # torch raises many kinds; all mean "cannot capture"
         raise EmberError(_export_failure(model, error)) from None
     finally:
-        model.train(was_training)
+        for m, training in modes:
+            m.training = training
 
 
 def _export_failure(model, error):
