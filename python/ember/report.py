@@ -14,13 +14,19 @@ __all__ = ["FusionReport", "KernelReport", "attach_reports"]
 class KernelReport:
     """One kernel: `name` (source names joined by " + "), `ops` (op names in order),
     `anchor` (the op that sets the loop nest), `patterns` (fusion rules that fired),
-    `func` (the symbol); for a build with a tuning log, `workload` (its key), `tuned`
-    (whether the log's schedule was applied; None when no log was given) and `knobs` (the
-    schedule knobs applied, a dict; None when not tuned). A model file keeps all of them."""
+    `func` (the symbol), `schedule` (the template that scheduled it: "conv.chunked",
+    "gemv.dot_rows", a GPU "tiled(...)"; "" for a model file saved before schedules were
+    recorded) and `schedule_knobs` (the CPU schedule's knob values it used, a dict); for a
+    build with a tuning log, `workload` (its key), `tuned` (whether the log's schedule was
+    applied; None when no log was given) and `knobs` (the schedule knobs applied, a dict;
+    None when not tuned). A model file keeps all of them."""
 
     def __init__(self, d):
         self.name, self.ops, self.anchor = d["name"], list(d["ops"]), d["anchor"]
         self.patterns, self.func = list(d["patterns"]), d["func"]
+        self.schedule = d.get("schedule", "")
+        self.schedule_knobs = dict(d.get("schedule_knobs", {}))
+        self._schedule_label = d.get("schedule_label", self.schedule)
         self.workload = d.get("workload") or None
         self.tuned = d.get("tuned") if self.workload else None
         self.knobs = dict(d["knobs"]) if self.tuned else None
@@ -41,9 +47,9 @@ class FusionReport(list):
         self.tuning = tuning
 
     def __str__(self):
-        rows = [(str(i), k.name, " -> ".join(k.ops), ", ".join(k.patterns) or "-")
-                for i, k in enumerate(self)]
-        head = ("#", "kernel", "ops", "patterns")
+        rows = [(str(i), k.name, " -> ".join(k.ops), ", ".join(k.patterns) or "-",
+                 k._schedule_label or "-") for i, k in enumerate(self)]
+        head = ("#", "kernel", "ops", "patterns", "schedule")
         if any(k.tuned is not None for k in self):  # built with a tuning log
             rows = [r + ("yes" if k.tuned else "no",) for r, k in zip(rows, self)]
             head += ("tuned",)
@@ -56,7 +62,7 @@ class FusionReport(list):
                          f"tuned, measured on {t['cpu']} ({t['vector_bits']}-bit vectors, "
                          f"{t['threads']} thread(s))")
         lines += [fmt.format(*head), fmt.format(*("-" * w for w in widths))]
-        lines += [fmt.format(*r) for r in rows]
+        lines += [fmt.format(*r).rstrip() for r in rows]
         if self.unfused:
             lines.append("")
             lines.append(f"Not fused ({len(self.unfused)} edges):")

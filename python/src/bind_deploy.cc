@@ -45,11 +45,20 @@ std::string code_kind(const LoadedLibrary& lib) {
 
 }  // namespace
 
-py::list kernel_reports(const std::vector<runtime::KernelReport>& kernels) {
+py::list kernel_reports(const std::vector<runtime::KernelReport>& kernels,
+                       const std::vector<runtime::ExecGraph::Kernel>& compiled) {
   py::list out;
-  for (const auto& k : kernels) {
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const runtime::KernelReport& k = kernels[i];
     py::dict d("func"_a = k.func, "name"_a = k.name, "ops"_a = k.ops, "anchor"_a = k.anchor,
                "patterns"_a = k.patterns);
+    if (i < compiled.size()) {  // the template and knobs that scheduled it
+      py::dict knobs;
+      for (const auto& [name, value] : compiled[i].schedule_knobs) knobs[name.c_str()] = value;
+      d["schedule"] = compiled[i].schedule;
+      d["schedule_knobs"] = knobs;
+      d["schedule_label"] = runtime::schedule_label(compiled[i]);
+    }
     if (!k.workload.empty()) {  // built with a tuning table (also kept in model files)
       d["workload"] = k.workload;
       d["tuned"] = k.tuned;
@@ -125,7 +134,7 @@ void bind_deploy(py::module_& m) {
           },
           "format"_a = "ll")
       // The same report entries as Library._kernels / _fusion_decisions.
-      .def("_kernels", [](const LoadedLibrary& lib) { return kernel_reports(lib.info.kernels); })
+      .def("_kernels", [](const LoadedLibrary& lib) { return kernel_reports(lib.info.kernels, lib.graph->kernels); })
       .def("_fusion_decisions",
            [](const LoadedLibrary& lib) { return fusion_edges(lib.info.fusion); })
       .def("_tuning", [](const LoadedLibrary& lib) { return tuning_info(lib.info.tuning); })

@@ -53,7 +53,8 @@ runtime::NDArray tensor_copy(pybind11::handle value, const std::string& what);
 /// The report entries of Library and LoadedLibrary (defined in bind_deploy.cc): one dict per
 /// kernel ({func, name, ops, anchor, patterns}, plus workload, tuned and tuning_note when a
 /// tuning table was given), and one (producer, consumer, fused, reason) per fusion edge.
-pybind11::list kernel_reports(const std::vector<runtime::KernelReport>& kernels);
+pybind11::list kernel_reports(const std::vector<runtime::KernelReport>& kernels,
+                              const std::vector<runtime::ExecGraph::Kernel>& compiled);
 pybind11::list fusion_edges(const std::vector<runtime::FusionEdge>& edges);
 /// {log, cpu, vector_bits, threads} of the tuning log a build applied, None when none.
 pybind11::object tuning_info(const runtime::TuningInfo& t);

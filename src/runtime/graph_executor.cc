@@ -290,6 +290,7 @@ std::vector<KernelProfile> GraphExecutor::profile(int repeat) {
     KernelProfile p;
     p.name = kern.name;
     p.func = kern.func;
+    p.schedule = schedule_label(kern);
     p.mean_ms = total[k] / repeat;
     p.percent = all > 0 ? 100.0 * p.mean_ms / all : 0.0;
     for (int a : kern.args) p.shapes.push_back(graph_->values[a].shape);
@@ -298,25 +299,36 @@ std::vector<KernelProfile> GraphExecutor::profile(int repeat) {
   return rows;
 }
 
+std::string schedule_label(const ExecGraph::Kernel& k) {
+  std::string label = k.schedule;
+  for (size_t i = 0; i < k.schedule_knobs.size(); ++i)
+    label += (i ? "," : "(") + k.schedule_knobs[i].first + "=" +
+             std::to_string(k.schedule_knobs[i].second);
+  return k.schedule_knobs.empty() ? label : label + ")";
+}
+
 std::string GraphExecutor::profile_table(const std::vector<KernelProfile>& p) {
   // Cells as text first, then pad each column to its widest cell: text left, numbers right.
-  std::vector<std::vector<std::string>> rows = {{"Name", "Func", "Time(ms)", "Percent", "Shapes"}};
+  constexpr int kColumns = 6;
+  std::vector<std::vector<std::string>> rows = {
+      {"Name", "Func", "Time(ms)", "Percent", "Schedule", "Shapes"}};
   double total_ms = 0, total_pct = 0;
   for (const KernelProfile& k : p) {
     std::string shapes;
     for (size_t i = 0; i < k.shapes.size(); ++i) shapes += (i ? ", " : "") + shape_str(k.shapes[i]);
-    rows.push_back({k.name, k.func, fixed(k.mean_ms, 4), fixed(k.percent, 2), shapes});
+    rows.push_back(
+        {k.name, k.func, fixed(k.mean_ms, 4), fixed(k.percent, 2), k.schedule, shapes});
     total_ms += k.mean_ms;
     total_pct += k.percent;
   }
-  rows.push_back({"Total", "", fixed(total_ms, 4), fixed(total_pct, 2), ""});
-  size_t width[5] = {0, 0, 0, 0, 0};
+  rows.push_back({"Total", "", fixed(total_ms, 4), fixed(total_pct, 2), "", ""});
+  size_t width[kColumns] = {};
   for (const auto& row : rows)
-    for (int c = 0; c < 5; ++c) width[c] = std::max(width[c], row[c].size());
+    for (int c = 0; c < kColumns; ++c) width[c] = std::max(width[c], row[c].size());
   std::ostringstream os;
   for (const auto& row : rows) {
     std::string line;
-    for (int c = 0; c < 5; ++c) {
+    for (int c = 0; c < kColumns; ++c) {
       std::string pad(width[c] - row[c].size(), ' ');
       bool numeric = c == 2 || c == 3;
       line += (c ? "  " : "") + (numeric ? pad + row[c] : row[c] + pad);

@@ -90,7 +90,10 @@ ordered_json kernels_json(const Artifact& a) {
     ordered_json item = {{"func", k.func},        {"name", k.name},
                          {"args", k.args},        {"num_inputs", k.num_inputs},
                          {"ops", r.ops},          {"anchor", r.anchor},
-                         {"patterns", r.patterns}};
+                         {"patterns", r.patterns}, {"schedule", k.schedule}};
+    ordered_json schedule_knobs = ordered_json::object();
+    for (const auto& [name, value] : k.schedule_knobs) schedule_knobs[name] = value;
+    item["schedule_knobs"] = schedule_knobs;
     if (!r.workload.empty()) {  // built with a tuning log
       ordered_json knobs = ordered_json::object();
       for (const auto& [name, value] : r.knobs) knobs[name] = value;
@@ -344,6 +347,13 @@ void read_kernel(const json& k, const GraphReader& r, const std::string& path, b
   if (num_inputs < 0 || num_inputs > static_cast<int64_t>(args.size()))
     r.error(path + ".num_inputs", "is out of range");
   kern.num_inputs = static_cast<int>(num_inputs);
+  if (r.optional(k, "schedule")) {  // (files saved before schedules were recorded have none)
+    kern.schedule = r.string(k, "schedule", path);
+    const json& knobs = r.field(k, "schedule_knobs", path);
+    if (!knobs.is_object()) r.error(path + ".schedule_knobs", "is not an object");
+    for (const auto& [name, value] : knobs.items())
+      kern.schedule_knobs.emplace_back(name, r.integer(value, path + ".schedule_knobs." + name));
+  }
   if (gpu_code) {
     auto launch = info.launch.find(kern.func);
     if (launch == info.launch.end())

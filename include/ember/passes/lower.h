@@ -37,11 +37,20 @@ struct LoweredGraph {
   runtime::ExecGraph graph;
 };
 
+/// The template that scheduled a group and the CPU schedule's knob values it used (those
+/// that applied: non-zero), as the fusion report, profile() and the model file show them.
+struct ScheduleChoice {
+  std::string name;
+  std::vector<std::pair<std::string, int64_t>> knobs;
+};
+
 /// Lowers a primitive function (a fused group) with the default schedule into one PrimFunc
 /// named `func_name`: the anchor's tile and the epilogue share one loop nest. `knobs`
-/// override the CPU schedule's choices (schedule_knobs.h).
+/// override the CPU schedule's choices (schedule_knobs.h); `choice`, when given, receives
+/// the template and knobs used.
 ir::PrimFunc lower_group(const ir::Function& group, const std::string& func_name,
-                         const LowerOptions& options, const ScheduleKnobs& knobs = {});
+                         const LowerOptions& options, const ScheduleKnobs& knobs = {},
+                         ScheduleChoice* choice = nullptr);
 
 /// Whether `group` is one op with its own lowering (Op::lower: no schedule knobs).
 bool has_custom_lowering(const ir::Function& group);

@@ -182,6 +182,11 @@ class Schedule {
   bool has_stage(const Tensor& t) const;
   /// The stage's expression with every inlined stage substituted into it.
   ir::PrimExpr expanded_body(const Stage& s) const;
+  /// The name of the template that scheduled the group ("conv.chunked", "gemv.dot_rows",
+  /// "tiled"...), set by the schedule that applies one; the fusion report, profile() and
+  /// the model file show it.
+  void set_template(std::string name) { template_ = std::move(name); }
+  const std::string& template_name() const { return template_; }
 
  private:
   void insert_before(const Stage& s, std::vector<std::unique_ptr<Stage>> stages);
@@ -191,6 +196,7 @@ class Schedule {
 
   std::vector<Tensor> outputs_;
   std::vector<std::unique_ptr<Stage>> stages_;
+  std::string template_;
 };
 
 /// The default CPU schedule for a group of stages whose outputs are `sch.outputs()`:

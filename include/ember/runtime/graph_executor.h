@@ -3,6 +3,7 @@
 /// reused memory pool. Usable from C++ with no Python and no LLVM.
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,10 @@ struct ExecGraph {
     std::string name;       // display name: source names joined by " + "
     std::vector<int> args;  // value ids: inputs first, then outputs
     int num_inputs = 0;
+    /// The template that scheduled it and the schedule knobs it used ("" and none in
+    /// model files saved before they were recorded).
+    std::string schedule;
+    std::vector<std::pair<std::string, int64_t>> schedule_knobs;
   };
   /// `dst` is the same memory as `src` with another shape (reshape, flatten).
   struct View {
@@ -58,10 +63,14 @@ struct BenchmarkResult {
 struct KernelProfile {
   std::string name;
   std::string func;
+  std::string schedule;  // the template and its knobs (schedule_label)
   double mean_ms = 0;
   double percent = 0;
   std::vector<Shape> shapes;  // argument shapes, inputs then outputs
 };
+
+/// A kernel's template and knob values as one label: "conv.chunked(tile_rows=4,k_chunk=16)".
+std::string schedule_label(const ExecGraph::Kernel& k);
 
 /// How an executor runs its kernels.
 struct ExecutorOptions {
@@ -123,7 +132,7 @@ class GraphExecutor {
   /// Per-kernel mean times over `repeat` runs, in kernel order (each kernel launched alone,
   /// never through a CUDA graph).
   std::vector<KernelProfile> profile(int repeat = 10);
-  /// Table of profile(): kernel, time, share, shapes (like TVM's debug executor).
+  /// Table of profile(): kernel, time, share, schedule, shapes (like TVM's debug executor).
   static std::string profile_table(const std::vector<KernelProfile>& p);
   const ExecGraph& graph() const { return *graph_; }
   /// Bytes of the planned intermediate pool (after reuse).

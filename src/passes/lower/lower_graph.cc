@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -60,13 +61,13 @@ runtime::KernelReport describe(const Function& group, const std::string& func) {
 // Lowers `group` with its tuned knobs when options.tuned has its workload. Knobs that do
 // not fit the kernel (a damaged log) fall back to the default schedule, noted in `info`.
 PrimFunc lower_tuned(const Function& group, const std::string& func, const LowerOptions& options,
-                     runtime::KernelReport& info) {
-  if (!options.tuned || options.gpu) return lower_group(group, func, options);
+                     runtime::KernelReport& info, ScheduleChoice& choice) {
+  if (!options.tuned || options.gpu) return lower_group(group, func, options, {}, &choice);
   info.workload = workload_key(group);
   auto it = options.tuned->find(info.workload);
-  if (it == options.tuned->end()) return lower_group(group, func, options);
+  if (it == options.tuned->end()) return lower_group(group, func, options, {}, &choice);
   try {
-    PrimFunc f = lower_group(group, func, options, it->second);
+    PrimFunc f = lower_group(group, func, options, it->second, &choice);
     info.tuned = true;
     for (auto& [name, field] : ScheduleKnobs::fields)
       info.knobs.emplace_back(name, it->second.*field);
@@ -74,7 +75,7 @@ PrimFunc lower_tuned(const Function& group, const std::string& func, const Lower
   } catch (const Error& e) {
     info.tuning_note =
         "tuned schedule " + it->second.str() + " not applied: " + std::string(e.what());
-    return lower_group(group, func, options);
+    return lower_group(group, func, options, {}, &choice);
   }
 }
 
@@ -249,22 +250,32 @@ ir::Tensor group_compute(const Function& group, std::vector<ir::Tensor>& inputs,
 }
 
 PrimFunc lower_group(const Function& group, const std::string& func_name,
-                     const LowerOptions& options, const ScheduleKnobs& knobs) {
+                     const LowerOptions& options, const ScheduleKnobs& knobs,
+                     ScheduleChoice* choice) {
   // An op with its own lowering (Op::lower: nn.attention, topk) builds its own loop nest
   // when it is alone in its group; elsewhere its compute rule lowers like any other.
   const MachineModel machine = options.model();
   PrimFunc f;
+  ScheduleChoice made;
   if (has_custom_lowering(group)) {
-    f = op_calls(group)[0]->op->lower(group, func_name, options.vector_bits, options.gpu);
+    const ir::Op* op = op_calls(group)[0]->op;
+    f = op->lower(group, func_name, options.vector_bits, options.gpu);
+    made.name = op->name + ".own_loop_nest";
   } else {
     std::vector<ir::Tensor> inputs;
     Schedule sch({group_compute(group, inputs, machine)});
+    KnobSpace space;
     if (options.gpu)
       apply_gpu_schedule(sch, options.matmul_precision);
     else
-      apply_default_schedule(sch, machine, knobs);
+      apply_default_schedule(sch, machine, knobs, &space);
+    made.name = sch.template_name();
+    for (auto& [name, field] : ScheduleKnobs::fields)
+      if (space.used.*field) made.knobs.emplace_back(name, space.used.*field);
+    std::sort(made.knobs.begin(), made.knobs.end());  // by name, as a model file reads them
     f = with_group_types(lower_schedule(sch, func_name, inputs), group);
   }
+  if (choice) *choice = std::move(made);
   if (options.gpu) return f;
   // Loop-level rewrites of long chains (a rolled single-tile epilogue, row invariants as
   // one vector); the FuseOps cost rule prices what these make of a group.
@@ -327,10 +338,13 @@ LoweredGraph lower_graph(const Function& f, const LowerOptions& options) {
         Function group = c->fn ? c->fn : as_group(c);
         std::string func = symbol_name(group->name, out.funcs.size());
         runtime::KernelReport info = describe(group, func);
-        out.funcs.push_back(lower_tuned(group, func, options, info));
+        ScheduleChoice choice;
+        out.funcs.push_back(lower_tuned(group, func, options, info, choice));
         runtime::ExecGraph::Kernel k;
         k.func = func;
         k.name = group->name;
+        k.schedule = std::move(choice.name);
+        k.schedule_knobs = std::move(choice.knobs);
         for (auto& a : c->args) k.args.push_back(values.at(a.get()).at(0));
         k.num_inputs = static_cast<int>(c->args.size());
         k.args.insert(k.args.end(), outs.begin(), outs.end());

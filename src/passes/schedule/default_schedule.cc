@@ -803,6 +803,8 @@ struct OutputTiling {
   void tile_row_statistics();
   void block_short_rows(std::vector<IterVar>& tile_axes, size_t used);
   void attach_in_tile();
+  std::string classify_anchor() const;
+  std::string template_name() const { return anchor_kind + "." + path; }
 
   Schedule& sch;
   Stage& o;
@@ -815,10 +817,15 @@ struct OutputTiling {
   const MachineModel machine;
   IterVar last;
   bool along = true;  // o reads every reduction along its innermost axis
+  // What the anchor is (classify_anchor) and which path through the decisions below its
+  // tiling took: together the template name that reports show.
+  std::string anchor_kind;
+  const char* path = "root";
   // size_register_tile
   bool tiled = false;
   int tile_axis = -1;
   RegisterTile rt;
+  bool dot = false;           // a GEMV's outputs as dot products along K
   int64_t partial_sums = 1;   // a GEMV's reduction as independent partial sums (tuning)
   DotRows dot_rows;           // a GEMV's dot products (choose_dot_rows)
   Stage* dot_part = nullptr;  // their vector partials, where rows compute them together
@@ -847,6 +854,35 @@ OutputTiling::OutputTiling(Schedule& sch, Stage& o, const MachineModel& machine,
   last = this->axes.back();
   for (Stage* r : this->reds)
     along &= reads_along(this->body, r->tensor().operator->(), last->var.get());
+  anchor_kind = classify_anchor();
+}
+
+// Is `r` a sum of products of two tensors (a conv's or a GEMM's, not a pooling's)?
+bool sums_products(const Stage& r) {
+  auto* red = r.body().as<ReduceNode>();
+  auto* mul = red && red->op == ReduceOp::Sum ? red->source.as<BinaryNode>() : nullptr;
+  if (!mul || mul->op != BinaryOp::Mul) return false;
+  std::set<const void*> read[2];
+  for (int side = 0; side < 2; ++side)
+    visit_prim(side ? mul->b : mul->a, [&](const PrimExpr& e) {
+      if (auto* p = e.as<ProducerLoadNode>()) read[side].insert(p->producer.get());
+    });
+  if (read[0].empty() || read[1].empty()) return false;
+  for (const void* t : read[0])
+    if (read[1].count(t)) return false;
+  return true;
+}
+
+// The anchor's kind, from its loop nest alone: what reports name the template by. (A
+// pointwise conv in the blocked layout has image axes: [N, C/c, H, W, c].)
+std::string OutputTiling::classify_anchor() const {
+  if (reds.empty()) return transposed_axis(body, o) >= 0 ? "transpose" : "elementwise";
+  if (!along) return "row_statistic";
+  const Stage& r = *reds[0];
+  if (!sums_products(r)) return reads_window(r) ? "pool" : "reduction";
+  if (reads_window(r)) return window_only(r) ? "depthwise_conv" : "conv";
+  if (one_row(axes) && sums_a_broadcast_product(sch, r)) return "gemv";
+  return axes.size() >= 4 ? "pointwise_conv" : "gemm";
 }
 
 // A reduction read elementwise along the vector axis (conv, dense, matmul, pooling) is
@@ -854,7 +890,6 @@ OutputTiling::OutputTiling(Schedule& sch, Stage& o, const MachineModel& machine,
 // several vectors of the innermost axis, sized by the machine model.
 void OutputTiling::size_register_tile() {
   tiled = along && reds.size() == 1 && reads_elementwise(body, o, *reds[0]);
-  bool dot = false;
   // A GEMV over weight rows contiguous along K ([N, K], or nn.dense_lanes' [K/L, N, L]: what
   // AlterOpLayout makes where no vector divides N): a register tile along N would gather each
   // vector across N rows; each output is a dot product along K instead (choose_dot_rows).
@@ -995,17 +1030,24 @@ bool OutputTiling::choose_tile_loop() {
     if (rows->extent >= 2 * pad_rows) rows = o.split(rows, pad_rows).first;
     tile = o.fuse(outer);
     reduction_at = outer_vec;
+    path = "padded_rows";
   } else if (along && tile_inner && !outer_vec && !row_tile && !pads.empty() && tile_axis >= 1 &&
              tile_axis + 2 == static_cast<int>(axes.size()) && window_only(*reds[0])) {
     tile_depthwise_rows();
+    path = "depthwise_rows";
   } else if (along && (outer_vec || tile_inner) && !row_tile) {
     tile_register_tiles();
+    path = k_chunk ? "chunked" : tiled ? "register_tile" : "vector_tiles";
   } else if (!outer.empty()) {
     tile_row_statistics();
+    path = row_gemms.empty() ? "row_blocks" : "gemm_row_block";
   } else if (outer_vec) {
     o.parallel(outer_vec);
     if (along) tile = outer_vec;
+    path = "vector_loop";
   }
+  if (dot) path = dot_part ? "dot_rows" : "rows";
+  if (partial_sums > 1) path = "partial_sums";
   return tile != nullptr;
 }
 
@@ -1031,6 +1073,7 @@ bool OutputTiling::tile_transpose() {
   order.insert(order.end(), inner.begin(), inner.end());
   o.reorder(order);
   tile = o.fuse(tile_axes);
+  path = "tiles";
   return true;
 }
 
@@ -1226,22 +1269,37 @@ void OutputTiling::attach_in_tile() {
   }
 }
 
+// Names the template of one more output (a group with several outputs lists each).
+void add_template(Schedule& sch, const std::string& name) {
+  const std::string& now = sch.template_name();
+  if (now.empty())
+    sch.set_template(name);
+  else if (now != name)
+    sch.set_template(now + " + " + name);
+}
+
 // Tiles `o` (parallel outer, vector inner); returns the loop its reductions attach at.
 // `knobs` override its choices where set (tuning); `space` records them.
 IterVar schedule_output(Schedule& sch, Stage& o, const MachineModel& machine,
                         const ScheduleKnobs& knobs, KnobSpace& space) {
   std::vector<IterVar> axes = o.axes();
-  if (axes.empty()) return nullptr;
+  if (axes.empty()) {
+    add_template(sch, "scalar");
+    return nullptr;
+  }
   PrimExpr body = sch.expanded_body(o);
   std::vector<Stage*> reds = reductions_read(sch, o, body);
   if (reds.size() == 1)
-    if (IterVar tile = schedule_two_anchors(sch, o, body, *reds[0], machine, knobs, space))
+    if (IterVar tile = schedule_two_anchors(sch, o, body, *reds[0], machine, knobs, space)) {
+      add_template(sch, "two_anchors");
       return tile;
+    }
   OutputTiling t(sch, o, machine, knobs, space, axes, body, reds);
   t.size_register_tile();
   t.split_axes();
-  if (!t.choose_tile_loop())
-    return nullptr;  // reductions stay root nests, computed before this one
+  const bool tiled = t.choose_tile_loop();
+  add_template(sch, t.template_name());
+  if (!tiled) return nullptr;  // reductions stay root nests, computed before this one
   t.attach_in_tile();
   return t.tile;
 }

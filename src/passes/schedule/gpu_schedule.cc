@@ -647,27 +647,34 @@ bool fits(const std::vector<Tensor>& outputs, const std::function<bool(Schedule&
 }  // namespace
 
 void apply_gpu_schedule(Schedule& sch, MmaPrecision precision) {
-  std::vector<std::function<bool(Schedule&)>> templates;
+  // (name, template): the name the reports show, with the tiling it tried.
+  std::vector<std::pair<std::string, std::function<bool(Schedule&)>>> templates;
   // Tensor cores where the precision allows: the largest blocks, then the largest chunk,
   // whose tiles fit.
   if (precision != MmaPrecision::Highest)
     for (size_t tiling : {0, 1, 2})
       for (int64_t chunk : {32, 16, 8})
-        templates.push_back(
+        templates.emplace_back(
+            "tensor_core(tiling=" + std::to_string(tiling) + ",chunk=" + std::to_string(chunk) +
+                ")",
             [=](Schedule& s) { return schedule_tensor_core(s, precision, chunk, tiling); });
   // Split-K staging twice the unsplit tile's chunk first (GEMM panels only:
   // reduction_innermost), then one chunk, then no split (a stride-2 conv's wide operand
   // tiles did not fit split).
   for (int64_t volume : {kTileVolume, kTileVolume / 4, kTileVolume / 16})
     for (int64_t staged : {2 * kReduceChunk, kReduceChunk, int64_t{0}})
-      templates.push_back([=](Schedule& s) { return schedule_tiled(s, volume, staged); });
-  templates.push_back(schedule_block_reduce);
-  for (auto& tmpl : templates)
+      templates.emplace_back(
+          "tiled(volume=" + std::to_string(volume) + ",staged=" + std::to_string(staged) + ")",
+          [=](Schedule& s) { return schedule_tiled(s, volume, staged); });
+  templates.emplace_back("block_reduce", schedule_block_reduce);
+  for (auto& [name, tmpl] : templates)
     if (fits(sch.outputs(), tmpl)) {
       tmpl(sch);
+      sch.set_template(name);
       return;
     }
   schedule_simple(sch);
+  sch.set_template("simple");
 }
 
 // ------------------------------------------------------------------------ phases on GPU

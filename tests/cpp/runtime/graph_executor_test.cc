@@ -348,6 +348,8 @@ TEST(GraphExecutor, ProfileRowsAndTable) {
   int t = b.kernel("spin_2ms", {x}, {4, 4});
   int out = b.kernel("add_one", {t});
   b.g->outputs = {out};
+  b.g->kernels[0].schedule = "conv.chunked";
+  b.g->kernels[0].schedule_knobs = {{"tile_rows", 4}, {"k_chunk", 16}};
   GraphExecutor ex = b.make();
   std::vector<KernelProfile> p = ex.profile(3);
   ASSERT_EQ(p.size(), 2u);
@@ -366,9 +368,11 @@ TEST(GraphExecutor, ProfileRowsAndTable) {
   std::vector<std::string> rows;
   for (std::string l; std::getline(lines, l);) rows.push_back(l);
   ASSERT_EQ(rows.size(), 4u);  // header, two kernels, total
-  for (const char* h : {"Name", "Func", "Time(ms)", "Percent", "Shapes"})
+  for (const char* h : {"Name", "Func", "Time(ms)", "Percent", "Schedule", "Shapes"})
     EXPECT_NE(rows[0].find(h), std::string::npos) << h;
   EXPECT_EQ(rows[1].rfind("spin_2ms0", 0), 0u);
+  EXPECT_NE(rows[1].find("conv.chunked(tile_rows=4,k_chunk=16)"), std::string::npos) << rows[1];
+  EXPECT_EQ(p[1].schedule, "");  // a kernel with no recorded schedule
   EXPECT_NE(rows[1].find("(4, 4), (4, 4)"), std::string::npos);
   EXPECT_EQ(rows[3].rfind("Total", 0), 0u);
   EXPECT_NE(rows[3].find("100.00"), std::string::npos);
