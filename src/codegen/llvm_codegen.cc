@@ -805,9 +805,8 @@ void LLVMCodeGen::emit_for(const ForNode* op) {
 int LLVMCodeGen::sum_interleave(const ForNode* loop) const {
   int64_t extent = 0;
   as_int(loop->extent, &extent);
-  const int64_t lanes =
-      std::max<int64_t>(1, (vector_bits_ > 0 ? vector_bits_ : 256) /
-                               (8 * dtype_bytes(loop->body.as<StoreNode>()->buffer->dtype)));
+  const int64_t lanes = register_lanes(loop->body.as<StoreNode>()->buffer->dtype,
+                                       vector_bits_ > 0 ? vector_bits_ : 256);
   return rolled_sum_interleave(extent, lanes);
 }
 

@@ -102,7 +102,7 @@ int Target::resolved_vector_bits() const {
 }
 
 int native_vector_lanes(DType dtype) {
-  return std::max(1, Target{}.resolved_vector_bits() / (8 * dtype_bytes(dtype)));
+  return register_lanes(dtype, Target{}.resolved_vector_bits());
 }
 
 }  // namespace ember::codegen

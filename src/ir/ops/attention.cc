@@ -315,7 +315,7 @@ struct Operands {
 struct Panel {
   int64_t extent, lanes, VB, R;
   Panel(int64_t extent, int vector_bits, DType t) : extent(extent) {
-    const int64_t full = std::max<int64_t>(1, vector_bits / (8 * dtype_bytes(t)));
+    const int64_t full = register_lanes(t, vector_bits);
     lanes = full;
     while (lanes > 1 && extent % lanes != 0) lanes /= 2;
     // A row shorter than a register that only narrow vectors divide (7 or 6 output features)
@@ -355,7 +355,7 @@ struct Blocking {
 // Query and key blocks of about kQueryBlock and kKeyBlock, split evenly (so 384 keys are six
 // blocks of 64, 100 two of 50).
 Blocking choose_blocking(const Operands& o, int vector_bits) {
-  const int64_t lanes = std::max<int64_t>(1, vector_bits / (8 * dtype_bytes(o.t)));
+  const int64_t lanes = register_lanes(o.t, vector_bits);
   const int64_t BL = round_up(ceil_div(o.L, ceil_div(o.L, kQueryBlock)), lanes);
   const int64_t num_kb = ceil_div(o.S, kKeyBlock);
   return Blocking{lanes,

@@ -163,7 +163,7 @@ GroupedMatmul::GroupedMatmul(const Function& group, const std::string& func_name
 
   // Column tiles: V vectors (4 with AVX-512, 2 with AVX2), or a packed weight's panel; a
   // row narrower than a tile is one tile, and narrower than a vector one vector of its length.
-  const int64_t full = std::max<int64_t>(1, vector_bits / (8 * dtype_bytes(t)));
+  const int64_t full = register_lanes(t, vector_bits);
   // (N = 0: no tiles; the sizes stay at least 1.)
   lanes = std::max<int64_t>(1, std::min(full, N));
   width = block > 0

@@ -41,9 +41,9 @@ Type cumsum_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& 
 
 // The widest vector of running sums (a power of two) that divides `inner`; 1 on a GPU or
 // along the last axis.
-int64_t lanes_for(int64_t inner, DType acc, int vector_bits, bool gpu) {
+int64_t scan_lanes(int64_t inner, DType acc, int vector_bits, bool gpu) {
   if (gpu || inner <= 1) return 1;
-  for (int64_t b = std::max(1, vector_bits / (8 * dtype_bytes(acc))); b > 1; b /= 2)
+  for (int64_t b = register_lanes(acc, vector_bits); b > 1; b /= 2)
     if (inner % b == 0) return b;
   return 1;
 }
@@ -64,7 +64,7 @@ PrimFunc lower_cumsum(const Function& group, const std::string& func_name, int v
     if (d > axis) inner *= in_t.shape[d];
   }
   const DType acc_t = !is_float(out_t.dtype) ? DType::Int64 : gpu ? out_t.dtype : DType::Float64;
-  const int64_t lanes = lanes_for(inner, acc_t, vector_bits, gpu);
+  const int64_t lanes = scan_lanes(inner, acc_t, vector_bits, gpu);
   const ForKind vec = lanes > 1 ? ForKind::Vectorized : ForKind::Serial;
 
   PrimFunc f;

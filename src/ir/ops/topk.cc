@@ -234,7 +234,7 @@ Stmt TopkKernel::row_offsets(Stmt s) {
 // inner positions are one block where they fit a vector (3, 6 or 12 lanes beat 1, 2 or 4).
 int64_t TopkKernel::statistics_block() const {
   if (!(softmax || log_softmax) || gpu || inner <= 1) return 1;
-  const int64_t lanes = std::max(1, vector_bits / (8 * dtype_bytes(t)));
+  const int64_t lanes = register_lanes(t, vector_bits);
   if (inner <= lanes) return inner;
   for (int64_t b = lanes; b > 1; b /= 2)
     if (inner % b == 0) return b;

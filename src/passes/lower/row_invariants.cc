@@ -80,7 +80,7 @@ class Hoister : public PrimMutator {
 
   bool is_invariant(const PrimExpr& e) const {
     if (!is_float(e.dtype()) || e.as<LoadNode>()) return false;
-    const int64_t lanes = std::max(1, vector_bits_ / (8 * dtype_bytes(e.dtype())));
+    const int64_t lanes = register_lanes(e.dtype(), vector_bits_);
     if (rows_ > 2 * lanes || chain_length(e) < kLongChain) return false;
     std::set<const PrimVarNode*> own;
     bool uses_row = false;

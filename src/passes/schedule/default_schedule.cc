@@ -26,8 +26,6 @@ using namespace ir;
 
 namespace {
 
-int lanes_for(DType t, int vector_bits) { return std::max(1, vector_bits / (8 * dtype_bytes(t))); }
-
 bool padded_input_of_reduction(Schedule& sch, const Stage& s);
 bool windowed_pad(const Stage& r, const Stage& pad);
 
@@ -562,7 +560,7 @@ int64_t line_lanes(const Stage& o, int64_t lanes, const IterVar& axis) {
 }
 
 int64_t vector_lanes(const Stage& o, int vector_bits) {
-  int64_t lanes = lanes_for(o.tensor().dtype(), vector_bits);
+  int64_t lanes = register_lanes(o.tensor().dtype(), vector_bits);
   // Prefer half-width vectors that divide the axis (56 = 7 x 8) to full ones with a
   // masked tail (56 = 3 x 16 + 8).
   int64_t last = o.axes().back()->extent;
@@ -925,7 +923,7 @@ void OutputTiling::size_register_tile() {
     // tiles would compute some outputs twice (10 at 256 bits: tiles of 8 from 0 and 2,
     // 1.03 us; one of 10, 0.65 us on Zen 5).
     if (last->extent % rt.lanes != 0 &&
-        last->extent <= 2 * lanes_for(o.tensor().dtype(), vector_bits))
+        last->extent <= 2 * register_lanes(o.tensor().dtype(), vector_bits))
       rt.lanes = last->extent;
     const int64_t k = inner_reduce_extent(*reds[0]);
     dot_rows = choose_dot_rows(machine, o.tensor().dtype(), k, std::min(last->extent, rt.cols()));
@@ -1330,7 +1328,7 @@ bool attach_into_reduction(Schedule& sch, Stage& r, int vector_bits) {
     if (!p || p->producer != r.tensor().ref()) return;
     along = p->indices.back().get() == rlast->var.get();
   });
-  int64_t lanes = lanes_for(r.tensor().dtype(), vector_bits);
+  int64_t lanes = register_lanes(r.tensor().dtype(), vector_bits);
   if (!along || rlast->extent <= lanes) return false;
   IterVar outer = reader->split(rlast, lanes).first;
   r.compute_at(*reader, outer);
@@ -1394,7 +1392,7 @@ void schedule_root(Stage& s, int vector_bits) {
   std::vector<IterVar> axes = s.axes();
   if (axes.empty()) return;
   IterVar last = axes.back();
-  int64_t lanes = lanes_for(s.tensor().dtype(), vector_bits);
+  int64_t lanes = register_lanes(s.tensor().dtype(), vector_bits);
   if (!is_reduction(s)) lanes = chain_lanes(s.body(), lanes, last);
   if (last->extent > lanes) last = s.split(last, lanes).second;
   if (last->extent > 1) s.vectorize(last);

@@ -12,7 +12,7 @@ MachineModel MachineModel::for_vector_bits(int vector_bits) {
 }
 
 int64_t MachineModel::lanes(DType t) const {
-  return std::max<int64_t>(1, vector_bits / (8 * dtype_bytes(t)));
+  return register_lanes(t, vector_bits);
 }
 
 bool gemv_row_keeps_pace(const MachineModel& m, DType t) {
