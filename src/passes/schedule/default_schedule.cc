@@ -793,12 +793,22 @@ struct OutputTiling {
                std::vector<Stage*> reds);
   void size_register_tile();
   void split_axes();
-  bool choose_tile_loop();
-  void tile_register_tiles();
+  bool choose_tile_loop();  // tries tile_templates() in order
+  void prepare_tile_loop();
+  // The templates' conditions and their tilings.
+  bool transposes() const;
+  void tile_transpose();
+  bool computes_padded_rows() const;
+  void tile_padded_rows();
+  bool depthwise_padded() const;
   void tile_depthwise_rows();
+  bool register_tiled() const;
+  void tile_register_tiles();
   bool chunk_conv_block();
-  bool tile_transpose();
+  bool has_rows() const;
   void tile_row_statistics();
+  bool has_vectors() const;
+  void parallel_vectors();
   void block_short_rows(std::vector<IterVar>& tile_axes, size_t used);
   void attach_in_tile();
   std::string classify_anchor() const;
@@ -831,6 +841,7 @@ struct OutputTiling {
   IterVar tile_inner, outer_vec;
   int64_t k_chunk = 0;  // chunk_conv_block: the reduction in chunks, the pixels inside
   // choose_tile_loop
+  bool row_tile = false;  // no reductions: a row of outputs is the parallel grain
   std::vector<IterVar> outer;
   std::vector<Stage*> pads, row_gemms;
   int64_t row_block = 1;
@@ -1007,46 +1018,91 @@ void OutputTiling::split_axes() {
 
 // The tile loop: reductions are computed inside it, so it must enclose the vector loop.
 // Returns false when there is none (the reductions stay root nests, computed before o).
+// The tile-loop templates, tried in order; the first that applies tiles `o`. Each reads
+// what size_register_tile and split_axes decided (a register tile, o's split axes) and the
+// shared facts prepare_tile_loop gathered (o's outer axes, whether a row is the parallel
+// grain, the padded inputs computed per tile).
+struct TileTemplate {
+  const char* name;
+  bool (OutputTiling::*applies)() const;
+  void (OutputTiling::*apply)();
+};
+
+const std::vector<TileTemplate>& tile_templates() {
+  static const std::vector<TileTemplate> list = {
+      {"tiles", &OutputTiling::transposes, &OutputTiling::tile_transpose},
+      {"padded_rows", &OutputTiling::computes_padded_rows, &OutputTiling::tile_padded_rows},
+      {"depthwise_rows", &OutputTiling::depthwise_padded, &OutputTiling::tile_depthwise_rows},
+      {"register_tile", &OutputTiling::register_tiled, &OutputTiling::tile_register_tiles},
+      {"row_blocks", &OutputTiling::has_rows, &OutputTiling::tile_row_statistics},
+      {"vector_loop", &OutputTiling::has_vectors, &OutputTiling::parallel_vectors},
+  };
+  return list;
+}
+
 bool OutputTiling::choose_tile_loop() {
-  if (reds.empty() && tile_transpose()) return true;
+  prepare_tile_loop();
+  for (const TileTemplate& t : tile_templates())
+    if ((this->*t.applies)()) {
+      path = t.name;
+      (this->*t.apply)();
+      break;
+    }
+  // Variants a template's own decisions make (the names reports show).
+  if (k_chunk) path = "chunked";
+  if (!row_gemms.empty()) path = "gemm_row_block";
+  if (path == std::string("register_tile") && !tiled) path = "vector_tiles";
+  if (dot) path = dot_part ? "dot_rows" : "rows";
+  if (partial_sums > 1) path = "partial_sums";
+  return tile != nullptr;
+}
+
+void OutputTiling::prepare_tile_loop() {
   outer.assign(axes.begin(), axes.end() - 1);
   int64_t rows = 1;
   for (auto& a : outer) rows *= a->extent;
   // Without reductions the tile only sets the parallel grain: whole rows, unless there are
   // too few rows to keep the threads busy (per-iteration index arithmetic is not free).
-  bool row_tile = reds.empty() && rows >= 64;
+  row_tile = reds.empty() && rows >= 64;
   for (auto& st : sch.stages())
     if (tiled && st->attach_kind() == AttachKind::Root && !is_reduction(*st) &&
         padded_input_of_reduction(sch, *st) && windowed_pad(*reds[0], *st))
       pads.push_back(st.get());
-  if (along && outer_vec && !row_tile && !pads.empty() && outer.size() >= 2) {
-    // The tile is a block of whole rows: the padded rows it reads are computed once per
-    // tile (kPadRows + window - 1 of them: 1.1x the rows for a 3x3 window; 4 rows gave 1.5x
-    // and a 22% slower forum net), then the register tiles walk the rows.
-    IterVar& rows = outer.back();
-    int64_t pad_rows = tuned_pad_rows(kPadRows, rows->extent, knobs, space);
-    if (rows->extent >= 2 * pad_rows) rows = o.split(rows, pad_rows).first;
-    tile = o.fuse(outer);
-    reduction_at = outer_vec;
-    path = "padded_rows";
-  } else if (along && tile_inner && !outer_vec && !row_tile && !pads.empty() && tile_axis >= 1 &&
-             tile_axis + 2 == static_cast<int>(axes.size()) && window_only(*reds[0])) {
-    tile_depthwise_rows();
-    path = "depthwise_rows";
-  } else if (along && (outer_vec || tile_inner) && !row_tile) {
-    tile_register_tiles();
-    path = k_chunk ? "chunked" : tiled ? "register_tile" : "vector_tiles";
-  } else if (!outer.empty()) {
-    tile_row_statistics();
-    path = row_gemms.empty() ? "row_blocks" : "gemm_row_block";
-  } else if (outer_vec) {
-    o.parallel(outer_vec);
-    if (along) tile = outer_vec;
-    path = "vector_loop";
-  }
-  if (dot) path = dot_part ? "dot_rows" : "rows";
-  if (partial_sums > 1) path = "partial_sums";
-  return tile != nullptr;
+}
+
+bool OutputTiling::transposes() const {
+  return reds.empty() && outer_vec && transposed_axis(body, o) >= 0;
+}
+
+bool OutputTiling::computes_padded_rows() const {
+  return along && outer_vec && !row_tile && !pads.empty() && outer.size() >= 2;
+}
+
+// The tile is a block of whole rows: the padded rows it reads are computed once per tile
+// (kPadRows + window - 1 of them: 1.1x the rows for a 3x3 window; 4 rows gave 1.5x and a 22%
+// slower forum net), then the register tiles walk the rows.
+void OutputTiling::tile_padded_rows() {
+  IterVar& rows = outer.back();
+  int64_t pad_rows = tuned_pad_rows(kPadRows, rows->extent, knobs, space);
+  if (rows->extent >= 2 * pad_rows) rows = o.split(rows, pad_rows).first;
+  tile = o.fuse(outer);
+  reduction_at = outer_vec;
+}
+
+bool OutputTiling::depthwise_padded() const {
+  return along && tile_inner && !outer_vec && !row_tile && !pads.empty() && tile_axis >= 1 &&
+         tile_axis + 2 == static_cast<int>(axes.size()) && window_only(*reds[0]);
+}
+
+bool OutputTiling::register_tiled() const { return along && (outer_vec || tile_inner) && !row_tile; }
+
+bool OutputTiling::has_rows() const { return !outer.empty(); }
+
+bool OutputTiling::has_vectors() const { return static_cast<bool>(outer_vec); }
+
+void OutputTiling::parallel_vectors() {
+  o.parallel(outer_vec);
+  if (along) tile = outer_vec;
 }
 
 // A transpose (o's innermost axis reads an input across its rows): kTransposeRows values
@@ -1054,9 +1110,8 @@ bool OutputTiling::choose_tile_loop() {
 // cache line of the input serves that many outputs while it is in L1. Without this, a line
 // is reused only after a whole plane (256 x 56 x 56 with axes (0, 3, 2, 1): 1.4x slower
 // than two transposes that each keep their reads near).
-bool OutputTiling::tile_transpose() {
-  const int a = outer_vec ? transposed_axis(body, o) : -1;
-  if (a < 0) return false;
+void OutputTiling::tile_transpose() {
+  const int a = transposed_axis(body, o);
   IterVar a_in = o.split(axes[a], kTransposeRows, SplitTail::Shift).second;
   // [.., a.o, a.i, .., last.o, last.i] -> [.., a.o, .. | last.o, a.i, last.i]
   std::vector<IterVar> tile_axes, inner;
@@ -1071,8 +1126,6 @@ bool OutputTiling::tile_transpose() {
   order.insert(order.end(), inner.begin(), inner.end());
   o.reorder(order);
   tile = o.fuse(tile_axes);
-  path = "tiles";
-  return true;
 }
 
 // A blocked depthwise conv (its reduction is its window alone) with a padded input: the
