@@ -124,6 +124,7 @@ std::shared_ptr<Library> build_library(const ir::Function& f, const std::string&
   lower_opts.vector_bits = pipeline_target.machine.vector_bits;
   lower_opts.machine = &pipeline_target.machine;
   lower_opts.tuned = tuned;
+  lower_opts.loop_passes = false;  // run below, each logged
   std::vector<runtime::FusionEdge> fusion;
   passes::StepLog log(ctx);
 
@@ -134,6 +135,11 @@ std::shared_ptr<Library> build_library(const ir::Function& f, const std::string&
   func = passes::run_pipeline(func, ctx, pipeline_target, evaluate_constant, &fusion, &log);
   passes::LoweredGraph lowered = passes::lower_graph(func, lower_opts);
   log("LowerGraph", lowered.funcs);
+  if (!cuda)
+    for (const passes::LoopPass& pass : passes::cpu_loop_passes()) {
+      for (ir::PrimFunc& f : lowered.funcs) f = pass.run(f, pipeline_target.machine);
+      log(pass.name, lowered.funcs);
+    }
   std::vector<ir::PrimFunc> code = lowered.funcs;
   if (cuda) {
     code = lower_gpu_phases(code);

@@ -158,6 +158,11 @@ def test_dump_ir_config_prints_each_pass(capfd):
     err = capfd.readouterr().err
     for name in ("SimplifyInference", "FoldConstant", "FoldScaleAxis", "FuseOps"):
         assert f"after {name}" in err
+    # The CPU kernels' loop passes, each logged after lowering, in their list's order.
+    steps = ["LowerGraph", "RollLongEpilogues", "VectorizeRowInvariants",
+             "SerialBelowParallelGrain"]
+    at = [err.index(f"after {name} (step") for name in steps]
+    assert at == sorted(at)
 
 
 def test_bad_config_values_are_errors():

@@ -29,7 +29,21 @@ struct LowerOptions {
   const std::map<std::string, ScheduleKnobs>* tuned = nullptr;
   /// GPU only: the precision GEMMs may run at on tensor cores (Highest: float32 FMAs).
   ir::MmaPrecision matmul_precision = ir::MmaPrecision::Highest;
+  /// CPU: run cpu_loop_passes() on each kernel. A build turns this off and runs the list
+  /// itself, logging the IR after each pass; FuseOps' cost rule and the tuner leave it on.
+  bool loop_passes = true;
 };
+
+/// A loop-level pass run on every lowered CPU kernel.
+struct LoopPass {
+  const char* name;
+  ir::PrimFunc (*run)(const ir::PrimFunc& f, const MachineModel& machine);
+};
+
+/// The CPU kernels' loop-level passes, in order: rewrites of long chains (a rolled
+/// single-tile epilogue, row invariants as one vector) and serial loops below the parallel
+/// grain. FuseOps' cost rule prices a group as these leave it.
+const std::vector<LoopPass>& cpu_loop_passes();
 
 struct LoweredGraph {
   std::vector<ir::PrimFunc> funcs;

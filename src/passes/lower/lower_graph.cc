@@ -276,11 +276,22 @@ PrimFunc lower_group(const Function& group, const std::string& func_name,
     f = with_group_types(lower_schedule(sch, func_name, inputs), group);
   }
   if (choice) *choice = std::move(made);
-  if (options.gpu) return f;
-  // Loop-level rewrites of long chains (a rolled single-tile epilogue, row invariants as
-  // one vector); the FuseOps cost rule prices what these make of a group.
-  f = vectorize_row_invariants(roll_long_epilogues(f), options.vector_bits);
-  return serial_below_parallel_grain(f, machine);
+  if (options.gpu || !options.loop_passes) return f;
+  for (const LoopPass& pass : cpu_loop_passes()) f = pass.run(f, machine);
+  return f;
+}
+
+const std::vector<LoopPass>& cpu_loop_passes() {
+  static const std::vector<LoopPass> passes = {
+      {"RollLongEpilogues", [](const PrimFunc& f, const MachineModel&) {
+         return roll_long_epilogues(f);
+       }},
+      {"VectorizeRowInvariants", [](const PrimFunc& f, const MachineModel& m) {
+         return vectorize_row_invariants(f, m.vector_bits);
+       }},
+      {"SerialBelowParallelGrain", serial_below_parallel_grain},
+  };
+  return passes;
 }
 
 LoweredGraph lower_graph(const Function& f, const LowerOptions& options) {
