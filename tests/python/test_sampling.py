@@ -1,10 +1,14 @@
-"""F.grid_sample (python/ember/frontend/_aten_grid_sample.py) and Tensor.unfold imported with
-torch.export and compared with PyTorch eager: every supported mode, padding mode and
-align_corners, positions inside and outside the image; the refused forms.
+"""F.grid_sample (python/ember/frontend/_aten_grid_sample.py), Tensor.unfold, torch.einsum
+(_aten_einsum.py, reached by TorchScript traces) and tril/triu imported with torch.export
+(einsum and tril also through torch.jit.trace) and compared with PyTorch eager: grid_sample
+in every supported mode, padding mode and align_corners, positions inside and outside the
+image; einsum with batch, contracted, free, summed-out and broadcast (ellipsis) indices,
+implicit outputs and three operands; the refused forms.
 
 Tolerance: grid_sample within 1e-5 of the output's scale (the weights are PyTorch's
 formulas in float32, summed in its order, but its vectorized kernel computes the source
-coordinate as coord * scale + offset); unfold copies and must be exact.
+coordinate as coord * scale + offset); einsum within 1e-5 of it (other summation order);
+unfold, tril and triu copy and must be exact.
 """
 import numpy as np
 import pytest
@@ -73,3 +77,75 @@ def test_unfold_matches_pytorch(dim, size, step):
     x = torch.randn(4, 7, 10)
     model = Unfold(dim, size, step)
     np.testing.assert_array_equal(_run2(model, x), model(x).numpy())
+
+
+# ------------------------------------------- torch.einsum, tril/triu (TorchScript traces)
+
+class Einsum(nn.Module):
+    def __init__(self, equation):
+        super().__init__()
+        self.equation = equation
+
+    def forward(self, *xs):
+        return torch.einsum(self.equation, *xs)
+
+
+EINSUMS = {
+    "ij,jk->ik": [(3, 4), (4, 5)],
+    "bij,bjk->bik": [(2, 3, 4), (2, 4, 5)],
+    "bhqd,bhkd->bhqk": [(2, 3, 5, 8), (2, 3, 6, 8)],  # attention scores
+    "bhqk,bhkd->bqhd": [(2, 3, 5, 6), (2, 3, 6, 8)],  # output permuted
+    "ij->ji": [(3, 4)],
+    "ij->": [(3, 4)],
+    "bij->bj": [(2, 3, 4)],
+    "i,j->ij": [(3,), (4,)],  # outer product
+    "i,i->": [(5,), (5,)],
+    "ij,ij->ij": [(3, 4), (3, 4)],
+    "...ij,...jk->...ik": [(2, 3, 4, 5), (3, 5, 6)],  # broadcast batch
+    "bxd,bzd->bxz": [(2, 7, 8), (1, 6, 8)],
+    "abc,cd,de->abe": [(2, 3, 4), (4, 5), (5, 6)],
+    "ijk,k": [(2, 3, 4), (4,)],  # implicit output
+    "bcxd,bcyd->bcxy": [(1, 4, 6, 16), (1, 4, 6, 16)],  # Longformer's chunks
+    "ik,jk->": [(3, 4), (5, 4)],
+}
+
+
+@pytest.mark.parametrize("equation", list(EINSUMS))
+@pytest.mark.parametrize("traced", [False, True], ids=["export", "trace"])
+def test_einsum_matches_pytorch(equation, traced):
+    """Through a TorchScript trace (aten::einsum whole) and torch.export (decomposed by
+    PyTorch): within 1e-5 of the output's scale (sums in another order)."""
+    torch.manual_seed(0)
+    xs = [torch.randn(s) for s in EINSUMS[equation]]
+    model = Einsum(equation)
+    want = model(*xs).numpy()
+    if traced:
+        with torch.no_grad():
+            model = torch.jit.trace(model, tuple(xs))
+    got = _run2(model, *xs)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * max(np.abs(want).max(), 1))
+
+
+def test_einsum_refuses_diagonals():
+    model = torch.jit.trace(Einsum("ii->i"), (torch.randn(3, 3),))
+    with pytest.raises(ember.EmberError, match="diagonal"):
+        _run2(model, torch.randn(3, 3))
+
+
+class Triangles(nn.Module):
+    def forward(self, x):
+        return x.tril(), x.triu(1), x.tril(-2), (x > 0).triu(), x.int().tril(3)
+
+
+@pytest.mark.parametrize("traced", [False, True], ids=["export", "trace"])
+def test_tril_triu_match_pytorch(traced):
+    x = torch.randn(2, 5, 7)
+    model = Triangles()
+    want = model(x)
+    if traced:
+        model = torch.jit.trace(model, (x,))
+    mod, params = from_pytorch(model, (x,))
+    got = ember.GraphModule(ember.build(mod, params=params))(x.numpy())
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), w.numpy())

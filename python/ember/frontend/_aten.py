@@ -1174,6 +1174,20 @@ def _flip(cx, a):
     return x
 
 
+@converts("tril", "triu")
+def _triangle(cx, a):
+    """The lower (tril) or upper (triu) triangle of the last two dimensions, counted from
+    diagonal `diagonal`; the rest zero."""
+    x, diagonal = a[0], int(a[1] or 0)
+    if len(x.shape) < 2:
+        raise EmberError(f"{a.op} takes a tensor of at least 2 dimensions, got {list(x.shape)}")
+    rows, cols = x.shape[-2:]
+    offset = np.arange(cols)[None, :] - np.arange(rows)[:, None]
+    keep = offset <= diagonal if a.op == "tril" else offset >= diagonal
+    zero = cx.const(False if x.dtype == "bool" else 0, x.dtype)
+    return cx.emit("where", [cx.const(keep, "bool"), x, zero])
+
+
 @converts("unfold")
 def _unfold(cx, a):
     """Tensor.unfold(dim, size, step): the windows x[.., i * step : i * step + size, ..] along
@@ -1470,6 +1484,7 @@ def _var(cx, a):
 from . import _aten_nn  # noqa: E402,F401  (registers the layer converters)
 from . import _aten_conv  # noqa: E402,F401  (registers the convolution converters)
 from . import _aten_grid_sample  # noqa: E402,F401  (registers F.grid_sample's converter)
+from . import _aten_einsum  # noqa: E402,F401  (registers torch.einsum's converter)
 from . import _aten_activations  # noqa: E402,F401  (registers the activation converters)
 from . import _aten_resize  # noqa: E402,F401  (registers the interpolation converters)
 from . import _aten_scatter  # noqa: E402,F401  (registers the scatter converters)
