@@ -205,7 +205,7 @@ bool is_anchor(OpPattern p) {
 }
 
 // Two anchors that one kernel computes together (schedule_two_anchors in
-// default_schedule.cc): a conv and a pooling of its output, or a depthwise conv and the
+// cpu_template_two_anchors.cc): a conv and a pooling of its output, or a depthwise conv and the
 // pointwise (1x1) conv after it. The name of that pattern, or "" for any other pair.
 class Fuser {
  public:

@@ -58,8 +58,8 @@ using LowerRule = std::function<PrimFunc(const Function& group, const std::strin
 
 /// A two-anchor pattern: called on the first anchor of a group (`first`, a call of this op)
 /// and a later anchor `second` that reads its result; returns the name of the pattern under
-/// which one kernel computes both (schedule_two_anchors in default_schedule.cc), or "" when
-/// the pair has no such schedule.
+/// which one kernel computes both (schedule_two_anchors in cpu_template_two_anchors.cc), or ""
+/// when the pair has no such schedule.
 using TwoAnchorRule = std::function<std::string(const CallNode& first, const CallNode& second)>;
 
 /// An attribute in an op's schema. Before the type relation runs, a missing attribute gets

@@ -1035,8 +1035,8 @@ Tensor pad_compute(const std::vector<Tensor>& in, const Attrs& attrs, const Tens
 // ---------------------------------------------------------------- registration
 
 // conv2d's fusion trait: the anchors one kernel computes after it (schedule_two_anchors in
-// default_schedule.cc), a pooling of its output, or a depthwise conv followed by a pointwise
-// (1x1, stride 1, unpadded, ungrouped) conv.
+// cpu_template_two_anchors.cc), a pooling of its output, or a depthwise conv followed by a
+// pointwise (1x1, stride 1, unpadded, ungrouped) conv.
 std::string conv2d_two_anchor(const CallNode& first, const CallNode& second) {
   const std::string& op = second.op->name;
   if (op == "nn.max_pool2d" || op == "nn.avg_pool2d") return "conv+pooling";

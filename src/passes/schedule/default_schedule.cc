@@ -11,11 +11,22 @@
 // an-1.o, so a batch-1 dense still has parallel work and R's tile is one vector of outputs.
 // When it does not (softmax reads its row sum once per row), an-1.o stays serial inside
 // F, so R is computed once per row rather than once per vector.
+//
+// Files: this one tiles an output (OutputTiling's phases; tile_templates(), the ordered list
+// of tile-loop templates) and schedules the stages computed at the root. Each template, its
+// condition, tiling and knobs, is a file of its own: cpu_template_transpose.cc ("tiles"),
+// cpu_template_padded_rows.cc ("padded_rows", "depthwise_rows"),
+// cpu_template_register_tile.cc ("register_tile", "chunked"), cpu_template_row_statistics.cc
+// ("row_blocks", "gemm_row_block"), cpu_template_vector_loop.cc ("vector_loop"), and
+// cpu_template_two_anchors.cc (two anchors in one kernel, tried first). cpu_tiles.cc holds
+// the loop nests of a reduction computed in a tile (register tiles, GEMM blocks, chunks, dot
+// rows), cpu_analysis.cc the questions the templates ask of a stage, and cpu_schedule.h
+// declares what the files share.
 #include <algorithm>
 #include <set>
 
 #include "analysis.h"
-#include "ember/ir/simplify.h"
+#include "cpu_schedule.h"
 #include "ember/passes/machine_model.h"
 #include "ember/passes/schedule.h"
 #include "ember/passes/schedule_knobs.h"
@@ -24,18 +35,12 @@ namespace ember::passes {
 
 using namespace ir;
 
+namespace cpu {
+
 namespace {
 
 bool padded_input_of_reduction(Schedule& sch, const Stage& s);
 bool windowed_pad(const Stage& r, const Stage& pad);
-
-bool reads_tensor(const PrimExpr& body, const Stage& s) {
-  bool reads = false;
-  visit_prim(body, [&](const PrimExpr& e) {
-    if (auto* p = e.as<ProducerLoadNode>()) reads |= p->producer == s.tensor().ref();
-  });
-  return reads;
-}
 
 // Reduction stages that `reader`'s body reads directly and that can all be computed inside
 // `reader`'s loops: every other (non-inlined) stage that reads one of them must be one of
@@ -66,181 +71,6 @@ std::vector<Stage*> reductions_read(Schedule& sch, const Stage& reader, const Pr
   return out;
 }
 
-// Does `r` read the inputs that its reduction walks contiguously along its innermost
-// reduction axis (a row statistic: a sum over the last axis), none along its innermost data
-// axis?
-bool contiguous_along_reduction(const Stage& r) {
-  auto* red = r.body().as<ReduceNode>();
-  if (!red || r.reduce_axes().empty() || r.axes().empty()) return false;
-  const PrimVarNode* k = r.reduce_axes().back()->var.get();
-  const PrimVarNode* j = r.axes().back()->var.get();
-  bool along_k = false, along_j = false;
-  visit_prim(red->source, [&](const PrimExpr& e) {
-    auto* p = e.as<ProducerLoadNode>();
-    if (!p || p->indices.empty() || !uses_var(e, k)) return;  // (a row's mean: per row)
-    along_k |= uses_var(p->indices.back(), k);
-    along_j |= uses_var(p->indices.back(), j);
-  });
-  return along_k && !along_j;
-}
-
-// Does every input that `r`'s reduction walks index its trailing whole dimensions by the
-// reduction axes, in order (an instance norm's sum over H x W reads x[n, c, r0, r1])? Then
-// the elements it sums are one contiguous run.
-bool sums_trailing_dimensions(const Stage& r) {
-  auto* red = r.body().as<ReduceNode>();
-  const std::vector<IterVar>& reduce = r.reduce_axes();
-  bool all = true;
-  visit_prim(red->source, [&](const PrimExpr& e) {
-    auto* p = e.as<ProducerLoadNode>();
-    if (!p) return;
-    bool uses = false;
-    for (auto& a : reduce) uses |= uses_var(e, a->var.get());
-    if (!uses) return;
-    const size_t n = reduce.size(), rank = p->indices.size();
-    if (rank < n) {
-      all = false;
-      return;
-    }
-    for (size_t t = 0; t < n; ++t)
-      all &= p->indices[rank - n + t].get() == reduce[t]->var.get() &&
-             p->producer->shape[rank - n + t] == reduce[t]->extent;
-  });
-  return all;
-}
-
-// Reduction loops outside the innermost spatial loop, which is vectorized when asked. A
-// row statistic that is not vectorized keeps its reduction loops innermost instead: it
-// then reads each row contiguously (LLVM vectorizes the reassociable sum), not one element
-// of every row per step (a layer norm over a block of 64 GEMM rows read 64 strided rows).
-// Over trailing whole dimensions its loops fuse into one over the row: an instance norm's
-// sum over 56 x 56 is then one rolled sum of 3136 that LLVM vectorizes into interleaved
-// accumulators, not 56 sums of 56 each ending in a horizontal add (5x slower per element
-// than a layer norm's row).
-void schedule_reduction_tile(Stage& r, bool vectorize_inner) {
-  std::vector<IterVar> order = r.axes();
-  if (order.empty()) return;
-  if (!vectorize_inner && contiguous_along_reduction(r)) {
-    std::vector<IterVar> reduce = r.reduce_axes();
-    for (auto& a : reduce) order.push_back(a);
-    r.reorder(order);
-    if (reduce.size() > 1 && sums_trailing_dimensions(r)) r.fuse(reduce);
-    return;
-  }
-  IterVar last = order.back();
-  order.pop_back();
-  for (auto& a : r.reduce_axes()) order.push_back(a);
-  order.push_back(last);
-  r.reorder(order);
-  if (vectorize_inner) r.vectorize(last);
-}
-
-// Does an input that `r` loads as vectors (one indexed by r's innermost axis) ignore r's
-// axis `d`? Then computing kTile values of `d` at once shares each of its vector loads.
-bool vector_input_ignores(const Stage& r, int d) {
-  auto* red = r.body().as<ReduceNode>();
-  if (!red) return false;
-  const auto& axes = r.axes();
-  auto uses = [](const ProducerLoadNode* p, const PrimVarNode* v) {
-    bool found = false;
-    for (auto& idx : p->indices) visit_prim(idx, [&](const PrimExpr& x) { found |= x.get() == v; });
-    return found;
-  };
-  bool ignores = false;
-  visit_prim(red->source, [&](const PrimExpr& e) {
-    auto* p = e.as<ProducerLoadNode>();
-    if (!p || !uses(p, axes.back()->var.get())) return;
-    ignores |= !uses(p, axes[d]->var.get());
-  });
-  return ignores;
-}
-
-// Does an input that `r` broadcasts (one not indexed by r's innermost axis) ignore r's
-// axis `d`? (A conv's data ignores the output-channel block.)
-bool input_ignores(const Stage& r, int d) {
-  auto* red = r.body().as<ReduceNode>();
-  if (!red) return false;
-  const auto& axes = r.axes();
-  bool ignores = false;
-  visit_prim(red->source, [&](const PrimExpr& e) {
-    auto* p = e.as<ProducerLoadNode>();
-    if (!p || reads_along(e, p->producer.get(), axes.back()->var.get())) return;
-    ignores |= !reads_along(e, p->producer.get(), axes[d]->var.get());
-  });
-  return ignores;
-}
-
-// Does `r` read an input through a window: an index that moves with both one of r's axes
-// and a reduction axis of more than one step (a 3x3 conv's rows, not a 1x1 conv's)?
-// Does `r`'s reduction axis `ra` move along a window: an input index that uses it together
-// with one of r's own axes?
-bool slides(const Stage& r, const IterVar& ra) {
-  auto* red = r.body().as<ReduceNode>();
-  bool found = false;
-  if (red)
-    visit_prim(red->source, [&](const PrimExpr& e) {
-      if (auto* p = e.as<ProducerLoadNode>())
-        for (auto& idx : p->indices)
-          found |= uses_var(idx, ra->var.get()) &&
-                   std::any_of(r.axes().begin(), r.axes().end(),
-                               [&](const IterVar& a) { return uses_var(idx, a->var.get()); });
-    });
-  return found;
-}
-
-bool reads_window(const Stage& r) {
-  const std::vector<IterVar>& reduce = r.reduce_axes();
-  return std::any_of(reduce.begin(), reduce.end(),
-                     [&](const IterVar& ra) { return ra->extent >= 2 && slides(r, ra); });
-}
-
-// Is `r`'s reduction its window alone (a depthwise conv: every reduction axis slides, none
-// sums over channels)?
-bool window_only(const Stage& r) {
-  const std::vector<IterVar>& reduce = r.reduce_axes();
-  return !reduce.empty() && std::all_of(reduce.begin(), reduce.end(),
-                                        [&](const IterVar& ra) { return slides(r, ra); });
-}
-
-// The input that r reads along its innermost axis (a conv's weights), or none.
-Tensor vector_input(const Stage& r) {
-  Tensor found;
-  visit_prim(r.body(), [&](const PrimExpr& e) {
-    auto* p = e.as<ProducerLoadNode>();
-    if (p && !found && reads_along(e, p->producer.get(), r.axes().back()->var.get()))
-      found = Tensor(p->producer);
-  });
-  return found;
-}
-
-// Bytes of the inputs that `r` loads as vectors (indexed by its innermost axis).
-int64_t vector_input_bytes(const Stage& r) {
-  auto* red = r.body().as<ReduceNode>();
-  int64_t bytes = 0;
-  if (!red) return bytes;
-  std::set<const TensorNode*> seen;
-  visit_prim(red->source, [&](const PrimExpr& e) {
-    auto* p = e.as<ProducerLoadNode>();
-    if (!p || !reads_along(e, p->producer.get(), r.axes().back()->var.get()) ||
-        !seen.insert(p->producer.get()).second)
-      return;
-    int64_t n = dtype_bytes(p->producer->dtype);
-    for (int64_t d : p->producer->shape) n *= d;
-    bytes += n;
-  });
-  return bytes;
-}
-
-// Can the vector input (a conv's weights) stream past the broadcast input's tile? When it
-// fits in half the L2; or, with no window (a 1x1 conv), when it is at most 4 L2s, which the
-// L3 keeps between tiles: the input tile of a 1x1 conv is one strided read per channel
-// block, which the prefetchers miss if it is re-read from L3 for every output-channel block
-// (ResNet-50's 1024 -> 256 1x1 convs: 10-15% faster this way, 4 MB weights: slower).
-bool weights_stream_inside(const Stage& r, const MachineModel& m) {
-  int64_t bytes = vector_input_bytes(r);
-  return bytes <= m.l2_bytes / 2 || (!reads_window(r) && bytes <= 4 * m.l2_bytes);
-}
-
 // Does every tile of pixels re-read `r`'s vector input (a 1x1 conv's weights) from the L3?
 // When the weights stream inside (weights_stream_inside) but overflow the L2, and the
 // output's innermost axis is one channel block of at most two vectors (a GEMM's columns are
@@ -250,44 +80,7 @@ bool weights_from_l3(const Stage& r, const MachineModel& m, int64_t cols) {
          weights_stream_inside(r, m);
 }
 
-// Register tiling: an axis `d` of the reduction that one of its inputs does not depend on
-// (a conv's output channel: the input patch is the same for every channel). Computing kTile
-// values of `d` per tile reuses each vector load of that input kTile times. Returns -1 when
-// no axis qualifies or `o` does not read `r` elementwise.
-constexpr int64_t kTile = 4;
 constexpr int64_t kCacheLineBytes = 64;
-constexpr int64_t kTransposeRows = 16;     // tile_transpose: outputs per input cache line
-constexpr int64_t kRows = 4;               // output rows per tile where windows overlap
-constexpr int64_t kStatBlockBytes = 4096;  // tile_row_statistics: short rows per tile
-constexpr int64_t kPadRows = 16;           // output rows per tile that computes its padded input
-
-// Does `o` read `r` at its own indices (so o's axis k is r's axis k)?
-bool reads_elementwise(const PrimExpr& o_body, const Stage& o, const Stage& r) {
-  if (r.axes().size() != o.axes().size()) return false;
-  bool elementwise = false;
-  visit_prim(o_body, [&](const PrimExpr& e) {
-    auto* p = e.as<ProducerLoadNode>();
-    if (!p || p->producer != r.tensor().ref()) return;
-    bool same = true;
-    for (size_t k = 0; k < p->indices.size(); ++k) {
-      // Broadcasting reads a size-1 axis at 0 (the batch axis of a batch-1 conv).
-      int64_t c;
-      bool unit = o.axes()[k]->extent == 1 && as_int(p->indices[k], &c) && c == 0;
-      same &= unit || p->indices[k].get() == o.axes()[k]->var.get();
-    }
-    elementwise = same;
-  });
-  return elementwise;
-}
-
-int register_tile_axis(const PrimExpr& o_body, const Stage& o, const Stage& r,
-                       int64_t min_extent = kTile) {
-  const auto& axes = r.axes();
-  if (axes.size() < 2 || !reads_elementwise(o_body, o, r)) return -1;
-  for (int d = static_cast<int>(axes.size()) - 2; d >= 0; --d)
-    if (axes[d]->extent >= min_extent && vector_input_ignores(r, d)) return d;
-  return -1;
-}
 
 // Does `r` read every input along its innermost axis (a sum of a tensor over another axis,
 // no GEMV-like broadcast operand), and no other reduction?
@@ -349,193 +142,12 @@ int64_t default_partial_sums(const Schedule& sch, const Stage& o, const Stage& r
   return best;
 }
 
-// The extent of `r`'s innermost reduction loop, which the `unroll` knob splits.
-int64_t inner_reduce_extent(const Stage& r) {
-  std::vector<IterVar> axes = r.reduce_axes();
-  return axes.empty() ? 1 : axes.back()->extent;
-}
-
 // The default unroll of `r`'s innermost reduction loop: twice for a windowed conv, whose
 // innermost reduction is one channel block (8-32 steps) inside the window's loops, so its
 // loop overhead is a visible share (ResNet-50's 3x3 convs 2-6% faster; BERT's dense layers,
 // whose reduction loop runs the whole K, 6% slower unrolled).
 int64_t default_unroll(const Stage& r) {
   return reads_window(r) && inner_reduce_extent(r) % 2 == 0 ? 2 : 1;
-}
-
-// A GEMV's dot products over weight rows, as vector partials that several rows compute
-// together (`DotRows`), or each row alone, its reduction loop innermost for LLVM to
-// vectorize where that keeps the L2's pace (gemv_row_keeps_pace: MLP head 10 x 2048 on
-// Zen 5 at 512 bits, 98% of a streaming sum alone, 86% as rows together; at 256 bits 53%
-// alone, 74% together over [N, K] rows).
-struct DotRows {
-  int64_t lanes = 0;    // the partial's vector
-  int64_t vectors = 1;  // vectors of each row per step, unrolled
-  int64_t rows = 1;     // rows per block, unrolled, sharing each activation vector
-};
-
-DotRows choose_dot_rows(const MachineModel& m, DType t, int64_t k, int64_t tile_rows) {
-  constexpr int64_t kMaxAccumulators = 12;
-  DotRows d;
-  if (gemv_row_keeps_pace(m, t)) return d;
-  for (d.lanes = m.lanes(t); d.lanes >= 4 && k % d.lanes != 0;) d.lanes /= 2;
-  if (d.lanes < 4) return DotRows{};
-  // Two vectors a row where they divide k: the accumulators the FMA pipeline needs from
-  // half the rows, so half the weight streams at once.
-  if (k % (2 * d.lanes) == 0) d.vectors = 2;
-  const int64_t chains = m.fma_ports * m.fma_latency, max_rows = kMaxAccumulators / d.vectors;
-  for (int64_t b = std::min(tile_rows, max_rows); b >= 1 && d.rows == 1; --b)
-    if (tile_rows % b == 0) d.rows = b;
-  if (d.rows * d.vectors < chains) d.rows = std::min(tile_rows, max_rows);  // last block shifted
-  return d;
-}
-
-// The partial [.., j, f] of rfactor over the lanes: blocks of `d.rows` rows, the
-// reduction loop outside them, each row's `d.vectors` vectors of f innermost.
-void schedule_dot_rows(Stage& r, const DotRows& d) {
-  std::vector<IterVar> axes = r.axes();
-  IterVar f = axes.back(), j = axes[axes.size() - 2], j_in, f_out;
-  std::vector<IterVar> order(axes.begin(), axes.end() - 2);
-  if (j->extent > d.rows)
-    std::tie(j, j_in) = r.split(j, d.rows, SplitTail::Shift);
-  else
-    std::swap(j, j_in);
-  if (j) order.push_back(j);
-  for (auto& a : r.reduce_axes()) order.push_back(a);
-  order.push_back(j_in);
-  if (d.vectors > 1) {
-    std::tie(f_out, f) = r.split(f, d.lanes);
-    order.push_back(f_out);
-  }
-  order.push_back(f);
-  r.reorder(order);
-  r.unroll(j_in);
-  if (f_out) r.unroll(f_out);
-  r.vectorize(f);
-}
-
-// Computes `r`'s loops as a register tile: its reduction loops outside (the innermost one
-// `unroll` steps at a time), then `d` (when >= 0) unrolled, then the innermost axis as
-// `tile.vectors` unrolled vectors. Every accumulator of the tile then lives in a register
-// for the whole reduction.
-void schedule_register_tile(Stage& r, int d, const RegisterTile& tile, int64_t unroll = 1) {
-  IterVar last = r.axes().back(), vec_group, k_in;
-  std::vector<IterVar> order;
-  for (size_t k = 0; k + 1 < r.axes().size(); ++k)
-    if (static_cast<int>(k) != d) order.push_back(r.axes()[k]);
-  std::vector<IterVar> reduce = r.reduce_axes();
-  if (unroll > 1) std::tie(reduce.back(), k_in) = r.split(reduce.back(), unroll);
-  for (auto& a : reduce) order.push_back(a);
-  if (k_in) order.push_back(k_in);
-  if (d >= 0) order.push_back(r.axes()[d]);
-  if (tile.vectors > 1) std::tie(vec_group, last) = r.split(last, tile.lanes);
-  if (vec_group) order.push_back(vec_group);
-  order.push_back(last);
-  r.reorder(order);
-  if (k_in) r.unroll(k_in);
-  if (d >= 0) r.unroll(r.axes()[d]);
-  if (vec_group) r.unroll(vec_group);
-  r.vectorize(last);
-}
-
-// A GEMM computed a block of rows at a time (a register tile of `rt` inside): column tiles
-// outside row tiles, so each weight panel is read once per block, then the reduction
-// loops, then the register tile.
-void schedule_gemm_block(Stage& r, int d, const RegisterTile& rt, int64_t unroll) {
-  std::vector<IterVar> axes = r.axes();
-  IterVar rows = axes[d], rows_in, cols = axes.back(), cols_out, group, k_in;
-  if (rt.rows > 1) std::tie(rows, rows_in) = r.split(rows, rt.rows, SplitTail::Shift);
-  if (cols->extent > rt.cols()) std::tie(cols_out, cols) = r.split(cols, rt.cols());
-  if (rt.vectors > 1) std::tie(group, cols) = r.split(cols, rt.lanes);
-  std::vector<IterVar> order(axes.begin(), axes.begin() + d);
-  for (IterVar a : {cols_out, rows})
-    if (a) order.push_back(a);
-  std::vector<IterVar> reduce = r.reduce_axes();
-  if (unroll > 1) std::tie(reduce.back(), k_in) = r.split(reduce.back(), unroll);
-  for (auto& a : reduce) order.push_back(a);
-  for (IterVar a : {k_in, rows_in, group, cols})
-    if (a) order.push_back(a);
-  r.reorder(order);
-  if (k_in) r.unroll(k_in);
-  if (rows_in) r.unroll(rows_in);
-  if (group) r.unroll(group);
-  r.vectorize(cols);
-}
-
-// The chunk of r's outermost reduction axis that a register tile of `rt` accumulates per
-// pass when r is computed a block of rows at a time (BLIS's kc), or 0 for one pass: the
-// largest divisor whose vector loads (a chunk of the weight panel) fill at most half the L1,
-// so every row tile of the block reads them from L1 rather than L2. Not worth it when the
-// whole panel fits there already, or when a chunk is under 64 steps (each pass loads and
-// stores the accumulators once). Used for convs (chunk_conv_block): for BERT's dense
-// layers, whose panels stream from L2 well, chunking measured no faster per kernel and
-// 7-13% slower for the whole layer at seq 384.
-int64_t choose_k_chunk(const MachineModel& m, const Stage& r, const RegisterTile& rt) {
-  std::vector<IterVar> reduce = r.reduce_axes();
-  if (reduce.empty()) return 0;
-  int64_t outer = reduce.front()->extent, inner = 1;
-  for (size_t k = 1; k < reduce.size(); ++k) inner *= reduce[k]->extent;
-  const int64_t step_bytes = rt.cols() * dtype_bytes(r.tensor().dtype()) * inner;
-  if (outer * step_bytes <= m.l1_bytes / 2) return 0;
-  for (int64_t c = outer / 2; c >= 1; --c)
-    if (outer % c == 0 && c * step_bytes <= m.l1_bytes / 2) return c * inner >= 64 ? c : 0;
-  return 0;
-}
-
-// A register tile of `rt` on axis `d` accumulated in chunks of `chunk` steps of r's
-// outermost reduction axis: for each chunk, every row tile of the block (all of r's other
-// data axes: a conv's rows of pixels) adds that chunk's products to its accumulators (loaded before
-// and stored after; LLVM keeps them in registers across the chunk). The rows split with padding
-// (SplitTail::Pad), never shifted: a shifted tile would add a chunk twice to the rows it shares
-// with the tile before it.
-void schedule_k_chunked_tile(Stage& r, int d, const RegisterTile& rt, int64_t chunk,
-                             int64_t unroll) {
-  std::vector<IterVar> axes = r.axes(), reduce = r.reduce_axes();
-  IterVar k_out, k_in, rows, rows_in, last = axes.back(), group;
-  int64_t chunk_steps = chunk;  // of the vector input per chunk
-  for (size_t k = 1; k < reduce.size(); ++k) chunk_steps *= reduce[k]->extent;
-  std::tie(k_out, reduce.front()) = r.split(reduce.front(), chunk);
-  std::tie(rows, rows_in) = r.split(axes[d], rt.rows, SplitTail::Pad);
-  if (unroll > 1) std::tie(reduce.back(), k_in) = r.split(reduce.back(), unroll);
-  if (rt.vectors > 1) std::tie(group, last) = r.split(last, rt.lanes);
-  std::vector<IterVar> order = {k_out};  // outside every row of the block
-  for (size_t k = 0; k + 1 < axes.size(); ++k)
-    if (static_cast<int>(k) != d) order.push_back(axes[k]);
-  order.push_back(rows);
-  for (auto& a : reduce) order.push_back(a);
-  for (IterVar a : {k_in, rows_in, group, last})
-    if (a) order.push_back(a);
-  r.reorder(order);
-  if (k_in) r.unroll(k_in);
-  r.unroll(rows_in);
-  if (group) r.unroll(group);
-  r.vectorize(last);
-  // The next chunk of the weight panel is prefetched while this one computes, a share per
-  // row tile: the panel streams from memory (ResNet-50's layer4 weights, 4-9 MB per conv,
-  // are not in any cache when the conv starts), and the prefetchers fetch nothing for it
-  // while the row tiles after the first read the chunk from L1.
-  if (Tensor w = vector_input(r))
-    r.prefetch(rows, w, k_out, chunk_steps * rt.cols() * dtype_bytes(w.dtype()));
-}
-
-// The axis of `o` (not its innermost) that walks an input's contiguous axis while o's
-// innermost axis reads that input across its rows (a transpose's), or -1.
-int transposed_axis(const PrimExpr& body, const Stage& o) {
-  const std::vector<IterVar>& axes = o.root_axes();
-  const PrimVarNode* last = axes.back()->var.get();
-  int found = -1;
-  visit_prim(body, [&](const PrimExpr& e) {
-    auto* p = e.as<ProducerLoadNode>();
-    if (!p || p->indices.size() < 2 || p->producer->shape.back() < 8) return;
-    const PrimExpr& inner = p->indices.back();
-    bool across = false;
-    for (size_t i = 0; i + 1 < p->indices.size(); ++i) across |= uses_var(p->indices[i], last);
-    if (!across || uses_var(inner, last)) return;
-    for (size_t d = 0; d + 1 < axes.size(); ++d)
-      if (axes[d]->extent >= kTransposeRows && uses_var(inner, axes[d]->var.get()))
-        found = static_cast<int>(d);
-  });
-  return found;
 }
 
 // The lanes of an elementwise value's vectors: two registers' worth where the value is a
@@ -559,294 +171,23 @@ int64_t line_lanes(const Stage& o, int64_t lanes, const IterVar& axis) {
   return lanes < line && axis->extent >= line ? line : lanes;
 }
 
-int64_t vector_lanes(const Stage& o, int vector_bits) {
-  int64_t lanes = register_lanes(o.tensor().dtype(), vector_bits);
-  // Prefer half-width vectors that divide the axis (56 = 7 x 8) to full ones with a
-  // masked tail (56 = 3 x 16 + 8).
-  int64_t last = o.axes().back()->extent;
-  if (last % lanes != 0 && lanes >= 16 && last % (lanes / 2) == 0) lanes /= 2;
-  return lanes;
-}
-
-// The second anchor R2 of a two-anchor group (see schedule_two_anchors), or null when the
-// group does not have that form; `dep[j]`: R1 reads R2 along R1's axis j.
-Stage* second_anchor(Schedule& sch, const Stage& o, const PrimExpr& body, const Stage& r1,
-                     const PrimExpr& r1_body, std::vector<bool>& dep) {
-  const size_t n = o.axes().size();
-  if (n < 2 || !reads_elementwise(body, o, r1)) return nullptr;
-  Stage* r2 = nullptr;
-  for (auto& s : sch.stages()) {
-    if (s.get() == &r1 || !is_reduction(*s) || !reads_tensor(r1_body, *s)) continue;
-    if (r2 || s->attach_kind() != AttachKind::Root || s->axes().size() != n) return nullptr;
-    r2 = s.get();
-  }
-  if (!r2 || reads_tensor(body, *r2)) return nullptr;
-  for (auto& s : sch.stages())
-    if (s.get() != &r1 && s.get() != r2 && s->attach_kind() != AttachKind::Inline &&
-        reads_tensor(sch.expanded_body(*s), *r2))
-      return nullptr;
-  const TensorNode* t2 = r2->tensor().operator->();
-  dep.assign(n, false);
-  for (size_t j = 0; j < n; ++j) dep[j] = reads_along(r1_body, t2, r1.axes()[j]->var.get());
-  // R1 must read R2 along its innermost axis; a reduction over R2's rows (a global pooling)
-  // is attached into R1's reduction loop instead (attach_into_reduction).
-  bool any_tile = false;
-  for (size_t j = 0; j + 1 < n; ++j) any_tile |= dep[j];
-  if (!dep[n - 1] || !any_tile) return nullptr;
-  return r2;
-}
-
-// The register tile's axis of a two-anchor group (-1: none): one whose vector loads R1
-// shares, else one that R1 reads R2 at unchanged and whose vector loads R2 shares
-// (`d_in_r2` then).
-int two_anchor_tile_axis(const PrimExpr& body, const Stage& o, const Stage& r1,
-                         const PrimExpr& r1_body, const Stage& r2, bool& d_in_r2) {
-  const size_t n = o.axes().size();
-  const TensorNode* t2 = r2.tensor().operator->();
-  int d = register_tile_axis(body, o, r1);
-  d_in_r2 = false;
-  for (int k = static_cast<int>(n) - 2; d < 0 && k >= 0; --k) {
-    if (r1.axes()[k]->extent < kTile || !vector_input_ignores(r2, k)) continue;
-    bool same = true;
-    visit_prim(r1_body, [&](const PrimExpr& e) {
-      auto* p = e.as<ProducerLoadNode>();
-      if (p && p->producer.get() == t2) same &= p->indices[k].get() == r1.axes()[k]->var.get();
+// Is `r` a sum of products of two tensors (a conv's or a GEMM's, not a pooling's)?
+bool sums_products(const Stage& r) {
+  auto* red = r.body().as<ReduceNode>();
+  auto* mul = red && red->op == ReduceOp::Sum ? red->source.as<BinaryNode>() : nullptr;
+  if (!mul || mul->op != BinaryOp::Mul) return false;
+  std::set<const void*> read[2];
+  for (int side = 0; side < 2; ++side)
+    visit_prim(side ? mul->b : mul->a, [&](const PrimExpr& e) {
+      if (auto* p = e.as<ProducerLoadNode>()) read[side].insert(p->producer.get());
     });
-    if (same) d = k, d_in_r2 = true;
-  }
-  return d;
+  if (read[0].empty() || read[1].empty()) return false;
+  for (const void* t : read[0])
+    if (read[1].count(t)) return false;
+  return true;
 }
 
-// Do R1's windows overlap along the rows (axis `rows`, 3x3/2 pooling), so that
-// neighbouring outputs share R2's rows?
-bool windows_overlap(const PrimExpr& r1_body, const Stage& r1, const TensorNode* t2, int rows) {
-  bool overlap = false;
-  visit_prim(r1_body, [&](const PrimExpr& e) {
-    auto* p = e.as<ProducerLoadNode>();
-    if (!p || p->producer.get() != t2) return;
-    VarRanges window, step{{r1.axes()[rows]->var.get(), {0, 1}}};
-    for (auto& a : r1.reduce_axes()) window[a->var.get()] = {0, a->extent - 1};
-    PrimExpr index = simplify(unclamped(p->indices[rows]));
-    auto w = bound(index, window), s = bound(index, step);
-    overlap |= w && s && w->second > s->second - 1;
-  });
-  return overlap;
-}
-
-// R2's tile inside the two-anchor tile loop `tile` (see the comment below), with its
-// register tile on axis `d` of `tile_rows` rows when `d_in_r2`.
-void schedule_second_anchor(Schedule& sch, Stage& o, Stage& r1, Stage* r2, const IterVar& tile,
-                            int d, bool d_in_r2, int64_t tile_rows, int vector_bits) {
-  const size_t n = o.axes().size();
-  // R2's tile spans whole rows (windows at a row's ends would clip a narrower tile and
-  // mask every accumulation), so it gets vectors of its own width. It accumulates in a
-  // register tile of its own (cache_write), as a conv alone does. The elementwise ops between
-  // R2 and R1 (bias, activation) are applied there once per element, rather than once per
-  // window that reads the element: the last of them, E, is the tile R1 reads.
-  Stage& acc = sch[sch.cache_write(r2->tensor())];
-  Stage* e = r2;
-  for (auto& st : sch.stages())
-    if (st->attach_kind() == AttachKind::Inline && !is_reduction(*st) && st->axes().size() == n &&
-        reads_elementwise(sch.expanded_body(*st), *st, *r2))
-      e = st.get();
-  e->compute_at(o, tile);
-  if (e != r2 && reads_tensor(sch.expanded_body(r1), *r2)) {
-    e->compute_inline();  // R1 also reads R2 around E (two separate branches): keep R2
-    e = r2;
-    e->compute_at(o, tile);
-  }
-  if (e != r2) r2->compute_inline();
-  IterVar outer2, vec2 = e->axes().back();
-  int64_t lanes2 = vector_lanes(*e, vector_bits);
-  if (vec2->extent > lanes2) std::tie(outer2, vec2) = e->split(vec2, lanes2);
-  std::vector<IterVar> order2;
-  for (size_t k = 0; k + 1 < n; ++k)
-    if (!(d_in_r2 && static_cast<int>(k) == d)) order2.push_back(e->axes()[k]);
-  if (outer2) order2.push_back(outer2);
-  IterVar at = order2.back();
-  if (d_in_r2) order2.push_back(e->axes()[d]);
-  order2.push_back(vec2);
-  e->reorder(order2);
-  e->vectorize(vec2);
-  acc.compute_at(*e, at);
-  if (d_in_r2)
-    schedule_register_tile(acc, d, RegisterTile{tile_rows, 1, lanes2});
-  else
-    schedule_reduction_tile(acc, true);
-}
-
-// The widest divisor of `extent` up to the accumulators that cover the FMA latency, each
-// `regs` registers, within the registers (four left for the loads).
-int64_t rows_covering_fma_latency(const MachineModel& m, int64_t extent, int64_t regs) {
-  int64_t want = std::max<int64_t>(1, m.fma_ports * m.fma_latency / regs);
-  want = std::min<int64_t>({want, extent, (m.vector_registers - 4) / regs});
-  while (want > 1 && extent % want != 0) --want;
-  return std::max<int64_t>(want, 1);
-}
-
-// Registers per vector of `s`'s innermost axis (a row of 12 floats is one AVX-512 register).
-int64_t registers_per_vector(const MachineModel& m, const Stage& s, int vector_bits) {
-  const int64_t full = m.lanes(s.tensor().dtype());
-  return (vector_lanes(s, vector_bits) + full - 1) / full;
-}
-
-// Two anchors in one kernel: the output O reads a reduction R1 (a pooling, a pointwise conv)
-// that reads another reduction R2 (the conv before it) through windows or across channels:
-//
-//   parallel for T in fuse(the outer axes that R1's reads of R2 depend on):
-//     R2 tile: what R1 reads below T (bound inference: window rows, all input channels)
-//     for the other axes (a pointwise conv's output channels, the vectors of a row):
-//       R1 tile (kTile x lanes register tile where an axis allows it)
-//       vectorized: O = epilogue
-//
-// Axes that R2's region does not depend on loop inside T, so R2 is computed once per tile,
-// not once per output channel of a pointwise conv. A conv under a pooling computes the rows
-// that neighbouring windows share once per tile row (3x3/2 pooling: 3 conv rows per row).
-// The register tile is on an axis whose vector loads R1 shares (a pointwise conv's output
-// channel) or, failing that, on an axis that R1 reads R2 at unchanged and whose vector
-// loads R2 shares (the channel of a conv under a pooling). Returns false, changing
-// nothing, when the group does not have this form.
-IterVar schedule_two_anchors(Schedule& sch, Stage& o, const PrimExpr& body, Stage& r1,
-                             const MachineModel& machine, const ScheduleKnobs& knobs,
-                             KnobSpace& space) {
-  const int vector_bits = machine.vector_bits;
-  const size_t n = o.axes().size();
-  PrimExpr r1_body = sch.expanded_body(r1);
-  std::vector<bool> dep;
-  Stage* r2 = second_anchor(sch, o, body, r1, r1_body, dep);
-  if (!r2) return nullptr;
-  const int64_t lanes = vector_lanes(o, vector_bits);
-  bool d_in_r2 = false;
-  int d = two_anchor_tile_axis(body, o, r1, r1_body, *r2, d_in_r2);
-
-  // Windows that overlap along the rows (3x3/2 pooling) share R2's rows between
-  // neighbouring outputs: a tile of kRows output rows computes each shared row once.
-  const int rows = static_cast<int>(n) - 2;
-  bool overlap = windows_overlap(r1_body, r1, r2->tensor().operator->(), rows);
-  std::vector<IterVar> axes = o.axes();
-  IterVar d_inner, rows_inner, last_outer, last_vec = axes.back();
-  int64_t tile_rows = kTile;
-  // A conv under a pooling: the rows are its channels, each one accumulator of its row's
-  // vector, so they take what the FMA latency needs (4 spent half of it: conv + 2x2/2 max
-  // pooling over 16 channels of 10 x 12, 1.07x its separate kernels).
-  if (d >= 0 && d_in_r2)
-    tile_rows = rows_covering_fma_latency(machine, axes[d]->extent,
-                                          registers_per_vector(machine, *r2, vector_bits));
-  if (d >= 0)
-    tile_rows = tuned_register_tile(RegisterTile{tile_rows, 1, lanes}, axes[d]->extent, lanes,
-                                    o.tensor().dtype(), machine, knobs, space)
-                    .rows;
-  if (d >= 0) std::tie(axes[d], d_inner) = o.split(axes[d], tile_rows);
-  if (overlap && rows != d && axes[rows]->extent >= 2 * kRows)
-    std::tie(axes[rows], rows_inner) = o.split(axes[rows], kRows);
-  if (axes.back()->extent > lanes) std::tie(last_outer, last_vec) = o.split(axes.back(), lanes);
-  if (last_vec->extent > 1) o.vectorize(last_vec);
-  std::vector<IterVar> tile_axes, inner_axes, order;
-  for (size_t j = 0; j + 1 < n; ++j) (dep[j] ? tile_axes : inner_axes).push_back(axes[j]);
-  if (rows_inner) inner_axes.push_back(rows_inner);
-  if (last_outer) inner_axes.push_back(last_outer);
-  order = tile_axes;
-  order.insert(order.end(), inner_axes.begin(), inner_axes.end());
-  if (d_inner) order.push_back(d_inner);
-  order.push_back(last_vec);
-  o.reorder(order);
-  IterVar tile = o.fuse(tile_axes);
-  o.parallel(tile);
-
-  r1.compute_at(o, inner_axes.empty() ? tile : inner_axes.back());
-  if (d >= 0)
-    schedule_register_tile(r1, d, RegisterTile{tile_rows, 1, lanes},
-                           tuned_unroll(1, inner_reduce_extent(r1), knobs, space));
-  else
-    schedule_reduction_tile(r1, true);
-  schedule_second_anchor(sch, o, r1, r2, tile, d, d_in_r2, tile_rows, vector_bits);
-  return tile;
-}
-
-int64_t tensor_bytes(const Stage& s) {
-  int64_t n = dtype_bytes(s.tensor().dtype());
-  for (auto& a : s.axes()) n *= a->extent;
-  return n;
-}
-
-// Does `o` read, besides the reduction `r`, a tensor with as many elements as its output?
-bool reads_output_sized(const PrimExpr& body, const Stage& o, const Stage& r) {
-  int64_t elements = tensor_bytes(o) / dtype_bytes(o.tensor().dtype());
-  bool found = false;
-  visit_prim(body, [&](const PrimExpr& e) {
-    auto* p = e.as<ProducerLoadNode>();
-    if (!p || p->producer == r.tensor().ref()) return;
-    int64_t n = 1;
-    for (int64_t d : p->producer->shape) n *= d;
-    found |= n == elements;
-  });
-  return found;
-}
-
-// schedule_output's decisions, one phase per method, each reading what the earlier ones
-// decided: the register tile's shape (size_register_tile), the splits of o's axes
-// (split_axes), the parallel tile loop (choose_tile_loop), and the stages computed inside
-// it (attach_in_tile).
-struct OutputTiling {
-  OutputTiling(Schedule& sch, Stage& o, const MachineModel& machine, const ScheduleKnobs& knobs,
-               KnobSpace& space, std::vector<IterVar> axes, PrimExpr body,
-               std::vector<Stage*> reds);
-  void size_register_tile();
-  void split_axes();
-  bool choose_tile_loop();  // tries tile_templates() in order
-  void prepare_tile_loop();
-  // The templates' conditions and their tilings.
-  bool transposes() const;
-  void tile_transpose();
-  bool computes_padded_rows() const;
-  void tile_padded_rows();
-  bool depthwise_padded() const;
-  void tile_depthwise_rows();
-  bool register_tiled() const;
-  void tile_register_tiles();
-  bool chunk_conv_block();
-  bool has_rows() const;
-  void tile_row_statistics();
-  bool has_vectors() const;
-  void parallel_vectors();
-  void block_short_rows(std::vector<IterVar>& tile_axes, size_t used);
-  void attach_in_tile();
-  std::string classify_anchor() const;
-  std::string template_name() const { return anchor_kind + "." + path; }
-
-  Schedule& sch;
-  Stage& o;
-  const int vector_bits;
-  const ScheduleKnobs& knobs;
-  KnobSpace& space;
-  std::vector<IterVar> axes;  // o's axes; a split axis is replaced by its outer part
-  PrimExpr body;              // re-expanded when a GEMV's reduction becomes partial sums
-  std::vector<Stage*> reds;
-  const MachineModel machine;
-  IterVar last;
-  bool along = true;  // o reads every reduction along its innermost axis
-  // What the anchor is (classify_anchor) and which path through the decisions below its
-  // tiling took: together the template name that reports show.
-  std::string anchor_kind;
-  const char* path = "root";
-  // size_register_tile
-  bool tiled = false;
-  int tile_axis = -1;
-  RegisterTile rt;
-  bool dot = false;           // a GEMV's outputs as dot products along K
-  int64_t partial_sums = 1;   // a GEMV's reduction as independent partial sums (tuning)
-  DotRows dot_rows;           // a GEMV's dot products (choose_dot_rows)
-  Stage* dot_part = nullptr;  // their vector partials, where rows compute them together
-  // split_axes
-  IterVar tile_inner, outer_vec;
-  int64_t k_chunk = 0;  // chunk_conv_block: the reduction in chunks, the pixels inside
-  // choose_tile_loop
-  bool row_tile = false;  // no reductions: a row of outputs is the parallel grain
-  std::vector<IterVar> outer;
-  std::vector<Stage*> pads, row_gemms;
-  int64_t row_block = 1;
-  IterVar tile, reduction_at;
-};
+}  // namespace
 
 OutputTiling::OutputTiling(Schedule& sch, Stage& o, const MachineModel& machine,
                            const ScheduleKnobs& knobs, KnobSpace& space, std::vector<IterVar> axes,
@@ -864,22 +205,6 @@ OutputTiling::OutputTiling(Schedule& sch, Stage& o, const MachineModel& machine,
   for (Stage* r : this->reds)
     along &= reads_along(this->body, r->tensor().operator->(), last->var.get());
   anchor_kind = classify_anchor();
-}
-
-// Is `r` a sum of products of two tensors (a conv's or a GEMM's, not a pooling's)?
-bool sums_products(const Stage& r) {
-  auto* red = r.body().as<ReduceNode>();
-  auto* mul = red && red->op == ReduceOp::Sum ? red->source.as<BinaryNode>() : nullptr;
-  if (!mul || mul->op != BinaryOp::Mul) return false;
-  std::set<const void*> read[2];
-  for (int side = 0; side < 2; ++side)
-    visit_prim(side ? mul->b : mul->a, [&](const PrimExpr& e) {
-      if (auto* p = e.as<ProducerLoadNode>()) read[side].insert(p->producer.get());
-    });
-  if (read[0].empty() || read[1].empty()) return false;
-  for (const void* t : read[0])
-    if (read[1].count(t)) return false;
-  return true;
 }
 
 // The anchor's kind, from its loop nest alone: what reports name the template by. (A
@@ -1016,6 +341,8 @@ void OutputTiling::split_axes() {
   }
 }
 
+namespace {
+
 // The tile loop: reductions are computed inside it, so it must enclose the vector loop.
 // Returns false when there is none (the reductions stay root nests, computed before o).
 // The tile-loop templates, tried in order; the first that applies tiles `o`. Each reads
@@ -1039,6 +366,8 @@ const std::vector<TileTemplate>& tile_templates() {
   };
   return list;
 }
+
+}  // namespace
 
 bool OutputTiling::choose_tile_loop() {
   prepare_tile_loop();
@@ -1068,210 +397,6 @@ void OutputTiling::prepare_tile_loop() {
     if (tiled && st->attach_kind() == AttachKind::Root && !is_reduction(*st) &&
         padded_input_of_reduction(sch, *st) && windowed_pad(*reds[0], *st))
       pads.push_back(st.get());
-}
-
-bool OutputTiling::transposes() const {
-  return reds.empty() && outer_vec && transposed_axis(body, o) >= 0;
-}
-
-bool OutputTiling::computes_padded_rows() const {
-  return along && outer_vec && !row_tile && !pads.empty() && outer.size() >= 2;
-}
-
-// The tile is a block of whole rows: the padded rows it reads are computed once per tile
-// (kPadRows + window - 1 of them: 1.1x the rows for a 3x3 window; 4 rows gave 1.5x and a 22%
-// slower forum net), then the register tiles walk the rows.
-void OutputTiling::tile_padded_rows() {
-  IterVar& rows = outer.back();
-  int64_t pad_rows = tuned_pad_rows(kPadRows, rows->extent, knobs, space);
-  if (rows->extent >= 2 * pad_rows) rows = o.split(rows, pad_rows).first;
-  tile = o.fuse(outer);
-  reduction_at = outer_vec;
-}
-
-bool OutputTiling::depthwise_padded() const {
-  return along && tile_inner && !outer_vec && !row_tile && !pads.empty() && tile_axis >= 1 &&
-         tile_axis + 2 == static_cast<int>(axes.size()) && window_only(*reds[0]);
-}
-
-bool OutputTiling::register_tiled() const { return along && (outer_vec || tile_inner) && !row_tile; }
-
-bool OutputTiling::has_rows() const { return !outer.empty(); }
-
-bool OutputTiling::has_vectors() const { return static_cast<bool>(outer_vec); }
-
-void OutputTiling::parallel_vectors() {
-  o.parallel(outer_vec);
-  if (along) tile = outer_vec;
-}
-
-// A transpose (o's innermost axis reads an input across its rows): kTransposeRows values
-// of the axis that walks the input's rows loop just outside o's innermost axis, so each
-// cache line of the input serves that many outputs while it is in L1. Without this, a line
-// is reused only after a whole plane (256 x 56 x 56 with axes (0, 3, 2, 1): 1.4x slower
-// than two transposes that each keep their reads near).
-void OutputTiling::tile_transpose() {
-  const int a = transposed_axis(body, o);
-  IterVar a_in = o.split(axes[a], kTransposeRows, SplitTail::Shift).second;
-  // [.., a.o, a.i, .., last.o, last.i] -> [.., a.o, .. | last.o, a.i, last.i]
-  std::vector<IterVar> tile_axes, inner;
-  bool after = false;
-  for (auto& x : o.leaf_axes()) {
-    if (x == outer_vec) after = true;
-    if (x != a_in && x != outer_vec) (after ? inner : tile_axes).push_back(x);
-  }
-  std::vector<IterVar> order = tile_axes;
-  order.push_back(outer_vec);
-  order.push_back(a_in);
-  order.insert(order.end(), inner.begin(), inner.end());
-  o.reorder(order);
-  tile = o.fuse(tile_axes);
-}
-
-// A blocked depthwise conv (its reduction is its window alone) with a padded input: the
-// tile is a block of at most kPadRows output rows of one channel block, whose padded input
-// rows are computed once per tile while in cache; the register tiles walk the rows inside.
-// Blocks are smaller where there are fewer than kMinTiles channel blocks, so that the
-// threads have tiles to share. Padding the whole input first read and wrote it once more
-// than the conv reads it (MobileNetV2's 112x112 depthwise convs ran at 5 GB/s; the model
-// is 18% faster this way).
-void OutputTiling::tile_depthwise_rows() {
-  constexpr int64_t kMinTiles = 4;
-  IterVar& rows = outer[tile_axis - 1];
-  std::vector<IterVar> tile_axes(outer.begin(), outer.begin() + tile_axis - 1);
-  int64_t channel_tiles = 1;
-  for (const IterVar& a : tile_axes) channel_tiles *= a->extent;
-  const int64_t blocks = (kMinTiles + channel_tiles - 1) / channel_tiles;
-  int64_t pad_rows = std::min(kPadRows, (rows->extent + blocks - 1) / blocks);
-  pad_rows = tuned_pad_rows(pad_rows, rows->extent, knobs, space);
-  if (pad_rows < rows->extent) {
-    rows = o.split(rows, pad_rows).first;
-    tile_axes.push_back(rows);
-  }
-  tile = o.fuse(tile_axes);
-  reduction_at = outer.back();
-}
-
-// Every axis outside the register tile is a tile axis: the reduction is computed one
-// register tile at a time (a blocked conv's row of pixels x a vector of channels).
-void OutputTiling::tile_register_tiles() {
-  pads.clear();
-  if (outer_vec) outer.push_back(outer_vec);
-  if (tile_axis >= 0 && !outer_vec && chunk_conv_block()) return;
-  // (reds[0] exists when tile_axis >= 0: the register tile is on a single reduction.)
-  if (tile_axis >= 0 && !outer_vec &&
-      tuned_loop_order(
-          weights_stream_inside(*reds[0], machine) &&
-              !(reads_output_sized(body, o, *reds[0]) && tensor_bytes(o) > machine.l2_bytes),
-          knobs, space)) {
-    // Axes that only the vector input (a conv's weights) depends on loop innermost: the
-    // broadcast input's tile stays in L1 while the weights stream past (weights_stream_inside).
-    // Not when the epilogue also reads a tensor as large as the output (a residual) and
-    // the output is larger than the L2: each tile would then touch two memory streams per
-    // output-channel block, which defeats the prefetchers (ResNet-50's expanding 1x1
-    // convs with their residual add: 30% slower that way).
-    std::stable_partition(outer.begin(), outer.end(), [&](const IterVar& a) {
-      int k = static_cast<int>(std::find(axes.begin(), axes.end(), a) - axes.begin());
-      return k == tile_axis || a->extent == 1 || vector_input_ignores(*reds[0], k) ||
-             !input_ignores(*reds[0], k);
-    });
-    o.reorder(outer);
-  }
-  tile = o.fuse(outer);
-}
-
-// A conv whose weight panel per output-channel block overflows half the L1 while its whole
-// block of pixels (the axes the weights ignore) fits there (ResNet's 7x7 and 14x14 3x3
-// convs, 7x7 1x1 convs with 4 MB of weights; layer4's 3x3 and 1x1 convs 15-25% faster):
-// the tile is one output-channel block, whose pixels loop inside it, and the reduction runs
-// in chunks (choose_k_chunk), each chunk of weights read from L1 by every pixel tile.
-bool OutputTiling::chunk_conv_block() {
-  // A 1x1 conv whose weights stream inside (weights_stream_inside) keeps that order: its
-  // input block per chunk would not fit the L1 (ResNet's 14x14 1x1 convs: no faster).
-  if (!reads_window(*reds[0]) && weights_stream_inside(*reds[0], machine)) return false;
-  std::vector<IterVar> tile_axes, inner;
-  int64_t block_bytes = rt.cols() * dtype_bytes(o.tensor().dtype()), tiles = 1;
-  for (auto& a : outer) {
-    int k = static_cast<int>(std::find(axes.begin(), axes.end(), a) - axes.begin());
-    bool pixels = a->extent > 1 && vector_input_ignores(*reds[0], k);
-    (pixels ? inner : tile_axes).push_back(a);
-    if (k == tile_axis)
-      block_bytes *= a->extent * rt.rows;
-    else if (pixels)
-      block_bytes *= a->extent;
-    else
-      tiles *= a->extent;
-  }
-  if (inner.empty() || tiles < 4 || block_bytes > machine.l1_bytes / 2) return false;
-  k_chunk = tuned_k_chunk(choose_k_chunk(machine, *reds[0], rt),
-                          reds[0]->reduce_axes().front()->extent, knobs, space);
-  if (!k_chunk) return false;
-  std::vector<IterVar> order = tile_axes;
-  order.insert(order.end(), inner.begin(), inner.end());
-  o.reorder(order);
-  tile = o.fuse(tile_axes);
-  return true;
-}
-
-// The reductions do not depend on the innermost axis (a row statistic): the tile is the
-// leading axes they do depend on, so each statistic is computed once per tile, and the
-// remaining axes loop inside it (a norm over several trailing axes).
-void OutputTiling::tile_row_statistics() {
-  size_t used = reds.empty() ? outer.size() : 1;
-  for (size_t d = 0; d < outer.size(); ++d)
-    for (Stage* r : reds)
-      if (reads_along(body, r->tensor().operator->(), outer[d]->var.get()))
-        used = std::max(used, d + 1);
-  std::vector<IterVar> tile_axes(outer.begin(), outer.begin() + used);
-  // A GEMM under a row statistic (dense -> add -> layer norm): the tile is a block of rows
-  // whose GEMM output fits in L2, computed once with the GEMM's register tiles, then
-  // reduced and normalised from cache; the GEMM never runs twice.
-  for (Stage* r : reds)
-    if (reds.size() > 1 && register_tile_axis(body, o, *r, 2) == static_cast<int>(used) - 1)
-      row_gemms.push_back(r);
-  if (!row_gemms.empty()) {
-    IterVar& rows = tile_axes.back();
-    row_block =
-        choose_row_block(machine, rows->extent, last->extent * dtype_bytes(o.tensor().dtype()));
-    row_block = tuned_row_block(row_block, rows->extent, knobs, space);
-    if (row_block < rows->extent)
-      rows =
-          o.split(rows, row_block, rows->extent % row_block ? SplitTail::Shift : SplitTail::Guard)
-              .first;
-  } else {
-    block_short_rows(tile_axes, used);
-  }
-  tile = o.fuse(tile_axes);
-}
-
-// Short rows (a layer norm over 16 values): one row per tile leaves each row's reductions,
-// a chain of dependent steps, in series with its epilogue (a fused GELU waited for them:
-// 2x the unfused pair). A block of rows up to kStatBlockBytes computes the statistics of
-// all its rows, then their outputs: independent rows the core overlaps.
-void OutputTiling::block_short_rows(std::vector<IterVar>& tile_axes, size_t used) {
-  // A row's size is what it writes or what one of its statistics reads, the larger (a sum of
-  // squares over 768 values per 4 outputs is no short row: blocked, it lost its threads).
-  int64_t elements = last->extent;
-  for (size_t d = used; d < outer.size(); ++d) elements *= outer[d]->extent;
-  for (Stage* r : reds) {
-    int64_t reduced = 1;
-    for (const IterVar& a : r->reduce_axes()) reduced *= a->extent;
-    elements = std::max(elements, reduced);
-  }
-  const int64_t row_bytes = dtype_bytes(o.tensor().dtype()) * elements;
-  // When every row of the kernel fits one block, the rows of all tile axes are one block: a
-  // layer norm over [2, 3, 16] in blocks of 3 rows left each block's statistics, a chain
-  // the next block's could not overlap, behind its epilogue (fused with celu 132 ns, one
-  // block of 6 rows 95 ns on Zen 5).
-  int64_t all_rows = 1;
-  for (const IterVar& a : tile_axes) all_rows *= a->extent;
-  if (tile_axes.size() > 1 && all_rows * row_bytes <= kStatBlockBytes)
-    tile_axes = {o.fuse(tile_axes)};
-  IterVar& rows = tile_axes.back();
-  int64_t block = 1;
-  for (int64_t b = 2; b <= rows->extent && b * row_bytes <= kStatBlockBytes; ++b)
-    if (rows->extent % b == 0) block = b;
-  if (block > 1) rows = o.split(rows, block).first;
 }
 
 // Runs the tile loop in parallel and computes the padded inputs and the reductions inside
@@ -1319,6 +444,8 @@ void OutputTiling::attach_in_tile() {
     }
   }
 }
+
+namespace {
 
 // Names the template of one more output (a group with several outputs lists each).
 void add_template(Schedule& sch, const std::string& name) {
@@ -1453,6 +580,10 @@ void schedule_root(Stage& s, int vector_bits) {
 }
 
 }  // namespace
+
+}  // namespace cpu
+
+using namespace cpu;
 
 void apply_default_schedule(Schedule& sch, const MachineModel& machine, const ScheduleKnobs& knobs,
                             KnobSpace* space) {
