@@ -155,8 +155,9 @@ def _inspect(args):
               f"-bit vectors, {tuning['threads']} thread(s))")
     kernels = lib._kernels()
     rows = [(str(i), k["name"], " -> ".join(k["ops"]) or "-", k["anchor"] or "-",
-             ", ".join(k["patterns"]) or "-") for i, k in enumerate(kernels)]
-    head = ("#", "kernel", "ops", "anchor", "fusion patterns")
+             ", ".join(k["patterns"]) or "-", k.get("schedule_label") or "-")
+            for i, k in enumerate(kernels)]
+    head = ("#", "kernel", "ops", "anchor", "fusion patterns", "schedule")
     if tuning:  # the knobs each tuned kernel was built with (those not left to the schedule)
         rows = [r + (",".join(f"{n}={v}" for n, v in k["knobs"].items() if v)
                      if k.get("tuned") else "-",) for r, k in zip(rows, kernels)]
