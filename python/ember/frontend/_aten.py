@@ -36,8 +36,6 @@ REFUSED = {
     "as_strided": "an arbitrary strided view of memory; use reshape, slicing or unfold",
     "_embedding_bag": "nn.EmbeddingBag is not supported; use nn.Embedding followed by a sum or "
                       "mean over the bag",
-    "_fft_r2c": "Ember has no complex numbers",
-    "_fft_c2r": "Ember has no complex numbers",
     "prod": "Ember has no product reduction; for positive values use exp(sum(log(x)))",
     "sym_stride": "strides are not part of Ember's static-shape graphs; export without them",
     "sym_storage_offset": "storage offsets are not part of Ember's graphs",
@@ -145,6 +143,12 @@ class Converter:
                 if op not in CONVERTERS:
                     self.problems.append((display, where, REFUSED.get(op)))
                 return MISSING
+            if isinstance(v, Complex) and op not in COMPLEX_OPS:
+                self.problems.append((display, where, "it takes a complex tensor; Ember "
+                                      "computes complex values only between FFTs and "
+                                      "real/imag/abs/view_as_real (and products with real "
+                                      "tensors)"))
+                return MISSING
             if isinstance(v, Unavailable):
                 self.problems.append((display, where, f"it uses {v.what}, which Ember does "
                                       "not compute"))
@@ -243,6 +247,18 @@ class Converter:
             lines.append("from_pytorch: these operators could not be converted:")
             lines += failed
         return EmberError("\n".join(lines))
+
+
+class Complex:
+    """A complex tensor inside the importer (_aten_fft.py): its real and imaginary float32
+    parts (im None: zero). Ember's graph has no complex dtype; only COMPLEX_OPS take one."""
+
+    def __init__(self, re, im=None):
+        self.re, self.im = re, im
+        self.shape, self.dtype = re.shape, "complex64"
+
+
+COMPLEX_OPS = set()  # filled by _aten_fft
 
 
 class WeightRef:
@@ -1485,6 +1501,7 @@ from . import _aten_nn  # noqa: E402,F401  (registers the layer converters)
 from . import _aten_conv  # noqa: E402,F401  (registers the convolution converters)
 from . import _aten_grid_sample  # noqa: E402,F401  (registers F.grid_sample's converter)
 from . import _aten_einsum  # noqa: E402,F401  (registers torch.einsum's converter)
+from . import _aten_fft  # noqa: E402,F401  (registers torch.fft's converters)
 from . import _aten_activations  # noqa: E402,F401  (registers the activation converters)
 from . import _aten_resize  # noqa: E402,F401  (registers the interpolation converters)
 from . import _aten_scatter  # noqa: E402,F401  (registers the scatter converters)

@@ -20,6 +20,9 @@ LIMITS = {
     "convolution": "1-, 2- and 3-D, transposed too (3-D and transposed ones run as 2-D "
                    "convolutions)",
     "grid_sampler_2d": "bilinear and nearest; bicubic is refused",
+    "_fft_r2c": "a product with DFT matrices (O(n^2) per axis); complex values stay between "
+                "FFTs, real/imag/abs/view_as_real and element moves",
+    "_fft_c2r": "a product with DFT matrices (O(n^2) per axis)",
 }
 
 
