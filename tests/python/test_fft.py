@@ -89,3 +89,5 @@ def test_complex_values_elsewhere_are_refused_with_a_reason():
         _run(Fn(lambda x: torch.exp(F.fft(x)).real), x, False)
     with pytest.raises(ember.EmberError, match="two complex tensors"):
         _run(Fn(lambda x: (F.fft(x) * F.fft(x)).real), x, False)
+    with pytest.raises(ember.EmberError, match="returns a complex tensor.*view_as_real"):
+        _run(Fn(lambda x: F.fft(x)), x, False)

@@ -56,6 +56,10 @@ def make_function(cx, user_vars, outputs):
         if isinstance(out, Unavailable):
             cx.problems.append(("output", f"output {i}", f"the model returns {out.what}, "
                                 "which Ember does not compute"))
+        elif isinstance(out, _aten.Complex):
+            cx.problems.append(("output", f"output {i}", "the model returns a complex tensor; "
+                                "Ember's outputs are real: return torch.view_as_real(z), z.real "
+                                "or z.abs()"))
         elif out is not MISSING and not isinstance(out, Expr):
             cx.problems.append(("output", f"output {i}", "the model returns a "
                                 f"{type(out).__name__}, not a tensor; return tensors only"))
