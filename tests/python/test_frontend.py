@@ -254,3 +254,28 @@ def test_constant_computations_ember_cannot_express_are_computed_by_pytorch():
     mod, params = from_pytorch(PositionTable(), (x,))
     got = np.asarray(ember.GraphModule(ember.build(mod, params=params))(x.numpy()))
     np.testing.assert_allclose(got, PositionTable()(x).numpy(), rtol=0, atol=1e-6)
+
+
+def test_constants_in_dtypes_ember_lacks_stay_in_pytorch_until_cast_back():
+    """Falcon's alibi slopes go through bfloat16 (built from constants, multiplied, cast
+    back to float32): every call on the bfloat16 values is computed by PyTorch at import,
+    so the model gets exactly PyTorch's rounded table. A bfloat16 value meeting the
+    model's inputs is refused with a reason."""
+    class Alibi(nn.Module):
+        def forward(self, x):
+            slopes = torch.pow(0.5, torch.arange(1, 5, dtype=torch.float32)).bfloat16()
+            positions = torch.arange(x.shape[-1])
+            table = (slopes[:, None] * positions[None, :]).reshape(4, -1)
+            return x + table.float()
+
+    x = torch.randn(4, 9)
+    mod, params = from_pytorch(Alibi(), (x,))
+    got = np.asarray(ember.GraphModule(ember.build(mod, params=params))(x.numpy()))
+    np.testing.assert_array_equal(got, Alibi()(x).numpy())
+
+    class Mixed(nn.Module):
+        def forward(self, x):
+            return (x * torch.ones(9).bfloat16()).float()
+
+    with pytest.raises(ember.EmberError, match="bfloat16"):
+        from_pytorch(Mixed(), (x,))

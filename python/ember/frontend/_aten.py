@@ -157,6 +157,10 @@ class Converter:
         try:
             args = Args(op, names, [self.resolve(v) for v in values])
             constant = self._evaluable(op, args, evaluate)
+            if any(isinstance(v, TorchValue) for v in _flat(args.values)):
+                if not constant:
+                    raise EmberError(_torch_only(args))
+                return self._from_torch(evaluate(self._to_torch(args.values)))
             fn = CONVERTERS.get(op)
             if fn is not None:
                 result = fn(self, args)
@@ -189,19 +193,22 @@ class Converter:
                 self._remember(item, thunk, k)
 
     def _is_constant(self, expr):
-        return isinstance(expr, Constant) or id(expr) in self._constants
+        return (isinstance(expr, (Constant, TorchValue)) or
+                isinstance(expr, Expr) and id(expr) in self._constants)
 
     def _evaluable(self, op, args, evaluate):
         """Can PyTorch compute this call at import: every tensor input is a constant or
         computed from constants alone, and it draws no random numbers?"""
         return (evaluate is not None and op not in RANDOM
                 and all(self._is_constant(v) for v in _flat(args.values)
-                        if isinstance(v, Expr)))
+                        if isinstance(v, (Expr, TorchValue))))
 
     def _to_torch(self, values):
         out = []
         for v in values:
-            if isinstance(v, Constant):
+            if isinstance(v, TorchValue):
+                v = v.tensor
+            elif isinstance(v, Constant):
                 v = torch.from_numpy(np.asarray(v.value))
             elif isinstance(v, Expr) and id(v) in self._constants:
                 entry = self._constants[id(v)]
@@ -218,6 +225,8 @@ class Converter:
 
     def _from_torch(self, value):
         if isinstance(value, torch.Tensor):
+            if str(value.dtype).replace("torch.", "") not in _PROMOTION:
+                return TorchValue(value.detach())  # bfloat16, complex...: PyTorch keeps it
             return ir.const(value.detach().contiguous(), self.name)
         if isinstance(value, (list, tuple)):
             return [self._from_torch(v) for v in value]
@@ -247,6 +256,24 @@ class Converter:
             lines.append("from_pytorch: these operators could not be converted:")
             lines += failed
         return EmberError("\n".join(lines))
+
+
+class TorchValue:
+    """A constant computed at import whose dtype Ember lacks (a bfloat16 alibi table, before
+    it is cast back to float32): PyTorch computes every call that uses it, which is fine while
+    all that call's inputs are constants; a call that mixes it with the model's inputs is
+    refused (_torch_only)."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+        self.shape, self.dtype = tuple(tensor.shape), str(tensor.dtype).replace("torch.", "")
+
+
+def _torch_only(args):
+    t = next(v for v in _flat(args.values) if isinstance(v, TorchValue))
+    return (f"it uses a {t.dtype} tensor (computed at import from constants) together with "
+            f"the model's inputs; Ember has no {t.dtype}: cast that tensor to float32 in the "
+            "model")
 
 
 class Complex:

@@ -56,6 +56,9 @@ def make_function(cx, user_vars, outputs):
         if isinstance(out, Unavailable):
             cx.problems.append(("output", f"output {i}", f"the model returns {out.what}, "
                                 "which Ember does not compute"))
+        elif isinstance(out, _aten.TorchValue):
+            cx.problems.append(("output", f"output {i}", f"the model returns a {out.dtype} "
+                                "tensor; Ember has no such dtype: return it as float32"))
         elif isinstance(out, _aten.Complex):
             cx.problems.append(("output", f"output {i}", "the model returns a complex tensor; "
                                 "Ember's outputs are real: return torch.view_as_real(z), z.real "
