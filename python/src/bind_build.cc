@@ -133,7 +133,8 @@ static void bind_library(py::module_& m) {
                                  names.push_back(input.name);
                                return names;
                              })
-      .def("_kernels", [](const Library& lib) { return kernel_reports(lib.kernels, lib.graph->kernels); })
+      .def("_kernels",
+           [](const Library& lib) { return kernel_reports(lib.kernels, lib.graph->kernels); })
       .def("_fusion_decisions", [](const Library& lib) { return fusion_edges(lib.fusion); })
       .def("_tuning", [](const Library& lib) { return tuning_info(lib.tuning); })
       .def("_fusion_dot", &Library::fusion_graph)

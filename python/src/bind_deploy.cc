@@ -46,7 +46,7 @@ std::string code_kind(const LoadedLibrary& lib) {
 }  // namespace
 
 py::list kernel_reports(const std::vector<runtime::KernelReport>& kernels,
-                       const std::vector<runtime::ExecGraph::Kernel>& compiled) {
+                        const std::vector<runtime::ExecGraph::Kernel>& compiled) {
   py::list out;
   for (size_t i = 0; i < kernels.size(); ++i) {
     const runtime::KernelReport& k = kernels[i];
@@ -134,7 +134,10 @@ void bind_deploy(py::module_& m) {
           },
           "format"_a = "ll")
       // The same report entries as Library._kernels / _fusion_decisions.
-      .def("_kernels", [](const LoadedLibrary& lib) { return kernel_reports(lib.info.kernels, lib.graph->kernels); })
+      .def("_kernels",
+           [](const LoadedLibrary& lib) {
+             return kernel_reports(lib.info.kernels, lib.graph->kernels);
+           })
       .def("_fusion_decisions",
            [](const LoadedLibrary& lib) { return fusion_edges(lib.info.fusion); })
       .def("_tuning", [](const LoadedLibrary& lib) { return tuning_info(lib.info.tuning); })

@@ -316,8 +316,7 @@ std::string GraphExecutor::profile_table(const std::vector<KernelProfile>& p) {
   for (const KernelProfile& k : p) {
     std::string shapes;
     for (size_t i = 0; i < k.shapes.size(); ++i) shapes += (i ? ", " : "") + shape_str(k.shapes[i]);
-    rows.push_back(
-        {k.name, k.func, fixed(k.mean_ms, 4), fixed(k.percent, 2), k.schedule, shapes});
+    rows.push_back({k.name, k.func, fixed(k.mean_ms, 4), fixed(k.percent, 2), k.schedule, shapes});
     total_ms += k.mean_ms;
     total_pct += k.percent;
   }

@@ -87,9 +87,9 @@ ordered_json kernels_json(const Artifact& a) {
     const ExecGraph::Kernel& k = a.graph->kernels[i];
     KernelReport none;
     const KernelReport& r = i < reports.size() ? reports[i] : none;
-    ordered_json item = {{"func", k.func},        {"name", k.name},
-                         {"args", k.args},        {"num_inputs", k.num_inputs},
-                         {"ops", r.ops},          {"anchor", r.anchor},
+    ordered_json item = {{"func", k.func},         {"name", k.name},
+                         {"args", k.args},         {"num_inputs", k.num_inputs},
+                         {"ops", r.ops},           {"anchor", r.anchor},
                          {"patterns", r.patterns}, {"schedule", k.schedule}};
     ordered_json schedule_knobs = ordered_json::object();
     for (const auto& [name, value] : k.schedule_knobs) schedule_knobs[name] = value;

@@ -72,10 +72,11 @@ bool has_custom_lowering(const ir::Function& group);
 /// blocked conv (groups 1) and elementwise ops computes its [.., H, W, c] tensors as
 /// [.., 1, H*W, c] (the same memory; register tiles then walk H*W pixels, not rows of W)
 /// where the conv is pointwise (1x1, stride 1, no padding), or where the machine model
-/// (here the pinned one `vector_bits` wide) says its register tiles fit H*W pixels better
+/// `machine` says its register tiles fit H*W pixels better
 /// than rows of W; a windowed conv's input keeps its shape. Its own type for any other group
 /// or node.
-ir::TensorType flat_pixel_type(const ir::Function& group, const ir::Expr& node, int vector_bits);
+ir::TensorType flat_pixel_type(const ir::Function& group, const ir::Expr& node,
+                               const MachineModel& machine);
 /// The group's result as a tensor expression over placeholders for its params (`inputs`),
 /// for the target `machine` describes.
 ir::Tensor group_compute(const ir::Function& group, std::vector<ir::Tensor>& inputs,

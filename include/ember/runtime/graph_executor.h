@@ -3,8 +3,8 @@
 /// reused memory pool. Usable from C++ with no Python and no LLVM.
 #include <memory>
 #include <mutex>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ember/runtime/module.h"

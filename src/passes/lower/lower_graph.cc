@@ -178,8 +178,8 @@ ir::Tensor flat_conv(const ir::Tensor& conv) {
 
 }  // namespace
 
-TensorType flat_pixel_type(const Function& group, const Expr& node, int vector_bits) {
-  return loop_type(flat_pixels(group, MachineModel::for_vector_bits(vector_bits)), node.get());
+TensorType flat_pixel_type(const Function& group, const Expr& node, const MachineModel& machine) {
+  return loop_type(flat_pixels(group, machine), node.get());
 }
 
 namespace {
@@ -283,10 +283,10 @@ PrimFunc lower_group(const Function& group, const std::string& func_name,
 
 const std::vector<LoopPass>& cpu_loop_passes() {
   static const std::vector<LoopPass> passes = {
-      {"RollLongEpilogues", [](const PrimFunc& f, const MachineModel&) {
-         return roll_long_epilogues(f);
-       }},
-      {"VectorizeRowInvariants", [](const PrimFunc& f, const MachineModel& m) {
+      {"RollLongEpilogues",
+       [](const PrimFunc& f, const MachineModel&) { return roll_long_epilogues(f); }},
+      {"VectorizeRowInvariants",
+       [](const PrimFunc& f, const MachineModel& m) {
          return vectorize_row_invariants(f, m.vector_bits);
        }},
       {"SerialBelowParallelGrain", serial_below_parallel_grain},

@@ -11,9 +11,7 @@ MachineModel MachineModel::for_vector_bits(int vector_bits) {
   return m;
 }
 
-int64_t MachineModel::lanes(DType t) const {
-  return register_lanes(t, vector_bits);
-}
+int64_t MachineModel::lanes(DType t) const { return register_lanes(t, vector_bits); }
 
 bool gemv_row_keeps_pace(const MachineModel& m, DType t) {
   constexpr int64_t kLlvmInterleave = 4, kLineBytes = 64;

@@ -32,14 +32,16 @@ TEST(LowerGraph, PointwiseConvGroupsRunTheirPixelsAsOneRow) {
   // the group is one row of H*W pixels; the bias (broadcast over the pixels) and the
   // weights keep their shapes.
   Function g = conv_group(7, 7, 1, 1, 0, true);
-  auto flat = [&](const Expr& e) { return flat_pixel_type(g, e, 256).shape; };
+  auto flat = [&](const Expr& e) {
+    return flat_pixel_type(g, e, MachineModel::for_vector_bits(256)).shape;
+  };
   EXPECT_EQ(flat(g->params[0]), (std::vector<int64_t>{1, 2, 1, 49, 16}));
   EXPECT_EQ(flat(g->params[1]), (std::vector<int64_t>{2, 2, 1, 1, 16, 16}));
   EXPECT_EQ(flat(g->params[2]), (std::vector<int64_t>{1, 2, 1, 1, 16}));
   EXPECT_EQ(flat(g->params[3]), (std::vector<int64_t>{1, 2, 1, 49, 16}));
   EXPECT_EQ(flat(g->body), (std::vector<int64_t>{1, 2, 1, 49, 16}));
   Function column = conv_group(13, 1, 1, 1, 0, false);
-  EXPECT_EQ(flat_pixel_type(column, column->body, 256).shape,
+  EXPECT_EQ(flat_pixel_type(column, column->body, MachineModel::for_vector_bits(256)).shape,
             (std::vector<int64_t>{1, 2, 1, 13, 16}));
   // Not when the pixels are one row already, or when another op than an elementwise one is
   // in the group.
@@ -47,8 +49,10 @@ TEST(LowerGraph, PointwiseConvGroupsRunTheirPixelsAsOneRow) {
        {conv_group(1, 9, 1, 1, 0, false), conv_group(7, 7, 1, 1, 0, false, "nn.softmax")}) {
     SCOPED_TRACE(to_string(Expr(other)));
     const TensorType& x = other->params[0]->type.tensor();
-    EXPECT_EQ(flat_pixel_type(other, other->params[0], 256).shape, x.shape);
-    EXPECT_EQ(flat_pixel_type(other, other->body, 256).shape, other->body->type.tensor().shape);
+    EXPECT_EQ(flat_pixel_type(other, other->params[0], MachineModel::for_vector_bits(256)).shape,
+              x.shape);
+    EXPECT_EQ(flat_pixel_type(other, other->body, MachineModel::for_vector_bits(256)).shape,
+              other->body->type.tensor().shape);
   }
 }
 
@@ -59,7 +63,9 @@ TEST(LowerGraph, WindowedConvGroupsRunTheirPixelsAsOneRowWhereTilesFitThemBetter
   // On AVX-512 (one register per vector) a tile holds the 7 pixels of a row: no change.
   for (auto [stride, h] : {std::pair{1, 7}, std::pair{2, 14}}) {
     Function g = conv_group(h, h, 3, stride, 1, true);
-    auto flat = [&](const Expr& e, int bits) { return flat_pixel_type(g, e, bits).shape; };
+    auto flat = [&](const Expr& e, int bits) {
+      return flat_pixel_type(g, e, MachineModel::for_vector_bits(bits)).shape;
+    };
     EXPECT_EQ(flat(g->params[0], 256), (std::vector<int64_t>{1, 2, h, h, 16}));
     EXPECT_EQ(flat(g->params[3], 256), (std::vector<int64_t>{1, 2, 1, 49, 16}));
     EXPECT_EQ(flat(g->body, 256), (std::vector<int64_t>{1, 2, 1, 49, 16}));
@@ -69,7 +75,8 @@ TEST(LowerGraph, WindowedConvGroupsRunTheirPixelsAsOneRowWhereTilesFitThemBetter
   // Rows of 28 and 56 pixels divide into tiles of 4 already.
   for (int64_t h : {28, 56}) {
     Function g = conv_group(h, h, 3, 1, 1, false);
-    EXPECT_EQ(flat_pixel_type(g, g->body, 256).shape, g->body->type.tensor().shape);
+    EXPECT_EQ(flat_pixel_type(g, g->body, MachineModel::for_vector_bits(256)).shape,
+              g->body->type.tensor().shape);
   }
   // Not when the conv's input is read by another op of the group too (it must keep its
   // shape for the conv and be one row for the other).
@@ -77,7 +84,8 @@ TEST(LowerGraph, WindowedConvGroupsRunTheirPixelsAsOneRowWhereTilesFitThemBetter
   Expr w = var("w", TensorType{{1, 1, 3, 3, 16, 16}, DType::Float32});
   Attrs pad1({{"padding", std::vector<int64_t>{1, 1, 1, 1}}});
   Function both = function({x, w}, call("add", {call("nn.conv2d_blocked", {x, w}, pad1), x}), "g");
-  EXPECT_EQ(flat_pixel_type(both, both->body, 256).shape, (std::vector<int64_t>{1, 1, 7, 7, 16}));
+  EXPECT_EQ(flat_pixel_type(both, both->body, MachineModel::for_vector_bits(256)).shape,
+            (std::vector<int64_t>{1, 1, 7, 7, 16}));
 }
 
 }  // namespace
