@@ -145,15 +145,15 @@ class Converter:
                 return MISSING
             if isinstance(v, Complex) and op not in COMPLEX_OPS:
                 self.problems.append((display, where, "it takes a complex tensor; Ember "
-                                      "computes complex values only between FFTs and "
-                                      "real/imag/abs/view_as_real (and products with real "
-                                      "tensors)"))
+                                      "keeps complex values only through FFTs, real/imag/"
+                                      "abs/view_as_real, conjugates, casts, products with "
+                                      "real tensors and ops that move elements"))
                 return MISSING
             if isinstance(v, Unavailable):
                 self.problems.append((display, where, f"it uses {v.what}, which Ember does "
                                       "not compute"))
                 return MISSING
-        args = None
+        args, constant = None, False
         try:
             args = Args(op, names, [self.resolve(v) for v in values])
             constant = self._evaluable(op, args, evaluate)
@@ -172,7 +172,7 @@ class Converter:
         except EmberError as error:
             # A constant computation that Ember's ops cannot express (sin of a float64
             # position table) is computed by PyTorch instead.
-            if args is not None and self._evaluable(op, args, evaluate):
+            if constant:
                 try:
                     return self._from_torch(evaluate(self._to_torch(args.values)))
                 except Exception:  # noqa: BLE001  (report Ember's reason, not PyTorch's)
@@ -399,6 +399,19 @@ def slice_axis(cx, x, axis, begin, end, step=1):
     if begin == 0 and end >= x.shape[axis] and step == 1:
         return x
     return cx.emit("strided_slice", [x], begin=[begin], end=[end], strides=[step], axes=[axis])
+
+
+def zero_pad(cx, x, widths):
+    """x with zeros added: widths has (before, after) for every axis; a negative width crops
+    that many elements instead."""
+    for axis, (before, after) in enumerate(widths):
+        if before < 0 or after < 0:
+            x = slice_axis(cx, x, axis, max(-before, 0), x.shape[axis] - max(-after, 0))
+    widths = [(max(b, 0), max(e, 0)) for b, e in widths]
+    if not any(v for pair in widths for v in pair):
+        return x
+    return cx.emit("nn.pad", [x], pad_width=[int(v) for pair in widths for v in pair],
+                   pad_value=0.0, pad_mode="constant")
 
 
 def scalar_dtype(value):

@@ -18,7 +18,7 @@ Registered into _aten.CONVERTERS on import."""
 import numpy as np
 
 from .._ember import EmberError
-from ._aten import converts, reshape, slice_axis, take_const, transpose
+from ._aten import converts, reshape, slice_axis, take_const, transpose, zero_pad
 
 
 def _per_axis(value, rank, name):
@@ -28,18 +28,6 @@ def _per_axis(value, rank, name):
     if len(value) != rank:
         raise EmberError(f"a {rank}-D convolution takes {rank} {name} values, got {value}")
     return value
-
-
-def _zero_pad(cx, x, widths):
-    """x with zeros added: widths has (before, after) for every axis; a negative width crops."""
-    for axis, (before, after) in enumerate(widths):
-        if before < 0 or after < 0:
-            x = slice_axis(cx, x, axis, max(-before, 0), x.shape[axis] - max(-after, 0))
-    widths = [(max(b, 0), max(e, 0)) for b, e in widths]
-    if not any(v for pair in widths for v in pair):
-        return x
-    return cx.emit("nn.pad", [x], pad_width=[int(v) for pair in widths for v in pair],
-                   pad_value=0.0, pad_mode="constant")
 
 
 class _Conv:
@@ -108,7 +96,7 @@ def _conv3d(cx, x, w, stride, pads, dilation, groups):
     """The depth taps as input channels (see the module's comment)."""
     n, channels = x.shape[:2]
     out, _, taps = w.shape[:3]
-    x = _zero_pad(cx, x, [(0, 0), (0, 0), pads[0], (0, 0), (0, 0)])
+    x = zero_pad(cx, x, [(0, 0), (0, 0), pads[0], (0, 0), (0, 0)])
     depth = (x.shape[2] - dilation[0] * (taps - 1) - 1) // stride[0] + 1
     if depth < 1:
         raise EmberError(f"conv3d: the input's depth {x.shape[2]} (padded) is smaller than "
@@ -151,13 +139,13 @@ def _transposed(cx, c, x):
         x = reshape(cx, x, list(x.shape[:axis + 1]) + [1] + list(x.shape[axis + 1:]))
         widths = [(0, 0)] * len(x.shape)
         widths[axis + 1] = (0, s - 1)
-        x = _zero_pad(cx, x, widths)
+        x = zero_pad(cx, x, widths)
         x = reshape(cx, x, list(x.shape[:axis]) + [length * s] + list(x.shape[axis + 2:]))
         x = slice_axis(cx, x, axis, 0, (length - 1) * s + 1)
     widths = [(0, 0), (0, 0)] + [
         (d * (k - 1) - before, d * (k - 1) - after + extra) for d, k, (before, after), extra
         in zip(c.dilation, kernel, c.pads, c.output_padding)]
-    x = _zero_pad(cx, x, widths)
+    x = zero_pad(cx, x, widths)
     # The forward weight [O, C_in / groups, k...], flipped: group g's in/out blocks swapped.
     per_in = w.shape[0] // groups
     weight = reshape(cx, w, [groups, per_in, w.shape[1]] + kernel)

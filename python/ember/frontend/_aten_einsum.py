@@ -57,7 +57,7 @@ def _sum_out(cx, x, term, keep):
     return x, "".join(c for c in term if c in keep)
 
 
-def _pair(cx, a, ta, b, tb, keep, sizes):
+def _contract(cx, a, ta, b, tb, keep, sizes):
     """The contraction of a (letters ta) and b (tb), keeping the letters in `keep`."""
     a, ta = _sum_out(cx, a, ta, keep + tb)
     b, tb = _sum_out(cx, b, tb, keep + ta)
@@ -98,7 +98,7 @@ def _einsum(cx, a):
     x, term = operands[0], letters[0]
     for k in range(1, len(operands)):
         later = output + "".join(letters[k + 1:])
-        x, term = _pair(cx, x, term, operands[k], letters[k], later, sizes)
+        x, term = _contract(cx, x, term, operands[k], letters[k], later, sizes)
     x, term = _sum_out(cx, x, term, output)
     if len(operands) == 1:
         x = broadcast_to(cx, x, [sizes[c] for c in term])

@@ -19,7 +19,7 @@ import numpy as np
 
 from .._ember import EmberError, Expr
 from ._aten import (COMPLEX_OPS, CONVERTERS, Args, Complex, _axes, binary, cast, converts,
-                    dtype_name, matmul, slice_axis, transpose)
+                    dtype_name, matmul, transpose, zero_pad)
 
 
 def _complex(cx, x, op):
@@ -40,13 +40,11 @@ def _along(cx, x, axis, matrix):
 
 def _resize(cx, x, axis, n):
     """x along `axis` cut or zero-padded to n (the transforms' n and s arguments)."""
-    if x is None or n == x.shape[axis]:
+    if x is None:
         return x
-    if n < x.shape[axis]:
-        return slice_axis(cx, x, axis, 0, n)
-    widths = [0] * (2 * len(x.shape))
-    widths[2 * axis + 1] = n - x.shape[axis]
-    return cx.emit("nn.pad", [x], pad_width=widths, pad_value=0.0, pad_mode="constant")
+    widths = [(0, 0)] * len(x.shape)
+    widths[axis] = (0, n - x.shape[axis])
+    return zero_pad(cx, x, widths)
 
 
 def _dft(cx, z, axis, n, inverse, scale, bins=None):

@@ -9,7 +9,7 @@ import numpy as np
 from .._ember import EmberError
 from ._aten import (CONVERTERS, Args, _axis, _pads, _pair, binary, broadcast_to, cast,
                     converts, dtype_name, matmul, reshape, slice_axis, split, swap_last,
-                    take_const, transpose)
+                    take_const, transpose, zero_pad)
 
 
 def linear(cx, x, weight, bias):
@@ -172,14 +172,6 @@ def _pool1d(cx, a):
     return [out, None] if a.op == "max_pool1d_with_indices" else out
 
 
-def _zero_pad(cx, x, widths):
-    """x with zeros added: widths has (before, after) for every axis."""
-    if not any(v for pair in widths for v in pair):
-        return x
-    return cx.emit("nn.pad", [x], pad_width=[int(v) for pair in widths for v in pair],
-                   pad_value=0.0, pad_mode="constant")
-
-
 @converts("col2im")
 def _col2im(cx, a):
     """nn.Fold: column l of x [N, C * kh * kw, L] is patch l, summed into its place in the
@@ -202,18 +194,18 @@ def _col2im(cx, a):
     patches = reshape(cx, x, [n, c, kh, kw, nh, nw])
     if (sh, sw) == (kh, kw) and (dh, dw) == (1, 1):
         y = reshape(cx, transpose(cx, patches, [0, 1, 4, 2, 5, 3]), [n, c, nh * kh, nw * kw])
-        y = _zero_pad(cx, y, [(0, 0), (0, 0), (0, rows - nh * kh), (0, cols - nw * kw)])
+        y = zero_pad(cx, y, [(0, 0), (0, 0), (0, rows - nh * kh), (0, cols - nw * kw)])
     else:
         y = None
         for i in range(kh):
             for j in range(kw):
                 grid = slice_axis(cx, slice_axis(cx, patches, 2, i, i + 1), 3, j, j + 1)
-                grid = _zero_pad(cx, reshape(cx, grid, [n, c, nh, 1, nw, 1]),
+                grid = zero_pad(cx, reshape(cx, grid, [n, c, nh, 1, nw, 1]),
                                  [(0, 0)] * 3 + [(0, sh - 1), (0, 0), (0, sw - 1)])
                 grid = reshape(cx, grid, [n, c, nh * sh, nw * sw])
                 top, left = i * dh, j * dw  # (the spread's last zeros may pass the end)
                 grid = slice_axis(cx, slice_axis(cx, grid, 2, 0, rows - top), 3, 0, cols - left)
-                grid = _zero_pad(cx, grid, [(0, 0), (0, 0), (top, rows - top - grid.shape[2]),
+                grid = zero_pad(cx, grid, [(0, 0), (0, 0), (top, rows - top - grid.shape[2]),
                                             (left, cols - left - grid.shape[3])])
                 y = grid if y is None else cx.emit("add", [y, grid])
     y = slice_axis(cx, slice_axis(cx, y, 2, ph, ph + h), 3, pw, pw + w)
