@@ -142,7 +142,7 @@ def test_row_statistics_over_a_gemm_block_walk_rows_contiguously():
     y = op.nn.layer_norm(op.add(op.nn.dense(x, w), r))
     lib = ember.build(ir.Function([x, r], y), target="llvm -mcpu=znver3 -vector-bits=256")
     lines = lib.get_source("loop").splitlines()
-    for stat in ("layer_norm_sum", "layer_norm_var"):
+    for stat in ("layer_norm_sum", "layer_norm_fix", "layer_norm_var"):
         rows = [i for i, l in enumerate(lines) if re.match(rf"\s*for {stat}\.\w+ in \[0, 64\)", l)]
         elems = [i for i, l in enumerate(lines) if re.match(rf"\s*for {stat}\.r0 in \[0, 768\)", l)]
         assert len(rows) == 1 and len(elems) == 1, "\n".join(lines)

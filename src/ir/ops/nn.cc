@@ -860,17 +860,21 @@ Type layer_norm_rel(const std::vector<Type>& args, Attrs& attrs, const TypeConte
   return data;
 }
 
-// Mean-variance normalisation over the trailing axes from `axis` on, in four stages in the
-// data dtype: the shift s, the row's first element; the sum of the shifted data x - s (a
-// reduction); the biased variance of the shifted data around that sum / n (a second
-// reduction reading the first); and the output (x - s - shifted mean) * rsqrt(var + eps) *
-// gamma + beta, where `affine` maps an output index to the gamma and beta values. Why the
-// shift: the float32 sum of a constant row c is not n * c, so x - sum / n would be a few
-// ulps of c that rsqrt(eps) scales up to an error of ~1e-3 where torch gives exactly beta.
-// Shifted, a constant row sums to exactly 0, and a row of large offset and small spread
-// (1000 + 1e-3 * noise) keeps its spread's digits (x - s is exact). A correction pass
-// instead (sum of x - mean) made a 4096 x 768 layer norm 1.4x slower. The stages are named
-// `name`_shift, `name`_sum, `name`_var and `name`.
+// Mean-variance normalisation over the trailing axes from `axis` on, in five stages in the
+// data dtype: the shift s, the row's first element; the sum of the shifted data x - s; the
+// correction c, the mean of d = (x - s) - sum / n; the biased variance, the mean of d^2;
+// and the output d * rsqrt(var + eps) * gamma + beta - c * scale, where `affine` maps an
+// output index to the gamma and beta values. Why the shift: the float32 sum of a constant
+// row c is not n * c, so x - sum / n would be a few ulps of c that rsqrt(eps) scales up to
+// an error of ~1e-3 where torch gives exactly beta. Shifted, a constant row sums to exactly
+// 0, and a row of large offset and small spread (1000 + 1e-3 * noise) keeps its spread's
+// digits (x - s is exact). Why the correction: sum / n is rounded at the scale of |x - s|,
+// the spread, so without it every output of a row would be off by the same ~1 ulp of the
+// spread; the sum of such a row against a long positive vector then grows with its length
+// (BiT standardizes its conv weights this way, and its convs read ReLU outputs: 7x
+// PyTorch's error on the model). c is summed from terms centred on zero, so d - c is
+// centred to within rounding. The stages are named `name`_shift, `name`_sum, `name`_fix,
+// `name`_var and `name`.
 using Affine = std::function<std::pair<PrimExpr, PrimExpr>(const std::vector<PrimVar>& i)>;
 
 Tensor mean_variance_norm(const std::string& name, const Tensor& x, size_t axis, double epsilon,
@@ -912,21 +916,28 @@ Tensor mean_variance_norm(const std::string& name, const Tensor& x, size_t axis,
   Tensor total = compute(name + "_sum", lead, [&](const std::vector<PrimVar>& i) {
     return sum(shifted(as_exprs(i), vars(r1)), r1);
   });
-  std::vector<IterVar> r2 = reduce_axes();
+  // x - s minus the shifted mean: what the correction and the variance sum and the output
+  // scales, the same rounding in all three.
+  auto centred = [&](const std::vector<PrimExpr>& i, const std::vector<PrimExpr>& r) {
+    return shifted(i, r) - total(i) / n;
+  };
+  std::vector<IterVar> r2 = reduce_axes(), r3 = reduce_axes();
+  Tensor fix = compute(name + "_fix", lead, [&](const std::vector<PrimVar>& i) {
+    return sum(centred(as_exprs(i), vars(r2)), r2);
+  });
   Tensor sq = compute(name + "_var", lead, [&](const std::vector<PrimVar>& i) {
-    PrimExpr d = shifted(as_exprs(i), vars(r2)) - total(as_exprs(i)) / n;
-    return sum(d * d, r2);
+    PrimExpr d = centred(as_exprs(i), vars(r3));
+    return sum(d * d, r3);
   });
   return compute(name, out.shape, [&](const std::vector<PrimVar>& i) {
     std::vector<PrimExpr> li(i.begin(), i.begin() + axis), ni(i.begin() + axis, i.end());
-    // ((x - shift) - mean) * rstd * g + b as one FMA of x - shift: the scale rstd * g and
-    // the offset b - mean * scale are the row's own where g and b are (instance norm's per
-    // channel), computed once per row (5 vector ops an element before, 2 after: an
-    // instance norm -> softshrink over 64 x 56 x 56 was compute-bound on AVX2).
-    PrimExpr mean = total(li) / n;
+    // (d - c) * rstd * g + b as one FMA of d: the scale rstd * g and the offset
+    // b - c * scale are the row's own where g and b are (instance norm's per channel),
+    // computed once per row (an instance norm -> softshrink over 64 x 56 x 56 was
+    // compute-bound on AVX2 with the offset per element).
     auto [g, b] = affine(i);
     PrimExpr scale = rsqrt(sq(li) / n + eps) * g;
-    return fma(shifted(li, ni), scale, b - mean * scale);
+    return fma(centred(li, ni), scale, b - fix(li) / n * scale);
   });
 }
 
