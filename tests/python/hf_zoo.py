@@ -82,6 +82,10 @@ ZOO = {
                      image),
     "efficientnet": ("EfficientNetConfig", "EfficientNetModel", lambda n: {}, "pixel_values",
                      image, 1),
+    "bit": ("BitConfig", "BitModel", lambda n: {}, "pixel_values", image),  # standardized convs
+    "dpt_hybrid": ("DPTConfig", "DPTModel",  # a BiT backbone under a ViT, 384 x 384
+                   lambda n: {"is_hybrid": True, "num_hidden_layers": n}, "pixel_values",
+                   lambda c: torch.randn(1, 3, c.image_size, c.image_size)),
     "poolformer": ("PoolFormerConfig", "PoolFormerModel", lambda n: {}, "pixel_values", image),
     "segformer": ("SegformerConfig", "SegformerModel", lambda n: {}, "pixel_values", image),
     "mask2former": ("Mask2FormerConfig", "Mask2FormerModel",  # deformable attention samples

@@ -24,7 +24,7 @@ import hf_zoo  # noqa: E402  (the zoo's architectures: config, layers, input)
 
 # The zoo's families with something of their own to check (benchmarks/zoo.py has them all).
 FAMILIES = ["bert", "roberta", "albert", "wav2vec2", "poolformer", "efficientnet", "swin",
-            "mobilevit", "mobilevit_v2", "phi3", "mixtral", "videomae"]
+            "mobilevit", "mobilevit_v2", "phi3", "mixtral", "videomae", "bit"]
 
 
 @pytest.mark.parametrize("family", FAMILIES)
