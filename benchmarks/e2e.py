@@ -7,7 +7,8 @@ in one run.
 
 Models (plain torch.nn, no torchvision; weights random but fixed): ResNet-18 and ResNet-50
 (tests/python/models.py at width 64, 1000 classes: torchvision's layout), MobileNetV2 (full
-torchvision widths, defined here), the TVM forum net (1x64x128x128), a net of channel counts
+torchvision widths, defined here), the TVM forum net (1x64x128x128) and two variants
+(96x100x100; 100x57x57, widths no vector divides), a net of channel counts
 no vector block divides (33 and 100 at 56x56, defined here), a BERT-base encoder layer
 (dim 768, 12 heads, FFN 3072) at sequence 128 and 384, an MLP 1024-2048-2048-10 and an LSTM
 cell (input and hidden 128) unrolled for 16 steps. CNN inputs are Bx3x224x224, fp32.
@@ -127,6 +128,11 @@ MODELS = {
                      _image),
     "forum": ("forum net, 64x128x128", lambda: models._seeded(models.ForumNet)(64),
               lambda b: (torch.randn(b, 64, 128, 128),)),
+    # Its variants: another channel count, and widths that no vector divides.
+    "forum_96x100": ("forum net, 96x100x100", lambda: models._seeded(models.ForumNet)(96),
+                     lambda b: (torch.randn(b, 96, 100, 100),)),
+    "forum_100x57": ("forum net, 100x57x57", lambda: models._seeded(models.ForumNet)(100),
+                     lambda b: (torch.randn(b, 100, 57, 57),)),
     "awkward": ("33/100 channels, 56x56", lambda: models._seeded(AwkwardChannels)(),
                 lambda b: (torch.randn(b, 33, 56, 56),)),
     "bert_s128": ("BERT-base layer, seq 128",
