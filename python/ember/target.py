@@ -5,8 +5,8 @@
 
 The FMA and load facts come from LLVM's scheduling model of the CPU (the host's CPU name for
 "llvm", the -mcpu name otherwise); cache sizes from sysfs for the host and from a table of
-known CPUs for a named one. `source` says which. (The default CPU schedules are still sized
-from the fixed model of the vector width; see docs/design.md.)
+known CPUs for a named one. `source` says which. ember.build sizes the default CPU schedules
+from this model; see src/passes/schedule/README.md and src/codegen/README.md.
 """
 from dataclasses import dataclass
 
