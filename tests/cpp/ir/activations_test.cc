@@ -121,7 +121,7 @@ TEST(Activations, InstanceNormTypeAndStages) {
     if (!t->is_placeholder()) names.push_back(t->name);
   EXPECT_EQ(names,
             (std::vector<std::string>{"instance_norm_shift", "instance_norm_sum",
-                                      "instance_norm_fix", "instance_norm_var", "instance_norm"}));
+                                      "instance_norm_var", "instance_norm_fix", "instance_norm"}));
   expect_error(
       [&] {
         call("nn.instance_norm", {f32("x", {3, 4}), f32("g", {4}), f32("b", {4})}, {}, "in1");

@@ -437,8 +437,8 @@ TEST(OpsTest, LayerNormLogSoftmaxPad) {
   EXPECT_EQ(attrs_of(ln).get_int("axis", 0), 1);
   EXPECT_EQ(attrs_of(ln).get_float("epsilon", 0), 1e-5);
   EXPECT_EQ(stage_names(ln),
-            (std::vector<std::string>{"layer_norm_shift", "layer_norm_sum", "layer_norm_fix",
-                                      "layer_norm_var", "layer_norm"}));
+            (std::vector<std::string>{"layer_norm_shift", "layer_norm_sum", "layer_norm_var",
+                                      "layer_norm_fix", "layer_norm"}));
   expect_error([&] { call("nn.layer_norm", {x, f32("g", {4}), f32("b", {3})}, {}, "ln1"); },
                {"nn.layer_norm 'ln1'", "beta is float32[3]", "must have shape [4]"});
   expect_error(
