@@ -6,6 +6,7 @@
 #include "ember/codegen/machine.h"
 #include "ember/codegen/target.h"
 #include "ember/ir/op.h"
+#include "ember/passes/annotate_loops.h"
 #include "ember/passes/bind_params.h"
 #include "ember/passes/lower.h"
 #include "ember/passes/pipeline.h"
@@ -150,6 +151,8 @@ std::shared_ptr<Library> build_library(const ir::Function& f, const std::string&
       for (ir::PrimFunc& f : code) f = passes::pipeline_shared_tiles(f);
       log("PipelineSharedTiles", code);
     }
+    for (ir::PrimFunc& f : code) f = passes::annotate_loops(f, pipeline_target.machine);
+    log("AnnotateLoops", code);
   }
   auto lib = std::make_shared<Library>();
   if (cuda) {

@@ -2,7 +2,6 @@
 
 #include <set>
 
-#include "ember/ir/chains.h"
 #include "ember/ir/loop_sums.h"
 #include "ember/ir/transposed_loads.h"
 #include "ember/support/error.h"
@@ -23,14 +22,6 @@ namespace {
 // Local buffers up to this size live on the stack; larger ones on the heap.
 constexpr int64_t kMaxStackBytes = 64 * 1024;
 constexpr unsigned kAlignment = 64;
-
-bool uses_any(const PrimExpr& e, const std::set<const PrimVarNode*>& vars) {
-  bool found = false;
-  visit_prim(e, [&](const PrimExpr& x) {
-    if (auto* v = x.as<PrimVarNode>(); v && vars.count(v)) found = true;
-  });
-  return found;
-}
 
 // The comparisons of a chain of logical ands.
 void comparisons_of(const PrimExpr& e, std::vector<const CompareNode*>& out) {
@@ -71,40 +62,6 @@ PrimExpr without_implied_clamps(const PrimExpr& e, const std::vector<const Compa
     default:
       return e;
   }
-}
-
-// A store of a lane-varying value to a lane-invariant index (e.g. `acc[0] = acc[0] + x[i]`)
-// makes the lanes race for one element: such a loop is not vectorizable as written and is
-// emitted as a serial loop, which keeps the program's meaning.
-class LaneCollisions : public PrimVisitor {
- public:
-  explicit LaneCollisions(const PrimVarNode* lane) : varying_{lane} {}
-  bool found = false;
-
-  using PrimVisitor::visit;
-  void visit(const Stmt& s) override {
-    if (!found) PrimVisitor::visit(s);
-  }
-  void visit(const PrimExpr&) override {}  // stores are statements: expressions hold none
-
- protected:
-  void visit_store(const StoreNode* op) override {
-    found |= !uses_any(op->index, varying_) && uses_any(op->value, varying_);
-  }
-  // A let of a lane-varying value varies too.
-  void visit_let_stmt(const LetStmtNode* op) override {
-    if (uses_any(op->value, varying_)) varying_.insert(op->var.get());
-    visit(op->body);
-  }
-
- private:
-  std::set<const PrimVarNode*> varying_;
-};
-
-bool lanes_collide(const ForNode* vector_loop) {
-  LaneCollisions c(vector_loop->var.get());
-  c.visit(vector_loop->body);
-  return c.found;
 }
 
 bool is_vec(Value* v) { return v->getType()->isVectorTy(); }
@@ -163,7 +120,6 @@ void LLVMCodeGen::add_function(const PrimFunc& f) {
   verify(f);
   func_name_ = f.name;
   nan_free_ = nan_free_buffers(f.body);
-  accumulated_ = false;
   llvm::Type* ptr = b_.getPtrTy();
   llvm::Function* kernel =
       make_function(f.name, llvm::FunctionType::get(b_.getVoidTy(), {ptr}, false), true);
@@ -784,30 +740,19 @@ void LLVMCodeGen::emit_for(const ForNode* op) {
     case ForKind::Serial:
     case ForKind::WarpMma:  // on the GPU, lower_warp_mma replaced it; here a serial loop
     case ForKind::Unrolled: {
-      if (auto t = transposed_loads(op);
-          !t.loads.empty() && transposed_.empty() && !lanes_collide(t.vector_loop))
-        return emit_transposed_loop(op, t);
-      if (accumulated_ && is_long_chain_loop(op)) return emit_rolled_call(op);
+      // As the loop's annotations say (annotate_loops, the last kernel pass).
+      const LoopAnnotations& a = op->annotations;
+      if (a.transposed_blocks) return emit_transposed_loop(op, transposed_loads(op));
+      if (a.rolled_call) return emit_rolled_call(op);
       llvm::Type* t = value_type(op->var.dtype());
       Value* begin = int_cast(emit(op->min), t);
       Value* end = b_.CreateAdd(begin, int_cast(emit(op->extent), t));
-      const bool sum = op->for_kind == ForKind::Serial && is_rolled_scalar_sum(op);
       const char* hint = op->for_kind == ForKind::Unrolled ? "llvm.loop.unroll.full"
-                         : sum                             ? "llvm.loop.unroll.disable"
+                         : a.sum_accumulators              ? "llvm.loop.unroll.disable"
                                                            : nullptr;
-      return emit_serial_loop(op, begin, end, hint, sum ? sum_interleave(op) : 0);
+      return emit_serial_loop(op, begin, end, hint, a.sum_accumulators);
     }
   }
-}
-
-// Independent vector accumulators for a rolled sum (is_rolled_scalar_sum) that LLVM's loop
-// vectorizer widens (ir::rolled_sum_interleave, which the FuseOps cost model prices too).
-int LLVMCodeGen::sum_interleave(const ForNode* loop) const {
-  int64_t extent = 0;
-  as_int(loop->extent, &extent);
-  const int64_t lanes = register_lanes(loop->body.as<StoreNode>()->buffer->dtype,
-                                       vector_bits_ > 0 ? vector_bits_ : 256);
-  return rolled_sum_interleave(extent, lanes);
 }
 
 void LLVMCodeGen::emit_serial_loop(const ForNode* op, Value* begin, Value* end,
@@ -1134,7 +1079,6 @@ Value* LLVMCodeGen::emit_accumulation(const StoreNode* op) {
 }
 
 void LLVMCodeGen::emit_store(const StoreNode* op) {
-  accumulated_ |= accumulation_of(op) != Accumulation::None;
   DType t = op->buffer->dtype;
   llvm::Align align(dtype_bytes(t));
   Value* value = emit_accumulation(op);

@@ -82,7 +82,7 @@ class LLVMCodeGen {
   /// [min + begin, min + end) with `loop_hint` (an llvm.loop metadata name or null).
   void emit_impl_loop(const ir::ForNode* op, const Closure& c, llvm::Function* impl,
                       const char* loop_hint);
-  /// A long-chain loop (ir::is_long_chain_loop) after an accumulation (a GEMM's
+  /// A loop annotated rolled_call: a long-chain loop after an accumulation (a GEMM's
   /// epilogue, rolled by roll_long_epilogues) as a call of a function of its own, kept
   /// rolled (llvm.loop.unroll.disable) and never inlined. Inlined, LLVM unrolled a short one
   /// and interleaved its rows' chains, and hoisted its constants out of the loops around it,
@@ -113,7 +113,6 @@ class LLVMCodeGen {
                        int64_t first);
   std::vector<llvm::Value*> transpose_in_registers(std::vector<llvm::Value*> rows);
   llvm::Align column_alignment(llvm::FixedVectorType* column) const;
-  int sum_interleave(const ir::ForNode* loop) const;
   void emit_store(const ir::StoreNode* op);
   /// The value of a scalar accumulation `b[i] = b[i] + x` or `fma(p, q, b[i])` (a reduction's
   /// update) with its order left to LLVM, so that the loop vectorizer may split the sum; null
@@ -174,7 +173,6 @@ class LLVMCodeGen {
   llvm::Value* transposed_column_ = nullptr;
   int parallel_depth_ = 0;
   int num_outlined_ = 0;
-  bool accumulated_ = false;  // an accumulation (ir::accumulation_of) was emitted before
   std::set<const ir::BufferNode*> nan_free_;  // ir::nan_free_buffers of the function
 };
 

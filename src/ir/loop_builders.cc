@@ -373,9 +373,10 @@ MmaPrecision parse_mma_precision(const std::string& name) {
 bool is_gpu_kind(ForKind k) {
     return k >= ForKind::GpuBlockX && k <= ForKind::GpuThreadZ; }
 
-Stmt for_loop(PrimVar v, PrimExpr min, PrimExpr extent, ForKind kind, Stmt body) {
+Stmt for_loop(PrimVar v, PrimExpr min, PrimExpr extent, ForKind kind, Stmt body,
+              LoopAnnotations annotations) {
     return Stmt(std::make_shared<ForNode>(std::move(v), std::move(min), std::move(extent), kind,
-                                          std::move(body)));
+                                          std::move(body), annotations));
 }
 Stmt store(Buffer buffer, PrimExpr index, PrimExpr value) {
     EMBER_CHECK(buffer->dtype == value.dtype(), "store of ", dtype_name(value.dtype()), " into ",

@@ -227,6 +227,10 @@ void print_stmt(std::ostream& os, const Stmt& s, int indent) {
       else
         os << op->min << ", " << op->min << " + " << op->extent << ")";
       if (op->for_kind != ForKind::Serial) os << " " << for_kind_name(op->for_kind);
+      const LoopAnnotations& a = op->annotations;
+      if (a.sum_accumulators) os << " rolled_sum(" << a.sum_accumulators << ")";
+      if (a.transposed_blocks) os << " transposed_blocks";
+      if (a.rolled_call) os << " rolled_call";
       os << ":\n";
       print_stmt(os, op->body, indent + 1);
       return;

@@ -288,7 +288,7 @@ Stmt PrimMutator::visit_for(const Stmt& s, const ForNode* op) {
   PrimExpr mn = mutate(op->min), ext = mutate(op->extent);
   Stmt body = mutate(op->body);
   if (mn.same_as(op->min) && ext.same_as(op->extent) && body.same_as(op->body)) return s;
-  return for_loop(op->var, mn, ext, op->for_kind, body);
+  return for_loop(op->var, mn, ext, op->for_kind, body, op->annotations);
 }
 
 Stmt PrimMutator::visit_store(const Stmt& s, const StoreNode* op) {

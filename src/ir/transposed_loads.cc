@@ -76,4 +76,50 @@ TransposedLoads transposed_loads(const ForNode* outer) {
   return t;
 }
 
+namespace {
+
+bool uses_any(const PrimExpr& e, const std::set<const PrimVarNode*>& vars) {
+  bool found = false;
+  visit_prim(e, [&](const PrimExpr& x) {
+    if (auto* v = x.as<PrimVarNode>(); v && vars.count(v)) found = true;
+  });
+  return found;
+}
+
+// A store of a lane-varying value to a lane-invariant index (e.g. `acc[0] = acc[0] + x[i]`)
+// makes the lanes race for one element: such a loop is not vectorizable as written and is
+// emitted as a serial loop, which keeps the program's meaning.
+class LaneCollisions : public PrimVisitor {
+ public:
+  explicit LaneCollisions(const PrimVarNode* lane) : varying_{lane} {}
+  bool found = false;
+
+  using PrimVisitor::visit;
+  void visit(const Stmt& s) override {
+    if (!found) PrimVisitor::visit(s);
+  }
+  void visit(const PrimExpr&) override {}  // stores are statements: expressions hold none
+
+ protected:
+  void visit_store(const StoreNode* op) override {
+    found |= !uses_any(op->index, varying_) && uses_any(op->value, varying_);
+  }
+  // A let of a lane-varying value varies too.
+  void visit_let_stmt(const LetStmtNode* op) override {
+    if (uses_any(op->value, varying_)) varying_.insert(op->var.get());
+    visit(op->body);
+  }
+
+ private:
+  std::set<const PrimVarNode*> varying_;
+};
+
+}  // namespace
+
+bool lanes_collide(const ForNode* vector_loop) {
+  LaneCollisions c(vector_loop->var.get());
+  c.visit(vector_loop->body);
+  return c.found;
+}
+
 }  // namespace ember::ir

@@ -29,6 +29,7 @@
 #include "ember/ir/loop_sums.h"
 #include "ember/ir/simplify.h"
 #include "ember/ir/transposed_loads.h"
+#include "ember/passes/annotate_loops.h"
 
 namespace ember::passes {
 
@@ -136,12 +137,12 @@ class Counter {
       lane_ = f.var.get();
       stmt(f.body, runs, width * extent);
       lane_ = outer;
-    } else if (f.for_kind == ForKind::Serial && width == 1 && is_rolled_scalar_sum(&f)) {
-      // The code generator keeps it rolled and LLVM vectorizes it into `chains`
-      // (rolled_sum_interleave) independent vector accumulators: priced as one vector loop
-      // whose chain is extent / (lanes x chains) dependent steps, not one per element.
+    } else if (width == 1 && f.annotations.sum_accumulators) {
+      // The code generator keeps it rolled and LLVM vectorizes it into the annotated number
+      // of independent vector accumulators: priced as one vector loop whose chain is
+      // extent / (lanes x accumulators) dependent steps, not one per element.
       const int64_t lanes = m_.lanes(f.body.as<StoreNode>()->buffer->dtype);
-      const double accumulators = static_cast<double>(lanes * rolled_sum_interleave(extent, lanes));
+      const double accumulators = static_cast<double>(lanes * f.annotations.sum_accumulators);
       const double steps = std::ceil(static_cast<double>(extent) / accumulators);
       const PrimVarNode* outer = lane_;
       lane_ = f.var.get();
@@ -154,7 +155,7 @@ class Counter {
       // Unrolled copies of an accumulation are independent chains; a loop that is not
       // unrolled runs its iterations' chains one after another.
       unroll_ = f.for_kind == ForKind::Unrolled ? unroll_ * static_cast<double>(extent) : 1;
-      auto transposed = transposed_loads(&f);
+      auto transposed = f.annotations.transposed_blocks ? transposed_loads(&f) : TransposedLoads{};
       for (const TransposedLoad& t : transposed.loads) transposed_.insert(t.load);
       stmt(f.body, runs * static_cast<double>(extent), width);
       for (const TransposedLoad& t : transposed.loads) transposed_.erase(t.load);
@@ -468,7 +469,8 @@ class SerialLoops : public PrimMutator {
 }  // namespace
 
 PrimFunc serial_below_parallel_grain(const PrimFunc& f, const MachineModel& m) {
-  KernelWork w = kernel_work(f, m);
+  // Priced as the code generator will emit it (AnnotateLoops runs again after this pass).
+  KernelWork w = kernel_work(annotate_loops(f, m), m);
   if (!w.parallel || work_cycles(w) >= kParallelGrainCycles) return f;
   PrimFunc out = f;
   out.body = SerialLoops().mutate(f.body);

@@ -194,7 +194,7 @@ def test_a_gemv_over_short_rows_is_dot_products(bits, n):
         return [i for i, l in enumerate(lines) if re.match(rf"\s*for {pattern}", l)]
 
     if bits == 512:
-        k, j = loops(r"dense\.k in \[0, 2048\):"), loops(r"dense\.j in")
+        k, j = loops(r"dense\.k in \[0, 2048\) rolled_sum\(4\):"), loops(r"dense\.j in")
         assert len(k) == 1 and len(j) == 1 and j[0] < k[0], loop
         assert "partial" not in loop, loop
     else:

@@ -372,19 +372,40 @@ const char* for_kind_name(ForKind k);
 /// True for the GpuBlock* and GpuThread* kinds.
 bool is_gpu_kind(ForKind k);
 
+/// How the code generator emits a loop beyond its kind: decisions that annotate_loops
+/// (src/passes/lower/annotate_loops.cc, the last kernel pass) writes and that the code
+/// generator and the FuseOps cost model only read. The printed loop IR shows them.
+struct LoopAnnotations {
+  /// > 0: a rolled sum (ir::is_rolled_scalar_sum) that LLVM's loop vectorizer widens into
+  /// this many independent vector accumulators (ir::rolled_sum_interleave).
+  int sum_accumulators = 0;
+  /// Its column loads (ir::transposed_loads) are read as blocks transposed in registers.
+  bool transposed_blocks = false;
+  /// A long-chain loop after an accumulation (ir::is_long_chain_loop), emitted rolled in a
+  /// function of its own.
+  bool rolled_call = false;
+  bool empty() const { return !sum_accumulators && !transposed_blocks && !rolled_call; }
+  bool operator==(const LoopAnnotations& o) const {
+    return sum_accumulators == o.sum_accumulators && transposed_blocks == o.transposed_blocks &&
+           rolled_call == o.rolled_call;
+  }
+};
+
 struct ForNode : StmtNode {
   static constexpr StmtKind kKind = StmtKind::For;
   PrimVar var;
   PrimExpr min, extent;
   ForKind for_kind;
   Stmt body;
-  ForNode(PrimVar v, PrimExpr mn, PrimExpr ext, ForKind k, Stmt b)
+  LoopAnnotations annotations;
+  ForNode(PrimVar v, PrimExpr mn, PrimExpr ext, ForKind k, Stmt b, LoopAnnotations a = {})
       : StmtNode(kKind),
         var(std::move(v)),
         min(std::move(mn)),
         extent(std::move(ext)),
         for_kind(k),
-        body(std::move(b)) {}
+        body(std::move(b)),
+        annotations(a) {}
 };
 
 struct StoreNode : StmtNode {
@@ -433,7 +454,8 @@ struct EvaluateNode : StmtNode {
   explicit EvaluateNode(PrimExpr v) : StmtNode(kKind), value(std::move(v)) {}
 };
 
-Stmt for_loop(PrimVar v, PrimExpr min, PrimExpr extent, ForKind kind, Stmt body);
+Stmt for_loop(PrimVar v, PrimExpr min, PrimExpr extent, ForKind kind, Stmt body,
+              LoopAnnotations annotations = {});
 Stmt store(Buffer buffer, PrimExpr index, PrimExpr value);
 Stmt allocate(Buffer buffer, Stmt body);
 Stmt let_stmt(PrimVar v, PrimExpr value, Stmt body);

@@ -42,4 +42,9 @@ constexpr int64_t kMaxTransposedBytes = 16 * 1024;
 /// the blocks hold exactly the elements the iterations would read).
 TransposedLoads transposed_loads(const ForNode* outer);
 
+/// Does a store in `vector_loop` write a lane-varying value to a lane-invariant index
+/// (`acc[0] = acc[0] + x[i]`)? Its lanes would race for one element: the loop is emitted as
+/// a serial loop, which keeps the program's meaning, and its loads are not transposed.
+bool lanes_collide(const ForNode* vector_loop);
+
 }  // namespace ember::ir

@@ -41,8 +41,9 @@ struct LoopPass {
 };
 
 /// The CPU kernels' loop-level passes, in order: rewrites of long chains (a rolled
-/// single-tile epilogue, row invariants as one vector) and serial loops below the parallel
-/// grain. FuseOps' cost rule prices a group as these leave it.
+/// single-tile epilogue, row invariants as one vector), serial loops below the parallel
+/// grain, and last the loops' annotations (annotate_loops.h) that the code generator
+/// obeys. FuseOps' cost rule prices a group as these leave it.
 const std::vector<LoopPass>& cpu_loop_passes();
 
 struct LoweredGraph {

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "ember/ir/op.h"
+#include "ember/passes/annotate_loops.h"
 #include "ember/passes/fuse_ops.h"
 #include "ember/passes/fusion_cost.h"
 #include "ember/passes/lower.h"
@@ -290,6 +291,7 @@ const std::vector<LoopPass>& cpu_loop_passes() {
          return vectorize_row_invariants(f, m.vector_bits);
        }},
       {"SerialBelowParallelGrain", serial_below_parallel_grain},
+      {"AnnotateLoops", annotate_loops},
   };
   return passes;
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ember/ir/loop.h"
+#include "ember/passes/annotate_loops.h"
 #include "ember/runtime/cpu_features.h"
 #include "ember/runtime/kernel_error.h"
 #include "ember/support/error.h"
@@ -24,13 +25,15 @@ using namespace ember::ir;
 
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 
+// The function as the kernel pipeline hands it to the code generator: its loops annotated
+// (AnnotateLoops, for 256-bit vectors), which the code generator obeys.
 PrimFunc make_func(std::string name, std::vector<Buffer> params, int num_inputs, Stmt body) {
   PrimFunc f;
   f.name = std::move(name);
   f.params = std::move(params);
   f.num_inputs = num_inputs;
   f.body = std::move(body);
-  return f;
+  return passes::annotate_loops(f, passes::MachineModel::for_vector_bits(256));
 }
 
 // Compiles one function and calls it on the given host arrays.

@@ -10,6 +10,7 @@
 #include "ember/codegen/codegen.h"
 #include "ember/ir/chains.h"
 #include "ember/ir/prim_math.h"
+#include "ember/passes/annotate_loops.h"
 
 namespace ember::passes {
 namespace {
@@ -49,7 +50,8 @@ std::vector<float> run(const PrimFunc& f, std::string* ll = nullptr) {
   std::vector<float> x(kRows * kLanes), out(x.size());
   for (size_t k = 0; k < x.size(); ++k) x[k] = 0.1f * static_cast<float>(k) - 1.0f;
   std::vector<void*> args{x.data(), out.data()};
-  auto m = codegen::compile_cpu({f});
+  // As the kernel pipeline hands it to the code generator: annotated (AnnotateLoops).
+  auto m = codegen::compile_cpu({annotate_loops(f, MachineModel::for_vector_bits(256))});
   m->get_function("tile")(args.data());
   if (ll) *ll = m->get_source("ll");
   return out;
@@ -71,6 +73,10 @@ TEST(RolledEpilogues, ALongEpilogueRunsRolledOverACopyOfTheTile) {
       });
   ASSERT_NE(epilogue, nullptr) << g;
   EXPECT_TRUE(copied) << g;
+  // After the tile's accumulation, AnnotateLoops marks it to be emitted as a call.
+  EXPECT_NE(
+      to_string(annotate_loops(g, MachineModel::for_vector_bits(256)).body).find(" rolled_call:"),
+      std::string::npos);
   std::string ll;
   std::vector<float> got = run(g, &ll), want = run(f);
   // ... in a function of its own, which LLVM may not inline (nor hoist its constants out of).
@@ -125,9 +131,9 @@ TEST(RolledEpilogues, AReductionsProducerBeforeItsAccumulationStaysInline) {
   Stmt produce = for_loop(r, 0, kRows, ForKind::Serial,
                           for_loop(c, 0, kLanes, ForKind::Vectorized,
                                    store(e, r * kLanes + c, exp(load(x, r * kLanes + c)))));
-  Stmt total = seq({store(out, 0, make_const(DType::Float32, 0)),
-                    for_loop(k, 0, kRows * kLanes, ForKind::Serial,
-                             store(out, 0, load(out, 0) + load(e, k)))});
+  Stmt total = seq(
+      {store(out, 0, make_const(DType::Float32, 0)),
+       for_loop(k, 0, kRows * kLanes, ForKind::Serial, store(out, 0, load(out, 0) + load(e, k)))});
   PrimFunc f;
   f.name = "tile";
   f.params = {x, out};
