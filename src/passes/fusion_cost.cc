@@ -37,38 +37,9 @@ using namespace ir;
 
 namespace {
 
-// One core streaming from memory: about 25 GB/s at 3 GHz. A kernel whose inputs and outputs
-// fit in the L3 (kL3Bytes, less than any current x86 server part has) streams them from the
-// caches: a layer norm over 128 x 768 (786 KB in and out) measured 9.7 us on Zen 5, 19.6
-// bytes per cycle with its arithmetic; at the memory rate it was estimated 2.5x too slow,
-// as costly as the activation fused after it.
-constexpr double kMemoryBytesPerCycle = 8;
-constexpr double kCachedBytesPerCycle = 16;
-constexpr double kL3Bytes = 16 << 20;
-// What running one more kernel costs besides its work: the executor's call and the loop's
-// setup (its constants, its buffers' addresses), and for a parallel loop on more than one
-// thread the pool's dispatch and join. Measured on Zen 5 over chains of 120-float kernels
-// (abs, neg): 4.8 ns a kernel on one thread, about 8 cycles of work included (33 ns when
-// first measured; the 100 cycles priced from that fused pairs whose kernel does more work
-// than the two apart, measured 1.2-1.6x slower: exp on 3-lane vectors through a permute, a
-// layer norm with mish after it); 353 ns on two.
-constexpr double kCallCycles = 15;
-constexpr double kDispatchCycles = 1500;
 // Work under this runs serially: split over two threads it would save half of itself, no
-// more than the dispatch costs (kDispatchCycles), with the estimate's slack.
+// more than the dispatch costs (MachineModel::dispatch_cycles), with the estimate's slack.
 constexpr double kParallelGrainCycles = 3000;
-// A scalar 64-bit integer division (its reciprocal throughput on current x86 cores).
-constexpr double kDivisionCycles = 20;
-// The instructions an out-of-order core keeps in flight (its reorder buffer: 224 to 320 on
-// current x86 cores; counted here without loop and index overhead): a loop body whose
-// dependency chain is long runs only as many iterations at once as fit in it. Calibrated on
-// exp -> tanh over 1.2M floats (AVX2, Zen 3): estimated 1.27x its two kernels, measured 1.16x.
-constexpr double kWindowInstructions = 288;
-// Latencies in cycles: a float add, multiply or FMA (the machine model's FMA latency), a
-// division or square root, a load from L1; anything else (compares, selects, integer and
-// bit operations, min/max) one cycle.
-constexpr double kDivideLatency = 12;
-constexpr double kLoadLatency = 5;
 
 class Counter {
  public:
@@ -171,11 +142,11 @@ class Counter {
     if (st.buffer->scope == BufferScope::Global)
       add(&KernelWork::stores, memory_instructions(st.index, runs, width, st.buffer->dtype));
     // Every run's value is a dependency chain `depth` cycles long. Independent runs
-    // overlap as far as the window holds them: kWindowInstructions / (instructions per
+    // overlap as far as the window holds them: the window (MachineModel::window_instructions) / (instructions per
     // run) at a time, so the statement takes at least depth x instructions / window.
     std::map<const PrimExprNode*, double> memo;
     double issued = work.instructions + work.loads + work.stores - before;
-    add(&KernelWork::latency_cycles, depth(st.value, memo) * issued / kWindowInstructions);
+    add(&KernelWork::latency_cycles, depth(st.value, memo) * issued / m_.window_instructions);
   }
 
   void if_stmt(const IfThenElseNode& i, double runs, int64_t width) {
@@ -219,7 +190,7 @@ class Counter {
             if (auto* st = t.as<StoreNode>(); st && accumulates(*st))
               accumulated.insert(st->buffer.get());
           });
-      if (seq.size() > 1 && (issued > kWindowInstructions * runs || waits))
+      if (seq.size() > 1 && (issued > m_.window_instructions * runs || waits))
         end_phase(inner);
       else
         merge(inner);
@@ -268,14 +239,14 @@ class Counter {
     bool fp = is_float(x.dtype());
     switch (x.kind()) {
       case PrimKind::Load:
-        own = kLoadLatency;
+        own = m_.load_latency;
         break;
       case PrimKind::Binary: {
         BinaryOp op = x.as<BinaryNode>()->op;
         if (!fp)
           own = x.dtype() == DType::Int64 ? 0 : 1;  // index arithmetic is hoisted
         else if (op == BinaryOp::Div)
-          own = kDivideLatency;
+          own = m_.divide_latency;
         else if (op == BinaryOp::Add || op == BinaryOp::Sub || op == BinaryOp::Mul)
           own = m_.fma_latency;
         else
@@ -284,7 +255,7 @@ class Counter {
       }
       case PrimKind::Call: {
         Intrinsic op = x.as<PrimCallNode>()->op;
-        own = op == Intrinsic::Sqrt ? kDivideLatency : fp ? m_.fma_latency : 1;
+        own = op == Intrinsic::Sqrt ? m_.divide_latency : fp ? m_.fma_latency : 1;
         break;
       }
       case PrimKind::Cast:
@@ -325,7 +296,7 @@ class Counter {
         auto* b = e.as<BinaryNode>();
         divisions += b && (b->op == BinaryOp::Div || b->op == BinaryOp::Mod) && uses_lane(e);
       });
-      return (2 + kDivisionCycles * divisions) * runs * static_cast<double>(width);
+      return (2 + m_.integer_division_cycles * divisions) * runs * static_cast<double>(width);
     }
     auto it = form->coeff.find(lane_);
     int64_t stride = it == form->coeff.end() ? 0 : std::abs(it->second);
@@ -444,10 +415,14 @@ KernelWork kernel_work(const PrimFunc& f, const MachineModel& m) {
   return c.work;
 }
 
-double work_cycles(const KernelWork& w) {
+double work_cycles(const KernelWork& w, const MachineModel& m) {
   // The hardware prefetcher streams the inputs and outputs while the cores compute: a kernel
-  // takes the longer of the two, not their sum.
-  const double rate = w.io_bytes <= kL3Bytes ? kCachedBytesPerCycle : kMemoryBytesPerCycle;
+  // takes the longer of the two, not their sum. Inputs and outputs that fit half the L3
+  // stream from the caches (a layer norm over 128 x 768 at the memory rate was estimated as
+  // costly as the activation fused after it).
+  const double rate = static_cast<double>(w.io_bytes) <= static_cast<double>(m.l3_bytes) / 2
+                          ? m.cached_bytes_per_cycle
+                          : m.memory_bytes_per_cycle;
   return std::max(w.cycles, w.io_bytes / rate);
 }
 
@@ -455,8 +430,8 @@ double estimated_cycles(const KernelWork& w, const MachineModel& m) {
   // A parallel kernel on more than one thread: dispatched, then its work shared out (so a
   // fused kernel whose work crosses the grain is not charged the dispatch without the split).
   if (w.parallel && m.threads > 1)
-    return kCallCycles + kDispatchCycles + work_cycles(w) / m.threads;
-  return kCallCycles + work_cycles(w);
+    return m.call_cycles + m.dispatch_cycles + work_cycles(w, m) / m.threads;
+  return m.call_cycles + work_cycles(w, m);
 }
 
 namespace {
@@ -471,7 +446,7 @@ class SerialLoops : public PrimMutator {
 PrimFunc serial_below_parallel_grain(const PrimFunc& f, const MachineModel& m) {
   // Priced as the code generator will emit it (AnnotateLoops runs again after this pass).
   KernelWork w = kernel_work(annotate_loops(f, m), m);
-  if (!w.parallel || work_cycles(w) >= kParallelGrainCycles) return f;
+  if (!w.parallel || work_cycles(w, m) >= kParallelGrainCycles) return f;
   PrimFunc out = f;
   out.body = SerialLoops().mutate(f.body);
   return out;

@@ -38,7 +38,7 @@ KernelWork kernel_work(const ir::PrimFunc& f, const MachineModel& m);
 
 /// The time of `w` on one core: the longer of its `cycles` (the busiest resource, phase by
 /// phase) and its inputs and outputs streamed through memory once.
-double work_cycles(const KernelWork& w);
+double work_cycles(const KernelWork& w, const MachineModel& m);
 
 /// Estimated cycles of a kernel: work_cycles plus the fixed cost of running a kernel at all
 /// (the executor's call); a parallel kernel with m.threads > 1 takes the thread pool's

@@ -35,6 +35,23 @@ struct MachineModel {
   // (ResNet-50's 14x14 1024 -> 256 1x1 convs, 1 MB of weights re-read for every tile of
   // pixels: 6-pixel tiles 10% faster than 4-pixel ones).
   int l3_bytes_per_cycle = 12;
+  // What the FuseOps cost model (fusion_cost.cc) adds to these: how fast one core streams
+  // a kernel's inputs and outputs from memory (about 25 GB/s at 3 GHz), or from the caches
+  // where they fit half the L3; the instructions the out-of-order core keeps in flight (its
+  // reorder buffer, 224 to 320 on current x86 cores, less loop and index overhead), which
+  // bound how many iterations of a long dependency chain overlap; latencies of a division or
+  // square root, an L1 load and a scalar 64-bit integer division; and the fixed cost of
+  // running a kernel at all (the executor's call and the loop's setup) and of handing a
+  // parallel loop to the pool's other threads. Calibrated on Zen 3 and Zen 5
+  // (docs/calibration.md, "FuseOps cost model").
+  double memory_bytes_per_cycle = 8;
+  double cached_bytes_per_cycle = 16;
+  double window_instructions = 288;
+  double divide_latency = 12;
+  double load_latency = 5;
+  double integer_division_cycles = 20;
+  double call_cycles = 15;
+  double dispatch_cycles = 1500;
   // The threads that run the kernels' parallel loops (ember.set_num_threads at build time;
   // 1 in the fixed models that tests pin): FuseOps' cost rule charges a parallel kernel the
   // pool's dispatch and join only where there are other threads to hand work to.
