@@ -6,8 +6,8 @@
 `model` is an nn.Module (exported here with torch.export in eval mode), an ExportedProgram,
 a torch.fx.GraphModule (exported the same way, so its call_module targets become the node
 names) or a torch.jit.trace'd module (see _torchscript.py). Both paths walk an ATen graph
-and hand each call to the converters in _aten.py, which name every Ember node after the
-PyTorch module it came from ("layer1.0.conv1").
+and hand each call to the converters of _aten.py's table (in _aten_*.py), which name every
+Ember node after the PyTorch module it came from ("layer1.0.conv1").
 """
 import inspect
 import operator
