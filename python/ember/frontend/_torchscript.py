@@ -13,7 +13,7 @@ from .. import ir
 from .._ember import EmberError
 from . import _aten
 from ._aten import MISSING, Converter, WeightRef
-from .pytorch import check_input_names, input_var
+from ._inputs import check_input_names, input_var
 
 _SCHEMAS = {}
 
