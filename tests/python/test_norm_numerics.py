@@ -1,6 +1,6 @@
 """Layer and instance norm of constant and near-constant rows against PyTorch in float64.
 
-mean_variance_norm (src/ir/ops/nn.cc) shifts each row by its first element before summing:
+mean_variance_norm (src/ir/ops/nn_norm.cc) shifts each row by its first element before summing:
 without it, the float32 mean of a constant row c is a few ulps off c, and x - mean times
 rsqrt(eps) gave errors of gamma * ulp(c) / sqrt(eps) (0.02 for c = 1000) where torch gives
 exactly beta; rows of large offset and small spread (1000 + 1e-3 * noise) lost their spread's

@@ -2,11 +2,11 @@
 instance norm over the channel groups) and vector norms, to Ember ops
 (src/ir/ops/activations.cc, nn.instance_norm). nn.Identity leaves no op in the graph, and
 nn.Softsign and nn.Tanhshrink are exported as abs/add/div and tanh/sub, which the generic
-converters handle. Registered into _aten.CONVERTERS on import."""
+converters handle. Registered into _aten_registry.CONVERTERS on import."""
 import numpy as np
 
 from .._ember import EmberError
-from ._aten import _axes, cast, converts, dtype_name, reshape
+from ._aten_registry import _axes, cast, converts, dtype_name, reshape
 
 
 def _number(a, key, default):

@@ -14,11 +14,11 @@ the 2-D pools); the other forms are rewritten exactly in terms of them:
 - 3-D max and average pooling: separable, a 2-D pool over (H, W) then one over D. The
   average's divisor is a product of per-axis counts in every mode PyTorch defines
   (count_include_pad, ceil_mode), so the two averages make the 3-D one.
-Registered into _aten.CONVERTERS on import."""
+Registered into _aten_registry.CONVERTERS on import."""
 import numpy as np
 
 from .._ember import EmberError
-from ._aten import converts, reshape, slice_axis, take_const, transpose, zero_pad
+from ._aten_registry import converts, reshape, slice_axis, take_const, transpose, zero_pad
 
 
 def _per_axis(value, rank, name):

@@ -8,11 +8,11 @@ out first. Each operand is permuted to [batch, free, contracted] (the right one 
 contracted, free]) and flattened to 3-D, so the pair is one batched matmul; the result is
 unflattened and finally permuted to the output's order. An ellipsis stands for the same
 broadcast dimensions in every operand. A letter repeated within one operand (a diagonal) is
-refused. Registered into _aten.CONVERTERS on import."""
+refused. Registered into _aten_registry.CONVERTERS on import."""
 import string
 
 from .._ember import EmberError
-from ._aten import broadcast_to, converts, matmul, reshape, transpose
+from ._aten_registry import broadcast_to, converts, matmul, reshape, transpose
 
 
 def _parse(equation, operands):

@@ -10,16 +10,16 @@ theta = 2 pi jk / n, C = cos theta, S = sin theta (S negated for an inverse):
 A complex value may flow into another transform, `real`, `imag`, `abs`, `view_as_real`, a
 cast, a conjugate, a product with a real tensor or an op that only moves elements (slices,
 views, padding, negation: applied part by part); any other op that receives one is refused
-with a reason (_aten.COMPLEX_OPS). Covers fft/ifft/fft2/ifft2/fftn/ifftn, rfft/rfft2/rfftn,
+with a reason (_aten_registry.COMPLEX_OPS). Covers fft/ifft/fft2/ifft2/fftn/ifftn, rfft/rfft2/rfftn,
 irfft/irfft2/irfftn and their decomposed forms (_fft_c2c, _fft_r2c, _fft_c2r), every norm.
-Registered into _aten.CONVERTERS on import."""
+Registered into _aten_registry.CONVERTERS on import."""
 import math
 
 import numpy as np
 
 from .._ember import EmberError, Expr
-from ._aten import (COMPLEX_OPS, CONVERTERS, Args, Complex, _axes, binary, cast, converts,
-                    dtype_name, matmul, transpose, zero_pad)
+from ._aten_registry import (COMPLEX_OPS, CONVERTERS, Args, Complex, _axes, binary, cast, converts,
+                             dtype_name, matmul, transpose, zero_pad)
 
 
 def _complex(cx, x, op):

@@ -4,9 +4,9 @@ RT-DETR), so indices and weights are computed in the graph with PyTorch's CPU fo
 (ATen/native/GridSampler.h): each output pixel reads its 4 neighbours (bilinear) or 1
 (nearest) with a `gather` over the flattened image. Neighbour indices are clamped into the
 image and out-of-image neighbours get weight 0 (padding_mode="zeros"), so no index is ever
-out of range. Registered into _aten.CONVERTERS on import."""
+out of range. Registered into _aten_registry.CONVERTERS on import."""
 from .._ember import EmberError
-from ._aten import binary, broadcast_to, cast, converts, reshape, slice_axis
+from ._aten_registry import binary, broadcast_to, cast, converts, reshape, slice_axis
 
 _MODES = {0: "bilinear", 1: "nearest", 2: "bicubic"}
 _PADDING = {0: "zeros", 1: "border", 2: "reflection"}

@@ -1,15 +1,15 @@
 """ATen neural-network layers to Ember ops: convolution, normalisation, pooling, softmax,
 attention, and the fused kernels that TorchScript traces record
 (aten::_native_multi_head_attention, aten::_transformer_encoder_layer_fwd, RNN cells),
-expanded into Ember ops. Registered into _aten.CONVERTERS on import."""
+expanded into Ember ops. Registered into _aten_registry.CONVERTERS on import."""
 import math
 
 import numpy as np
 
 from .._ember import EmberError
-from ._aten import (CONVERTERS, Args, _axis, _pads, _pair, binary, broadcast_to, cast,
-                    converts, dtype_name, matmul, reshape, slice_axis, split, swap_last,
-                    take_const, transpose, zero_pad)
+from ._aten_registry import (CONVERTERS, Args, _axis, _pads, _pair, binary, broadcast_to, cast,
+                             converts, dtype_name, matmul, reshape, slice_axis, split, swap_last,
+                             take_const, transpose, zero_pad)
 
 
 def linear(cx, x, weight, bias):

@@ -2,7 +2,7 @@
 _upsample_nearest_exact1d/2d/3d, upsample_linear1d, upsample_bilinear2d,
 upsample_trilinear3d, upsample_bicubic2d and the antialiased _upsample_bilinear2d_aa and
 _upsample_bicubic2d_aa, each in its .default (sizes and per-axis scales) and .vec (sizes or
-scale factors) form. Registered into _aten.CONVERTERS on import.
+scale factors) form. Registered into _aten_registry.CONVERTERS on import.
 
 Shapes are static, so every source index and weight is a constant computed here, per
 spatial axis, with the formulas of PyTorch's CPU kernels (ATen/native/UpSample.h and
@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from .._ember import EmberError
-from ._aten import converts, take_const
+from ._aten_registry import converts, take_const
 
 _LINEAR = ("upsample_linear1d", "upsample_bilinear2d", "upsample_trilinear3d")
 _NEAREST = ("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d")

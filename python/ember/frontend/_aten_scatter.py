@@ -2,11 +2,11 @@
 scatter; index_put, index_add, index_copy, index_fill and the slice assignments of
 functionalized graphs (slice_scatter, select_scatter: x[1:3] = y) its index_put; a bool
 mask index (x[mask] = v) and masked_scatter are where, cumsum and take; copy is a
-broadcast. Registered into _aten.CONVERTERS on import."""
+broadcast. Registered into _aten_registry.CONVERTERS on import."""
 import numpy as np
 
 from .._ember import EmberError, Expr
-from ._aten import _axis, binary, broadcast_to, cast, converts, reshape, transpose
+from ._aten_registry import _axis, binary, broadcast_to, cast, converts, reshape, transpose
 
 # torch's names for scatter's reductions (scatter.reduce says "add" and "multiply").
 _REDUCE = {"sum": "sum", "add": "sum", "prod": "prod", "multiply": "prod", "amax": "amax",

@@ -3,7 +3,7 @@
 Traces record what ran, including fused kernels that torch.export never shows:
 aten::_native_multi_head_attention (nn.MultiheadAttention's fast path),
 aten::_transformer_encoder_layer_fwd (nn.TransformerEncoderLayer's) and the RNN cells;
-_aten.py expands them into Ember ops. prim:: nodes (constants, lists, tuples, attribute
+_aten_nn.py expands them into Ember ops. prim:: nodes (constants, lists, tuples, attribute
 reads) are evaluated here; weights are found by following prim::GetAttr chains from the
 module input to their state_dict names.
 """
@@ -13,7 +13,7 @@ from .. import ir
 from .._ember import EmberError
 from . import _aten
 from ._aten import MISSING, Converter, WeightRef
-from .pytorch import check_input_names, input_var
+from ._inputs import check_input_names, input_var
 
 _SCHEMAS = {}
 

@@ -6,8 +6,8 @@
 `model` is an nn.Module (exported here with torch.export in eval mode), an ExportedProgram,
 a torch.fx.GraphModule (exported the same way, so its call_module targets become the node
 names) or a torch.jit.trace'd module (see _torchscript.py). Both paths walk an ATen graph
-and hand each call to the converters in _aten.py, which name every Ember node after the
-PyTorch module it came from ("layer1.0.conv1").
+and hand each call to the converters of _aten.py's table (in _aten_*.py), which name every
+Ember node after the PyTorch module it came from ("layer1.0.conv1").
 """
 import inspect
 import operator
@@ -19,6 +19,8 @@ from .. import ir
 from .._ember import EmberError, Expr
 from . import _aten
 from ._aten import MISSING, Converter, Unavailable, WeightRef, dtype_name
+from ._inputs import check_input_names, input_var
+from ._torchscript import import_torchscript
 
 __all__ = ["from_pytorch"]
 
@@ -35,7 +37,6 @@ def from_pytorch(model, example_inputs, input_names=None):
     """
     inputs = _example_inputs(example_inputs, model)
     if isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
-        from ._torchscript import import_torchscript
         cx, user_vars, outputs = import_torchscript(model, inputs, input_names)
     else:
         if isinstance(model, torch.export.ExportedProgram):
@@ -94,25 +95,6 @@ def _example_inputs(example_inputs, model):
         except EmberError as error:
             raise EmberError(f"from_pytorch: example input {i}: {error}") from None
     return tuple(t.detach() for t in example_inputs)
-
-
-def input_var(name, tensor):
-    return ir.var(name, list(tensor.shape), dtype_name(tensor.dtype))
-
-
-def check_input_names(input_names, default_names):
-    """input_names (validated) or the names taken from the model."""
-    if input_names is None:
-        return list(default_names)
-    if isinstance(input_names, str):
-        input_names = [input_names]
-    names = list(input_names)
-    if len(names) != len(default_names) or not all(isinstance(n, str) and n for n in names):
-        raise EmberError(f"from_pytorch: input_names must be {len(default_names)} non-empty "
-                         f"strings (one per model input), got {input_names!r}")
-    if len(set(names)) != len(names):
-        raise EmberError(f"from_pytorch: input_names has duplicates: {names}")
-    return names
 
 
 # ------------------------------------------------------------------------ torch.export

@@ -1,9 +1,9 @@
 """Neural-network operators (layout NCHW, weights OIHW), named as in TVM's relay.nn."""
 import numpy as np
 
-from . import _bool, _call, _describe, _expr, _float, _int, _ints, _registered, _unary, schema
 from .._ember import EmberError
 from ..ir import const
+from ._util import _bool, _call, _describe, _expr, _float, _int, _ints, _registered, _unary, schema
 
 __all__ = ["conv2d", "dense", "matmul", "batch_matmul", "bias_add", "relu", "leaky_relu", "gelu",
            "silu", "hardswish", "hardsigmoid", "batch_norm", "layer_norm", "max_pool2d",

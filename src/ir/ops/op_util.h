@@ -154,6 +154,11 @@ inline Op with_attrs(Op op, std::vector<AttrSpec> attrs) {
   op.attrs = std::move(attrs);
   return op;
 }
+// A weight-layout variant keeps its family's name in fusion patterns ("conv2d+activation").
+inline Op family(Op op, const std::string& name) {
+  op.family = name;
+  return op;
+}
 
 // ---------------------------------------------------------------- compute rules
 

@@ -1,0 +1,228 @@
+// Convolution (NCHW layout, OIHW weights): nn.conv2d, nn.conv2d_blocked on the blocked
+// layout NCHW[c]c and nn.pack_conv_weight, which packs its weight. Shapes and numerics follow
+// torch.nn.functional.conv2d.
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nn_util.h"
+
+namespace ember::ir {
+namespace {
+
+using namespace ops;
+
+// Output (height, width) of a kh x kw convolution window over dims 2 and 3 of data, with the
+// strides, dilation and padding attributes checked and written back.
+std::pair<int64_t, int64_t> conv_out_hw(const TensorType& data, int64_t kh, int64_t kw,
+                                        Attrs& attrs, const TypeContext& ctx) {
+  auto strides = pair_attr(attrs, "strides", 1, ctx);
+  auto dilation = pair_attr(attrs, "dilation", 1, ctx);
+  auto pad = padding_attr(attrs, ctx);
+  int64_t oh = window_out_size(data.shape[2], pad[0], pad[2], kh, strides[0], dilation[0], false,
+                               "height", ctx);
+  int64_t ow = window_out_size(data.shape[3], pad[1], pad[3], kw, strides[1], dilation[1], false,
+                               "width", ctx);
+  return {oh, ow};
+}
+
+// ---------------------------------------------------------------- conv2d
+
+// nn.conv2d's (and nn.conv2d_blocked's) attributes, declared once; the relation writes them
+// back normalised (strides and dilation as 2 values, padding as 4).
+const std::vector<AttrSpec> kConvAttrs = {
+    ints_attr("strides", {1, 1}, "(h, w), or one value for both"),
+    ints_attr("padding", {0, 0, 0, 0}, "1, 2 (h, w) or 4 (top, left, bottom, right) values"),
+    ints_attr("dilation", {1, 1}, "(h, w), or one value for both"),
+    int_attr("groups", 1, "the channels split into this many groups"),
+};
+struct ConvAttrs {
+  std::vector<int64_t> strides, padding, dilation;
+  int64_t groups;
+  explicit ConvAttrs(const Attrs& a)
+      : strides(attr_ints(a, "strides")),
+        padding(attr_ints(a, "padding")),
+        dilation(attr_ints(a, "dilation")),
+        groups(attr_int(a, "groups")) {}
+};
+
+Type conv2d_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_arity(args, 2, ctx);
+  const TensorType& data = tensor_arg(args, 0, "data", ctx);
+  const TensorType& weight = tensor_arg(args, 1, "weight", ctx);
+  check_rank(data, 4, "data", ctx);
+  check_rank(weight, 4, "the weight (OIHW)", ctx);
+  check_float(data, "data", ctx);
+  check_same_dtype(data, "data", weight, "the weight", ctx);
+  int64_t groups = attr_int(attrs, "groups");
+  if (groups < 1) ctx.fail("groups = " + std::to_string(groups) + " must be >= 1");
+  attrs = attrs.with("groups", groups);
+  int64_t channels = data.shape[1], out_channels = weight.shape[0];
+  if (channels != weight.shape[1] * groups)
+    ctx.fail("data has " + std::to_string(channels) + " channels but the weight expects " +
+             std::to_string(weight.shape[1] * groups) + " (weight shape " + ints_str(weight.shape) +
+             ", groups=" + std::to_string(groups) + "); check the weight or the groups attribute");
+  if (out_channels % groups != 0)
+    ctx.fail("the weight has " + std::to_string(out_channels) + " output channels, which groups=" +
+             std::to_string(groups) + " does not divide; check the weight or the groups attribute");
+  auto [oh, ow] = conv_out_hw(data, weight.shape[2], weight.shape[3], attrs, ctx);
+  return TensorType{{data.shape[0], out_channels, oh, ow}, data.dtype};
+}
+
+Tensor conv2d_compute(const std::vector<Tensor>& in, const Attrs& attrs, const TensorType& out) {
+  const Tensor &data = in[0], &weight = in[1];
+  const ConvAttrs a(attrs);
+  const auto &s = a.strides, &d = a.dilation, &p = a.padding;
+  const int64_t groups = a.groups;
+  int64_t group_in = weight.shape()[1], kh = weight.shape()[2], kw = weight.shape()[3];
+  int64_t group_out = weight.shape()[0] / groups;
+  // Only the rows and columns that some window reads.
+  int64_t hp = (out.shape[2] - 1) * s[0] + d[0] * (kh - 1) + 1;
+  int64_t wp = (out.shape[3] - 1) * s[1] + d[1] * (kw - 1) + 1;
+  Tensor padded = pad_nchw("conv2d_pad", data, p[0], p[1], hp, wp, make_const(data.dtype(), 0.0));
+  IterVar rc = reduce_axis(group_in, "rc"), ry = reduce_axis(kh, "ry"), rx = reduce_axis(kw, "rx");
+  return compute("conv2d", out.shape, [&](const std::vector<PrimVar>& i) {
+    // Output channel o belongs to group o / group_out, which reads input channels
+    // [g * group_in, (g + 1) * group_in).
+    PrimExpr c =
+        groups == 1 ? PrimExpr(rc->var) : (i[1] / idx(group_out)) * idx(group_in) + rc->var;
+    PrimExpr y = i[2] * idx(s[0]) + ry->var * idx(d[0]);
+    PrimExpr x = i[3] * idx(s[1]) + rx->var * idx(d[1]);
+    return sum(padded({i[0], c, y, x}) * weight({i[1], rc->var, ry->var, rx->var}), {rc, ry, rx});
+  });
+}
+
+// ---------------------------------------------------------------- blocked conv2d
+
+// nn.conv2d on activations in a blocked layout NCHW[c]c (AlterOpLayout): data
+// [N, ceil(C/ci), H, W, ci], weight packed [ceil(CO/co), ceil(C/ci), KH, KW, ci, co] by
+// nn.pack_conv_weight, output [N, ceil(CO/co), OH, OW, co]. A vector of co output channels
+// then loads co contiguous weights and broadcasts one input value, at any image width.
+// Attributes as nn.conv2d: groups 1, groups whose channels are whole blocks (each output
+// block reads its group's input blocks), or one group per channel (depthwise: weight
+// [ceil(C/c), 1, KH, KW, 1, c], a vector of c channels multiplies c contiguous inputs by c
+// contiguous weights). Channels that a block does not divide are padded: the packed weight
+// is zero for pad input and output channels, so pad input channels (whatever an epilogue
+// left there, as long as it is finite) add nothing and pad output channels are zero.
+Type pack_conv_weight_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_arity(args, 1, ctx);
+  const TensorType& w = tensor_arg(args, 0, "the weight", ctx);
+  check_rank(w, 4, "the weight (OIHW)", ctx);
+  int64_t ci = attr_int(attrs, "in_block"), co = attr_int(attrs, "out_block");
+  if (ci < 1 || co < 1)
+    ctx.fail("in_block " + std::to_string(ci) + " and out_block " + std::to_string(co) +
+             " must be >= 1");
+  return TensorType{
+      {(w.shape[0] + co - 1) / co, (w.shape[1] + ci - 1) / ci, w.shape[2], w.shape[3], ci, co},
+      w.dtype};
+}
+
+Tensor pack_conv_weight_compute(const std::vector<Tensor>& in, const Attrs&,
+                                const TensorType& out) {
+  const Tensor& w = in[0];
+  int64_t ci = out.shape[4], co = out.shape[5], wo = w.shape()[0], wi = w.shape()[1];
+  return compute("packed_weight", out.shape, [&](const std::vector<PrimVar>& i) {
+    PrimExpr o = i[0] * idx(co) + i[5], c = i[1] * idx(ci) + i[4];
+    if (wo % co == 0 && wi % ci == 0) return w({o, c, i[2], i[3]});
+    return select(logical_and(o < idx(wo), c < idx(wi)),
+                  w({min(o, idx(wo - 1)), min(c, idx(wi - 1)), i[2], i[3]}),
+                  make_const(w.dtype(), 0.0));
+  });
+}
+
+Type conv2d_blocked_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_arity(args, 2, ctx);
+  const TensorType& data = tensor_arg(args, 0, "data", ctx);
+  const TensorType& weight = tensor_arg(args, 1, "weight", ctx);
+  check_rank(data, 5, "data (NCHW[c]c)", ctx);
+  check_rank(weight, 6, "the packed weight", ctx);
+  check_float(data, "data", ctx);
+  check_same_dtype(data, "data", weight, "the weight", ctx);
+  int64_t groups = attr_int(attrs, "groups");
+  // Depthwise (a weight packed with in_block 1): groups is the real channel count, padded up
+  // to the data's blocks. Otherwise each of the groups takes whole blocks of the data.
+  if (groups > 1 && weight.shape[4] == 1
+          ? (groups + data.shape[4] - 1) / data.shape[4] != data.shape[1] ||
+                weight.shape[0] != data.shape[1] || weight.shape[1] != 1 ||
+                weight.shape[5] != data.shape[4]
+          : groups < 1 || data.shape[1] != groups * weight.shape[1] ||
+                weight.shape[0] % groups != 0 || data.shape[4] != weight.shape[4])
+    ctx.fail("data " + to_string(data) + " does not match the packed weight " +
+             ints_str(weight.shape) + " with groups=" + std::to_string(groups) +
+             "; a blocked conv2d has groups whose channels are whole blocks, or one group per "
+             "channel (depthwise), and its weight packed with the data's channel block");
+  auto [oh, ow] = conv_out_hw(data, weight.shape[2], weight.shape[3], attrs, ctx);
+  return TensorType{{data.shape[0], weight.shape[0], oh, ow, weight.shape[5]}, data.dtype};
+}
+
+Tensor conv2d_blocked_compute(const std::vector<Tensor>& in, const Attrs& attrs,
+                              const TensorType& out) {
+  const Tensor &data = in[0], &weight = in[1];
+  const ConvAttrs a(attrs);
+  const auto &s = a.strides, &d = a.dilation, &p = a.padding;
+  int64_t kh = weight.shape()[2], kw = weight.shape()[3];
+  int64_t hp = (out.shape[2] - 1) * s[0] + d[0] * (kh - 1) + 1;
+  int64_t wp = (out.shape[3] - 1) * s[1] + d[1] * (kw - 1) + 1;
+  Tensor padded = pad_nchw("conv2d_pad", data, p[0], p[1], hp, wp, make_const(data.dtype(), 0.0));
+  IterVar rc = reduce_axis(weight.shape()[1], "rc"), ry = reduce_axis(kh, "ry"),
+          rx = reduce_axis(kw, "rx"), rl = reduce_axis(weight.shape()[4], "rl");
+  const bool depthwise = a.groups > 1 && weight.shape()[4] == 1;
+  // A grouped conv's output block reads its group's input blocks.
+  const int64_t out_blocks_per_group = out.shape[1] / a.groups;
+  return compute("conv2d", out.shape, [&](const std::vector<PrimVar>& i) {
+    PrimExpr y = i[2] * idx(s[0]) + ry->var * idx(d[0]);
+    PrimExpr x = i[3] * idx(s[1]) + rx->var * idx(d[1]);
+    if (depthwise)  // channel i[1] * c + i[4] reads only itself: vectors along the block
+      return sum(
+          padded({i[0], i[1], y, x, i[4]}) * weight({i[1], idx(0), ry->var, rx->var, idx(0), i[4]}),
+          {ry, rx});
+    PrimExpr block = a.groups == 1
+                         ? PrimExpr(rc->var)
+                         : i[1] / idx(out_blocks_per_group) * idx(weight.shape()[1]) + rc->var;
+    return sum(padded({i[0], block, y, x, rl->var}) *
+                   weight({i[1], rc->var, ry->var, rx->var, rl->var, i[4]}),
+               {rc, ry, rx, rl});
+  });
+}
+
+// ---------------------------------------------------------------- registration
+
+// conv2d's fusion trait: the anchors one kernel computes after it (schedule_two_anchors in
+// cpu_template_two_anchors.cc), a pooling of its output, or a depthwise conv followed by a
+// pointwise (1x1, stride 1, unpadded, ungrouped) conv.
+std::string conv2d_two_anchor(const CallNode& first, const CallNode& second) {
+  const std::string& op = second.op->name;
+  if (op == "nn.max_pool2d" || op == "nn.avg_pool2d") return "conv+pooling";
+  if (op != "nn.conv2d") return "";
+  const auto& w1 = first.args[1]->type.tensor().shape;
+  const auto& w2 = second.args[1]->type.tensor().shape;
+  const ConvAttrs a1(first.attrs), a2(second.attrs);
+  bool depthwise = w1[1] == 1 && a1.groups > 1;
+  bool pointwise =
+      w2[2] == 1 && w2[3] == 1 && a2.groups == 1 && a2.strides == std::vector<int64_t>{1, 1} &&
+      std::all_of(a2.padding.begin(), a2.padding.end(), [](int64_t p) { return p == 0; });
+  return depthwise && pointwise ? "depthwise conv -> pointwise conv" : "";
+}
+
+Op conv2d_op() {
+  Op op{"nn.conv2d", 2, OpPattern::OutEWiseFusable, conv2d_rel, conv2d_compute};
+  op.two_anchor = conv2d_two_anchor;
+  op.attrs = kConvAttrs;
+  return op;
+}
+
+[[maybe_unused]] const Op* kConv2d = register_op(conv2d_op());
+[[maybe_unused]] const Op* kConv2dBlocked =
+    register_op(with_attrs(family({"nn.conv2d_blocked", 2, OpPattern::OutEWiseFusable,
+                                   conv2d_blocked_rel, conv2d_blocked_compute},
+                                  "conv2d"),
+                           kConvAttrs));
+[[maybe_unused]] const Op* kPackConvWeight = register_op(
+    with_attrs({"nn.pack_conv_weight", 1, OpPattern::Injective, pack_conv_weight_rel,
+                pack_conv_weight_compute},
+               {required_attr("in_block", AttrKind::Int, "input channels per block"),
+                required_attr("out_block", AttrKind::Int, "output channels per block")}));
+
+}  // namespace
+}  // namespace ember::ir
