@@ -344,8 +344,8 @@ def test_fuses_into_one_kernel(name, model, inputs, pattern):
 @pytest.mark.parametrize("shape, tile_rows", [((6, 32), 6), ((4, 768), 1)])
 def test_layer_norm_epilogue_loop_nest(shape, tile_rows):
     """layer_norm -> gelu lowers to one loop over tiles of rows (parallel where the work is
-    worth handing to other threads): the rows' shift (their first element), sum and variance
-    are computed into per-tile locals inside it, then the normalised, activated rows are
+    worth handing to other threads): the rows' shift (their first element), sum, variance and
+    correction (the mean of the centred values) are computed into per-tile locals inside it, then the normalised, activated rows are
     stored with a vectorized loop. Nothing else is allocated and each row is stored once.
     Short rows share a tile (up to 4 KB: the six rows of 32), so their dependent sums
     overlap; a 3 KB row has a tile of its own."""
@@ -362,7 +362,7 @@ def test_layer_norm_epilogue_loop_nest(shape, tile_rows):
     assert tile and set(par) <= set(tile), loops
     allocs = [l.strip() for l in lines if "allocate" in l]
     assert allocs == [f"allocate layer_norm_{s}: float32[{tile_rows}]"
-                      for s in ("shift", "sum", "var")], loops
+                      for s in ("shift", "sum", "var", "fix")], loops
     assert all(i > tile[0] for i, l in enumerate(lines) if "allocate" in l), loops
     stores = [l for l in lines if re.match(r"\s*gelu\[", l)]
     assert len(stores) == 1, loops
