@@ -259,7 +259,7 @@ PrimFunc lower_group(const Function& group, const std::string& func_name,
   ScheduleChoice made;
   if (has_custom_lowering(group)) {
     const ir::Op* op = op_calls(group)[0]->op;
-    f = op->lower(group, func_name, options.vector_bits, options.gpu);
+    f = op->lower(group, func_name, machine, options.gpu);
     made.name = op->name + ".own_loop_nest";
   } else {
     std::vector<ir::Tensor> inputs;
