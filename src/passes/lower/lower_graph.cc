@@ -254,7 +254,7 @@ PrimFunc lower_group(const Function& group, const std::string& func_name,
                      ScheduleChoice* choice) {
   // An op with its own lowering (Op::lower: nn.attention, topk) builds its own loop nest
   // when it is alone in its group; elsewhere its compute rule lowers like any other.
-  const MachineModel machine = options.model();
+  const MachineModel& machine = options.machine;
   PrimFunc f;
   ScheduleChoice made;
   if (has_custom_lowering(group)) {
