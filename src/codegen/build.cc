@@ -122,8 +122,7 @@ std::shared_ptr<Library> build_library(const ir::Function& f, const std::string&
   passes::LowerOptions lower_opts;
   lower_opts.gpu = cuda;
   lower_opts.matmul_precision = matmul_precision(ctx, tgt);
-  lower_opts.vector_bits = pipeline_target.machine.vector_bits;
-  lower_opts.machine = &pipeline_target.machine;
+  lower_opts.machine = pipeline_target.machine;
   lower_opts.tuned = tuned;
   lower_opts.loop_passes = false;  // run below, each logged
   std::vector<runtime::FusionEdge> fusion;

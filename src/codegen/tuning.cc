@@ -42,10 +42,8 @@ std::shared_ptr<Library> build_kernel(const ir::Function& group, const std::stri
     params.push_back(ir::var("p" + std::to_string(i), group->params[i]->type.tensor()));
   ir::Function f = ir::function(params, ir::call_function(group, params, group->name));
   std::map<std::string, passes::ScheduleKnobs> tuned = {{passes::workload_key(group), knobs}};
-  const passes::MachineModel machine = machine_model(tgt);
   passes::LowerOptions opts;
-  opts.vector_bits = machine.vector_bits;
-  opts.machine = &machine;
+  opts.machine = machine_model(tgt);
   opts.tuned = &tuned;
   passes::LoweredGraph lowered = passes::lower_graph(f, opts);
   if (!lowered.kernels.at(0).tuning_note.empty()) fail(lowered.kernels[0].tuning_note);

@@ -79,7 +79,7 @@ Expr pack_grouped(const CallNode* c, const std::vector<Expr>& in, const MachineM
   const int64_t lanes = machine.lanes(wt.dtype);
   if (n == 0) return nullptr;
   int64_t block = 0;
-  for (int64_t v = grouped_matmul_tile_vectors(machine.vector_bits); v >= 1 && block == 0; --v)
+  for (int64_t v = grouped_matmul_tile_vectors(machine); v >= 1 && block == 0; --v)
     if (n % (v * lanes) == 0) block = v * lanes;
   if (block == 0) return nullptr;
   using V = std::vector<int64_t>;

@@ -338,7 +338,7 @@ class Fuser {
     if (!(members.size() == 1 && g_.calls[out]->op->is_view)) {  // a view is not a kernel
       std::vector<Expr> inputs;
       Function fn = group_function(g_, members, out, &inputs);
-      PrimFunc k = lower_group(fn, "cost", LowerOptions{machine_->vector_bits, false, machine_});
+      PrimFunc k = lower_group(fn, "cost", LowerOptions{*machine_});
       KernelWork w = kernel_work(k, *machine_);
       c = {estimated_cycles(w, *machine_), w.flops, w.latency_bound};
     }

@@ -12,6 +12,10 @@
 #include "ember/ir/graph.h"
 #include "ember/ir/tensor_expr.h"
 
+namespace ember::passes {
+struct MachineModel;  // passes/machine_model.h: what a custom lowering sizes its tiles by
+}
+
 namespace ember::ir {
 
 /// Fusion pattern kinds, ordered as in TVM: a lower kind fuses more freely.
@@ -51,10 +55,11 @@ using ConstantCheck =
 /// A custom lowering: builds the kernel of a fused group whose only op is the op it belongs
 /// to, in place of compute rule + schedule (nn.attention's online-softmax loop nest, which
 /// never holds the score matrix). `group`'s parameters are the kernel's inputs in order; the
-/// PrimFunc takes them, then the output. `vector_bits` is the CPU's vector width; `gpu`
-/// asks for GPU thread loops. The compute rule stays the reference form.
+/// PrimFunc takes them, then the output. `machine` is the target CPU's model (vector width,
+/// registers), the same one the schedules read; `gpu` asks for GPU thread loops. The compute
+/// rule stays the reference form.
 using LowerRule = std::function<PrimFunc(const Function& group, const std::string& func_name,
-                                         int vector_bits, bool gpu)>;
+                                         const passes::MachineModel& machine, bool gpu)>;
 
 /// A two-anchor pattern: called on the first anchor of a group (`first`, a call of this op)
 /// and a later anchor `second` that reads its result; returns the name of the pattern under
@@ -127,8 +132,8 @@ std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a, const std::
 int64_t normalize_axis(int64_t axis, int64_t ndim, const TypeContext& ctx);
 
 /// The vectors in a column tile of nn.grouped_matmul's CPU kernel (grouped_matmul.cc), the
-/// panel width AlterOpLayout packs a constant weight for: 4 with 512-bit vectors (32
-/// registers), 2 with narrower ones (16).
-int64_t grouped_matmul_tile_vectors(int vector_bits);
+/// panel width AlterOpLayout packs a constant weight for: 4 with 32 vector registers
+/// (AVX-512), 2 with 16 (AVX2).
+int64_t grouped_matmul_tile_vectors(const passes::MachineModel& machine);
 
 }  // namespace ember::ir

@@ -16,14 +16,10 @@
 namespace ember::passes {
 
 struct LowerOptions {
-  int vector_bits = 512;  // the target's vector register width
-  bool gpu = false;       // schedule for a GPU (apply_gpu_schedule) instead of the CPU
-  /// The target CPU's model (codegen/machine.h), of width vector_bits; null: the pinned
-  /// model of vector_bits (MachineModel::for_vector_bits).
-  const MachineModel* machine = nullptr;
-  MachineModel model() const {
-    return machine ? *machine : MachineModel::for_vector_bits(vector_bits);
-  }
+  /// The target CPU's model (codegen::machine_model), which every schedule, custom lowering
+  /// (Op::lower) and loop pass reads; by default the pinned 512-bit one.
+  MachineModel machine = MachineModel::for_vector_bits(512);
+  bool gpu = false;  // schedule for a GPU (apply_gpu_schedule) instead of the CPU
   /// Tuned schedule knobs by workload key (tuning.h); kernels not in it, and all kernels
   /// when it is null, get the default schedule. CPU only.
   const std::map<std::string, ScheduleKnobs>* tuned = nullptr;

@@ -59,7 +59,9 @@ struct MachineModel {
 
   /// The model of an x86-64 CPU whose vectors are `vector_bits` wide.
   static MachineModel for_vector_bits(int vector_bits);
-  int64_t lanes(DType t) const;
+  /// Inline (register_lanes, the one lanes formula): ember_ir's custom lowerings call it and
+  /// must not link against ember_passes, which links against them.
+  int64_t lanes(DType t) const { return register_lanes(t, vector_bits); }
 };
 
 /// A register tile of a GEMM-like reduction: `rows` values of one axis (an output row of a

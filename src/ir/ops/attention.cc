@@ -61,6 +61,7 @@
 #include <vector>
 
 #include "ember/ir/prim_math.h"
+#include "ember/passes/machine_model.h"
 #include "ember/support/error.h"
 #include "op_util.h"
 
@@ -314,8 +315,8 @@ struct Operands {
 // in the vector registers.
 struct Panel {
   int64_t extent, lanes, VB, R;
-  Panel(int64_t extent, int vector_bits, DType t) : extent(extent) {
-    const int64_t full = register_lanes(t, vector_bits);
+  Panel(int64_t extent, const passes::MachineModel& machine, DType t) : extent(extent) {
+    const int64_t full = machine.lanes(t);
     lanes = full;
     while (lanes > 1 && extent % lanes != 0) lanes /= 2;
     // A row shorter than a register that only narrow vectors divide (7 or 6 output features)
@@ -323,12 +324,11 @@ struct Panel {
     // 17 queries, 70 keys, 7 features: 7.3 us, 3.6 as vectors).
     if (lanes < 4 && extent <= full) lanes = extent;
     const int64_t vectors = extent / lanes;
-    const int64_t registers = vector_bits >= 512 ? 32 : 16;
     // The most vectors per row (fewest broadcasts per FMA) that still leave tiles of
     // kMinTileRows: 4 x 16 lanes with AVX-512's 32 registers (6 rows; 2-5% faster than
     // 12 x 2 at seq 128 and 384 on Zen 5), 2 x 8 lanes with AVX2's 16 (6 rows).
     auto rows_for = [&](int64_t vb) {
-      return std::clamp<int64_t>((registers - vb - 2) / vb, 1, kMaxTileRows);
+      return std::clamp<int64_t>((machine.vector_registers - vb - 2) / vb, 1, kMaxTileRows);
     };
     VB = 1;
     for (int64_t vb : {4, 3, 2})
@@ -354,8 +354,8 @@ struct Blocking {
 
 // Query and key blocks of about kQueryBlock and kKeyBlock, split evenly (so 384 keys are six
 // blocks of 64, 100 two of 50).
-Blocking choose_blocking(const Operands& o, int vector_bits) {
-  const int64_t lanes = register_lanes(o.t, vector_bits);
+Blocking choose_blocking(const Operands& o, const passes::MachineModel& machine) {
+  const int64_t lanes = machine.lanes(o.t);
   const int64_t BL = round_up(ceil_div(o.L, ceil_div(o.L, kQueryBlock)), lanes);
   const int64_t num_kb = ceil_div(o.S, kKeyBlock);
   return Blocking{lanes,
@@ -363,8 +363,8 @@ Blocking choose_blocking(const Operands& o, int vector_bits) {
                   ceil_div(o.L, BL),
                   ceil_div(o.S, num_kb),
                   num_kb,
-                  Panel(BL, vector_bits, o.t),
-                  Panel(o.Ev, vector_bits, o.t)};
+                  Panel(BL, machine, o.t),
+                  Panel(o.Ev, machine, o.t)};
 }
 
 // The greater of the two, a compare and a select (x86's maxps): max's NaN propagation and
@@ -377,8 +377,9 @@ PrimExpr maximum(PrimExpr a, PrimExpr b) { return select(b > a, b, a); }
 // queries run along the vectors everywhere (see the essay at the top).
 class CpuKernel {
  public:
-  CpuKernel(const Function& group, const std::string& func_name, int vector_bits)
-      : o(group, func_name), k(choose_blocking(o, vector_bits)) {
+  CpuKernel(const Function& group, const std::string& func_name,
+            const passes::MachineModel& machine)
+      : o(group, func_name), k(choose_blocking(o, machine)) {
     const DType t = o.t;
     const int64_t BL = k.BL;
     qt = make_buffer("queries_t", t, {o.E, BL}, BufferScope::Local);
@@ -738,10 +739,10 @@ PrimFunc lower_attention_gpu(const Function& group, const std::string& func_name
 }
 
 // Builds the kernel of a group holding one nn.attention call (Op::lower).
-PrimFunc lower_attention(const Function& group, const std::string& func_name, int vector_bits,
-                         bool gpu) {
+PrimFunc lower_attention(const Function& group, const std::string& func_name,
+                         const passes::MachineModel& machine, bool gpu) {
   if (gpu) return lower_attention_gpu(group, func_name);
-  return CpuKernel(group, func_name, vector_bits).build();
+  return CpuKernel(group, func_name, machine).build();
 }
 
 }  // namespace

@@ -53,6 +53,7 @@
 #include <vector>
 
 #include "ember/ir/prim_math.h"
+#include "ember/passes/machine_model.h"
 #include "ember/support/error.h"
 #include "op_util.h"
 
@@ -110,7 +111,8 @@ int64_t ceil_div(int64_t x, int64_t m) { return (x + m - 1) / m; }
 
 // The kernel of one nn.grouped_matmul call (the essay at the top): cpu() or gpu().
 struct GroupedMatmul {
-  GroupedMatmul(const Function& group, const std::string& func_name, int vector_bits);
+  GroupedMatmul(const Function& group, const std::string& func_name,
+                const passes::MachineModel& machine);
   PrimFunc cpu();
   PrimFunc gpu();
 
@@ -142,7 +144,8 @@ struct GroupedMatmul {
   PrimVar start{"start"}, end{"end"};
 };
 
-GroupedMatmul::GroupedMatmul(const Function& group, const std::string& func_name, int vector_bits) {
+GroupedMatmul::GroupedMatmul(const Function& group, const std::string& func_name,
+                             const passes::MachineModel& machine) {
   auto* c = as<CallNode>(group->body);
   EMBER_CHECK(c && c->op && c->op->name == "nn.grouped_matmul" && c->args.size() == 3, "group ",
               group->name, " is not a single nn.grouped_matmul call");
@@ -163,18 +166,17 @@ GroupedMatmul::GroupedMatmul(const Function& group, const std::string& func_name
 
   // Column tiles: V vectors (4 with AVX-512, 2 with AVX2), or a packed weight's panel; a
   // row narrower than a tile is one tile, and narrower than a vector one vector of its length.
-  const int64_t full = register_lanes(t, vector_bits);
+  const int64_t full = machine.lanes(t);
   // (N = 0: no tiles; the sizes stay at least 1.)
   lanes = std::max<int64_t>(1, std::min(full, N));
   width = block > 0
               ? block
-              : std::max<int64_t>(1, std::min(grouped_matmul_tile_vectors(vector_bits) * lanes, N));
+              : std::max<int64_t>(1, std::min(grouped_matmul_tile_vectors(machine) * lanes, N));
   lanes = std::min(lanes, width);
   V = ceil_div(width, lanes);
   tiles = ceil_div(N, width);
   // Rows per register tile: the accumulators, V weight vectors and a broadcast in registers.
-  const int64_t registers = vector_bits >= 512 ? 32 : 16;
-  R = std::clamp<int64_t>((registers - V - 2) / V, 1, 12);
+  R = std::clamp<int64_t>((machine.vector_registers - V - 2) / V, 1, 12);
   kblocks = std::max<int64_t>(1, ceil_div(K * width * dtype_bytes(t), kPanelBytes));
   kblock = std::max<int64_t>(1, ceil_div(K, kblocks));
   kblocks = ceil_div(K, kblock);
@@ -325,13 +327,15 @@ PrimFunc GroupedMatmul::gpu() {
 // Builds the kernel of a group holding one nn.grouped_matmul call (Op::lower).
 }  // namespace
 
-int64_t grouped_matmul_tile_vectors(int vector_bits) { return vector_bits >= 512 ? 4 : 2; }
+int64_t grouped_matmul_tile_vectors(const passes::MachineModel& machine) {
+  return machine.vector_registers >= 32 ? 4 : 2;
+}
 
 namespace {
 
-PrimFunc lower_grouped_matmul(const Function& group, const std::string& func_name, int vector_bits,
-                              bool gpu) {
-  GroupedMatmul kernel(group, func_name, vector_bits);
+PrimFunc lower_grouped_matmul(const Function& group, const std::string& func_name,
+                              const passes::MachineModel& machine, bool gpu) {
+  GroupedMatmul kernel(group, func_name, machine);
   return gpu ? kernel.gpu() : kernel.cpu();
 }
 

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "ember/passes/machine_model.h"
 #include "ember/support/error.h"
 #include "op_util.h"
 
@@ -41,16 +42,16 @@ Type cumsum_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& 
 
 // The widest vector of running sums (a power of two) that divides `inner`; 1 on a GPU or
 // along the last axis.
-int64_t scan_lanes(int64_t inner, DType acc, int vector_bits, bool gpu) {
+int64_t scan_lanes(int64_t inner, DType acc, const passes::MachineModel& machine, bool gpu) {
   if (gpu || inner <= 1) return 1;
-  for (int64_t b = register_lanes(acc, vector_bits); b > 1; b /= 2)
+  for (int64_t b = machine.lanes(acc); b > 1; b /= 2)
     if (inner % b == 0) return b;
   return 1;
 }
 
 // Builds the kernel of a group holding one cumsum call on its parameter (Op::lower).
-PrimFunc lower_cumsum(const Function& group, const std::string& func_name, int vector_bits,
-                      bool gpu) {
+PrimFunc lower_cumsum(const Function& group, const std::string& func_name,
+                      const passes::MachineModel& machine, bool gpu) {
   auto* c = as<CallNode>(group->body);
   EMBER_CHECK(c && c->op && c->op->name == "cumsum" && group->params.size() == 1 &&
                   c->args.size() == 1 && c->args[0] == group->params[0],
@@ -64,7 +65,7 @@ PrimFunc lower_cumsum(const Function& group, const std::string& func_name, int v
     if (d > axis) inner *= in_t.shape[d];
   }
   const DType acc_t = !is_float(out_t.dtype) ? DType::Int64 : gpu ? out_t.dtype : DType::Float64;
-  const int64_t lanes = scan_lanes(inner, acc_t, vector_bits, gpu);
+  const int64_t lanes = scan_lanes(inner, acc_t, machine, gpu);
   const ForKind vec = lanes > 1 ? ForKind::Vectorized : ForKind::Serial;
 
   PrimFunc f;

@@ -212,7 +212,8 @@ PrimExpr checked(const Buffer& indices, PrimExpr at, const Buffer& out, int64_t 
 
 // Row r of scatter is position (o, i) of `indices` off the axis (o over the axes before it, i
 // over those after); it walks the axis j = 0 .. n-1 in order.
-PrimFunc lower_scatter(const Function& group, const std::string& func_name, int, bool gpu) {
+PrimFunc lower_scatter(const Function& group, const std::string& func_name,
+                       const passes::MachineModel&, bool gpu) {
   Kernel k(group, func_name, "scatter");
   const Buffer &indices = k.in[1], &updates = k.in[2], &out = k.out;
   const int64_t axis = attr_int(k.call->attrs, "axis");
@@ -264,7 +265,8 @@ PrimFunc lower_scatter(const Function& group, const std::string& func_name, int,
 
 // Row r of index_put is position (p, q) of data off the indexed axes (p before them, q after);
 // it walks the index tensors' broadcast shape B in row-major order.
-PrimFunc lower_index_put(const Function& group, const std::string& func_name, int, bool gpu) {
+PrimFunc lower_index_put(const Function& group, const std::string& func_name,
+                         const passes::MachineModel&, bool gpu) {
   Kernel k(group, func_name, "index_put");
   const Buffer &values = k.in[1], &out = k.out;
   const std::vector<Buffer> index(k.in.begin() + 2, k.in.end());

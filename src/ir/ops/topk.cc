@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "ember/ir/prim_math.h"
+#include "ember/passes/machine_model.h"
 #include "ember/support/error.h"
 #include "op_util.h"
 
@@ -107,7 +108,8 @@ Stmt row_reduce(const Buffer& red, int64_t n, PrimExpr init,
 // (select_best), the winners written out (finish), then the statistics of a folded softmax
 // (per row, or per block of neighbouring rows) and the parallel loop over the rows.
 struct TopkKernel {
-  TopkKernel(const Function& group, const std::string& func_name, int vector_bits, bool gpu);
+  TopkKernel(const Function& group, const std::string& func_name,
+             const passes::MachineModel& machine, bool gpu);
   Stmt select_best();
   Stmt finish();
   Stmt row_offsets(Stmt s);
@@ -123,7 +125,7 @@ struct TopkKernel {
   Stmt insert(const PrimExpr& x, const PrimExpr& j, const PrimExpr& m);
   PrimExpr result(const PrimExpr& v) const;
 
-  const int vector_bits;
+  const passes::MachineModel& machine;  // lower_topk's, which outlives the kernel
   const bool gpu;
   DType t = DType::Float32;
   int64_t axis = 0, k = 0, n = 0, outer = 1, inner = 1, rows = 0;
@@ -135,9 +137,9 @@ struct TopkKernel {
   std::vector<Buffer> scratch;
 };
 
-TopkKernel::TopkKernel(const Function& group, const std::string& func_name, int vector_bits,
-                       bool gpu)
-    : vector_bits(vector_bits), gpu(gpu) {
+TopkKernel::TopkKernel(const Function& group, const std::string& func_name,
+                       const passes::MachineModel& machine, bool gpu)
+    : machine(machine), gpu(gpu) {
   auto* c = as<CallNode>(group->body);
   EMBER_CHECK(c && c->op && c->op->name == "topk" && group->params.size() == 1 &&
                   c->args.size() == 1 && c->args[0] == group->params[0],
@@ -234,7 +236,7 @@ Stmt TopkKernel::row_offsets(Stmt s) {
 // inner positions are one block where they fit a vector (3, 6 or 12 lanes beat 1, 2 or 4).
 int64_t TopkKernel::statistics_block() const {
   if (!(softmax || log_softmax) || gpu || inner <= 1) return 1;
-  const int64_t lanes = register_lanes(t, vector_bits);
+  const int64_t lanes = machine.lanes(t);
   if (inner <= lanes) return inner;
   for (int64_t b = lanes; b > 1; b /= 2)
     if (inner % b == 0) return b;
@@ -325,9 +327,9 @@ Stmt TopkKernel::over_rows(Stmt body) {
 }
 
 // Builds the kernel of a group holding one topk call on its parameter (Op::lower).
-PrimFunc lower_topk(const Function& group, const std::string& func_name, int vector_bits,
-                    bool gpu) {
-  TopkKernel kernel(group, func_name, vector_bits, gpu);
+PrimFunc lower_topk(const Function& group, const std::string& func_name,
+                    const passes::MachineModel& machine, bool gpu) {
+  TopkKernel kernel(group, func_name, machine, gpu);
   Stmt finish = kernel.finish();
   Stmt body = finish ? seq({kernel.select_best(), finish}) : kernel.select_best();
   if (int64_t block = kernel.statistics_block(); block > 1)

@@ -255,12 +255,12 @@ PrimFunc lower_group(const Function& group, const std::string& func_name,
                      ScheduleChoice* choice) {
   // An op with its own lowering (Op::lower: nn.attention, topk) builds its own loop nest
   // when it is alone in its group; elsewhere its compute rule lowers like any other.
-  const MachineModel machine = options.model();
+  const MachineModel& machine = options.machine;
   PrimFunc f;
   ScheduleChoice made;
   if (has_custom_lowering(group)) {
     const ir::Op* op = op_calls(group)[0]->op;
-    f = op->lower(group, func_name, options.vector_bits, options.gpu);
+    f = op->lower(group, func_name, machine, options.gpu);
     made.name = op->name + ".own_loop_nest";
   } else {
     std::vector<ir::Tensor> inputs;

@@ -11,8 +11,6 @@ MachineModel MachineModel::for_vector_bits(int vector_bits) {
   return m;
 }
 
-int64_t MachineModel::lanes(DType t) const { return register_lanes(t, vector_bits); }
-
 bool gemv_row_keeps_pace(const MachineModel& m, DType t) {
   constexpr int64_t kLlvmInterleave = 4, kLineBytes = 64;
   return m.lanes(t) * dtype_bytes(t) * kLlvmInterleave / m.fma_latency >= kLineBytes;

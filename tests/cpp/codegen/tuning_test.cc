@@ -140,7 +140,7 @@ TEST(Tuning, EachKernelKindHasItsKnobs) {
 
 TEST(Tuning, DefaultKnobsGiveTheSameLoopIR) {
   passes::LowerOptions opts;
-  opts.vector_bits = 256;
+  opts.machine = pinned(256);
   for (const Function& g : tunable_groups()) {
     std::string plain = ir::to_string(passes::lower_group(g, "k", opts));
     // All zero (the schedule's choices), and the values it chose spelt out.
@@ -185,7 +185,7 @@ TEST(Tuning, GemvTunesItsColumnTileAndPartialSums) {
 
   Function g = gemv_group(200, 96);
   passes::LowerOptions opts;
-  opts.vector_bits = 256;
+  opts.machine = pinned(256);
   passes::ScheduleKnobs one, four;
   one.tile_vectors = four.tile_vectors = 3;  // 25 vectors: the last tile shifted back
   four.partial_sums = 4;
@@ -232,13 +232,13 @@ Function middle_sum_group(int64_t rows, int64_t k) {
 TEST(Tuning, ASumOverAMiddleAxisRunsAsPartialSums) {
   passes::LowerOptions opts;
   for (int bits : {256, 512}) {
-    opts.vector_bits = bits;
+    opts.machine = pinned(bits);
     std::string ir = ir::to_string(passes::lower_group(middle_sum_group(6, 768), "k", opts));
     EXPECT_NE(ir.find("partial"), std::string::npos) << bits << "\n" << ir;
     EXPECT_EQ(passes::knob_space(middle_sum_group(6, 768), pinned(bits))[0].partial_sums, 8)
         << bits;
   }
-  opts.vector_bits = 256;
+  opts.machine = pinned(256);
   // 24 steps: 3 partial sums of 8 steps.
   EXPECT_EQ(passes::knob_space(middle_sum_group(6, 24), pinned(256))[0].partial_sums, 3);
   // Too short to split.

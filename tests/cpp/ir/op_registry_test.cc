@@ -10,6 +10,7 @@
 #include "../expect_error.h"
 #include "../op_examples.h"
 #include "ember/ir/op.h"
+#include "ember/passes/machine_model.h"
 
 namespace ember::ir {
 namespace {
@@ -161,8 +162,9 @@ TEST(OpRegistry, EveryOpReadsOnlyDeclaredAttributes) {
         EXPECT_EQ(test_util::compute_on_placeholders(c).shape(), c->type.tensor().shape);
       if (c->op->lower && e == body) {
         Function group = function(params, body);
-        c->op->lower(group, "k", 256, false);
-        c->op->lower(group, "k", 256, true);
+        const passes::MachineModel avx2 = passes::MachineModel::for_vector_bits(256);
+        c->op->lower(group, "k", avx2, false);
+        c->op->lower(group, "k", avx2, true);
       }
       if (c->op->two_anchor) c->op->two_anchor(*c, *c);
     }

@@ -207,7 +207,7 @@ TEST(FuseOps, ConvUnderAPoolingAccumulatesEnoughChannelsForTheFmaLatency) {
   ASSERT_EQ(g.size(), 1u);
   // Rows of 12 pixels: one 12-lane vector at 512 bits, vectors of 8 at 256.
   for (auto [bits, lanes] : {std::pair<int, int64_t>{512, 12}, {256, 8}}) {
-    PrimFunc pf = lower_group(g[0]->fn, "k", LowerOptions{bits});
+    PrimFunc pf = lower_group(g[0]->fn, "k", LowerOptions{MachineModel::for_vector_bits(bits)});
     int64_t accumulators = 0;
     visit_prim(
         pf.body, [](const PrimExpr&) {},
