@@ -101,8 +101,7 @@ def model_workloads(name, target):
     model, inputs = e2e.make(name, 1)
     mod, params = ember.frontend.from_pytorch(model, inputs)
     lib = ember.build(mod, target=target, params=params)
-    vector_bits = _ember._target_vector_bits(target)
-    return [(w, _ember._knob_space(w["group"], vector_bits))
+    return [(w, _ember._knob_space(w["group"], target))
             for w in _ember._extract_workloads(lib) if any(a in w["anchor"] for a in ANCHORS)]
 
 

@@ -253,8 +253,9 @@ ir::Tensor group_compute(const Function& group, std::vector<ir::Tensor>& inputs,
 PrimFunc lower_group(const Function& group, const std::string& func_name,
                      const LowerOptions& options, const ScheduleKnobs& knobs,
                      ScheduleChoice* choice) {
-  // An op with its own lowering (Op::lower: nn.attention, topk) builds its own loop nest
-  // when it is alone in its group; elsewhere its compute rule lowers like any other.
+  // An op with its own lowering (Op::lower: attention, topk, cumsum, the grouped matmul, the
+  // scatters) builds its own loop nest when it is alone in its group; elsewhere its compute
+  // rule lowers like any other.
   const MachineModel& machine = options.machine;
   PrimFunc f;
   ScheduleChoice made;
