@@ -371,8 +371,8 @@ Value* LLVMCodeGen::emit_binary(const BinaryNode* op) {
                                    : (is_min ? llvm::Intrinsic::smin : llvm::Intrinsic::smax);
       Value* v = b_.CreateBinaryIntrinsic(id, a, b);
       // NaN propagates, but -0 and +0 need no order (PyTorch's max and relu keep either):
-      // without nsz, x86 orders them with a sign test and blend per step, and a max
-      // reduction's horizontal steps ran 3x slower.
+      // without nsz, x86 orders them with a sign test and blend per step, which slows a max
+      // reduction's horizontal steps (calibration: min and max without signed zeros).
       if (auto* call = llvm::dyn_cast<llvm::CallInst>(v); call && fp) {
         call->setHasNoSignedZeros(true);
         // Neither side can be NaN (nan_free_buffers): one vmaxps, no NaN test and blend.
@@ -432,11 +432,11 @@ Value* LLVMCodeGen::emit_cast(DType to, DType from, Value* v) {
 }
 
 // llvm.fptosi.sat without the intrinsic: x86 has no saturating conversion, so LLVM 19
-// scalarizes it on a vector (four instructions per lane: exp's 2^n scale cost 60 cycles per
-// vector of 8). Scalars take the same form, because LLVM's loop vectorizer widens a scalar
-// loop's fptosi.sat into that scalarized vector one too (a row reduction of exp, which the
-// vectorizer widens thanks to the reassoc flag: log_sum_exp ran 1.14x its unfused kernels).
-// Clamped into range first, plain fptosi is exact, and the saturated ends and NaN are selects.
+// scalarizes it on a vector (four instructions per lane, in exp's 2^n scale). Scalars take
+// the same form, because LLVM's loop vectorizer widens a scalar loop's fptosi.sat into that
+// scalarized vector one too (a row reduction of exp, which the vectorizer widens thanks to
+// the reassoc flag; calibration: fptosi.sat). Clamped into range first, plain fptosi is
+// exact, and the saturated ends and NaN are selects.
 Value* LLVMCodeGen::emit_fptosi_sat(llvm::Type* ty, Value* v) {
   llvm::Type* ft = v->getType();
   const llvm::fltSemantics& sem = ft->getScalarType()->getFltSemantics();

@@ -87,10 +87,10 @@ class LLVMCodeGen {
   /// rolled (llvm.loop.unroll.disable) and never inlined. Inlined, LLVM unrolled a short one
   /// and interleaved its rows' chains, and hoisted its constants out of the loops around it,
   /// into registers live across the accumulation loop, which then spilled accumulators. An
-  /// elementwise kernel's long-chain loops stay inline (as a call: up to 5% slower), as do
-  /// those before any accumulation (a reduction's elementwise producer: sigmoid -> sum -> log
-  /// over 4 x 32 as AVX2 code measured 0.95x its unfused kernels inline, 1.06x as a call per
-  /// row).
+  /// elementwise kernel's long-chain loops stay inline (as a call they run slower), as do
+  /// those before any accumulation (a reduction's elementwise producer: sigmoid -> sum ->
+  /// log, as a call per row, ran slower than its unfused kernels; calibration: rolled
+  /// calls).
   void emit_rolled_call(const ir::ForNode* op);
   /// Fills the outlined `body(i64 begin, i64 end, ptr closure)`, which unpacks the closure
   /// and calls `impl`, and `impl`, the loop over [min + begin, min + end); then returns to

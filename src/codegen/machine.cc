@@ -147,7 +147,8 @@ std::string scheduling_facts(const std::string& cpu, bool native, int bits,
   // The load paths are as wide as the FMA units: a vector wider than the datapath loads in
   // pieces too (Zen 4: two 256-bit loads a cycle, one 512-bit; LLVM's model says two). With
   // two, a 197-row dense at 512 bits took one-row register tiles (4 accumulators cover the
-  // FMA latency) that ran at 37% of the peak; six-row tiles run at the peak.
+  // FMA latency) that ran far below the peak, where six-row tiles run at it (calibration:
+  // load ports).
   const double load_pieces = static_cast<double>(width) / m.fma_datapath_bits;
   m.load_ports = std::max(1, static_cast<int>(std::lround(l.per_cycle / pieces / load_pieces)));
   return "LLVM's scheduling model of " + cpu;

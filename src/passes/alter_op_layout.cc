@@ -17,7 +17,7 @@ namespace {
 
 // nn.dense, and nn.matmul by a constant [K, N] matrix (x @ W in a hand-written module), with
 // the weight packed in panels: the matmul's weight rows are N apart, so every k step of its
-// register tile would touch a new cache line and page (2x slower at BERT's 768 x 3072).
+// register tile would touch a new cache line and page (calibration: dense weight panels).
 Expr pack_dense(const CallNode* c, const std::vector<Expr>& in, const MachineModel& machine) {
   if (!c->op || in.size() != 2) return nullptr;
   const bool matmul = c->op->name == "nn.matmul";
@@ -34,8 +34,8 @@ Expr pack_dense(const CallNode* c, const std::vector<Expr>& in, const MachineMod
   // A GEMV (one row of activations) whose outputs no vector divides (a classifier's 10 or
   // 1000 logits on AVX-512) keeps its weights as [N, K] rows: each output is then a dot
   // product along K, vectorized over the contiguous row, where panels of N would run
-  // narrow or partial vectors (K = 2048: 10 outputs 0.87 -> 0.42 us, 100 outputs 10 -> 4.5
-  // us on Zen 5; at 16, 64 or 2048 outputs the panels are as fast or faster).
+  // narrow or partial vectors (where a vector divides the outputs, the panels are as fast
+  // or faster; calibration: GEMV weight rows).
   int64_t rows = 1;
   for (size_t d = 0; d + 1 < in[0]->type.tensor().ndim(); ++d)
     rows *= in[0]->type.tensor().shape[d];
@@ -43,9 +43,9 @@ Expr pack_dense(const CallNode* c, const std::vector<Expr>& in, const MachineMod
   if (rows == 1 && n % lanes != 0) {
     // Where one row alone falls behind the L2 (256 bits), a block of rows reads its vectors
     // together; packed in lanes, a short row's outputs (one tile of the schedule's) are one
-    // stream (10 x 2048 as AVX2 code: 74 -> 87-91% of a streaming sum, where [N, K] rows read
-    // 5 at once fall behind the prefetchers). Longer rows keep [N, K]: tiles of 8 rows would
-    // each read a 256-byte piece of every 3.2 KB (100 outputs: 6.3 -> 7.5 us).
+    // stream, where [N, K] rows read 5 at once fall behind the prefetchers. Longer rows
+    // keep [N, K]: tiles of 8 rows would each read a 256-byte piece of every 3.2 KB
+    // (calibration: GEMV lanes).
     if (!gemv_row_keeps_pace(machine, wt.dtype) && k % lanes == 0 && n <= 2 * lanes) {
       Expr packed =
           call("nn.pack_dense_lanes", {weight}, Attrs().with("lanes", lanes), in[1]->name);
@@ -56,7 +56,7 @@ Expr pack_dense(const CallNode* c, const std::vector<Expr>& in, const MachineMod
   int64_t block = vector_lanes_for(machine, n, wt.dtype);
   // A short row that no vector divides is one vector of its own length in the register tile
   // (choose_register_tile): one panel of all of it, so that vector is one contiguous load
-  // rather than a gather across two panels (the 10 logits of a classifier: 1.6x).
+  // rather than a gather across two panels (calibration: short-row panel).
   if (n % block != 0 && n <= 4 * machine.lanes(wt.dtype)) block = n;
   Expr packed = call("nn.pack_dense_weight", {weight}, Attrs().with("block", block), in[1]->name);
   return call("nn.dense_packed", {in[0], packed}, c->attrs.with("units", n), c->name);
@@ -332,8 +332,9 @@ double blocked_efficiency(const CallNode* c, const MachineModel& m) {
 
 // Whether the convs of an island (convs that would share the blocked layout) run faster in
 // NCHW: estimated by their multiply-adds over each layout's tile efficiency, depthwise convs
-// (memory-bound) left out. 24 channels pad to 32 on AVX-512; a 16 -> 24 3x3 conv over rows
-// of 16 pixels ran 7.7 us blocked, 5.9 us in NCHW, whose vectors its rows fill.
+// (memory-bound) left out. 24 channels pad to 32 on AVX-512, where a 16 -> 24 3x3 conv over
+// rows of 16 pixels runs faster in NCHW, whose vectors its rows fill (calibration: NCHW
+// islands).
 bool island_runs_plain(const std::vector<const CallNode*>& island, const MachineModel& m) {
   double plain = 0, blocked = 0;
   for (const CallNode* c : island) {
@@ -350,11 +351,11 @@ bool island_runs_plain(const std::vector<const CallNode*>& island, const Machine
 // through elementwise ops and poolings (a chain, a residual block, a stem and its max
 // pooling). A lone conv keeps NCHW when converting its input and output, two passes over
 // memory, would cost about what blocking saves; one with at least kLoneConvMacsPerElement
-// multiply-adds per element converted runs blocked (a lone 1x1 conv 2048 -> 512 at 7x7:
-// 16 GFLOP/s in NCHW, whose 7-pixel rows make 7-lane vectors). A depthwise ->
-// pointwise pair runs as two blocked kernels rather than FuseOps' NCHW two-anchor kernel:
-// 6x faster on MobileNetV2 (16 vs 98 ms at 1 thread, AVX2), whose 28- and 14-pixel rows the
-// NCHW kernel runs under lane masks.
+// multiply-adds per element converted runs blocked (a lone 1x1 conv 2048 -> 512 at 7x7,
+// whose 7-pixel rows make 7-lane vectors in NCHW; calibration: lone convs). A depthwise ->
+// pointwise pair runs as two blocked kernels rather than FuseOps' NCHW two-anchor kernel,
+// which runs MobileNetV2's 28- and 14-pixel rows under lane masks (calibration: depthwise
+// and pointwise pairs).
 std::set<const ExprNode*> convs_to_block(const Function& f, const MachineModel& machine) {
   std::map<const ExprNode*, std::vector<const CallNode*>> readers;
   for (auto& e : post_order(f->body))

@@ -67,11 +67,11 @@ using namespace ir;
 
 // The GPU schedules compute two anchors in one kernel with the simple template: one thread
 // per output of the second, computing the first for each of its terms. Fine for a pooling's
-// few taps over a small conv (a VGG-style conv -> max pool ran 1.5x faster fused on an
-// H200), not for a conv that sums all the first's channels (MobileNetV2 with its
-// depthwise -> pointwise pairs fused: 5.7 ms; as separate kernels 1.8 ms), nor for a first
-// anchor with outputs enough for the tiled template to fill the GPU (ResNet-50's stem
-// conv -> max pool at batch 32 took 6.8 ms fused, its whole unfused build 8.4 ms less).
+// few taps over a small conv (a VGG-style conv -> max pool), not for a conv that sums all
+// the first's channels (MobileNetV2's depthwise -> pointwise pairs: every thread recomputes
+// the first for all of them), nor for a first anchor with outputs enough for the tiled
+// template to fill the GPU (ResNet-50's stem conv -> max pool at batch 32: faster tiled,
+// apart) (calibration: GPU two-anchor kernels).
 constexpr int64_t kGpuTiledOutputs = 128 * 32 * 32;  // kMinBlocks tiles of the smallest size
 
 bool gpu_recomputes_first(const CallNode* first, const CallNode* second) {

@@ -38,7 +38,8 @@ using namespace ir;
 namespace {
 
 // Work under this runs serially: split over two threads it would save half of itself, no
-// more than the dispatch costs (MachineModel::dispatch_cycles), with the estimate's slack.
+// more than the dispatch costs (MachineModel::dispatch_cycles), with the estimate's slack
+// (calibration: parallel grain).
 constexpr double kParallelGrainCycles = 3000;
 
 class Counter {
@@ -142,8 +143,9 @@ class Counter {
     if (st.buffer->scope == BufferScope::Global)
       add(&KernelWork::stores, memory_instructions(st.index, runs, width, st.buffer->dtype));
     // Every run's value is a dependency chain `depth` cycles long. Independent runs
-    // overlap as far as the window holds them: the window (MachineModel::window_instructions) / (instructions per
-    // run) at a time, so the statement takes at least depth x instructions / window.
+    // overlap as far as the window holds them: the window (MachineModel::window_instructions) /
+    // (instructions per run) at a time, so the statement takes at least depth x instructions /
+    // window.
     std::map<const PrimExprNode*, double> memo;
     double issued = work.instructions + work.loads + work.stores - before;
     add(&KernelWork::latency_cycles, depth(st.value, memo) * issued / m_.window_instructions);

@@ -15,9 +15,9 @@
 //   split, so the same thread touches the same data from kernel to kernel) and claims it in
 //   a few pieces; a participant whose range is done claims pieces of the others'. A worker
 //   whose core is busy elsewhere is covered by the rest; only a piece already claimed by a
-//   thread that then loses its core is waited for. (Running the next loops on the caller
-//   alone after such a wait measured no faster next to PyTorch and ONNX Runtime, and 30%
-//   slower alone on BERT at sequence 384, where uneven pieces looked like lost cores.)
+//   thread that then loses its core is waited for. (The next loops do not fall back to the
+//   caller alone after such a wait: no gain next to other runtimes, a loss alone, where
+//   uneven pieces looked like lost cores; calibration: pool after a wait.)
 // - No wake-up waited for. The caller never waits for a worker that has not joined: once
 //   every piece is claimed it closes the loop, and a worker arriving later finds nothing to
 //   join. So a sleeping worker's wake-up costs the caller only the notify, never the
@@ -353,11 +353,9 @@ std::shared_ptr<Pool> pool_for(int threads) {
 // runs its loops on OpenMP (libgomp), in pieces claimed dynamically; other threads run theirs
 // on the pool, so no other calling thread gets a team of its own; a forked child runs on
 // the pool (libgomp's team of the parent does not exist there and its next region would
-// wait for it forever). Measured on 2 cores (benchmarks/cotenancy.py, e2e.py): interleaved
-// call by call with PyTorch and ONNX Runtime OpenMP was 5-45% faster on 3 of 4 models, but
-// in e2e.py's rounds next to a spinning ONNX Runtime its barrier waits for a descheduled
-// thread (ResNet-18 at 2 threads 0.62 -> 0.90 of PyTorch, BERT s384 0.95 -> 1.18), where
-// the pool's caller covers it: so the pool is the default.
+// wait for it forever). OpenMP gains where the runtimes take turns call by call, but next
+// to a spinning ONNX Runtime its barrier waits for a descheduled thread, where the pool's
+// caller covers it: so the pool is the default (calibration: pool or OpenMP).
 bool openmp_configured() {
   static const bool openmp = [] {
     const char* env = std::getenv("EMBER_THREADING");

@@ -22,28 +22,27 @@ struct MachineModel {
   int64_t l2_bytes = 512 << 10;
   int64_t l3_bytes = 32 << 20;  // the whole L3 (shared by the cores)
   // The FMA pipeline: independent accumulators needed = fma_ports x fma_latency. Four
-  // cycles on Skylake and later, Zen 3 and Zen 4 (measured on this project's AMD EPYC: 8
-  // independent chains reach the peak, 7 reach 77% of it); Zen 2's five would ask for 10.
+  // cycles on Skylake and later, Zen 3 and Zen 4; Zen 2's five would ask for 10
+  // (calibration: fma_latency).
   int fma_ports = 2;  // vector FMAs of vector_bits issued per cycle
   int fma_latency = 4;
   // The FMA units' width: a wider vector issues in pieces (Zen 1's 128-bit units run a
   // 256-bit FMA as two; Zen 4's 256-bit units a 512-bit one).
   int fma_datapath_bits = 256;
   int load_ports = 2;  // vector loads and broadcasts per cycle
-  // Bytes per cycle that one core streams from the L3 (Zen 3 and Skylake sustain 10-16):
-  // a register tile whose vector loads come from there needs rows enough to wait for them
-  // (ResNet-50's 14x14 1024 -> 256 1x1 convs, 1 MB of weights re-read for every tile of
-  // pixels: 6-pixel tiles 10% faster than 4-pixel ones).
+  // Bytes per cycle that one core streams from the L3: a register tile whose vector loads
+  // come from there needs rows enough to wait for them (ResNet-50's 14x14 1024 -> 256 1x1
+  // convs, 1 MB of weights re-read for every tile of pixels; calibration:
+  // l3_bytes_per_cycle).
   int l3_bytes_per_cycle = 12;
   // What the FuseOps cost model (fusion_cost.cc) adds to these: how fast one core streams
-  // a kernel's inputs and outputs from memory (about 25 GB/s at 3 GHz), or from the caches
+  // a kernel's inputs and outputs from memory (memory_bytes_per_cycle), or from the caches
   // where they fit half the L3; the instructions the out-of-order core keeps in flight (its
   // reorder buffer, 224 to 320 on current x86 cores, less loop and index overhead), which
   // bound how many iterations of a long dependency chain overlap; latencies of a division or
   // square root, an L1 load and a scalar 64-bit integer division; and the fixed cost of
   // running a kernel at all (the executor's call and the loop's setup) and of handing a
-  // parallel loop to the pool's other threads. Calibrated on Zen 3 and Zen 5
-  // (docs/calibration.md, "FuseOps cost model").
+  // parallel loop to the pool's other threads (calibration: FuseOps cost model).
   double memory_bytes_per_cycle = 8;
   double cached_bytes_per_cycle = 16;
   double window_instructions = 288;

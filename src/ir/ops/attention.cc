@@ -39,17 +39,19 @@
 //                            per key, R broadcasts from P^T's row and VB loads of V's row.
 // So both products are GEMM micro-kernels on operands as stored (no transposed copy of K or
 // V), the softmax has no horizontal reduction, the output rows need no transpose (storing
-// O^T's columns cost 7% at seq 128), and no hot loop has a lane mask: rows that a tile does
-// not divide get a remainder tile, pad queries (the last block's rows past L) repeat the
-// last query and are not stored, pad keys (the last block's keys past S) repeat the last key
-// and score -inf. The last key block's tiles are the output, (O alpha + P V) * (1 / l): one
-// division per query, and no pass over O after the products.
+// O^T's columns is slower; calibration: attention output rows), and no hot loop has a lane
+// mask: rows that a tile does not divide get a remainder tile, pad queries (the last
+// block's rows past L) repeat the last query and are not stored, pad keys (the last block's
+// keys past S) repeat the last key and score -inf. The last key block's tiles are the
+// output, (O alpha + P V) * (1 / l): one division per query, and no pass over O after the
+// products.
 //
 // While one product runs, the rows the next one reads are prefetched, a tile's share at a
 // time: the value rows of the keys being scored, then during P V the next key block's key
 // rows, or after the last block the next task's query rows. In the BERT layer q, k and v
-// come from L3 or memory (the dense kernels between stream megabytes of weights), and
-// without the prefetches the kernel ran 8-10% slower there than on inputs in cache.
+// come from L3 or memory (the dense kernels between stream megabytes of weights), where
+// without the prefetches the kernel waits on them as it does not on inputs in cache
+// (calibration: attention prefetches).
 //
 // A row whose keys seen so far are all masked has m = -inf; exponentials then use 0 as the
 // max (otherwise exp(-inf - -inf) would poison the row with NaN before an unmasked key
@@ -320,13 +322,13 @@ struct Panel {
     lanes = full;
     while (lanes > 1 && extent % lanes != 0) lanes /= 2;
     // A row shorter than a register that only narrow vectors divide (7 or 6 output features)
-    // is one vector of its own length: lane by lane, 7 FMAs took the place of one (SDPA with
-    // 17 queries, 70 keys, 7 features: 7.3 us, 3.6 as vectors).
+    // is one vector of its own length: lane by lane, 7 FMAs took the place of one
+    // (calibration: attention short feature rows).
     if (lanes < 4 && extent <= full) lanes = extent;
     const int64_t vectors = extent / lanes;
     // The most vectors per row (fewest broadcasts per FMA) that still leave tiles of
-    // kMinTileRows: 4 x 16 lanes with AVX-512's 32 registers (6 rows; 2-5% faster than
-    // 12 x 2 at seq 128 and 384 on Zen 5), 2 x 8 lanes with AVX2's 16 (6 rows).
+    // kMinTileRows: 4 x 16 lanes with AVX-512's 32 registers (6 rows, rather than 12 x 2),
+    // 2 x 8 lanes with AVX2's 16 (6 rows) (calibration: attention tile rows).
     auto rows_for = [&](int64_t vb) {
       return std::clamp<int64_t>((machine.vector_registers - vb - 2) / vb, 1, kMaxTileRows);
     };
@@ -592,9 +594,9 @@ class CpuKernel {
   // online-softmax update. The last block is peeled: once its exponentials are summed, l is
   // final, so its P V tiles are stored as out = (O * alpha + P V) * (1 / l), one division
   // per query, and its P V prefetches the next task's queries. (Storing from the tiles
-  // rather than in a pass over O after them measured within 1% on its own.) l >= 1
-  // wherever a key is unmasked (the max scores exp(0)); a fully masked row still gives
-  // 0 * inf = NaN, as 0 / 0 did.
+  // rather than in a pass over O after them costs no more on its own: calibration:
+  // attention final store.) l >= 1 wherever a key is unmasked (the max scores exp(0)); a
+  // fully masked row still gives 0 * inf = NaN, as 0 / 0 did.
   Stmt key_blocks() const {
     PrimExpr blocks = k.num_kb;
     if (o.causal) blocks = min(PrimExpr(k.num_kb), (row0 + (k.BL - 1)) / k.BS + 1);

@@ -40,9 +40,8 @@
 //
 // The packed layout matters when the weight streams from memory (an MoE layer's experts
 // are tens to hundreds of MB): a plain weight's k rows are N apart, each in a new page, so
-// the first row tile of every pair waits on page walks; a panel is one contiguous stream.
-// Mixtral's gate_up (S 256, K 1024, N 7168, G 8) at one thread on Zen 4: ~70 GFLOP/s plain,
-// ~99 packed (peak ~115).
+// the first row tile of every pair waits on page walks; a panel is one contiguous stream
+// (calibration: grouped matmul panels).
 //
 // On a GPU: one thread per output element, which finds its row's group by scanning the
 // offsets and sums its K products (simple and correct; the CPU is where MoE layers run).

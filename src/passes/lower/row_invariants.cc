@@ -1,7 +1,7 @@
-// vectorize_row_invariants (row_invariants.h). Measured on Zen 5: log-sum-exp plus a bias
-// row over 4 rows of 16 values (log_sum_exp_partial_other_max_axis) took 84 ns fused, the
-// four rows' logs a scalar chain each, against 53 ns for its unfused kernels, where LLVM
-// vectorizes the log kernel's 4 rows.
+// vectorize_row_invariants (row_invariants.h). Fused, log-sum-exp plus a bias row over 4
+// rows of 16 values (log_sum_exp_partial_other_max_axis) ran the four rows' logs as a
+// scalar chain each, slower than its unfused kernels, where LLVM vectorizes the log
+// kernel's 4 rows (calibration: row invariants).
 #include "ember/passes/row_invariants.h"
 
 #include <algorithm>

@@ -42,9 +42,8 @@ int transposed_axis(const ir::PrimExpr& body, const Stage& o);
 void schedule_reduction_tile(Stage& r, bool vectorize_inner);
 // A GEMV's dot products over weight rows, as vector partials that several rows compute
 // together (`DotRows`), or each row alone, its reduction loop innermost for LLVM to
-// vectorize where that keeps the L2's pace (gemv_row_keeps_pace: MLP head 10 x 2048 on
-// Zen 5 at 512 bits, 98% of a streaming sum alone, 86% as rows together; at 256 bits 53%
-// alone, 74% together over [N, K] rows).
+// vectorize where that keeps the L2's pace (gemv_row_keeps_pace; calibration: GEMV dot
+// rows).
 struct DotRows {
   int64_t lanes = 0;    // the partial's vector
   int64_t vectors = 1;  // vectors of each row per step, unrolled

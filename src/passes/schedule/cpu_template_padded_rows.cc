@@ -15,8 +15,8 @@ bool OutputTiling::computes_padded_rows() const {
 }
 
 // The tile is a block of whole rows: the padded rows it reads are computed once per tile
-// (kPadRows + window - 1 of them: 1.1x the rows for a 3x3 window; 4 rows gave 1.5x and a 22%
-// slower forum net), then the register tiles walk the rows.
+// (kPadRows + window - 1 of them: 1.1x the rows for a 3x3 window; 4 rows would compute
+// 1.5x; calibration: padded rows), then the register tiles walk the rows.
 void OutputTiling::tile_padded_rows() {
   IterVar& rows = outer.back();
   int64_t pad_rows = tuned_pad_rows(kPadRows, rows->extent, knobs, space);
@@ -35,8 +35,7 @@ bool OutputTiling::depthwise_padded() const {
 // rows are computed once per tile while in cache; the register tiles walk the rows inside.
 // Blocks are smaller where there are fewer than kMinTiles channel blocks, so that the
 // threads have tiles to share. Padding the whole input first read and wrote it once more
-// than the conv reads it (MobileNetV2's 112x112 depthwise convs ran at 5 GB/s; the model
-// is 18% faster this way).
+// than the conv reads it (calibration: depthwise padded rows).
 void OutputTiling::tile_depthwise_rows() {
   constexpr int64_t kMinTiles = 4;
   IterVar& rows = outer[tile_axis - 1];

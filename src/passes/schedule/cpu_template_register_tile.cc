@@ -70,7 +70,7 @@ void OutputTiling::tile_register_tiles() {
     // Not when the epilogue also reads a tensor as large as the output (a residual) and
     // the output is larger than the L2: each tile would then touch two memory streams per
     // output-channel block, which defeats the prefetchers (ResNet-50's expanding 1x1
-    // convs with their residual add: 30% slower that way).
+    // convs with their residual add; calibration: residual loop order).
     std::stable_partition(outer.begin(), outer.end(), [&](const IterVar& a) {
       int k = static_cast<int>(std::find(axes.begin(), axes.end(), a) - axes.begin());
       return k == tile_axis || a->extent == 1 || vector_input_ignores(*reds[0], k) ||
@@ -83,12 +83,13 @@ void OutputTiling::tile_register_tiles() {
 
 // A conv whose weight panel per output-channel block overflows half the L1 while its whole
 // block of pixels (the axes the weights ignore) fits there (ResNet's 7x7 and 14x14 3x3
-// convs, 7x7 1x1 convs with 4 MB of weights; layer4's 3x3 and 1x1 convs 15-25% faster):
-// the tile is one output-channel block, whose pixels loop inside it, and the reduction runs
-// in chunks (choose_k_chunk), each chunk of weights read from L1 by every pixel tile.
+// convs, 7x7 1x1 convs with 4 MB of weights; calibration: chunked conv block): the tile is
+// one output-channel block, whose pixels loop inside it, and the reduction runs in chunks
+// (choose_k_chunk), each chunk of weights read from L1 by every pixel tile.
 bool OutputTiling::chunk_conv_block() {
   // A 1x1 conv whose weights stream inside (weights_stream_inside) keeps that order: its
-  // input block per chunk would not fit the L1 (ResNet's 14x14 1x1 convs: no faster).
+  // input block per chunk would not fit the L1 (ResNet's 14x14 1x1 convs; calibration:
+  // chunked conv block).
   if (!reads_window(*reds[0]) && weights_stream_inside(*reds[0], machine)) return false;
   std::vector<IterVar> tile_axes, inner;
   int64_t block_bytes = rt.cols() * dtype_bytes(o.tensor().dtype()), tiles = 1;

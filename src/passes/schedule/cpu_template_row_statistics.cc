@@ -46,9 +46,9 @@ void OutputTiling::tile_row_statistics() {
 }
 
 // Short rows (a layer norm over 16 values): one row per tile leaves each row's reductions,
-// a chain of dependent steps, in series with its epilogue (a fused GELU waited for them:
-// 2x the unfused pair). A block of rows up to kStatBlockBytes computes the statistics of
-// all its rows, then their outputs: independent rows the core overlaps.
+// a chain of dependent steps, in series with its epilogue (a fused GELU waited for them;
+// calibration: short-row blocks). A block of rows up to kStatBlockBytes computes the
+// statistics of all its rows, then their outputs: independent rows the core overlaps.
 void OutputTiling::block_short_rows(std::vector<IterVar>& tile_axes, size_t used) {
   // A row's size is what it writes or what one of its statistics reads, the larger (a sum of
   // squares over 768 values per 4 outputs is no short row: blocked, it lost its threads).
@@ -62,8 +62,8 @@ void OutputTiling::block_short_rows(std::vector<IterVar>& tile_axes, size_t used
   const int64_t row_bytes = dtype_bytes(o.tensor().dtype()) * elements;
   // When every row of the kernel fits one block, the rows of all tile axes are one block: a
   // layer norm over [2, 3, 16] in blocks of 3 rows left each block's statistics, a chain
-  // the next block's could not overlap, behind its epilogue (fused with celu 132 ns, one
-  // block of 6 rows 95 ns on Zen 5).
+  // the next block's could not overlap, behind its epilogue (calibration: one block of
+  // short rows).
   int64_t all_rows = 1;
   for (const IterVar& a : tile_axes) all_rows *= a->extent;
   if (tile_axes.size() > 1 && all_rows * row_bytes <= kStatBlockBytes)

@@ -176,8 +176,8 @@ IterVar schedule_two_anchors(Schedule& sch, Stage& o, const PrimExpr& body, Stag
   IterVar d_inner, rows_inner, last_outer, last_vec = axes.back();
   int64_t tile_rows = kTile;
   // A conv under a pooling: the rows are its channels, each one accumulator of its row's
-  // vector, so they take what the FMA latency needs (4 spent half of it: conv + 2x2/2 max
-  // pooling over 16 channels of 10 x 12, 1.07x its separate kernels).
+  // vector, so they take what the FMA latency needs (4 spent half of it; calibration: conv
+  // under a pooling).
   if (d >= 0 && d_in_r2)
     tile_rows = rows_covering_fma_latency(machine, axes[d]->extent,
                                           registers_per_vector(machine, *r2, vector_bits));

@@ -45,8 +45,8 @@ bool sums_trailing_dimensions(const Stage& r) {
 // of every row per step (a layer norm over a block of 64 GEMM rows read 64 strided rows).
 // Over trailing whole dimensions its loops fuse into one over the row: an instance norm's
 // sum over 56 x 56 is then one rolled sum of 3136 that LLVM vectorizes into interleaved
-// accumulators, not 56 sums of 56 each ending in a horizontal add (5x slower per element
-// than a layer norm's row).
+// accumulators, not 56 sums of 56 each ending in a horizontal add (calibration: fused
+// trailing reduction loops).
 void schedule_reduction_tile(Stage& r, bool vectorize_inner) {
   std::vector<IterVar> order = r.axes();
   if (order.empty()) return;
@@ -159,8 +159,8 @@ void schedule_gemm_block(Stage& r, int d, const RegisterTile& rt, int64_t unroll
 // so every row tile of the block reads them from L1 rather than L2. Not worth it when the
 // whole panel fits there already, or when a chunk is under 64 steps (each pass loads and
 // stores the accumulators once). Used for convs (chunk_conv_block): for BERT's dense
-// layers, whose panels stream from L2 well, chunking measured no faster per kernel and
-// 7-13% slower for the whole layer at seq 384.
+// layers, whose panels stream from L2 well, chunking gains nothing per kernel and loses on
+// the whole layer (calibration: k chunks).
 int64_t choose_k_chunk(const MachineModel& m, const Stage& r, const RegisterTile& rt) {
   std::vector<IterVar> reduce = r.reduce_axes();
   if (reduce.empty()) return 0;

@@ -124,13 +124,13 @@ bool sums_a_broadcast_product(const Schedule& sch, const Stage& r) {
 
 // The partial sums of a one-row register tile whose few accumulators are one dependent
 // chain per vector, so that it runs at the FMA latency, not the throughput:
-// - a sum of one tensor over another axis (a sum of squares over 768 values per 4-wide row;
-//   Zen 5: 83 us as one chain, 15 us as 8);
+// - a sum of one tensor over another axis (a sum of squares over 768 values per 4-wide row);
 // - a GEMV whose outputs are one tile (a classifier head of 10 outputs over K = 2048: one
-//   vector, so one chain of 2048 FMAs, 1.9 us, where its 80 KB of weights stream from L2 in
-//   under 0.5 us).
+//   vector, so one chain of 2048 FMAs, several times longer than its 80 KB of weights take
+//   to stream from L2).
 // Independent chains, as many as the FMA pipeline holds, each at least 8 steps long. A GEMV
-// over more outputs is left alone: its tile takes as many vectors as the pipeline holds.
+// over more outputs is left alone: its tile takes as many vectors as the pipeline holds
+// (calibration: partial sums).
 int64_t default_partial_sums(const Schedule& sch, const Stage& o, const Stage& r,
                              const RegisterTile& rt, int64_t k, const MachineModel& m) {
   const bool one_tile = one_row(o.axes()) && o.axes().back()->extent <= rt.cols();
@@ -144,8 +144,8 @@ int64_t default_partial_sums(const Schedule& sch, const Stage& o, const Stage& r
 
 // The default unroll of `r`'s innermost reduction loop: twice for a windowed conv, whose
 // innermost reduction is one channel block (8-32 steps) inside the window's loops, so its
-// loop overhead is a visible share (ResNet-50's 3x3 convs 2-6% faster; BERT's dense layers,
-// whose reduction loop runs the whole K, 6% slower unrolled).
+// loop overhead is a visible share (ResNet-50's 3x3 convs gain; BERT's dense layers, whose
+// reduction loop runs the whole K, lose unrolled; calibration: reduction unroll).
 int64_t default_unroll(const Stage& r) {
   return reads_window(r) && inner_reduce_extent(r) % 2 == 0 ? 2 : 1;
 }
@@ -154,9 +154,9 @@ int64_t default_unroll(const Stage& r) {
 // long dependency chain (an exp's polynomial, tanh, erf) and the axis has two vectors. Each
 // instruction of the chain is then two independent ones side by side, which the core
 // overlaps, where a loop of one-register chains ran only as many iterations at once as its
-// scheduler held (GELU(tanh) over 4 x 32: 112 -> 97 ns; softplus over 128 x 3072: 882 -> 629
-// us). A relu, memory-bound, keeps one register; so do the unrolled copies of a one-register
-// chain, which LLVM leaves one after another (they measured no faster).
+// scheduler held. A relu, memory-bound, keeps one register; so do the unrolled copies of a
+// one-register chain, which LLVM leaves one after another, so they gain nothing
+// (calibration: chain lanes).
 int64_t chain_lanes(const PrimExpr& body, int64_t lanes, const IterVar& axis) {
   return chain_length(body) >= kLongChain && axis->extent >= 2 * lanes ? 2 * lanes : lanes;
 }
@@ -165,7 +165,8 @@ int64_t chain_lanes(const PrimExpr& body, int64_t lanes, const IterVar& axis) {
 // writes kTransposeRows output rows a vector at a time; where the rows lie a multiple of
 // 4 KiB apart (a (0, 2, 3, 1) permute of 256 x 56 x 56: 57344 bytes), all of them share
 // one set of the L1, more rows than its ways, and a half line written was evicted before
-// its other half: at 256 bits the permute took 279 us, with 64-byte vectors 152 us.
+// its other half; a vector of a whole line writes it at once (calibration: transpose
+// lanes).
 int64_t line_lanes(const Stage& o, int64_t lanes, const IterVar& axis) {
   const int64_t line = kCacheLineBytes / dtype_bytes(o.tensor().dtype());
   return lanes < line && axis->extent >= line ? line : lanes;
@@ -248,8 +249,9 @@ void OutputTiling::size_register_tile() {
   rt = RegisterTile{1, 1, vector_lanes(o, vector_bits)};
   // Row statistics (reductions read across the vectors: a norm's) leave the output's
   // vectors free for a long chain too: instance norm -> selu over 64 x 56 x 56 at 256 bits
-  // took 232-254 us fused in one register a vector, 114 us in its two kernels; now the
-  // fused kernel (141 us) is priced honestly and FuseOps keeps the two.
+  // fused in one register a vector ran far slower than in two, and in two still slower than
+  // its two kernels, which the cost model now sees, so FuseOps keeps the two (calibration:
+  // row statistics chain lanes).
   if ((reds.empty() || !along) && transposed_axis(body, o) < 0)
     rt.lanes = chain_lanes(body, rt.lanes, last);
   else if (reds.empty())
@@ -257,7 +259,7 @@ void OutputTiling::size_register_tile() {
   if (dot) {
     // A short row that the vectors do not divide is one tile of the whole row: shifted
     // tiles would compute some outputs twice (10 at 256 bits: tiles of 8 from 0 and 2,
-    // 1.03 us; one of 10, 0.65 us on Zen 5).
+    // against one of 10; calibration: GEMV short row).
     if (last->extent % rt.lanes != 0 &&
         last->extent <= 2 * register_lanes(o.tensor().dtype(), vector_bits))
       rt.lanes = last->extent;
@@ -309,8 +311,8 @@ void OutputTiling::split_axes() {
   IterVar vec_group, inner_vec = last;
   // A row that the tile's columns do not divide (54 pixels of an unpadded 3x3 conv in NCHW)
   // shifts its last tile back over columns already computed: a guard would run every lane
-  // on its own (a conv's accumulation 17x slower, an elementwise row 3x). A kernel's
-  // outputs never share memory with its inputs, so computing a column twice is harmless.
+  // on its own (calibration: shifted last tile). A kernel's outputs never share memory with
+  // its inputs, so computing a column twice is harmless.
   if (last->extent > rt.cols())
     std::tie(outer_vec, inner_vec) = o.split(last, rt.cols(), SplitTail::Shift);
   if (rt.vectors > 1) std::tie(vec_group, inner_vec) = o.split(inner_vec, rt.lanes);
@@ -438,8 +440,8 @@ void OutputTiling::attach_in_tile() {
           tuned_unroll(default_unroll(*r), inner_reduce_extent(*r), knobs, space));
     } else {
       // A statistic per row that the output vectorizes across rows (a log-sum-exp per row
-      // of 3072) still sums along the rows: vectorized across 16 rows it ran 4.2x its
-      // unfused kernels on Zen 5, whose LLVM turns the strided lanes into gathers.
+      // of 3072) still sums along the rows: vectorized across 16 rows, LLVM turns its
+      // strided lanes into gathers (calibration: row statistics along rows).
       schedule_reduction_tile(*r, along && !contiguous_along_reduction(*r));
     }
   }

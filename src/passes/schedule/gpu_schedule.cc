@@ -344,10 +344,9 @@ IterVar accumulate_in_block(Stage& r, Stage& o, const IterVar& bx, const std::ve
   // (SplitTail::Pad), so no guard reaches the tile's loop, where it made LLVM load both
   // operands once per FMA; a tile clipped at the output's edge keeps a guard that depends on
   // the thread alone, which lower_schedule tests once per thread outside the chunk's loops
-  // (ResNet-50 at batch 32 on an H200: 47.9 ms with the guards inside, 19.5 ms without).
-  // Padding did not pay while the accumulator was block-shared. Reading the edge's inputs
-  // instead of that last guard made bound inference widen a strided conv's operand tile past
-  // shared memory (a block per output then: ResNet-50 at batch 32 took 39 ms).
+  // (calibration: GPU register tile guards). Padding did not pay while the accumulator was
+  // block-shared. Reading the edge's inputs instead of that last guard made bound inference
+  // widen a strided conv's operand tile past shared memory (a block per output then).
   auto [thread_axes, reg_axes] = split_by_threads(r, tile, reg, SplitTail::Pad);
   std::vector<IterVar> rorder{ko};
   rorder.insert(rorder.end(), thread_axes.begin(), thread_axes.end());
@@ -384,9 +383,9 @@ std::pair<int64_t, int64_t> reduction_groups(const Stage& r, int64_t blocks, int
 
 // Do both operands run along the sum's outermost reduction axis in memory (their last
 // index is it: a dense's x[i, k] and w[j, k])? Only then do the split's groups stage twice
-// the unsplit chunk a step: MLP at batch 32 on an H100 took 0.066 ms so, against 0.111 with
-// one chunk, while ResNet-50's 1x1 convs at batch 1 (channel planes, 16 KB apart) took
-// twice as long so.
+// the unsplit chunk a step: that pays on a dense's rows, not on ResNet-50's 1x1 convs at
+// batch 1, whose operands are channel planes 16 KB apart (calibration: GPU split-K
+// staging).
 bool reduction_innermost(const Stage& r, const ProducerLoadNode* a, const ProducerLoadNode* b) {
   const PrimVarNode* k = r.reduce_axes()[0]->var.get();
   for (const ProducerLoadNode* p : {a, b})
@@ -436,9 +435,8 @@ bool schedule_tiled(Schedule& sch, int64_t volume, int64_t split_staged) {
   // Few outputs over a long reduction (a batch-1 dense, a 7x7 conv of 512 channels): the
   // smallest tiles leave most of the GPU idle, each block summing thousands of products;
   // a block per output, its threads sharing the sum (schedule_block_reduce), fills it better
-  // below 32 tiles, or below 8 where groups of threads split the sum (ResNet-50 at batch 1
-  // on an H100: its 3x3 convs of 7 x 7 pixels, 24 tiles, took 0.48 ms a block per output
-  // and 0.11 ms split).
+  // below 32 tiles, or below 8 where groups of threads split the sum (ResNet-50's 3x3 convs
+  // of 7 x 7 pixels at batch 1, 24 tiles, run faster split; calibration: GPU block reduce).
   int64_t summed = 1;
   for (const IterVar& k : r.reduce_axes()) summed *= k->extent;
   if (outputs / volume < kMinBlocks / (split ? 16 : 4) && summed >= kLongReduction) return false;

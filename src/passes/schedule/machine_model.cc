@@ -28,23 +28,22 @@ int64_t channel_block_for(const MachineModel& m, int64_t channels, DType t) {
   auto round_up = [&](int64_t b) { return (channels + b - 1) / b * b; };
   if (channels % (2 * full) == 0) return 2 * full;
   // Three vectors before one: a one-vector block's register tile takes a broadcast per FMA,
-  // and on 16 registers LLVM spills its 12 accumulators (a 16 -> 24 3x3 conv over 12 x 16
-  // pixels on AVX2: 16 us in blocks of 8, 10 us in one block of 24, 10 us in NCHW).
+  // and on 16 registers LLVM spills its 12 accumulators (calibration: three-vector channel
+  // blocks).
   if (channels % (3 * full) == 0) return 3 * full;
   if (channels % full == 0) return full;
   // Padded to whole vectors, `useful` of the lanes carry channels. A conv between two padded
   // tensors runs 1 / useful^2 the multiply-adds: padding pays only where it wastes under a
-  // tenth of the lanes (38 -> 40 and 100 -> 104 on AVX2 measured 0.86x and 1.0x the plain
-  // layout; 33 -> 40, 1.47x the multiply-adds, measured 1.57x). Two vectors where they pad
-  // no more than one.
+  // tenth of the lanes (38 -> 40 and 100 -> 104 on AVX2, not 33 -> 40, 1.47x the
+  // multiply-adds; calibration: kMinUsefulLanes). Two vectors where they pad no more than
+  // one.
   const double useful = static_cast<double>(channels) / static_cast<double>(round_up(full));
   if (useful >= kMinUsefulLanes) return round_up(2 * full) == round_up(full) ? 2 * full : full;
   // Else half a vector where it divides, else the plain layout, whose vectors run along the
   // width (33 channels; 3 or 5 on AVX2). A half vector runs half the FMA peak where the FMA
-  // units are full width (AVX2; AVX-512 on Zen 5 or Xeon: a 144 -> 24 1x1 conv of MobileNetV2
-  // ran 98 GFLOP/s in 8-channel blocks, the 24 -> 144 one 215), so padding the channels
-  // beats it where the padded conv, 1 / useful^2 the work, keeps over half the peak (24 on
-  // AVX-512 pads to 32).
+  // units are full width (AVX2; AVX-512 on Zen 5 or Xeon; calibration: half-vector channel
+  // blocks), so padding the channels beats it where the padded conv, 1 / useful^2 the work,
+  // keeps over half the peak (24 on AVX-512 pads to 32).
   if (half >= 4 && channels % half == 0) return useful * useful > 0.5 ? full : half;
   return 0;
 }
@@ -87,13 +86,15 @@ void consider_tile(const MachineModel& m, int64_t rows, int64_t lanes, int64_t v
     // nothing, and LLVM keeps the window's broadcasts (a 3x3 conv's 9 weights) in the
     // registers they would take (3 x 4 tiles spilled). Ties go to more vectors per row
     // (fewer halo columns of padded input per tile) but at least two rows (a one-row tile
-    // leaves the rows untiled): 2 x 4 tiles are 12% faster than 3 x 4 on the forum net.
+    // leaves the rows untiled): 2 x 4 tiles rather than 3 x 4 (calibration: depthwise NCHW
+    // tiles).
     const bool own_vectors = !rows_share_vectors;
     if (own_vectors && (r * v * regs > m.fma_ports * m.fma_latency || (r == 1 && rows > 1)))
       continue;
     // Ties go to fewer loads per FMA (to more vectors per row for own_vectors).
     // A panel over the L2 (BERT's 3072 -> 768 dense in 4 x 6 tiles of AVX-512 vectors:
-    // 1.2 MB) is read from the L3 by every row tile: 221 GFLOP/s on Zen 5, 265 in 8 x 2.
+    // 1.2 MB) is read from the L3 by every row tile, which a narrower tile (8 x 2) waits on
+    // less (calibration: L3 panels).
     const int64_t vector_bytes = m.vector_bits / 8;
     const bool panel_in_l3 = panel_k * v * regs * vector_bytes > m.l2_bytes;
     const int64_t l3_bytes = vectors_from_l3 || panel_in_l3 ? vector_bytes : 0;
