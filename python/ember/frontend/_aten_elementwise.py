@@ -240,7 +240,9 @@ def _reciprocal(cx, a):
     return binary(cx, "divide", 1.0, a[0])
 
 
-def _binary_op(ember_op, python_op, result_bool=False):
+def _binary_op(ember_op, python_op):
+    """A binary op of tensors or Python scalars (both scalars: computed here); on bool
+    tensors the bitwise and/or/xor are the logical ones."""
     def convert(cx, a):
         x, y = a[0], a[1]
         if not isinstance(x, Expr) and not isinstance(y, Expr):
@@ -270,23 +272,6 @@ for _names, _op, _py in (
         CONVERTERS[_name] = _binary_op(_op, _py)
 
 
-def _bitwise(ember_op, python_op):
-    """bitwise and/or/xor and the shifts of integer (and/or/xor also bool) tensors."""
-    def convert(cx, a):
-        x, y = a[0], a[1]
-        if not isinstance(x, Expr) and not isinstance(y, Expr):
-            return python_op(x, y)
-        x, y = _promote(cx, x, y)
-        if x.dtype == "bool" and ember_op in _LOGICAL:
-            return cx.emit(_LOGICAL[ember_op], [x, y])  # as bitwise_not: the logical op
-        return cx.emit(ember_op, [x, y])
-    return convert
-
-
-_LOGICAL = {"bitwise_and": "logical_and", "bitwise_or": "logical_or",
-            "bitwise_xor": "logical_xor"}
-
-
 for _names, _op, _py in ((("bitwise_and", "__and__"), "bitwise_and", lambda x, y: x & y),
                          (("bitwise_or", "__or__"), "bitwise_or", lambda x, y: x | y),
                          (("bitwise_xor", "__xor__"), "bitwise_xor", lambda x, y: x ^ y),
@@ -295,7 +280,7 @@ for _names, _op, _py in ((("bitwise_and", "__and__"), "bitwise_and", lambda x, y
                          (("bitwise_right_shift", "__rshift__"), "right_shift",
                           lambda x, y: x >> y)):
     for _name in _names:
-        CONVERTERS[_name] = _bitwise(_op, _py)
+        CONVERTERS[_name] = _binary_op(_op, _py)
 
 
 @converts("where")
