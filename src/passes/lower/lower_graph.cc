@@ -287,10 +287,7 @@ const std::vector<LoopPass>& cpu_loop_passes() {
   static const std::vector<LoopPass> passes = {
       {"RollLongEpilogues",
        [](const PrimFunc& f, const MachineModel&) { return roll_long_epilogues(f); }},
-      {"VectorizeRowInvariants",
-       [](const PrimFunc& f, const MachineModel& m) {
-         return vectorize_row_invariants(f, m.vector_bits);
-       }},
+      {"VectorizeRowInvariants", vectorize_row_invariants},
       {"SerialBelowParallelGrain", serial_below_parallel_grain},
       {"AnnotateLoops", annotate_loops},
   };

@@ -54,8 +54,8 @@ class Hoister : public PrimMutator {
     PrimExpr value;
     Buffer buffer;
   };
-  Hoister(const ForNode* rows, const RowLoopBody& body, int vector_bits)
-      : loop_(rows), body_(body), vector_bits_(vector_bits) {
+  Hoister(const ForNode* rows, const RowLoopBody& body, const MachineModel& machine)
+      : loop_(rows), body_(body), machine_(machine) {
     as_int(rows->extent, &rows_);
   }
   std::vector<Hoisted> hoisted;
@@ -80,7 +80,7 @@ class Hoister : public PrimMutator {
 
   bool is_invariant(const PrimExpr& e) const {
     if (!is_float(e.dtype()) || e.as<LoadNode>()) return false;
-    const int64_t lanes = register_lanes(e.dtype(), vector_bits_);
+    const int64_t lanes = machine_.lanes(e.dtype());
     if (rows_ > 2 * lanes || chain_length(e) < kLongChain) return false;
     std::set<const PrimVarNode*> own;
     bool uses_row = false;
@@ -111,14 +111,14 @@ class Hoister : public PrimMutator {
 
   const ForNode* loop_;
   const RowLoopBody& body_;
-  int vector_bits_;
+  const MachineModel& machine_;
   int64_t rows_ = 0;
   int vectors_ = 0;
 };
 
 class RowInvariants : public PrimMutator {
  public:
-  explicit RowInvariants(int vector_bits) : vector_bits_(vector_bits) {}
+  explicit RowInvariants(const MachineModel& machine) : machine_(machine) {}
 
  protected:
   Stmt visit_for(const Stmt& s, const ForNode* op) override {
@@ -128,7 +128,7 @@ class RowInvariants : public PrimMutator {
     if (f->for_kind != ForKind::Serial || !as_int(f->extent, &rows) || rows < 2) return inner;
     RowLoopBody body = scan(f->body);
     if (body.guarded || !body.vectorized) return inner;
-    Hoister h(f, body, vector_bits_);
+    Hoister h(f, body, machine_);
     Stmt rest = h.mutate(f->body);
     if (h.hoisted.empty()) return inner;
     // All rows' values as one vector loop, then the row loop reading them.
@@ -146,14 +146,14 @@ class RowInvariants : public PrimMutator {
   }
 
  private:
-  int vector_bits_;
+  const MachineModel& machine_;
 };
 
 }  // namespace
 
-PrimFunc vectorize_row_invariants(const PrimFunc& f, int vector_bits) {
+PrimFunc vectorize_row_invariants(const PrimFunc& f, const MachineModel& machine) {
   PrimFunc out = f;
-  out.body = RowInvariants(vector_bits).mutate(f.body);
+  out.body = RowInvariants(machine).mutate(f.body);
   return out;
 }
 

@@ -62,7 +62,7 @@ TEST(RowInvariants, ARowsLogIsOneVectorBeforeTheRows) {
   for (int64_t rows : {2, 5, 16}) {
     Rows t{rows};
     PrimFunc f = t.func([](Rows& t) { return t.log_s() + load(t.b, t.j); });
-    PrimFunc g = vectorize_row_invariants(f, 256);
+    PrimFunc g = vectorize_row_invariants(f, MachineModel::for_vector_bits(256));
     auto* alloc = g.body.as<AllocateNode>();
     ASSERT_NE(alloc, nullptr) << rows << "\n" << g;
     ForKind kind = ForKind::Serial;
@@ -100,7 +100,8 @@ TEST(RowInvariants, LeavesWhatIsNotARowInvariant) {
   Rows t{4};
   Buffer tmp = make_buffer("tmp", DType::Float32, {4}, BufferScope::Local);
   auto unchanged = [](const PrimFunc& f, int bits = 256) {
-    return vectorize_row_invariants(f, bits).body.get() == f.body.get();
+    return vectorize_row_invariants(f, MachineModel::for_vector_bits(bits)).body.get() ==
+           f.body.get();
   };
   // The lanes' own values, a short chain, a buffer the row loop writes, a guarded row.
   EXPECT_TRUE(unchanged(t.func([](Rows& t) { return log(load(t.b, t.j)) + load(t.s, t.r); })));
