@@ -37,7 +37,7 @@ bool is_rolled_scalar_sum(const ForNode* loop) {
 }
 
 int rolled_sum_interleave(int64_t extent, int64_t lanes) {
-  for (int n : {4, 2})
+  for (int n : {kMaxSumAccumulators, 2})
     if (extent >= 2 * n * lanes) return n;
   return 1;
 }

@@ -21,10 +21,13 @@ Accumulation accumulation_of(const StoreNode* st);
 /// vectorizer widens it, a long one into rolled_sum_interleave's accumulators.
 bool is_rolled_scalar_sum(const ForNode* loop);
 
+/// The most vector accumulators a rolled sum gets (its llvm.loop.interleave.count).
+constexpr int kMaxSumAccumulators = 4;
+
 /// Independent vector accumulators of such a loop of `extent` over vectors of `lanes`: four
-/// where each runs at least two vectors, else two, else one. (unroll.disable also stops the
-/// vectorizer's interleaving, which left a layer norm's statistics of 768 values as one chain
-/// of 48 dependent vector adds per row; the code generator names this count instead.)
+/// (kMaxSumAccumulators) where each runs at least two vectors, else two, else one. (unroll.disable
+/// also stops the vectorizer's interleaving, which left a layer norm's statistics of 768 values as
+/// one chain of 48 dependent vector adds per row; the code generator names this count instead.)
 int rolled_sum_interleave(int64_t extent, int64_t lanes);
 
 /// The local buffers of `body` that never hold NaN: every value stored into one is never

@@ -73,10 +73,10 @@ struct RegisterTile {
   int64_t cols() const { return vectors * lanes; }
 };
 
-/// Does one row of a GEMV's dot products, vectorized by LLVM into 4 interleaved
-/// accumulators (4 / fma_latency vectors a cycle), read its weights at a 64-byte line a
-/// cycle, the L2's pace? At 512 bits it does; at 256 bits half of it, so rows compute
-/// together there (AlterOpLayout's nn.dense_lanes, the schedule's DotRows).
+/// Does one row of a GEMV's dot products, a rolled sum that the code generator gives
+/// ir::kMaxSumAccumulators vector accumulators (that many / fma_latency vectors a cycle), read
+/// its weights at a 64-byte line a cycle, the L2's pace? At 512 bits it does; at 256 bits half of
+/// it, so rows compute together there (AlterOpLayout's nn.dense_lanes, the schedule's DotRows).
 bool gemv_row_keeps_pace(const MachineModel& m, DType t);
 
 /// The lanes for vectors along an axis of `extent`: the full width, else the widest

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "ember/ir/loop_sums.h"
+
 namespace ember::passes {
 
 MachineModel MachineModel::for_vector_bits(int vector_bits) {
@@ -12,8 +14,8 @@ MachineModel MachineModel::for_vector_bits(int vector_bits) {
 }
 
 bool gemv_row_keeps_pace(const MachineModel& m, DType t) {
-  constexpr int64_t kLlvmInterleave = 4, kLineBytes = 64;
-  return m.lanes(t) * dtype_bytes(t) * kLlvmInterleave / m.fma_latency >= kLineBytes;
+  constexpr int64_t kLineBytes = 64;
+  return m.lanes(t) * dtype_bytes(t) * ir::kMaxSumAccumulators / m.fma_latency >= kLineBytes;
 }
 
 int64_t vector_lanes_for(const MachineModel& m, int64_t extent, DType t) {
