@@ -207,14 +207,20 @@ Expr block_conv(const CallNode* c, const std::vector<Expr>& in, const MachineMod
 }
 
 // The other operand of an elementwise op on a blocked value, blocked too: a tensor of the
-// output's own shape [N, C, H, W] (a residual), a per-channel constant [C], [C, 1, 1] or
-// [1, C, 1, 1] as [1, C/c, 1, 1, c], or a scalar-shaped constant as it is. Null otherwise.
+// output's own shape [N, C, H, W] (a residual), one value per image and channel [N, C, 1, 1]
+// (a squeeze-and-excitation scale, itself computed blocked: the activation it scales then
+// stays blocked), a per-channel constant [C], [C, 1, 1] or [1, C, 1, 1] as [1, C/c, 1, 1, c],
+// or a scalar-shaped constant as it is. Null otherwise, and for a value blocked in another
+// block (no conversion between blocks).
 Expr blocked_operand(const Expr& e, const TensorType& out, int64_t block, Blocker& to_blocked) {
   if (e->type.is_tuple) return nullptr;
-  if (e->type.tensor() == out) return to_blocked(e, block);
-  if (!as<ConstantNode>(e)) return nullptr;
+  if (Expr src = blocked_source(e); src && block_of(src) != block) return nullptr;
   const int64_t channels = out.shape[1];
   const auto& shape = e->type.tensor().shape;
+  if (e->type.tensor() == out ||
+      (shape == std::vector<int64_t>{out.shape[0], channels, 1, 1} && !as<ConstantNode>(e)))
+    return to_blocked(e, block);
+  if (!as<ConstantNode>(e)) return nullptr;
   int64_t numel = 1;
   for (int64_t d : shape) numel *= d;
   if (numel == 1) return e;
@@ -229,9 +235,11 @@ Expr blocked_operand(const Expr& e, const TensorType& out, int64_t block, Blocke
   return to_blocked(r, block);
 }
 
-// Pooling keeps the blocked layout: its windows slide over H and W, the block rides along.
+// Pooling keeps the blocked layout: its windows slide over H and W, the block rides along
+// (a global average pooling too: a squeeze-and-excitation's squeeze, a classifier's).
 bool is_pooling(const CallNode* c) {
-  return c->op && (c->op->name == "nn.max_pool2d" || c->op->name == "nn.avg_pool2d");
+  return c->op && (c->op->name == "nn.max_pool2d" || c->op->name == "nn.avg_pool2d" ||
+                   c->op->name == "nn.adaptive_avg_pool2d");
 }
 
 Expr through_pooling(const CallNode* c, const std::vector<Expr>& in) {
@@ -272,8 +280,8 @@ Expr through_elementwise(const CallNode* c, const std::vector<Expr>& in, Blocker
   if (!bias && (!binary.count(c->op->name) || in.size() != 2)) return nullptr;
   const TensorType& out = c->type.tensor();
   Expr a = blocked_source(in[0]), b = blocked_source(in[1]);
-  if (a && b) {
-    if (a->type != b->type || in[0]->type.tensor() != out) return nullptr;
+  if (a && b && a->type == b->type) {
+    if (in[0]->type.tensor() != out) return nullptr;
   } else if (a && in[0]->type.tensor() == out) {
     b = blocked_operand(in[1], out, block_of(a), to_blocked);
   } else if (b && in[1]->type.tensor() == out) {

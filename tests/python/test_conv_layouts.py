@@ -116,10 +116,47 @@ def test_residual_block_stays_blocked_and_matches_plain(bits):
     _, (plain,) = build_run(f, [a], bits, ["AlterOpLayout"])
     np.testing.assert_allclose(blocked, plain, rtol=1e-5, atol=1e-5)
     ops = [o for r in lib.fusion_report() for o in r.ops]
-    # One conversion in (the input), one out (before the pooling): none between the convs.
+    # One conversion in (the input), one out (after the global pooling, which runs
+    # blocked): none between the convs.
     assert ops.count("to_blocked") == 1 and ops.count("from_blocked") == 1, lib.fusion_report()
     conv2 = [r for r in lib.fusion_report() if "conv2" in r.name]
     assert conv2 and "add" in conv2[0].ops and "nn.relu" in conv2[0].ops, lib.fusion_report()
+
+
+@pytest.mark.parametrize("bits", WIDTHS)
+@pytest.mark.parametrize("channels", [32, 40])
+def test_squeeze_and_excitation_stays_blocked_and_matches_torch(bits, channels):
+    """EfficientNet's block: depthwise conv -> silu, scaled per channel by
+    sigmoid(conv(relu(conv(global average)))), then a 1x1 projection. The global pooling and
+    the per-channel multiply run blocked, so the activation is never converted out of the
+    blocks and back; 40 channels are padded blocks at 256 bits (the multiply keeps pad lanes
+    finite). Against PyTorch in float64, the layout pass on and off."""
+    rng = np.random.default_rng(channels)
+    c, w, r = channels, 14, 8
+    weights = {k: (rng.standard_normal(s) / np.sqrt(np.prod(s[1:]))).astype("float32")
+               for k, s in {"dw": (c, 1, 3, 3), "reduce": (r, c, 1, 1),
+                            "expand": (c, r, 1, 1), "project": (c, c, 1, 1)}.items()}
+    x = ir.var("x", (1, c, w, w), "float32")
+    k = {n: ir.const(v) for n, v in weights.items()}
+    a = op.nn.silu(op.nn.conv2d(x, k["dw"], padding=(1, 1), groups=c))
+    s = op.nn.adaptive_avg_pool2d(a, (1, 1))
+    s = op.sigmoid(op.nn.conv2d(op.nn.relu(op.nn.conv2d(s, k["reduce"])), k["expand"]))
+    f = ir.Function([x], op.nn.conv2d(op.multiply(a, s), k["project"]))
+    data = rng.standard_normal((1, c, w, w)).astype("float32")
+    lib, (blocked,) = build_run(f, [data], bits)
+    _, (plain,) = build_run(f, [data], bits, ["AlterOpLayout"])
+    t64 = {n: torch.from_numpy(v).double() for n, v in weights.items()}
+    ta = F.silu(F.conv2d(torch.from_numpy(data).double(), t64["dw"], padding=1, groups=c))
+    ts = torch.sigmoid(F.conv2d(F.relu(F.conv2d(ta.mean((2, 3), keepdim=True), t64["reduce"])),
+                                t64["expand"]))
+    want = F.conv2d(ta * ts, t64["project"]).numpy()
+    np.testing.assert_allclose(blocked, want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(plain, want, rtol=1e-4, atol=1e-5)
+    ops = [o for rep in lib.fusion_report() for o in rep.ops]
+    # Blocked, one conversion in and one out; 40 channels at 512 bits stay NCHW (no block
+    # pays there), with none.
+    blocks = 0 if (channels, bits) == (40, 512) else 1
+    assert ops.count("to_blocked") == ops.count("from_blocked") == blocks, lib.fusion_report()
 
 
 @pytest.mark.parametrize("bits", WIDTHS)

@@ -173,12 +173,16 @@ Tensor avg_pool2d_compute(const std::vector<Tensor>& in, const Attrs& attrs,
 Type adaptive_avg_pool2d_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
   check_arity(args, 1, ctx);
   const TensorType& data = tensor_arg(args, 0, "data", ctx);
-  check_rank(data, 4, "data", ctx);
+  // NCHW, or NCHW[c]c (the channel block rides along, as in pool_rel).
+  if (data.ndim() != 5) check_rank(data, 4, "data", ctx);
   check_float(data, "data", ctx);
   auto size = pair_attr(attrs, "output_size", 1, ctx);
   if (data.shape[2] == 0 || data.shape[3] == 0)
     ctx.fail("data " + to_string(data) + " has an empty spatial dimension");
-  return TensorType{{data.shape[0], data.shape[1], size[0], size[1]}, data.dtype};
+  std::vector<int64_t> shape = data.shape;
+  shape[2] = size[0];
+  shape[3] = size[1];
+  return TensorType{shape, data.dtype};
 }
 
 // Window i of n over `size` is [floor(i * size / n), ceil((i + 1) * size / n)).
@@ -212,7 +216,10 @@ Tensor adaptive_avg_pool2d_compute(const std::vector<Tensor>& in, const Attrs&,
       inside = logical_and(inside, x < end(i[3], w, ow));
       x = min(x, idx(w - 1));
     }
-    PrimExpr v = data({i[0], i[1], y, x});
+    std::vector<PrimExpr> at = as_exprs(i);  // a blocked layout's block index passes through
+    at[2] = y;
+    at[3] = x;
+    PrimExpr v = data(at);
     return sum(select(inside, v, make_const(data.dtype(), 0.0)), {ry, rx});
   });
   return compute("adaptive_avg_pool2d", out.shape, [&](const std::vector<PrimVar>& i) {

@@ -272,6 +272,40 @@ TEST(AlterOpLayout, StemReadsPixelsAndItsPoolingStaysBlocked) {
   EXPECT_EQ(got->body->type.tensor().shape, (std::vector<int64_t>{1, 16, 1, 1}));
 }
 
+TEST(AlterOpLayout, SqueezeAndExcitationStaysBlocked) {
+  // conv -> silu = a; s = sigmoid(conv1x1(relu(conv1x1(adaptive_avg_pool2d(a, 1))))); a * s
+  // -> conv (EfficientNet's, RegNetY's block). Before: the global pooling read NCHW and the
+  // scale [1, C, 1, 1] was no operand a blocked multiply took, so the activation went out of
+  // the blocks and back (two passes over it). After: one to_blocked in, one from_blocked out.
+  Expr x = var("x", TensorType{{1, 16, 9, 9}, DType::Float32});
+  Attrs pad({{"padding", std::vector<int64_t>{1, 1, 1, 1}}, {"groups", int64_t{1}}});
+  auto pointwise = [](Expr in, int64_t co, int64_t ci, const std::string& name) {
+    return call("nn.conv2d",
+                {in, constant(runtime::NDArray::empty({co, ci, 1, 1}, DType::Float32), "w")},
+                Attrs(), name);
+  };
+  Expr a = call("nn.silu", {call("nn.conv2d", {x, conv_weight(16, 16)}, pad, "c1")}, {}, "act");
+  Expr squeeze = call("nn.adaptive_avg_pool2d", {a},
+                      Attrs({{"output_size", std::vector<int64_t>{1, 1}}}), "squeeze");
+  Expr scale =
+      call("sigmoid",
+           {pointwise(call("nn.relu", {pointwise(squeeze, 8, 16, "reduce")}), 16, 8, "expand")});
+  Expr y = call("multiply", {a, scale}, {}, "excite");
+  Function f = function({x}, pointwise(y, 16, 16, "project"));
+  Function got = alter_op_layout(f, MachineModel::for_vector_bits(256));
+  std::string text = to_string(Expr(got));
+  EXPECT_EQ(count_calls(got, "to_blocked"), 1) << text;
+  EXPECT_EQ(count_calls(got, "from_blocked"), 1) << text;
+  EXPECT_NE(text.find(": float32[1, 1, 1, 1, 16] /* squeeze */"), std::string::npos) << text;
+  EXPECT_NE(text.find(": float32[1, 1, 9, 9, 16] /* excite */"), std::string::npos) << text;
+  // A scale that is a plain value (here an input) is blocked itself: one small to_blocked.
+  Expr plain_scale = var("s", TensorType{{1, 16, 1, 1}, DType::Float32});
+  Function g = function({x, plain_scale},
+                        pointwise(call("multiply", {a, plain_scale}, {}, "excite"), 16, 16, "p"));
+  std::string g_text = to_string(Expr(alter_op_layout(g, MachineModel::for_vector_bits(256))));
+  EXPECT_NE(g_text.find("to_blocked(%s, block=16)"), std::string::npos) << g_text;
+}
+
 TEST(MachineModel, ChannelBlocksAreTwoOrThreeVectorsWhereTheyDivide) {
   MachineModel avx2 = MachineModel::for_vector_bits(256),
                avx512 = MachineModel::for_vector_bits(512);
