@@ -155,6 +155,27 @@ def test_unsupported_ops_stay_in_pytorch_and_are_reported(caplog):
     assert "PyTorch runs aten.cumprod" in caplog.text
 
 
+class StridedView(nn.Module):
+    """torch.as_strided of a computed, transposed value (Longformer's sliding windows do
+    this): it reads the value's storage as eager lays it out."""
+
+    def forward(self, a):
+        y = (a * 2 + 1).transpose(1, 2)
+        return torch.relu(torch.as_strided(y, (4, 3), (1, 4))) * 3
+
+
+def test_a_strided_view_of_a_computed_value_runs_the_graph_in_pytorch():
+    """An Ember partition returns (a * 2 + 1).transpose(1, 2) as a fresh contiguous tensor,
+    so the as_strided after it read other elements than eager (a silent wrong answer, max
+    error 14 here). The graph now runs in PyTorch, and the report says why."""
+    a = torch.randn(1, 3, 4)
+    with torch.no_grad():
+        got = compiled(StridedView())(a)
+    close(got, StridedView()(a))
+    report = ember.last_compile_report()
+    assert not report.partitions and "reads the memory layout" in report.reason, report
+
+
 class Rejected(nn.Module):
     """Ops Ember has, with arguments it rejects: an average pool with a divisor override and
     sin of a float64 tensor. They run in PyTorch; the rest in Ember."""

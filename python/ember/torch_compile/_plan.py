@@ -37,6 +37,7 @@ def _partitioned_plan(gm, args, frozen, options, report):
             raise _Fallback(f"the graph writes to its inputs or buffers ({spec.kind.name}); "
                             "Ember compiles graphs without side effects")
     module = program.graph_module
+    _check_layout_readers(module)
     feeds, frozen_nodes, constants = _feeds(program, args, frozen)
     support = EmberSupport(constants)
     partitioner = CapabilityBasedPartitioner(module, support,
@@ -53,6 +54,27 @@ def _partitioned_plan(gm, args, frozen, options, report):
         if node.op == "call_module" and node.target.startswith("fused_"):
             _replace_partition(module, node, frozen_nodes, constants, options, report)
     return _Plan(module, feeds, _output_type(gm))
+
+
+# Ops that read their input's memory (its strides and storage offset), not just its values.
+_LAYOUT_READERS = ("as_strided", "as_strided_scatter", "as_strided_copy")
+
+
+def _check_layout_readers(module):
+    """An as_strided in PyTorch on a value the graph computed reads that value's storage as
+    laid out in eager (a transposed view, say); an Ember partition returns the same values
+    in a fresh contiguous tensor, so the strided view would read other elements. Such a
+    graph runs in PyTorch (Longformer's sliding-window attention does this). On a graph input
+    (PyTorch's own tensor) it is safe."""
+    for node in module.graph.nodes:
+        if node.op != "call_function" or _aten_name(node.target) not in _LAYOUT_READERS:
+            continue
+        source = node.args[0]
+        if isinstance(source, torch.fx.Node) and source.op != "placeholder":
+            raise _Fallback(f"aten.{_aten_name(node.target)} ({node.name}) reads the memory "
+                            f"layout of {source.name}, which an Ember partition would not "
+                            "reproduce; rewrite it with reshape, slicing or unfold to compile "
+                            "it with Ember")
 
 
 def _export(gm, args):
