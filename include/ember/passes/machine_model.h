@@ -73,6 +73,10 @@ struct RegisterTile {
   int64_t cols() const { return vectors * lanes; }
 };
 
+/// The most vector accumulators a register tile may hold: four registers stay free besides
+/// them (LLVM's FMA forms and the loop need them; 14 accumulators of 16 spilled).
+int64_t max_accumulators(const MachineModel& m);
+
 /// Does one row of a GEMV's dot products, a rolled sum that the code generator gives
 /// ir::kMaxSumAccumulators vector accumulators (that many / fma_latency vectors a cycle), read
 /// its weights at a 64-byte line a cycle, the L2's pace? At 512 bits it does; at 256 bits half of

@@ -66,7 +66,6 @@ void schedule_reduction_tile(Stage& r, bool vectorize_inner) {
 }
 
 DotRows choose_dot_rows(const MachineModel& m, DType t, int64_t k, int64_t tile_rows) {
-  constexpr int64_t kMaxAccumulators = 12;
   DotRows d;
   if (gemv_row_keeps_pace(m, t)) return d;
   for (d.lanes = m.lanes(t); d.lanes >= 4 && k % d.lanes != 0;) d.lanes /= 2;
@@ -74,7 +73,7 @@ DotRows choose_dot_rows(const MachineModel& m, DType t, int64_t k, int64_t tile_
   // Two vectors a row where they divide k: the accumulators the FMA pipeline needs from
   // half the rows, so half the weight streams at once.
   if (k % (2 * d.lanes) == 0) d.vectors = 2;
-  const int64_t chains = m.fma_ports * m.fma_latency, max_rows = kMaxAccumulators / d.vectors;
+  const int64_t chains = m.fma_ports * m.fma_latency, max_rows = max_accumulators(m) / d.vectors;
   for (int64_t b = std::min(tile_rows, max_rows); b >= 1 && d.rows == 1; --b)
     if (tile_rows % b == 0) d.rows = b;
   if (d.rows * d.vectors < chains) d.rows = std::min(tile_rows, max_rows);  // last block shifted

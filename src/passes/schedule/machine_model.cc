@@ -13,6 +13,8 @@ MachineModel MachineModel::for_vector_bits(int vector_bits) {
   return m;
 }
 
+int64_t max_accumulators(const MachineModel& m) { return m.vector_registers - 4; }
+
 bool gemv_row_keeps_pace(const MachineModel& m, DType t) {
   constexpr int64_t kLineBytes = 64;
   return m.lanes(t) * dtype_bytes(t) * ir::kMaxSumAccumulators / m.fma_latency >= kLineBytes;
@@ -77,11 +79,10 @@ void consider_tile(const MachineModel& m, int64_t rows, int64_t lanes, int64_t v
                    double useful, bool rows_share_vectors, bool vectors_from_l3, int64_t panel_k,
                    RegisterTile& best, double& best_score) {
   for (int64_t r = 1; r <= std::min<int64_t>(rows, 16); ++r) {
-    // Accumulators, the vectors of one k step and a broadcast must fit in registers, with
-    // four left besides the accumulators (LLVM's FMA forms and the loop need them: 14
-    // accumulators of 16 spill).
+    // Accumulators, the vectors of one k step and a broadcast must fit in registers, and
+    // the accumulators within max_accumulators.
     int64_t operands = rows_share_vectors ? v * regs + 1 : regs + 1;
-    if (r * v * regs + operands > m.vector_registers || r * v * regs + 4 > m.vector_registers)
+    if (r * v * regs + operands > m.vector_registers || r * v * regs > max_accumulators(m))
       continue;
     // Where every row loads its own vectors (a depthwise conv in NCHW), the tile is
     // load-bound whatever its size: accumulators beyond what the FMA latency needs buy
