@@ -143,7 +143,7 @@ def test_squeeze_and_excitation_stays_blocked_and_matches_torch(bits, channels):
     s = op.sigmoid(op.nn.conv2d(op.nn.relu(op.nn.conv2d(s, k["reduce"])), k["expand"]))
     f = ir.Function([x], op.nn.conv2d(op.multiply(a, s), k["project"]))
     data = rng.standard_normal((1, c, w, w)).astype("float32")
-    lib, (blocked,) = build_run(f, [data], bits)
+    _, (blocked,) = build_run(f, [data], bits)
     _, (plain,) = build_run(f, [data], bits, ["AlterOpLayout"])
     t64 = {n: torch.from_numpy(v).double() for n, v in weights.items()}
     ta = F.silu(F.conv2d(torch.from_numpy(data).double(), t64["dw"], padding=1, groups=c))
@@ -152,11 +152,12 @@ def test_squeeze_and_excitation_stays_blocked_and_matches_torch(bits, channels):
     want = F.conv2d(ta * ts, t64["project"]).numpy()
     np.testing.assert_allclose(blocked, want, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(plain, want, rtol=1e-4, atol=1e-5)
-    ops = [o for rep in lib.fusion_report() for o in rep.ops]
+    named = build_for(f, STRUCTURE_CPUS[bits], bits)
+    ops = [o for rep in named.fusion_report() for o in rep.ops]
     # Blocked, one conversion in and one out; 40 channels at 512 bits stay NCHW (no block
     # pays there), with none.
     blocks = 0 if (channels, bits) == (40, 512) else 1
-    assert ops.count("to_blocked") == ops.count("from_blocked") == blocks, lib.fusion_report()
+    assert ops.count("to_blocked") == ops.count("from_blocked") == blocks, named.fusion_report()
 
 
 @pytest.mark.parametrize("bits", WIDTHS)
