@@ -51,57 +51,57 @@ Type softmax_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext&
   return data;
 }
 
+// What softmax and log_softmax share: the axis, the reduced shape (the axis kept with size
+// 1), an index with the axis replaced, and the stability max over the axis (`name`_max).
+struct AxisMax {
+  AxisMax(const std::string& name, const Tensor& x, const Attrs& attrs, const TensorType& out)
+      : axis(static_cast<size_t>(attr_int(attrs, "axis"))), extent(out.shape[axis]) {
+    reduced = out.shape;
+    reduced[axis] = 1;
+    IterVar k = reduce_axis(extent, "k");
+    max = compute(name + "_max", reduced,
+                  [&](const std::vector<PrimVar>& i) { return max_reduce(x(at(i, k->var)), {k}); });
+  }
+  std::vector<PrimExpr> at(const std::vector<PrimVar>& i, PrimExpr v) const {
+    std::vector<PrimExpr> r = as_exprs(i);
+    r[axis] = std::move(v);
+    return r;
+  }
+  size_t axis;
+  int64_t extent;
+  std::vector<int64_t> reduced;
+  Tensor max;
+};
+
 // Numerically stable like torch: max over the axis, exp(x - max), sum, divide. The
 // reduced stages keep the axis with size 1. x - max is never positive, so its exp takes the
 // short form (exp_nonpositive: terms under 2^-126 of the row's largest flush to 0).
 Tensor softmax_compute(const std::vector<Tensor>& in, const Attrs& attrs, const TensorType& out) {
   const Tensor& x = in[0];
-  size_t axis = static_cast<size_t>(attr_int(attrs, "axis"));
-  std::vector<int64_t> reduced = out.shape;
-  reduced[axis] = 1;
-  auto at_axis = [&](const std::vector<PrimVar>& i, PrimExpr v) {
-    std::vector<PrimExpr> r = as_exprs(i);
-    r[axis] = std::move(v);
-    return r;
-  };
-  IterVar k1 = reduce_axis(out.shape[axis], "k");
-  Tensor mx = compute("softmax_max", reduced, [&](const std::vector<PrimVar>& i) {
-    return max_reduce(x(at_axis(i, k1->var)), {k1});
-  });
+  const AxisMax m("softmax", x, attrs, out);
   Tensor e = compute("softmax_exp", out.shape, [&](const std::vector<PrimVar>& i) {
-    return exp_nonpositive(x(as_exprs(i)) - mx(at_axis(i, idx(0))));
+    return exp_nonpositive(x(as_exprs(i)) - m.max(m.at(i, idx(0))));
   });
-  IterVar k2 = reduce_axis(out.shape[axis], "k");
-  Tensor total = compute("softmax_sum", reduced, [&](const std::vector<PrimVar>& i) {
-    return sum(e(at_axis(i, k2->var)), {k2});
+  IterVar k = reduce_axis(m.extent, "k");
+  Tensor total = compute("softmax_sum", m.reduced, [&](const std::vector<PrimVar>& i) {
+    return sum(e(m.at(i, k->var)), {k});
   });
   return compute("softmax", out.shape, [&](const std::vector<PrimVar>& i) {
-    return e(as_exprs(i)) / total(at_axis(i, idx(0)));
+    return e(as_exprs(i)) / total(m.at(i, idx(0)));
   });
 }
 
 Tensor log_softmax_compute(const std::vector<Tensor>& in, const Attrs& attrs,
                            const TensorType& out) {
   const Tensor& x = in[0];
-  size_t axis = static_cast<size_t>(attr_int(attrs, "axis"));
-  std::vector<int64_t> reduced = out.shape;
-  reduced[axis] = 1;
-  auto at_axis = [&](const std::vector<PrimVar>& i, PrimExpr v) {
-    std::vector<PrimExpr> r = as_exprs(i);
-    r[axis] = std::move(v);
-    return r;
-  };
-  IterVar k1 = reduce_axis(out.shape[axis], "k");
-  Tensor mx = compute("log_softmax_max", reduced, [&](const std::vector<PrimVar>& i) {
-    return max_reduce(x(at_axis(i, k1->var)), {k1});
-  });
-  IterVar k2 = reduce_axis(out.shape[axis], "k");
-  Tensor total = compute("log_softmax_sum", reduced, [&](const std::vector<PrimVar>& i) {
-    return sum(exp_nonpositive(x(at_axis(i, k2->var)) - mx(at_axis(i, idx(0)))), {k2});
+  const AxisMax m("log_softmax", x, attrs, out);
+  IterVar k = reduce_axis(m.extent, "k");
+  Tensor total = compute("log_softmax_sum", m.reduced, [&](const std::vector<PrimVar>& i) {
+    return sum(exp_nonpositive(x(m.at(i, k->var)) - m.max(m.at(i, idx(0)))), {k});
   });
   // torch's order: (x - max) - log(sum(exp(x - max))).
   return compute("log_softmax", out.shape, [&](const std::vector<PrimVar>& i) {
-    return x(as_exprs(i)) - mx(at_axis(i, idx(0))) - log(total(at_axis(i, idx(0))));
+    return x(as_exprs(i)) - m.max(m.at(i, idx(0))) - log(total(m.at(i, idx(0))));
   });
 }
 
