@@ -188,6 +188,9 @@ def test_a_gemv_over_short_rows_is_dot_products(bits, n):
     weight = "float32[256, 10, 8]" if lanes else f"float32[{n}, 2048]"
     assert weight in loop and "dense_packed" not in loop, loop
     assert {r.anchor for r in lib.fusion_report()} == {"nn.dense_lanes" if lanes else "nn.dense"}
+    # The dot-rows template (cpu_template_dot_rows.cc) names the path it took.
+    assert {r.schedule for r in lib.fusion_report()} == {"gemv.rows" if bits == 512 else
+                                                        "gemv.dot_rows"}
     lines = loop.splitlines()
 
     def loops(pattern):

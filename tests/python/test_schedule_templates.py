@@ -64,6 +64,7 @@ CASES = {
     "gemm_dense_gelu": (DenseGelu, [(128, 768)]),
     "gemm_residual_layer_norm": (DenseResidualNorm, [(128, 3072), (128, 768)]),
     "classifier_gemv": (lambda: nn.Linear(2048, 1000), [(1, 2048)]),
+    "head_gemv_10": (lambda: nn.Linear(2048, 10), [(1, 2048)]),
     "attention": (Attention, [(1, 12, 128, 64)] * 3),
     "conv3x3_56": (lambda: conv_bn_relu(64, 64, 3), [(1, 64, 56, 56)]),
     "conv3x3_14": (lambda: conv_bn_relu(256, 256, 3), [(1, 256, 14, 14)]),

@@ -174,4 +174,60 @@ int64_t vector_lanes(const Stage& o, int vector_bits) {
   return lanes;
 }
 
+// Are all of these axes but the innermost of extent 1 (one row of outputs)?
+bool one_row(const std::vector<IterVar>& axes) {
+  for (size_t d = 0; d + 1 < axes.size(); ++d)
+    if (axes[d]->extent != 1) return false;
+  return true;
+}
+
+// Is `r` a GEMV's sum: of inputs read along its innermost axis (the weights) and inputs
+// broadcast across it (the batch-1 activations), over no other reduction?
+bool sums_a_broadcast_product(const Schedule& sch, const Stage& r) {
+  auto* red = r.body().as<ReduceNode>();
+  if (!red || red->op != ReduceOp::Sum || reads_window(r)) return false;
+  const PrimExpr body = sch.expanded_body(r);
+  const PrimVarNode* last = r.axes().back()->var.get();
+  bool along = false, broadcast = false;
+  visit_prim(body, [&](const PrimExpr& e) {
+    if (auto* p = e.as<ProducerLoadNode>())
+      (reads_along(e, p->producer.get(), last) ? along : broadcast) = true;
+  });
+  for (auto& s : sch.stages())
+    if (s.get() != &r && is_reduction(*s) && reads_tensor(body, *s)) return false;
+  return along && broadcast;
+}
+
+// Is `r` a sum of products of two tensors (a conv's or a GEMM's, not a pooling's)?
+bool sums_products(const Stage& r) {
+  auto* red = r.body().as<ReduceNode>();
+  auto* mul = red && red->op == ReduceOp::Sum ? red->source.as<BinaryNode>() : nullptr;
+  if (!mul || mul->op != BinaryOp::Mul) return false;
+  std::set<const void*> read[2];
+  for (int side = 0; side < 2; ++side)
+    visit_prim(side ? mul->b : mul->a, [&](const PrimExpr& e) {
+      if (auto* p = e.as<ProducerLoadNode>()) read[side].insert(p->producer.get());
+    });
+  if (read[0].empty() || read[1].empty()) return false;
+  for (const void* t : read[0])
+    if (read[1].count(t)) return false;
+  return true;
+}
+
+// The anchor's kind, from its loop nest alone: what reports name the template by. (A
+// pointwise conv in the blocked layout has image axes: [N, C/c, H, W, c].)
+std::string classify_anchor(const Schedule& sch, const Stage& o, const PrimExpr& body,
+                            const std::vector<Stage*>& reds) {
+  if (reds.empty()) return transposed_axis(body, o) >= 0 ? "transpose" : "elementwise";
+  const std::vector<IterVar>& axes = o.axes();
+  for (const Stage* r : reds)
+    if (!reads_along(body, r->tensor().operator->(), axes.back()->var.get()))
+      return "row_statistic";
+  const Stage& r = *reds[0];
+  if (!sums_products(r)) return reads_window(r) ? "pool" : "reduction";
+  if (reads_window(r)) return window_only(r) ? "depthwise_conv" : "conv";
+  if (one_row(axes) && sums_a_broadcast_product(sch, r)) return "gemv";
+  return axes.size() >= 4 ? "pointwise_conv" : "gemm";
+}
+
 }  // namespace ember::passes::cpu

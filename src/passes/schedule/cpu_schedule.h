@@ -1,8 +1,9 @@
 #pragma once
 // What the files of the default CPU schedule share (default_schedule.cc, whose essay says
 // which file holds which template): the questions they ask of a stage (cpu_analysis.cc), the
-// loop nests of a reduction computed in a tile (cpu_tiles.cc), and OutputTiling, whose
-// phases and tile-loop templates tile one output. Internal to src/passes/schedule.
+// loop nests of a reduction computed in a tile (cpu_tiles.cc), the whole-output templates
+// (OutputScope, OutputTemplate), and OutputTiling, whose phases and tile-loop templates tile
+// the other outputs. Internal to src/passes/schedule.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -24,6 +25,11 @@ Tensor vector_input(const Stage& r);
 int64_t vector_input_bytes(const Stage& r);
 bool weights_stream_inside(const Stage& r, const MachineModel& m);
 bool reads_elementwise(const ir::PrimExpr& o_body, const Stage& o, const Stage& r);
+bool one_row(const std::vector<IterVar>& axes);
+bool sums_products(const Stage& r);
+bool sums_a_broadcast_product(const Schedule& sch, const Stage& r);
+std::string classify_anchor(const Schedule& sch, const Stage& o, const ir::PrimExpr& body,
+                            const std::vector<Stage*>& reds);
 
 // Register tiling: an axis `d` of the reduction that one of its inputs does not depend on
 // (a conv's output channel: the input patch is the same for every channel). Computing kTile
@@ -40,36 +46,43 @@ int transposed_axis(const ir::PrimExpr& body, const Stage& o);
 
 // cpu_tiles.cc
 void schedule_reduction_tile(Stage& r, bool vectorize_inner);
-// A GEMV's dot products over weight rows, as vector partials that several rows compute
-// together (`DotRows`), or each row alone, its reduction loop innermost for LLVM to
-// vectorize where that keeps the L2's pace (gemv_row_keeps_pace; calibration: GEMV dot
-// rows).
-struct DotRows {
-  int64_t lanes = 0;    // the partial's vector
-  int64_t vectors = 1;  // vectors of each row per step, unrolled
-  int64_t rows = 1;     // rows per block, unrolled, sharing each activation vector
-};
-DotRows choose_dot_rows(const MachineModel& m, DType t, int64_t k, int64_t tile_rows);
-void schedule_dot_rows(Stage& r, const DotRows& d);
 void schedule_register_tile(Stage& r, int d, const RegisterTile& tile, int64_t unroll = 1);
 void schedule_gemm_block(Stage& r, int d, const RegisterTile& rt, int64_t unroll);
 int64_t choose_k_chunk(const MachineModel& m, const Stage& r, const RegisterTile& rt);
 void schedule_k_chunked_tile(Stage& r, int d, const RegisterTile& rt, int64_t chunk,
                              int64_t unroll);
 
-// cpu_template_two_anchors.cc
-IterVar schedule_two_anchors(Schedule& sch, Stage& o, const ir::PrimExpr& body, Stage& r1,
-                             const MachineModel& machine, const ScheduleKnobs& knobs,
-                             KnobSpace& space);
+// What a whole-output template reads of one output, gathered once by schedule_output.
+struct OutputScope {
+  Schedule& sch;
+  Stage& o;
+  const MachineModel& machine;
+  const ScheduleKnobs& knobs;
+  KnobSpace& space;
+  ir::PrimExpr body;         // o's body, the inlined stages expanded
+  std::vector<Stage*> reds;  // the reductions o reads, to be computed inside its tile
+  std::string anchor_kind;   // classify_anchor
+};
+
+// A template that tiles a whole output by itself, tried (output_templates(), in
+// default_schedule.cc) before OutputTiling's general phases. `apply` returns false, having
+// changed nothing, where it does not apply; else it names what it did (`name`, as reports
+// show it) and returns its tile loop in `tile` (null: the reductions stay root nests).
+struct OutputTemplate {
+  const char* name;
+  bool (*apply)(OutputScope& s, IterVar& tile, std::string& name);
+};
+// cpu_template_two_anchors.cc: an output whose reduction reads another reduction.
+bool tile_two_anchors(OutputScope& s, IterVar& tile, std::string& name);
+// cpu_template_dot_rows.cc: a GEMV over weight rows read along K, as dot products.
+bool tile_dot_rows(OutputScope& s, IterVar& tile, std::string& name);
 
 // schedule_output's decisions, one phase per method, each reading what the earlier ones
 // decided: the register tile's shape (size_register_tile), the splits of o's axes
 // (split_axes), the parallel tile loop (choose_tile_loop), and the stages computed inside
 // it (attach_in_tile).
 struct OutputTiling {
-  OutputTiling(Schedule& sch, Stage& o, const MachineModel& machine, const ScheduleKnobs& knobs,
-               KnobSpace& space, std::vector<IterVar> axes, ir::PrimExpr body,
-               std::vector<Stage*> reds);
+  explicit OutputTiling(const OutputScope& s);
   void size_register_tile();
   void split_axes();
   bool choose_tile_loop();  // tries tile_templates() in order
@@ -90,7 +103,6 @@ struct OutputTiling {
   void parallel_vectors();
   void block_short_rows(std::vector<IterVar>& tile_axes, size_t used);
   void attach_in_tile();
-  std::string classify_anchor() const;
   std::string template_name() const { return anchor_kind + "." + path; }
 
   Schedule& sch;
@@ -112,10 +124,7 @@ struct OutputTiling {
   bool tiled = false;
   int tile_axis = -1;
   RegisterTile rt;
-  bool dot = false;           // a GEMV's outputs as dot products along K
-  int64_t partial_sums = 1;   // a GEMV's reduction as independent partial sums (tuning)
-  DotRows dot_rows;           // a GEMV's dot products (choose_dot_rows)
-  Stage* dot_part = nullptr;  // their vector partials, where rows compute them together
+  int64_t partial_sums = 1;  // a one-row tile's reduction as independent partial sums
   // split_axes
   IterVar tile_inner, outer_vec;
   int64_t k_chunk = 0;  // chunk_conv_block: the reduction in chunks, the pixels inside

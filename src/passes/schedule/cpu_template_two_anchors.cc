@@ -1,6 +1,5 @@
-// The two-anchor template, which schedule_output (default_schedule.cc) tries before the
-// tile-loop templates: an output whose reduction reads another reduction, both in one
-// kernel.
+// The "two_anchors" template of output_templates() (default_schedule.cc), tried first: an
+// output whose reduction reads another reduction, both in one kernel.
 #include <algorithm>
 
 #include "analysis.h"
@@ -137,8 +136,6 @@ int64_t registers_per_vector(const MachineModel& m, const Stage& s, int vector_b
   return (vector_lanes(s, vector_bits) + full - 1) / full;
 }
 
-}  // namespace
-
 // Two anchors in one kernel: the output O reads a reduction R1 (a pooling, a pointwise conv)
 // that reads another reduction R2 (the conv before it) through windows or across channels:
 //
@@ -153,7 +150,7 @@ int64_t registers_per_vector(const MachineModel& m, const Stage& s, int vector_b
 // that neighbouring windows share once per tile row (3x3/2 pooling: 3 conv rows per row).
 // The register tile is on an axis whose vector loads R1 shares (a pointwise conv's output
 // channel) or, failing that, on an axis that R1 reads R2 at unchanged and whose vector
-// loads R2 shares (the channel of a conv under a pooling). Returns false, changing
+// loads R2 shares (the channel of a conv under a pooling). Returns null, changing
 // nothing, when the group does not have this form.
 IterVar schedule_two_anchors(Schedule& sch, Stage& o, const PrimExpr& body, Stage& r1,
                              const MachineModel& machine, const ScheduleKnobs& knobs,
@@ -210,6 +207,16 @@ IterVar schedule_two_anchors(Schedule& sch, Stage& o, const PrimExpr& body, Stag
     schedule_reduction_tile(r1, true);
   schedule_second_anchor(sch, o, r1, r2, tile, d, d_in_r2, tile_rows, vector_bits);
   return tile;
+}
+
+}  // namespace
+
+bool tile_two_anchors(OutputScope& s, IterVar& tile, std::string& name) {
+  if (s.reds.size() != 1) return false;
+  tile = schedule_two_anchors(s.sch, s.o, s.body, *s.reds[0], s.machine, s.knobs, s.space);
+  if (!tile) return false;
+  name = "two_anchors";
+  return true;
 }
 
 }  // namespace ember::passes::cpu

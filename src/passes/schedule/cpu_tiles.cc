@@ -1,6 +1,6 @@
 // The loop nests of a reduction computed inside an output's tile (default_schedule.cc's
-// attach_in_tile and the two-anchor template): a reduction tile, a GEMV's dot rows, a
-// register tile, a GEMM block of register tiles, a register tile accumulated in chunks.
+// attach_in_tile and the two-anchor template): a reduction tile, a register tile, a GEMM
+// block of register tiles, a register tile accumulated in chunks.
 #include <algorithm>
 
 #include "analysis.h"
@@ -63,45 +63,6 @@ void schedule_reduction_tile(Stage& r, bool vectorize_inner) {
   order.push_back(last);
   r.reorder(order);
   if (vectorize_inner) r.vectorize(last);
-}
-
-DotRows choose_dot_rows(const MachineModel& m, DType t, int64_t k, int64_t tile_rows) {
-  DotRows d;
-  if (gemv_row_keeps_pace(m, t)) return d;
-  for (d.lanes = m.lanes(t); d.lanes >= 4 && k % d.lanes != 0;) d.lanes /= 2;
-  if (d.lanes < 4) return DotRows{};
-  // Two vectors a row where they divide k: the accumulators the FMA pipeline needs from
-  // half the rows, so half the weight streams at once.
-  if (k % (2 * d.lanes) == 0) d.vectors = 2;
-  const int64_t chains = m.fma_ports * m.fma_latency, max_rows = max_accumulators(m) / d.vectors;
-  for (int64_t b = std::min(tile_rows, max_rows); b >= 1 && d.rows == 1; --b)
-    if (tile_rows % b == 0) d.rows = b;
-  if (d.rows * d.vectors < chains) d.rows = std::min(tile_rows, max_rows);  // last block shifted
-  return d;
-}
-
-// The partial [.., j, f] of rfactor over the lanes: blocks of `d.rows` rows, the
-// reduction loop outside them, each row's `d.vectors` vectors of f innermost.
-void schedule_dot_rows(Stage& r, const DotRows& d) {
-  std::vector<IterVar> axes = r.axes();
-  IterVar f = axes.back(), j = axes[axes.size() - 2], j_in, f_out;
-  std::vector<IterVar> order(axes.begin(), axes.end() - 2);
-  if (j->extent > d.rows)
-    std::tie(j, j_in) = r.split(j, d.rows, SplitTail::Shift);
-  else
-    std::swap(j, j_in);
-  if (j) order.push_back(j);
-  for (auto& a : r.reduce_axes()) order.push_back(a);
-  order.push_back(j_in);
-  if (d.vectors > 1) {
-    std::tie(f_out, f) = r.split(f, d.lanes);
-    order.push_back(f_out);
-  }
-  order.push_back(f);
-  r.reorder(order);
-  r.unroll(j_in);
-  if (f_out) r.unroll(f_out);
-  r.vectorize(f);
 }
 
 // Computes `r`'s loops as a register tile: its reduction loops outside (the innermost one

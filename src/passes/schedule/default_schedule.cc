@@ -12,18 +12,19 @@
 // When it does not (softmax reads its row sum once per row), an-1.o stays serial inside
 // F, so R is computed once per row rather than once per vector.
 //
-// Files: this one tiles an output (OutputTiling's phases; tile_templates(), the ordered list
-// of tile-loop templates) and schedules the stages computed at the root. Each template, its
-// condition, tiling and knobs, is a file of its own: cpu_template_transpose.cc ("tiles"),
+// Files: this one tiles an output (output_templates(), the templates that tile a whole
+// output by themselves, tried first; else OutputTiling's phases and tile_templates(), the
+// ordered list of tile-loop templates) and schedules the stages computed at the root. Each
+// template, its condition, tiling and knobs, is a file of its own: the output templates
+// cpu_template_two_anchors.cc (two anchors in one kernel) and cpu_template_dot_rows.cc (a
+// GEMV's dot products); the tile-loop templates cpu_template_transpose.cc ("tiles"),
 // cpu_template_padded_rows.cc ("padded_rows", "depthwise_rows"),
 // cpu_template_register_tile.cc ("register_tile", "chunked"), cpu_template_row_statistics.cc
-// ("row_blocks", "gemm_row_block"), cpu_template_vector_loop.cc ("vector_loop"), and
-// cpu_template_two_anchors.cc (two anchors in one kernel, tried first). cpu_tiles.cc holds
-// the loop nests of a reduction computed in a tile (register tiles, GEMM blocks, chunks, dot
-// rows), cpu_analysis.cc the questions the templates ask of a stage, and cpu_schedule.h
-// declares what the files share.
+// ("row_blocks", "gemm_row_block") and cpu_template_vector_loop.cc ("vector_loop").
+// cpu_tiles.cc holds the loop nests of a reduction computed in a tile (register tiles, GEMM
+// blocks, chunks), cpu_analysis.cc the questions the templates ask of a stage, and
+// cpu_schedule.h declares what the files share.
 #include <algorithm>
-#include <set>
 
 #include "analysis.h"
 #include "cpu_schedule.h"
@@ -98,30 +99,6 @@ bool sums_one_tensor(const Schedule& sch, const Stage& r) {
   return pure;
 }
 
-// Are all of these axes but the innermost of extent 1 (one row of outputs)?
-bool one_row(const std::vector<IterVar>& axes) {
-  for (size_t d = 0; d + 1 < axes.size(); ++d)
-    if (axes[d]->extent != 1) return false;
-  return true;
-}
-
-// Is `r` a GEMV's sum: of inputs read along its innermost axis (the weights) and inputs
-// broadcast across it (the batch-1 activations), over no other reduction?
-bool sums_a_broadcast_product(const Schedule& sch, const Stage& r) {
-  auto* red = r.body().as<ReduceNode>();
-  if (!red || red->op != ReduceOp::Sum || reads_window(r)) return false;
-  const PrimExpr body = sch.expanded_body(r);
-  const PrimVarNode* last = r.axes().back()->var.get();
-  bool along = false, broadcast = false;
-  visit_prim(body, [&](const PrimExpr& e) {
-    if (auto* p = e.as<ProducerLoadNode>())
-      (reads_along(e, p->producer.get(), last) ? along : broadcast) = true;
-  });
-  for (auto& s : sch.stages())
-    if (s.get() != &r && is_reduction(*s) && reads_tensor(body, *s)) return false;
-  return along && broadcast;
-}
-
 // The partial sums of a one-row register tile whose few accumulators are one dependent
 // chain per vector, so that it runs at the FMA latency, not the throughput:
 // - a sum of one tensor over another axis (a sum of squares over 768 values per 4-wide row);
@@ -172,52 +149,21 @@ int64_t line_lanes(const Stage& o, int64_t lanes, const IterVar& axis) {
   return lanes < line && axis->extent >= line ? line : lanes;
 }
 
-// Is `r` a sum of products of two tensors (a conv's or a GEMM's, not a pooling's)?
-bool sums_products(const Stage& r) {
-  auto* red = r.body().as<ReduceNode>();
-  auto* mul = red && red->op == ReduceOp::Sum ? red->source.as<BinaryNode>() : nullptr;
-  if (!mul || mul->op != BinaryOp::Mul) return false;
-  std::set<const void*> read[2];
-  for (int side = 0; side < 2; ++side)
-    visit_prim(side ? mul->b : mul->a, [&](const PrimExpr& e) {
-      if (auto* p = e.as<ProducerLoadNode>()) read[side].insert(p->producer.get());
-    });
-  if (read[0].empty() || read[1].empty()) return false;
-  for (const void* t : read[0])
-    if (read[1].count(t)) return false;
-  return true;
-}
-
 }  // namespace
 
-OutputTiling::OutputTiling(Schedule& sch, Stage& o, const MachineModel& machine,
-                           const ScheduleKnobs& knobs, KnobSpace& space, std::vector<IterVar> axes,
-                           PrimExpr body, std::vector<Stage*> reds)
-    : sch(sch),
-      o(o),
-      vector_bits(machine.vector_bits),
-      knobs(knobs),
-      space(space),
-      axes(std::move(axes)),
-      body(std::move(body)),
-      reds(std::move(reds)),
-      machine(machine) {
-  last = this->axes.back();
-  for (Stage* r : this->reds)
-    along &= reads_along(this->body, r->tensor().operator->(), last->var.get());
-  anchor_kind = classify_anchor();
-}
-
-// The anchor's kind, from its loop nest alone: what reports name the template by. (A
-// pointwise conv in the blocked layout has image axes: [N, C/c, H, W, c].)
-std::string OutputTiling::classify_anchor() const {
-  if (reds.empty()) return transposed_axis(body, o) >= 0 ? "transpose" : "elementwise";
-  if (!along) return "row_statistic";
-  const Stage& r = *reds[0];
-  if (!sums_products(r)) return reads_window(r) ? "pool" : "reduction";
-  if (reads_window(r)) return window_only(r) ? "depthwise_conv" : "conv";
-  if (one_row(axes) && sums_a_broadcast_product(sch, r)) return "gemv";
-  return axes.size() >= 4 ? "pointwise_conv" : "gemm";
+OutputTiling::OutputTiling(const OutputScope& s)
+    : sch(s.sch),
+      o(s.o),
+      vector_bits(s.machine.vector_bits),
+      knobs(s.knobs),
+      space(s.space),
+      axes(s.o.axes()),
+      body(s.body),
+      reds(s.reds),
+      machine(s.machine),
+      anchor_kind(s.anchor_kind) {
+  last = axes.back();
+  for (Stage* r : reds) along &= reads_along(body, r->tensor().operator->(), last->var.get());
 }
 
 // A reduction read elementwise along the vector axis (conv, dense, matmul, pooling) is
@@ -225,14 +171,6 @@ std::string OutputTiling::classify_anchor() const {
 // several vectors of the innermost axis, sized by the machine model.
 void OutputTiling::size_register_tile() {
   tiled = along && reds.size() == 1 && reads_elementwise(body, o, *reds[0]);
-  // A GEMV over weight rows contiguous along K ([N, K], or nn.dense_lanes' [K/L, N, L]: what
-  // AlterOpLayout makes where no vector divides N): a register tile along N would gather each
-  // vector across N rows; each output is a dot product along K instead (choose_dot_rows).
-  if (tiled && one_row(axes) && contiguous_along_reduction(*reds[0]) &&
-      sums_a_broadcast_product(sch, *reds[0])) {
-    tiled = false;
-    dot = true;
-  }
   tile_axis = tiled ? register_tile_axis(body, o, *reds[0], 2) : -1;
   if (tile_axis >= 0) {  // tuning may take another axis whose rows share the vector loads
     std::vector<int> choices;
@@ -256,18 +194,6 @@ void OutputTiling::size_register_tile() {
     rt.lanes = chain_lanes(body, rt.lanes, last);
   else if (reds.empty())
     rt.lanes = line_lanes(o, rt.lanes, last);
-  if (dot) {
-    // A short row that the vectors do not divide is one tile of the whole row: shifted
-    // tiles would compute some outputs twice (10 at 256 bits: tiles of 8 from 0 and 2,
-    // against one of 10; calibration: GEMV short row).
-    if (last->extent % rt.lanes != 0 &&
-        last->extent <= 2 * register_lanes(o.tensor().dtype(), vector_bits))
-      rt.lanes = last->extent;
-    const int64_t k = inner_reduce_extent(*reds[0]);
-    dot_rows = choose_dot_rows(machine, o.tensor().dtype(), k, std::min(last->extent, rt.cols()));
-    if (dot_rows.lanes)
-      dot_part = &sch[sch.rfactor(reds[0]->tensor(), dot_rows.lanes * dot_rows.vectors, true)];
-  }
   if (tiled) {
     int64_t tile_rows = tile_axis >= 0 ? axes[tile_axis]->extent : 1;
     // Rows that share the vectors reuse each column tile's panel from the L2 (a GEMV's one
@@ -383,7 +309,6 @@ bool OutputTiling::choose_tile_loop() {
   if (k_chunk) path = "chunked";
   if (!row_gemms.empty()) path = "gemm_row_block";
   if (path == std::string("register_tile") && !tiled) path = "vector_tiles";
-  if (dot) path = dot_part ? "dot_rows" : "rows";
   if (partial_sums > 1) path = "partial_sums";
   return tile != nullptr;
 }
@@ -412,10 +337,6 @@ void OutputTiling::attach_in_tile() {
     int64_t lanes_p = vector_lanes(*p, vector_bits);
     if (last_p->extent > lanes_p) last_p = p->split(last_p, lanes_p).second;
     p->vectorize(last_p);
-  }
-  if (dot_part) {
-    dot_part->compute_at(o, tile);
-    schedule_dot_rows(*dot_part, dot_rows);
   }
   for (Stage* r : reds) {
     r->compute_at(o, reduction_at ? reduction_at : tile);
@@ -458,23 +379,36 @@ void add_template(Schedule& sch, const std::string& name) {
     sch.set_template(now + " + " + name);
 }
 
+// The templates that tile a whole output by themselves, tried in order before
+// OutputTiling's phases (which end in tile_templates()).
+const std::vector<OutputTemplate>& output_templates() {
+  static const std::vector<OutputTemplate> list = {
+      {"two_anchors", &tile_two_anchors},
+      {"dot_rows", &tile_dot_rows},
+  };
+  return list;
+}
+
 // Tiles `o` (parallel outer, vector inner); returns the loop its reductions attach at.
 // `knobs` override its choices where set (tuning); `space` records them.
 IterVar schedule_output(Schedule& sch, Stage& o, const MachineModel& machine,
                         const ScheduleKnobs& knobs, KnobSpace& space) {
-  std::vector<IterVar> axes = o.axes();
-  if (axes.empty()) {
+  if (o.axes().empty()) {
     add_template(sch, "scalar");
     return nullptr;
   }
-  PrimExpr body = sch.expanded_body(o);
-  std::vector<Stage*> reds = reductions_read(sch, o, body);
-  if (reds.size() == 1)
-    if (IterVar tile = schedule_two_anchors(sch, o, body, *reds[0], machine, knobs, space)) {
-      add_template(sch, "two_anchors");
+  OutputScope scope{sch, o, machine, knobs, space, sch.expanded_body(o), {}, {}};
+  scope.reds = reductions_read(sch, o, scope.body);
+  scope.anchor_kind = classify_anchor(sch, o, scope.body, scope.reds);
+  for (const OutputTemplate& t : output_templates()) {
+    IterVar tile;
+    std::string name;
+    if (t.apply(scope, tile, name)) {
+      add_template(sch, name);
       return tile;
     }
-  OutputTiling t(sch, o, machine, knobs, space, axes, body, reds);
+  }
+  OutputTiling t(scope);
   t.size_register_tile();
   t.split_axes();
   const bool tiled = t.choose_tile_loop();
