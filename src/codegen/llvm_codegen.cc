@@ -740,7 +740,7 @@ void LLVMCodeGen::emit_for(const ForNode* op) {
     case ForKind::Serial:
     case ForKind::WarpMma:  // on the GPU, lower_warp_mma replaced it; here a serial loop
     case ForKind::Unrolled: {
-      // As the loop's annotations say (annotate_loops, the last kernel pass).
+      // As the loop's annotations say (annotate_loops, a kernel pass).
       const LoopAnnotations& a = op->annotations;
       if (a.transposed_blocks) return emit_transposed_loop(op, transposed_loads(op));
       if (a.rolled_call) return emit_rolled_call(op);

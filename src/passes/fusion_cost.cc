@@ -446,12 +446,13 @@ class SerialLoops : public PrimMutator {
 }  // namespace
 
 PrimFunc serial_below_parallel_grain(const PrimFunc& f, const MachineModel& m) {
-  // Priced as the code generator will emit it (AnnotateLoops runs again after this pass).
-  KernelWork w = kernel_work(annotate_loops(f, m), m);
+  // `f` comes annotated (AnnotateLoops runs first), so it is priced as the code generator
+  // will emit it; a kernel made serial is annotated again, its loops no longer parallel.
+  KernelWork w = kernel_work(f, m);
   if (!w.parallel || work_cycles(w, m) >= kParallelGrainCycles) return f;
   PrimFunc out = f;
   out.body = SerialLoops().mutate(f.body);
-  return out;
+  return annotate_loops(out, m);
 }
 
 }  // namespace ember::passes

@@ -159,7 +159,7 @@ def test_dump_ir_config_prints_each_pass(capfd):
     for name in ("SimplifyInference", "FoldConstant", "FoldScaleAxis", "FuseOps"):
         assert f"after {name}" in err
     # The CPU kernels' loop passes, each logged after lowering, in their list's order.
-    steps = ["LowerGraph", "RollLongEpilogues", "VectorizeRowInvariants",
+    steps = ["LowerGraph", "RollLongEpilogues", "VectorizeRowInvariants", "AnnotateLoops",
              "SerialBelowParallelGrain"]
     at = [err.index(f"after {name} (step") for name in steps]
     assert at == sorted(at)

@@ -373,7 +373,7 @@ const char* for_kind_name(ForKind k);
 bool is_gpu_kind(ForKind k);
 
 /// How the code generator emits a loop beyond its kind: decisions that annotate_loops
-/// (src/passes/lower/annotate_loops.cc, the last kernel pass) writes and that the code
+/// (src/passes/lower/annotate_loops.cc, a kernel pass) writes and that the code
 /// generator and the FuseOps cost model only read. The printed loop IR shows them.
 struct LoopAnnotations {
   /// > 0: a rolled sum (ir::is_rolled_scalar_sum) that LLVM's loop vectorizer widens into

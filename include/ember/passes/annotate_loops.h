@@ -1,5 +1,5 @@
 #pragma once
-/// AnnotateLoops, the last kernel pass: decides how the code generator emits each loop beyond
+/// AnnotateLoops, the kernel pass before SerialBelowParallelGrain: decides how the code generator emits each loop beyond
 /// its kind (ir::LoopAnnotations: rolled sums and their accumulators, column loads read as
 /// transposed blocks, long chains rolled into a call) and writes it on the loop. The code
 /// generator and the FuseOps cost model read these annotations; neither decides them again.

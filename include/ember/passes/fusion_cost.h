@@ -47,7 +47,8 @@ double estimated_cycles(const KernelWork& w, const MachineModel& m);
 
 /// Runs `f`'s parallel loops serially where its work_cycles are under the grain at which
 /// handing work to other threads pays (what PyTorch's grain size does, in this model's
-/// cycles rather than elements).
+/// cycles rather than elements). `f` comes annotated (AnnotateLoops); a kernel made serial
+/// is annotated again.
 ir::PrimFunc serial_below_parallel_grain(const ir::PrimFunc& f, const MachineModel& m);
 
 }  // namespace ember::passes

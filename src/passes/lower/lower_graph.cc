@@ -288,8 +288,8 @@ const std::vector<LoopPass>& cpu_loop_passes() {
       {"RollLongEpilogues",
        [](const PrimFunc& f, const MachineModel&) { return roll_long_epilogues(f); }},
       {"VectorizeRowInvariants", vectorize_row_invariants},
-      {"SerialBelowParallelGrain", serial_below_parallel_grain},
       {"AnnotateLoops", annotate_loops},
+      {"SerialBelowParallelGrain", serial_below_parallel_grain},
   };
   return passes;
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "ember/ir/prim_math.h"
+#include "ember/passes/fusion_cost.h"
 
 namespace ember::passes {
 namespace {
@@ -114,6 +115,36 @@ TEST(AnnotateLoops, LongChainsAfterAnAccumulationBecomeRolledCalls) {
       func({a, out}, allocate(acc, seq({chain("before"), accumulate, chain("after")}))), m);
   EXPECT_FALSE(of(f, "before").rolled_call);
   EXPECT_TRUE(of(f, "after").rolled_call) << f;
+}
+
+// SerialBelowParallelGrain runs after AnnotateLoops: a kernel it makes serial is annotated
+// again, since a parallel loop gets no annotation and the serial loop it becomes may (here a
+// column loop read as transposed blocks); a kernel it leaves parallel is returned as it came.
+TEST(AnnotateLoops, AKernelMadeSerialIsAnnotatedAgain) {
+  const MachineModel m = MachineModel::for_vector_bits(256);
+  auto a = make_buffer("a", DType::Float32, {8, 16});
+  auto out = make_buffer("out", DType::Float32, {16, 8});
+  PrimVar c("c"), i("i");
+  PrimFunc small =
+      annotate_loops(func({a, out}, for_loop(c, 0, 16, ForKind::Parallel,
+                                             for_loop(i, 0, 8, ForKind::Vectorized,
+                                                      store(out, c * 8 + i, load(a, i * 16 + c))))),
+                     m);
+  EXPECT_TRUE(of(small, "c").empty()) << small;  // parallel: not decided
+  PrimFunc serial = serial_below_parallel_grain(small, m);
+  EXPECT_TRUE(of(serial, "c").transposed_blocks) << serial;
+  EXPECT_TRUE(annotate_loops(serial, m).body.same_as(serial.body));
+
+  auto big_in = make_buffer("a", DType::Float32, {1 << 20}),
+       big_out = make_buffer("out", DType::Float32, {1 << 20});
+  PrimVar j("j");
+  PrimFunc big = annotate_loops(
+      func({big_in, big_out},
+           for_loop(j, 0, 1 << 17, ForKind::Parallel,
+                    for_loop(i, 0, 8, ForKind::Vectorized,
+                             store(big_out, j * 8 + i, load(big_in, j * 8 + i) * 2.0f)))),
+      m);
+  EXPECT_TRUE(serial_below_parallel_grain(big, m).body.same_as(big.body));
 }
 
 }  // namespace
