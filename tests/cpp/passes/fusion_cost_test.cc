@@ -5,8 +5,16 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <map>
+#include <utility>
+
 #include "ember/codegen/build.h"
+#include "ember/codegen/tuning.h"
 #include "ember/passes/fuse_ops.h"
+#include "ember/passes/lower.h"
+#include "ember/passes/tuning.h"
+#include "ember/support/error.h"
 #include "pass_test_util.h"
 
 namespace ember::passes {
@@ -318,6 +326,105 @@ TEST(FuseOps, CostRuleDeclinesANormWhoseEpilogueWaitsForItsStatistics) {
     Function f = layer_norm_then(6, 16, "nn.gelu", Attrs({{"approximate", std::string("tanh")}}));
     EXPECT_EQ(groups(fuse_ops(f, 256, nullptr, &m)).size(), 2u) << bits << " bits";
   }
+}
+
+// x [64, 256] -> dense (constant weight [256, 256]) -> relu: one kernel, whose register tile
+// the tuning log's knobs shape.
+Function dense_relu() {
+  Expr x = f32("x", {64, 256});
+  Expr y = call("nn.dense", {x, constant(random_tensor({256, 256}, -1, 1, 6), "w")}, {}, "fc");
+  return function({x}, call("nn.relu", {y}, {}, "act"));
+}
+
+// The AVX2 model's estimated cycles of `group` lowered with `knobs`.
+double priced(const Function& group, const ScheduleKnobs& knobs = {}) {
+  PrimFunc k = lower_group(group, "k", LowerOptions{kAvx2}, knobs);
+  return estimated_cycles(kernel_work(k, kAvx2), kAvx2);
+}
+
+// The setting of `group`'s knobs that the AVX2 model prices slowest, and its cycles.
+std::pair<ScheduleKnobs, double> slowest_knobs(const Function& group) {
+  std::pair<ScheduleKnobs, double> slowest{{}, 0};
+  for (const ScheduleKnobs& k : knob_space(group, kAvx2))
+    if (double c = priced(group, k); c > slowest.second) slowest = {k, c};
+  return slowest;
+}
+
+// The fusion decisions of `f` on the AVX2 model with the tuning table `tuned`.
+std::vector<runtime::FusionEdge> decisions(const Function& f,
+                                           const std::map<std::string, ScheduleKnobs>* tuned) {
+  std::vector<runtime::FusionEdge> why;
+  fuse_ops(f, 256, &why, &kAvx2, false, tuned);
+  return why;
+}
+
+// "est. 1234 kcycles", as the cost rule's reason quotes an estimate of `cycles`.
+std::string estimate(double cycles) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "est. %.0f kcycles", cycles / 1e3);
+  return buf;
+}
+
+// Issue 43: the cost rule prices a candidate with the knobs the build will lower it with. A
+// tuning entry for dense -> relu whose knobs the model prices above the dense and the relu as
+// two kernels declines the fusion, with that kernel's estimate as the reason; without the
+// entry the default knobs fuse it.
+TEST(FuseOps, CostRulePricesACandidateWithItsTunedKnobs) {
+  Function f = dense_relu();
+  const Function fused = fuse_ops(f, 256, nullptr, &kAvx2);
+  ASSERT_EQ(groups(fused).size(), 1u);
+  const Function group = groups(fused)[0]->fn;
+  const Function split = fuse_ops(f, 1);  // one op a kernel
+  double apart = 0;
+  for (const CallNode* c : groups(split)) apart += priced(c->fn);
+  auto [slow, slow_cycles] = slowest_knobs(group);
+  ASSERT_GT(slow_cycles, 1.02 * apart) << "no knobs make the fused kernel the slower";
+
+  ASSERT_EQ(decisions(f, nullptr).size(), 1u);
+  EXPECT_TRUE(decisions(f, nullptr)[0].fused);
+  const std::map<std::string, ScheduleKnobs> tuned = {{workload_key(group), slow}};
+  std::vector<runtime::FusionEdge> why = decisions(f, &tuned);
+  ASSERT_EQ(why.size(), 1u);
+  EXPECT_FALSE(why[0].fused);
+  EXPECT_NE(why[0].reason.find(estimate(slow_cycles)), std::string::npos) << why[0].reason;
+  EXPECT_EQ(groups(fuse_ops(f, 256, nullptr, &kAvx2, false, &tuned)).size(), 2u);
+}
+
+// The same through ember::build: the build hands FuseOps the table it lowers with.
+TEST(FuseOps, BuildPricesCandidatesWithItsTuningTable) {
+  PassContext ctx;
+  ctx.config["FuseOps.cost_model"] = "avx2";
+  const std::string target = "llvm -vector-bits=256";
+  std::vector<Workload> plain = extract_workloads(*ember::build(dense_relu(), target, {}, ctx));
+  ASSERT_EQ(plain.size(), 1u) << "dense and relu as one kernel";
+  auto [slow, slow_cycles] = slowest_knobs(plain[0].group);
+  const std::map<std::string, ScheduleKnobs> tuned = {{plain[0].key, slow}};
+  auto lib = ember::build(dense_relu(), target, {}, ctx, &tuned);
+  EXPECT_EQ(lib->prim_funcs.size(), 2u);
+  ASSERT_EQ(lib->fusion.size(), 1u);
+  EXPECT_NE(lib->fusion[0].reason.find(estimate(slow_cycles)), std::string::npos)
+      << lib->fusion[0].reason;
+}
+
+// Knobs that do not fit the candidate (a damaged log) price it with the default knobs, as
+// the build then lowers it: the same decision and estimate as without the entry, no error.
+TEST(FuseOps, CostRulePricesMisfitTunedKnobsAsTheDefault) {
+  Function f = dense_sum(1);
+  std::vector<runtime::FusionEdge> plain = decisions(f, nullptr);
+  ASSERT_EQ(plain.size(), 1u);
+  ASSERT_FALSE(plain[0].fused) << "declined by default, so its reason holds the estimate";
+  // The candidate as the pattern rules build it: FuseOps with no cost model.
+  const Function fused = fuse_ops(f);
+  ASSERT_EQ(groups(fused).size(), 1u);
+  const Function group = groups(fused)[0]->fn;
+  ScheduleKnobs misfit;
+  misfit.tile_rows = 99;
+  EXPECT_THROW(lower_group(group, "k", LowerOptions{kAvx2}, misfit), Error);
+  const std::map<std::string, ScheduleKnobs> damaged = {{workload_key(group), misfit}};
+  std::vector<runtime::FusionEdge> why = decisions(f, &damaged);
+  ASSERT_EQ(why.size(), 1u);
+  EXPECT_FALSE(why[0].fused);
+  EXPECT_EQ(why[0].reason, plain[0].reason);
 }
 
 TEST(FuseOps, DeclinedFusionGivesTheSameNumbers) {
