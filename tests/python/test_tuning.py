@@ -34,13 +34,8 @@ def conv_model():
         rng.standard_normal((1, 8, 12, 12)).astype("float32")
 
 
-def run(f, params, x, log=None, cost_rule=True):
-    """Builds and runs `f`. cost_rule=False keeps the log's kernel fused whatever its knobs:
-    FuseOps prices a candidate with its tuned knobs (issue 43), and may decline the fusion
-    that a log's knobs were measured in."""
+def run(f, params, x, log=None):
     config = {} if log is None else {"tuning_log": log}
-    if not cost_rule:
-        config["FuseOps.cost_model"] = "none"
     with ember.transform.PassContext(config=config):
         lib = ember.build(f, params=params)
     m = ember.GraphModule(lib)
@@ -78,7 +73,7 @@ def test_tune_log_round_trip_and_tuned_build_matches_default(tmp_path, model):
     again = ember.tune(f, params, trials=6, log=log, progress=False)
     assert len(lines(log)) == 6 and len(lines(log, final=True)) == 4 and again[0].trials == 6
     assert again[0].knobs == records[0].knobs
-    lib, tuned = run(f, params, x, log, cost_rule=False)
+    lib, tuned = run(f, params, x, log)
     report = lib.fusion_report()
     assert [k.tuned for k in report] == [True] and "tuned" in str(report)
     _, default = run(f, params, x)
@@ -103,7 +98,7 @@ def test_the_best_entry_is_applied_and_other_knobs_give_the_same_numbers(tmp_pat
         with open(log, "w") as fh:  # the chosen knobs are the fastest entry's
             fh.write(json.dumps({**base, "knobs": knobs, "ms": 1.0}) + "\n")
             fh.write(json.dumps({**base, "knobs": space[0], "ms": 2.0}) + "\n")
-        lib, got = run(f, params, x, log, cost_rule=False)
+        lib, got = run(f, params, x, log)
         assert "k0" in lib.get_source("loop") and lib.fusion_report()[0].tuned
         np.testing.assert_allclose(got, default, rtol=1e-4, atol=1e-4, err_msg=str(knobs))
 
@@ -121,7 +116,7 @@ def test_damaged_and_foreign_lines_are_skipped_with_a_warning(tmp_path, caplog):
                              "knobs": {"tile_rows": 99}}) + "\n")
         fh.write(json.dumps({**good, "template": 999, "ms": 1e-9}) + "\n")
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        lib, got = run(f, params, x, log, cost_rule=False)
+        lib, got = run(f, params, x, log)
     text = caplog.text
     assert f"skipped 2 damaged line(s) (line {before + 1}, {before + 2})" in text, text
     assert "ignored 2 line(s) measured on another CPU" in text, text
@@ -147,10 +142,11 @@ def test_knobs_that_do_not_fit_fall_back_to_the_default_with_a_warning(tmp_path,
     np.testing.assert_allclose(got, run(f, params, x)[1], rtol=1e-5)
 
 
-def test_fuse_ops_prices_a_candidate_with_its_tuned_knobs(tmp_path):
-    """Issue 43: FuseOps' cost rule prices a candidate as the build will lower it, with the
-    log's knobs for its workload. A register tile of 4 rows over the dense's 6 computes 8
-    (1.3x the GEMM's flops): priced above the dense and the relu as two kernels, declined."""
+def test_a_tuned_fusion_stays_fused_where_its_knobs_are_priced_slower(tmp_path):
+    """Issue 43: FuseOps' cost rule prices a candidate with the log's knobs for its workload,
+    but those knobs ran no slower than the default ones, so the cheaper estimate stands. A
+    register tile of 4 rows over the dense's 6 computes 8 (1.3x the GEMM's flops) and is
+    priced above the dense and the relu apart; the fusion it was measured in stays, tuned."""
     f, params, x = dense_model(m=6)
     target = "llvm -vector-bits=256"
     config = {"FuseOps.cost_model": "avx2"}  # the model pinned, so on every host
@@ -168,10 +164,8 @@ def test_fuse_ops_prices_a_candidate_with_its_tuned_knobs(tmp_path):
                              "knobs": knobs}) + "\n")
     with ember.transform.PassContext(config={**config, "tuning_log": log}):
         lib = ember.build(f, target, params=params)
-    assert [k.ops for k in lib.fusion_report()] == [["nn.dense_packed"], ["nn.relu"]]
-    (edge,) = lib._fusion_decisions()
-    assert not edge[2] and "the fused kernel would be slower" in edge[3], edge
-    assert "repeat work" in edge[3], edge
+    assert [k.ops for k in lib.fusion_report()] == [["nn.dense_packed", "nn.relu"]]
+    assert lib.fusion_report()[0].tuned
     outs = [ember.GraphModule(m)(x).numpy() for m in (plain, lib)]
     np.testing.assert_allclose(outs[1], outs[0], rtol=1e-5)
 
@@ -376,7 +370,7 @@ def test_a_tuned_model_file_keeps_its_knobs_and_where_they_were_measured(tmp_pat
     with open(log, "w") as fh:
         fh.write(json.dumps({**base, "knobs": knobs, "ms": 1.0}) + "\n")
         fh.write(json.dumps({**base, "knobs": space[0], "ms": 2.0}) + "\n")
-    tuned, got = run(f, params, x, log, cost_rule=False)
+    tuned, got = run(f, params, x, log)
     where = {"log": log, "cpu": cpu_model(), "vector_bits": vb,
              "threads": ember.get_num_threads()}
     assert tuned.tuning == where

@@ -34,6 +34,6 @@ def test_ray_runner_measures_on_the_cluster_and_the_driver_writes_the_log(tmp_pa
         entries = [json.loads(line) for line in fh]
     assert len(entries) == 4 and records[0].trials == 4
     assert all(e["status"] == "ok" and e["cpu"] == cpu_model() for e in entries), entries
-    lib, got = run(f, params, x, log, cost_rule=False)
+    lib, got = run(f, params, x, log)
     assert lib.fusion_report()[0].tuned
     np.testing.assert_allclose(got, run(f, params, x)[1], rtol=1e-4, atol=1e-4)

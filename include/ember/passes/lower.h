@@ -67,8 +67,8 @@ ir::PrimFunc lower_group(const ir::Function& group, const std::string& func_name
 /// workload (workload_key), else with the default schedule. Tuned knobs that do not fit the
 /// kernel (a damaged log) fall back to the default schedule instead of failing. `info`, when
 /// given, receives the workload, the knobs applied or the note that says why they were not;
-/// `choice` is lower_group's. FuseOps' cost rule lowers its candidates with it too, so that
-/// it prices the kernel the build will make.
+/// `choice` is lower_group's. FuseOps' cost rule lowers a candidate with it too where the
+/// table has its workload, so that it prices the kernel the build will make.
 ir::PrimFunc lower_tuned(const ir::Function& group, const std::string& func_name,
                          const LowerOptions& options, runtime::KernelReport* info = nullptr,
                          ScheduleChoice* choice = nullptr);
