@@ -118,7 +118,7 @@ std::shared_ptr<Library> build_library(const ir::Function& f, const std::string&
   passes::MachineModel machine =
       cuda ? passes::MachineModel::for_vector_bits(tgt.resolved_vector_bits()) : machine_model(tgt);
   machine.threads = runtime::get_num_threads();  // the model is built for the threads it runs on
-  const passes::PipelineTarget pipeline_target{cuda, machine};
+  const passes::PipelineTarget pipeline_target{cuda, machine, tuned};
   passes::LowerOptions lower_opts;
   lower_opts.gpu = cuda;
   lower_opts.matmul_precision = matmul_precision(ctx, tgt);

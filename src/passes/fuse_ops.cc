@@ -30,9 +30,11 @@
 // pointwise conv; a matmul/conv may also end in a reduction of its output. An elementwise op
 // never fuses into a conv's input (the conv would recompute it per tap).
 // The cost rule (CPU builds, fusion_cost.h) then checks each candidate group that the rules
-// above allow: the group is lowered with the default schedule, and when its estimated cycles
-// exceed those of its parts as separate kernels the fusion is declined, with the estimate as
-// the reason. That is what catches a fusion that repeats its anchor's work at some sizes
+// above allow: the group is lowered with the default schedule and, where the tuning log has
+// its workload, with the log's knobs as the build will lower it (the cheaper estimate
+// stands: those knobs ran no slower), and when its estimated cycles exceed those of its
+// parts as separate kernels the fusion is declined, with the estimate as the reason. That
+// is what catches a fusion that repeats its anchor's work at some sizes
 // only (a reduction whose schedule would recompute the GEMM it reads per element, an
 // expensive producer recomputed by a broadcasting consumer); the pattern rules above stay,
 // because they say what the schedules can build at all, not what pays.
@@ -59,6 +61,7 @@
 #include "ember/ir/op.h"
 #include "ember/passes/fusion_cost.h"
 #include "ember/passes/lower.h"
+#include "ember/passes/tuning.h"
 #include "ember/support/error.h"
 
 namespace ember::passes {
@@ -209,8 +212,9 @@ bool is_anchor(OpPattern p) {
 // pointwise (1x1) conv after it. The name of that pattern, or "" for any other pair.
 class Fuser {
  public:
-  Fuser(const OpGraph& g, int max_depth, const MachineModel* machine, bool gpu)
-      : g_(g), max_depth_(max_depth), machine_(machine), gpu_(gpu) {
+  Fuser(const OpGraph& g, int max_depth, const MachineModel* machine,
+        const std::map<std::string, ScheduleKnobs>* tuned, bool gpu)
+      : g_(g), max_depth_(max_depth), machine_(machine), tuned_(tuned), gpu_(gpu) {
     int n = static_cast<int>(g.calls.size());
     parent_.resize(n);
     std::iota(parent_.begin(), parent_.end(), 0);
@@ -338,11 +342,24 @@ class Fuser {
     if (!(members.size() == 1 && g_.calls[out]->op->is_view)) {  // a view is not a kernel
       std::vector<Expr> inputs;
       Function fn = group_function(g_, members, out, &inputs);
-      PrimFunc k = lower_group(fn, "cost", LowerOptions{*machine_});
-      KernelWork w = kernel_work(k, *machine_);
-      c = {estimated_cycles(w, *machine_), w.flops, w.latency_bound};
+      LowerOptions options{*machine_};
+      c = cost_of(lower_group(fn, "cost", options));
+      // With the tuning log's knobs where it has the workload, as the build will lower it.
+      // Those knobs ran no slower than the default ones on this kernel, so an estimate above
+      // the default's is the model's error: the cheaper estimate stands for the kernel.
+      if (tuned_ && tuned_->count(workload_key(fn))) {
+        options.tuned = tuned_;
+        runtime::KernelReport tuning;
+        PrimFunc k = lower_tuned(fn, "cost", options, &tuning);
+        if (Cost t = cost_of(k); tuning.tuned && t.cycles < c.cycles) c = t;
+      }
     }
     return cost_cache_[members] = c;
+  }
+
+  Cost cost_of(const PrimFunc& k) const {
+    KernelWork w = kernel_work(k, *machine_);
+    return {estimated_cycles(w, *machine_), w.flops, w.latency_bound};
   }
 
   std::vector<int> members_of(int r) {
@@ -444,6 +461,7 @@ class Fuser {
   const OpGraph& g_;
   int max_depth_;
   const MachineModel* machine_;
+  const std::map<std::string, ScheduleKnobs>* tuned_;
   bool gpu_;
   std::map<std::vector<int>, Cost> cost_cache_;
   std::vector<int> parent_, size_, anchor_, reduction_, ipdom_;
@@ -489,10 +507,11 @@ std::string unfused_reason(const OpGraph& g, Fuser& fz, int p, int c) {
 }  // namespace
 
 Function fuse_ops(const Function& f, int max_depth, std::vector<runtime::FusionEdge>* decisions,
-                  const MachineModel* machine, bool gpu) {
+                  const MachineModel* machine, bool gpu,
+                  const std::map<std::string, ScheduleKnobs>* tuned) {
   if (max_depth < 1) fail("FuseOps.max_depth must be at least 1, got ", max_depth);
   OpGraph g(f);
-  Fuser fz(g, max_depth, machine, gpu);
+  Fuser fz(g, max_depth, machine, tuned, gpu);
   fz.run();
   int n = static_cast<int>(g.calls.size());
 

@@ -59,7 +59,7 @@ const std::vector<GraphPass>& graph_passes() {
       {"FuseOps", 1, false,
        [](const Function& f, const PassEnv& env) {
          return fuse_ops(f, env.fuse_max_depth, env.fusion_decisions, env.fuse_machine,
-                         env.target.gpu);
+                         env.target.gpu, env.target.tuned);
        }},
   };
   return passes;

@@ -137,8 +137,37 @@ def test_knobs_that_do_not_fit_fall_back_to_the_default_with_a_warning(tmp_path,
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         lib, got = run(f, params, x, log)
     assert "tile_rows=99" in caplog.text and "not applied" in caplog.text
-    assert lib.fusion_report()[0].tuned is False
+    # FuseOps' cost rule priced the candidate with the default knobs too: still one kernel.
+    assert [k.tuned for k in lib.fusion_report()] == [False]
     np.testing.assert_allclose(got, run(f, params, x)[1], rtol=1e-5)
+
+
+def test_a_tuned_fusion_stays_fused_where_its_knobs_are_priced_slower(tmp_path):
+    """Issue 43: FuseOps' cost rule prices a candidate with the log's knobs for its workload,
+    but those knobs ran no slower than the default ones, so the cheaper estimate stands. A
+    register tile of 4 rows over the dense's 6 computes 8 (1.3x the GEMM's flops) and is
+    priced above the dense and the relu apart; the fusion it was measured in stays, tuned."""
+    f, params, x = dense_model(m=6)
+    target = "llvm -vector-bits=256"
+    config = {"FuseOps.cost_model": "avx2"}  # the model pinned, so on every host
+    with ember.transform.PassContext(config=config):
+        plain = ember.build(f, target, params=params)
+    assert len(plain.fusion_report()) == 1
+    work = ember._ember._extract_workloads(plain)[0]
+    knobs = next(k for k in ember._ember._knob_space(work["group"], target)
+                 if k["tile_rows"] == 4 and k["tile_vectors"] == 1)
+    log = str(tmp_path / "t.json")
+    with open(log, "w") as fh:
+        fh.write(json.dumps({"workload": work["key"], "cpu": cpu_model(), "template": 1,
+                             "vector_bits": ember._ember._target_vector_bits(target),
+                             "threads": ember.get_num_threads(), "status": "ok", "ms": 1.0,
+                             "knobs": knobs}) + "\n")
+    with ember.transform.PassContext(config={**config, "tuning_log": log}):
+        lib = ember.build(f, target, params=params)
+    assert [k.ops for k in lib.fusion_report()] == [["nn.dense_packed", "nn.relu"]]
+    assert lib.fusion_report()[0].tuned
+    outs = [ember.GraphModule(m)(x).numpy() for m in (plain, lib)]
+    np.testing.assert_allclose(outs[1], outs[0], rtol=1e-5)
 
 
 def test_missing_log_warns_and_unknown_config_key_is_an_error(tmp_path, caplog):

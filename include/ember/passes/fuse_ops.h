@@ -1,9 +1,11 @@
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
 #include "ember/ir/graph.h"
 #include "ember/passes/machine_model.h"
+#include "ember/passes/schedule_knobs.h"
 #include "ember/runtime/report.h"
 
 namespace ember::passes {
@@ -15,16 +17,19 @@ namespace ember::passes {
 /// number of ops in a group.
 ///
 /// With a `machine` (CPU builds), every candidate group also passes the cost rule
-/// (fusion_cost.h): the group is lowered with the default schedule and its estimated cycles
-/// must not exceed those of its parts as separate kernels; else the fusion is declined and
-/// the decision says why ("the fused kernel would be slower: ..."). Without one (GPU builds,
-/// whose schedules the CPU model does not describe) only the pattern rules apply. With `gpu`,
-/// a GEMM or conv does not take a reduction of its output into its kernel: the GPU schedules
-/// have no template for it (the report says so).
+/// (fusion_cost.h): the group is lowered with the default schedule and, where `tuned` (the
+/// build's tuning table) has the group's workload, as the build will lower it (lower_tuned),
+/// the cheaper estimate standing (the log's knobs ran no slower); its estimated cycles must
+/// not exceed those of its parts as separate kernels; else the fusion is declined and the
+/// decision says why ("the fused kernel would be slower: ..."). Without one (GPU builds,
+/// whose schedules the CPU model does not describe) only the pattern rules apply. With
+/// `gpu`, a GEMM or conv does not take a reduction of its output into its kernel: the GPU
+/// schedules have no template for it (the report says so).
 
 ir::Function fuse_ops(const ir::Function& f, int max_depth = 256,
                       std::vector<runtime::FusionEdge>* decisions = nullptr,
-                      const MachineModel* machine = nullptr, bool gpu = false);
+                      const MachineModel* machine = nullptr, bool gpu = false,
+                      const std::map<std::string, ScheduleKnobs>* tuned = nullptr);
 
 /// The catalog names of the fusion rules a primitive function (a fused group) embodies,
 /// e.g. "conv2d+epilogue"; empty for a single op.

@@ -63,6 +63,16 @@ ir::PrimFunc lower_group(const ir::Function& group, const std::string& func_name
                          const LowerOptions& options, const ScheduleKnobs& knobs = {},
                          ScheduleChoice* choice = nullptr);
 
+/// Lowers `group` as a build does: with its tuned knobs where `options.tuned` has its
+/// workload (workload_key), else with the default schedule. Tuned knobs that do not fit the
+/// kernel (a damaged log) fall back to the default schedule instead of failing. `info`, when
+/// given, receives the workload, the knobs applied or the note that says why they were not;
+/// `choice` is lower_group's. FuseOps' cost rule lowers a candidate with it too where the
+/// table has its workload, so that it prices the kernel the build will make.
+ir::PrimFunc lower_tuned(const ir::Function& group, const std::string& func_name,
+                         const LowerOptions& options, runtime::KernelReport* info = nullptr,
+                         ScheduleChoice* choice = nullptr);
+
 /// Whether `group` is one op with its own lowering (Op::lower: no schedule knobs).
 bool has_custom_lowering(const ir::Function& group);
 /// The type that `node`, a node of `group`, has in the group's loop nest: a group of a

@@ -2,6 +2,7 @@
 /// The graph pass pipeline: one ordered list (graph_passes() in src/passes/pipeline.cc), from
 /// which known_passes() and the PassContext checks are derived.
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "ember/passes/fuse_ops.h"
 #include "ember/passes/machine_model.h"
 #include "ember/passes/pass_context.h"
+#include "ember/passes/schedule_knobs.h"
 
 namespace ember::passes {
 
@@ -22,6 +24,9 @@ using ConstEvaluator = std::function<std::vector<runtime::NDArray>(const ir::Fun
 struct PipelineTarget {
   bool gpu = false;
   MachineModel machine;
+  /// The tuning table the build lowers with (LowerOptions::tuned; null: none), so that
+  /// FuseOps' cost rule prices each candidate with the knobs its kernel will get.
+  const std::map<std::string, ScheduleKnobs>* tuned = nullptr;
 };
 
 /// What a graph pass may read besides the graph: the target, the constant evaluator and the

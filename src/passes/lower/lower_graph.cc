@@ -59,31 +59,6 @@ runtime::KernelReport describe(const Function& group, const std::string& func) {
   return k;
 }
 
-// Lowers `group` with its tuned knobs when options.tuned has its workload. Knobs that do
-// not fit the kernel (a damaged log) fall back to the default schedule, noted in `info`.
-PrimFunc lower_tuned(const Function& group, const std::string& func, const LowerOptions& options,
-                     runtime::KernelReport& info, ScheduleChoice& choice) {
-  if (!options.tuned || options.gpu) return lower_group(group, func, options, {}, &choice);
-  info.workload = workload_key(group);
-  auto it = options.tuned->find(info.workload);
-  if (it == options.tuned->end()) return lower_group(group, func, options, {}, &choice);
-  try {
-    PrimFunc f = lower_group(group, func, options, it->second, &choice);
-    info.tuned = true;
-    for (auto& [name, field] : ScheduleKnobs::fields)
-      info.knobs.emplace_back(name, it->second.*field);
-    return f;
-  } catch (const Error& e) {
-    info.tuning_note =
-        "tuned schedule " + it->second.str() + " not applied: " + std::string(e.what());
-    return lower_group(group, func, options, {}, &choice);
-  }
-}
-
-}  // namespace
-
-namespace {
-
 // The pixels that a group of one blocked conv and elementwise ops computes as one row (its
 // output's H x W, all zero when it does not), and the conv whose input keeps its own shape.
 struct FlatPixels {
@@ -294,6 +269,29 @@ const std::vector<LoopPass>& cpu_loop_passes() {
   return passes;
 }
 
+PrimFunc lower_tuned(const Function& group, const std::string& func, const LowerOptions& options,
+                     runtime::KernelReport* info, ScheduleChoice* choice) {
+  if (!options.tuned || options.gpu) return lower_group(group, func, options, {}, choice);
+  const std::string key = workload_key(group);
+  if (info) info->workload = key;
+  auto it = options.tuned->find(key);
+  if (it == options.tuned->end()) return lower_group(group, func, options, {}, choice);
+  try {
+    PrimFunc f = lower_group(group, func, options, it->second, choice);
+    if (info) {
+      info->tuned = true;
+      for (auto& [name, field] : ScheduleKnobs::fields)
+        info->knobs.emplace_back(name, it->second.*field);
+    }
+    return f;
+  } catch (const Error& e) {  // the knobs only choose speed: a damaged log fails nothing
+    if (info)
+      info->tuning_note =
+          "tuned schedule " + it->second.str() + " not applied: " + std::string(e.what());
+    return lower_group(group, func, options, {}, choice);
+  }
+}
+
 LoweredGraph lower_graph(const Function& f, const LowerOptions& options) {
   LoweredGraph out;
   runtime::ExecGraph& g = out.graph;
@@ -350,7 +348,7 @@ LoweredGraph lower_graph(const Function& f, const LowerOptions& options) {
         std::string func = symbol_name(group->name, out.funcs.size());
         runtime::KernelReport info = describe(group, func);
         ScheduleChoice choice;
-        out.funcs.push_back(lower_tuned(group, func, options, info, choice));
+        out.funcs.push_back(lower_tuned(group, func, options, &info, &choice));
         runtime::ExecGraph::Kernel k;
         k.func = func;
         k.name = group->name;

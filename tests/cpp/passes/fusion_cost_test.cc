@@ -3,10 +3,18 @@
 // (AVX2's, and AVX-512's where both are checked), so the results do not depend on the host.
 #include "ember/passes/fusion_cost.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <map>
+#include <utility>
+
 #include "ember/codegen/build.h"
+#include "ember/codegen/tuning.h"
 #include "ember/passes/fuse_ops.h"
+#include "ember/passes/lower.h"
+#include "ember/passes/tuning.h"
+#include "ember/support/error.h"
 #include "pass_test_util.h"
 
 namespace ember::passes {
@@ -126,7 +134,8 @@ TEST(FusionCost, KernelsUnderTheParallelGrainRunSerially) {
     const double one_thread = estimated_cycles(w, kAvx2), call = one_thread - work_cycles(w, kAvx2);
     EXPECT_GT(call, 0);
     if (n > 120)
-      EXPECT_GT(estimated_cycles(w, two), call + work_cycles(w, kAvx2) / 2) << "no dispatch charged";
+      EXPECT_GT(estimated_cycles(w, two), call + work_cycles(w, kAvx2) / 2)
+          << "no dispatch charged";
     else
       EXPECT_EQ(estimated_cycles(w, two), one_thread);
   }
@@ -318,6 +327,130 @@ TEST(FuseOps, CostRuleDeclinesANormWhoseEpilogueWaitsForItsStatistics) {
     Function f = layer_norm_then(6, 16, "nn.gelu", Attrs({{"approximate", std::string("tanh")}}));
     EXPECT_EQ(groups(fuse_ops(f, 256, nullptr, &m)).size(), 2u) << bits << " bits";
   }
+}
+
+// x [64, 256] -> dense (constant weight [256, 256]) -> relu: one kernel, whose register tile
+// the tuning log's knobs shape.
+Function dense_relu() {
+  Expr x = f32("x", {64, 256});
+  Expr y = call("nn.dense", {x, constant(random_tensor({256, 256}, -1, 1, 6), "w")}, {}, "fc");
+  return function({x}, call("nn.relu", {y}, {}, "act"));
+}
+
+// `m`'s estimated cycles of `group` lowered with `knobs`.
+double priced(const Function& group, const MachineModel& m, const ScheduleKnobs& knobs = {}) {
+  PrimFunc k = lower_group(group, "k", LowerOptions{m}, knobs);
+  return estimated_cycles(kernel_work(k, m), m);
+}
+
+// The setting of `group`'s knobs that `m` prices slowest (or cheapest), and its cycles.
+std::pair<ScheduleKnobs, double> extreme_knobs(const Function& group, const MachineModel& m,
+                                               bool slowest) {
+  std::pair<ScheduleKnobs, double> best{{}, slowest ? 0 : 1e300};
+  for (const ScheduleKnobs& k : knob_space(group, m))
+    if (double c = priced(group, m, k); slowest ? c > best.second : c < best.second) best = {k, c};
+  return best;
+}
+
+// The fusion decisions of `f` on the model `m` with the tuning table `tuned`.
+std::vector<runtime::FusionEdge> decisions(const Function& f, const MachineModel& m,
+                                           const std::map<std::string, ScheduleKnobs>* tuned) {
+  std::vector<runtime::FusionEdge> why;
+  fuse_ops(f, 256, &why, &m, false, tuned);
+  return why;
+}
+
+// The one group that the pattern rules alone make of `f`.
+Function pattern_group(const Function& f) {
+  const Function fused = fuse_ops(f);
+  EXPECT_EQ(groups(fused).size(), 1u);
+  return groups(fused)[0]->fn;
+}
+
+// Issue 43: the cost rule prices a candidate with the knobs the build will lower it with.
+// The tuning log's knobs ran no slower than the default ones on that kernel, so the cheaper
+// of the two estimates stands for it. dense -> sum over columns, which the default register
+// tile prices above its two kernels (declined), is fused with knobs the model prices below
+// them.
+TEST(FuseOps, CostRulePricesACandidateWithItsTunedKnobs) {
+  const MachineModel m = MachineModel::for_vector_bits(512);
+  Function f = dense_sum(1);
+  ASSERT_FALSE(decisions(f, m, nullptr).at(0).fused) << "declined with the default knobs";
+  const Function group = pattern_group(f);
+  auto [fast, fast_cycles] = extreme_knobs(group, m, false);
+  const Function split = fuse_ops(f, 1);  // one op a kernel
+  double apart = 0;
+  for (const CallNode* c : groups(split)) apart += priced(c->fn, m);
+  ASSERT_LT(fast_cycles, apart) << "no knobs make the fused kernel the cheaper";
+  const std::map<std::string, ScheduleKnobs> tuned = {{workload_key(group), fast}};
+  EXPECT_TRUE(decisions(f, m, &tuned).at(0).fused);
+  EXPECT_EQ(groups(fuse_ops(f, 256, nullptr, &m, false, &tuned)).size(), 1u);
+}
+
+// A tuning entry whose knobs the model prices above the default does not decline a fusion
+// the default allows: measured no slower, the default's estimate stands.
+TEST(FuseOps, CostRuleKeepsTheDefaultEstimateOfSlowerPricedTunedKnobs) {
+  Function f = dense_relu();
+  const Function group = pattern_group(f);
+  auto [slow, slow_cycles] = extreme_knobs(group, kAvx2, true);
+  const Function split = fuse_ops(f, 1);
+  double apart = 0;
+  for (const CallNode* c : groups(split)) apart += priced(c->fn, kAvx2);
+  ASSERT_GT(slow_cycles, 1.02 * apart) << "no knobs price the fused kernel the slower";
+  ASSERT_TRUE(decisions(f, kAvx2, nullptr).at(0).fused);
+  const std::map<std::string, ScheduleKnobs> tuned = {{workload_key(group), slow}};
+  EXPECT_TRUE(decisions(f, kAvx2, &tuned).at(0).fused);
+}
+
+// "est. 1234 kcycles", as the cost rule's reason quotes an estimate of `cycles`.
+std::string estimate(double cycles) { return fmt::format("est. {:.0f} kcycles", cycles / 1e3); }
+
+// The same through ember::build, which hands FuseOps the table it lowers with. The
+// candidate as the pipeline makes it (AlterOpLayout's packed dense -> sum) stays declined
+// (its dense alone is far cheaper packed), but its reason now quotes the estimate of the
+// knobs the model prices cheapest, not the default's.
+TEST(FuseOps, BuildPricesCandidatesWithItsTuningTable) {
+  const MachineModel m = MachineModel::for_vector_bits(512);
+  const std::string target = "llvm -vector-bits=512";
+  PassContext patterns;
+  patterns.config["FuseOps.cost_model"] = "none";
+  std::vector<Workload> w = extract_workloads(*ember::build(dense_sum(1), target, {}, patterns));
+  ASSERT_EQ(w.size(), 1u) << "the pattern rules fuse dense and sum";
+  auto [fast, fast_cycles] = extreme_knobs(w[0].group, m, false);
+  const double default_cycles = priced(w[0].group, m);
+  ASSERT_NE(estimate(fast_cycles), estimate(default_cycles));
+  PassContext ctx;
+  ctx.config["FuseOps.cost_model"] = "avx512";
+  for (bool with_table : {false, true}) {
+    const std::map<std::string, ScheduleKnobs> tuned = {{w[0].key, fast}};
+    auto lib = ember::build(dense_sum(1), target, {}, ctx, with_table ? &tuned : nullptr);
+    ASSERT_EQ(lib->fusion.size(), 1u);
+    EXPECT_FALSE(lib->fusion[0].fused);
+    EXPECT_NE(lib->fusion[0].reason.find(estimate(with_table ? fast_cycles : default_cycles)),
+              std::string::npos)
+        << lib->fusion[0].reason;
+  }
+}
+
+// Knobs that do not fit the candidate (a damaged log) price it with the default knobs, as
+// the build then lowers it: the same decision and estimate as without the entry, no error.
+TEST(FuseOps, CostRulePricesMisfitTunedKnobsAsTheDefault) {
+  Function f = dense_sum(1);
+  std::vector<runtime::FusionEdge> plain = decisions(f, kAvx2, nullptr);
+  ASSERT_EQ(plain.size(), 1u);
+  ASSERT_FALSE(plain[0].fused) << "declined by default, so its reason holds the estimate";
+  // The candidate as the pattern rules build it: FuseOps with no cost model.
+  const Function fused = fuse_ops(f);
+  ASSERT_EQ(groups(fused).size(), 1u);
+  const Function group = groups(fused)[0]->fn;
+  ScheduleKnobs misfit;
+  misfit.tile_rows = 99;
+  EXPECT_THROW(lower_group(group, "k", LowerOptions{kAvx2}, misfit), Error);
+  const std::map<std::string, ScheduleKnobs> damaged = {{workload_key(group), misfit}};
+  std::vector<runtime::FusionEdge> why = decisions(f, kAvx2, &damaged);
+  ASSERT_EQ(why.size(), 1u);
+  EXPECT_FALSE(why[0].fused);
+  EXPECT_EQ(why[0].reason, plain[0].reason);
 }
 
 TEST(FuseOps, DeclinedFusionGivesTheSameNumbers) {
