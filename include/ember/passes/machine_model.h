@@ -51,6 +51,11 @@ struct MachineModel {
   double integer_division_cycles = 20;
   double call_cycles = 15;
   double dispatch_cycles = 1500;
+  // The fewest rows of an output without reductions whose whole rows are its parallel loop's
+  // iterations: fewer leave a pool's threads too few to share, and its tiles become vectors
+  // of rows instead, each iteration paying its own index arithmetic (calibration: parallel
+  // rows).
+  int64_t min_parallel_rows = 64;
   // The threads that run the kernels' parallel loops (ember.set_num_threads at build time;
   // 1 in the fixed models that tests pin): FuseOps' cost rule charges a parallel kernel the
   // pool's dispatch and join only where there are other threads to hand work to.

@@ -394,7 +394,7 @@ void OutputTiling::prepare_tile_loop() {
   for (auto& a : outer) rows *= a->extent;
   // Without reductions the tile only sets the parallel grain: whole rows, unless there are
   // too few rows to keep the threads busy (per-iteration index arithmetic is not free).
-  row_tile = reds.empty() && rows >= 64;
+  row_tile = reds.empty() && rows >= machine.min_parallel_rows;
   for (auto& st : sch.stages())
     if (tiled && st->attach_kind() == AttachKind::Root && !is_reduction(*st) &&
         padded_input_of_reduction(sch, *st) && windowed_pad(*reds[0], *st))
