@@ -56,6 +56,12 @@ struct MachineModel {
   // of rows instead, each iteration paying its own index arithmetic (calibration: parallel
   // rows).
   int64_t min_parallel_rows = 64;
+  // A padded input read through a small window is computed by each output tile, for the rows
+  // it reads, while they are in cache (max_padded_window): the tile of R output rows computes
+  // R + window - 1 padded rows, the rows a neighbouring tile shares computed by both. This
+  // bounds their ratio (16-row tiles under a 7x7 window: 22 / 16 = 1.375; 4-row tiles under a
+  // 3x3 one computed 1.5x and the net ran slower; calibration: windowed pads).
+  double max_pad_recompute = 1.4;
   // The threads that run the kernels' parallel loops (ember.set_num_threads at build time;
   // 1 in the fixed models that tests pin): FuseOps' cost rule charges a parallel kernel the
   // pool's dispatch and join only where there are other threads to hand work to.
@@ -81,6 +87,13 @@ struct RegisterTile {
 /// The most vector accumulators a register tile may hold: four registers stay free besides
 /// them (LLVM's FMA forms and the loop need them; 14 accumulators of 16 spilled).
 int64_t max_accumulators(const MachineModel& m);
+
+/// The widest window (the extent of each reduction axis that indexes a padded input) through
+/// which a tile of `tile_rows` output rows computes the padded rows it reads: tile_rows +
+/// window - 1 of them, at most max_pad_recompute x tile_rows (7 for 16 rows). The bound holds
+/// for every reduction axis that indexes the padded input, channels too: a 3-channel 7x7 stem
+/// pads per tile, a blocked conv (a vector of 8 or 16 input channels) in a pass of its own.
+int64_t max_padded_window(const MachineModel& m, int64_t tile_rows);
 
 /// Does one row of a GEMV's dot products, a rolled sum that the code generator gives
 /// ir::kMaxSumAccumulators vector accumulators (that many / fma_latency vectors a cycle), read

@@ -38,6 +38,10 @@ int64_t vector_lanes(const Stage& o, int vector_bits);
 // cpu_template_transpose.cc
 int transposed_axis(const ir::PrimExpr& body, const Stage& o);
 
+// cpu_template_padded_rows.cc (and default_schedule.cc's windowed_pad, which bounds the
+// window by it): output rows per tile that computes its padded input.
+constexpr int64_t kPadRows = 16;
+
 // cpu_tiles.cc
 void schedule_reduction_tile(Stage& r, bool vectorize_inner);
 // A GEMV's dot products over weight rows, as vector partials that several rows compute

@@ -473,5 +473,23 @@ TEST(MachineModel, VectorsFromTheL3TakeTilesWithMoreRows) {
             4);
 }
 
+TEST(MachineModel, PaddedWindowsComputeFewRowsTwice) {
+  // A tile of 16 output rows computes 16 + window - 1 padded rows: up to a 7x7 window (22
+  // rows, 1.375x) within max_pad_recompute, at either width; an 8-wide window (a blocked
+  // conv's 8 input channels at 256 bits) is over it. The bound follows the model's field.
+  for (int bits : {256, 512}) {
+    MachineModel m = MachineModel::for_vector_bits(bits);
+    SCOPED_TRACE(std::to_string(bits) + " bits");
+    EXPECT_EQ(max_padded_window(m, 16), 7);
+    EXPECT_LE(16 + max_padded_window(m, 16) - 1, m.max_pad_recompute * 16);
+    EXPECT_GT(16 + max_padded_window(m, 16), m.max_pad_recompute * 16);
+    EXPECT_EQ(max_padded_window(m, 4), 2);  // 4-row tiles: a 2-wide window, 1.25x
+    m.max_pad_recompute = 1.5;
+    EXPECT_EQ(max_padded_window(m, 16), 9);
+    m.max_pad_recompute = 1;
+    EXPECT_EQ(max_padded_window(m, 16), 1);
+  }
+}
+
 }  // namespace
 }  // namespace ember::passes
