@@ -85,8 +85,19 @@ struct RegisterTile {
 };
 
 /// The most vector accumulators a register tile may hold: four registers stay free besides
-/// them (LLVM's FMA forms and the loop need them; 14 accumulators of 16 spilled).
-int64_t max_accumulators(const MachineModel& m);
+/// them (LLVM's FMA forms and the loop need them; 14 accumulators of 16 spilled). Inline:
+/// ember_ir's attention kernel asks it too.
+inline int64_t max_accumulators(const MachineModel& m) { return m.vector_registers - 4; }
+
+/// Does a register tile of `accumulators` vector accumulators fill the registers, leaving
+/// under a fifth of max_accumulators empty? A tile that takes several vectors a row (fewer
+/// broadcasts per FMA) leaves fewer rows to share each vector load; where that empties
+/// registers, the rows are too few: attention's products take tiles of 4 vectors x 6 rows
+/// with AVX-512's 32 registers (24 accumulators of 28) and 2 x 6 with AVX2's 16 (12 of 12),
+/// not 4 x 2 or 3 x 3 (8 and 9 of 12) (calibration: attention tile rows). Inline for ember_ir.
+inline bool fills_accumulators(const MachineModel& m, int64_t accumulators) {
+  return 5 * accumulators >= 4 * max_accumulators(m);
+}
 
 /// The widest window (the extent of each reduction axis that indexes a padded input) through
 /// which a tile of `tile_rows` output rows computes the padded rows it reads: tile_rows +

@@ -491,5 +491,22 @@ TEST(MachineModel, PaddedWindowsComputeFewRowsTwice) {
   }
 }
 
+TEST(MachineModel, WideRegisterTilesStillFillTheAccumulators) {
+  // Attention's tiles of VB vectors x R rows: AVX2's 16 registers allow 12 accumulators, and
+  // 2 x 6 fills them where 3 x 3 and 4 x 2 leave 3 and 4 empty; AVX-512's 32 allow 28, and
+  // 4 x 6, 3 x 9 and 2 x 12 fill them (24, 27, 24), a one-vector tile of 12 rows does not.
+  MachineModel avx2 = MachineModel::for_vector_bits(256),
+               avx512 = MachineModel::for_vector_bits(512);
+  EXPECT_EQ(max_accumulators(avx2), 12);
+  EXPECT_EQ(max_accumulators(avx512), 28);
+  EXPECT_TRUE(fills_accumulators(avx2, 2 * 6));
+  EXPECT_FALSE(fills_accumulators(avx2, 3 * 3));
+  EXPECT_FALSE(fills_accumulators(avx2, 4 * 2));
+  EXPECT_TRUE(fills_accumulators(avx512, 4 * 6));
+  EXPECT_TRUE(fills_accumulators(avx512, 3 * 9));
+  EXPECT_TRUE(fills_accumulators(avx512, 2 * 12));
+  EXPECT_FALSE(fills_accumulators(avx512, 1 * 12));
+}
+
 }  // namespace
 }  // namespace ember::passes
