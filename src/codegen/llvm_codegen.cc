@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "ember/codegen/machine.h"
 #include "ember/ir/loop_sums.h"
 #include "ember/ir/transposed_loads.h"
 #include "ember/support/error.h"
@@ -681,7 +682,7 @@ Value* LLVMCodeGen::emit_guarded_load(const SelectNode* op) {
   // Only vectors that fit one register: LLVM 19 miscompiles a masked load that x86 splits
   // into halves when a half's mask is all false (it loads that half unmasked instead of
   // taking the fill: 512-bit code on an AVX2 host read past a padded row).
-  const int register_bits = features_.find("+avx512f") != std::string::npos ? 512 : 256;
+  const int register_bits = widest_vector_bits(features_);
   if (lanes_ * dtype_bytes(t) * 8 > register_bits) return nullptr;
   Value* mask = widen(emit(op->cond));
   if (mask_) mask = b_.CreateAnd(mask_, mask);

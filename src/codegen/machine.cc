@@ -128,7 +128,7 @@ std::string scheduling_facts(const std::string& cpu, bool native, int bits,
     avx512 = host.lookup("avx512f");
     avx = host.lookup("avx");
   }
-  const int widest = avx512 ? 512 : avx ? 256 : 128, width = std::min(bits, widest);
+  const int widest = widest_vector_bits(avx512, avx), width = std::min(bits, widest);
   const char* fma = width == 512   ? "VFMADD231PSZr"
                     : width == 256 ? "VFMADD231PSYr"
                                    : "VFMADD231PSr";
@@ -190,6 +190,24 @@ passes::MachineModel build_model(const Target& target) {
 }
 
 }  // namespace
+
+int widest_vector_bits(bool avx512f, bool avx) { return avx512f ? 512 : avx ? 256 : 128; }
+
+int widest_vector_bits(const std::string& features) {
+  bool avx512f = false, avx = false;
+  size_t begin = 0;
+  while (begin < features.size()) {
+    size_t end = features.find(',', begin);
+    if (end == std::string::npos) end = features.size();
+    const std::string f = features.substr(begin, end - begin);
+    begin = end + 1;
+    if (f.size() < 2 || (f[0] != '+' && f[0] != '-')) continue;
+    const std::string name = f.substr(1);
+    if (name == "avx512f") avx512f = f[0] == '+';
+    if (name == "avx") avx = f[0] == '+';
+  }
+  return widest_vector_bits(avx512f, avx);
+}
 
 passes::MachineModel machine_model(const Target& target) {
   // Memoized: the opcode search reads every name LLVM's X86 target has.

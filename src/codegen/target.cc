@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ember/codegen/codegen.h"
+#include "ember/codegen/machine.h"
 #include "ember/support/error.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/MC/MCSubtargetInfo.h"
@@ -34,8 +35,7 @@ int cpu_vector_bits(const std::string& cpu) {
       return std::stoi(v);
     }
     llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
-    if (features.lookup("avx512f")) return 512;
-    return features.lookup("avx") ? 256 : 128;
+    return widest_vector_bits(features.lookup("avx512f"), features.lookup("avx"));
   }
   llvm::InitializeNativeTarget();
   std::string triple = llvm::sys::getDefaultTargetTriple(), error;
@@ -45,8 +45,7 @@ int cpu_vector_bits(const std::string& cpu) {
   if (!info || !info->isCPUStringValid(cpu))
     fail("unknown CPU '", cpu, "' in the target's -mcpu; use an LLVM CPU name such as ",
          "\"skylake-avx512\" or \"znver3\", or leave -mcpu out for the host CPU");
-  if (info->checkFeatures("+avx512f")) return 512;
-  return info->checkFeatures("+avx") ? 256 : 128;
+  return widest_vector_bits(info->checkFeatures("+avx512f"), info->checkFeatures("+avx"));
 }
 
 }  // namespace

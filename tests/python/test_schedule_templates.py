@@ -19,7 +19,9 @@ import torch
 import torch.nn as nn
 
 import ember
+from ember import ir, op
 from ember.frontend import from_pytorch
+from op_checks import STRUCTURE_CPUS, build_for
 
 GOLDEN = pathlib.Path(__file__).parent / "golden" / "schedule_templates.json"
 CPUS = ["znver1", "znver3", "znver4", "skylake-avx512"]
@@ -132,3 +134,21 @@ def test_profile_has_a_schedule_column():
     header = table.splitlines()[0]
     assert "Schedule" in header
     assert "row_statistic." in table
+
+
+@pytest.mark.parametrize("bits", [256, 512])
+@pytest.mark.parametrize("window,per_tile", [(7, True), (9, False)])
+def test_padded_inputs_are_computed_per_tile_only_through_small_windows(bits, window, per_tile):
+    # A tile of 16 output rows computes the 16 + window - 1 padded rows it reads: a 7x7
+    # window's 22 are within the model's max_pad_recompute (1.4x the rows), so the padded
+    # rows template computes them in cache; a 9x9 window's 24 are not, and its padded input
+    # is a pass of its own before the register tiles. The same at either width.
+    x = ir.var("x", (1, 32, 40, 40), "float32")
+    pool = op.nn.max_pool2d(x, (window, window), strides=(1, 1),
+                            padding=(window // 2, window // 2))
+    w = ir.const(np.full((32, 1, window, window), 0.01, "float32"))
+    depthwise = op.nn.conv2d(x, w, padding=(window // 2, window // 2), groups=32)
+    for y, kind in [(pool, "pool"), (depthwise, "depthwise_conv")]:
+        lib = build_for(ir.Function([x], y), STRUCTURE_CPUS[bits], bits)
+        (schedule,) = [k.schedule for k in lib.fusion_report()]
+        assert schedule == (f"{kind}.padded_rows" if per_tile else f"{kind}.register_tile")

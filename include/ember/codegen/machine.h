@@ -4,10 +4,20 @@
 /// issue rate and datapath width and the vector load rate come from LLVM's scheduling model
 /// of the CPU (-mcpu, or the host's CPU name); the cache sizes from sysfs for the host and
 /// from a table of known CPUs for a named one. `ember.target.machine_model()` shows it.
+#include <string>
+
 #include "ember/codegen/target.h"
 #include "ember/passes/machine_model.h"
 
 namespace ember::codegen {
+
+/// The widest float vector register of an x86-64 CPU: 512 bits with AVX-512F, 256 with AVX,
+/// else SSE's 128. The one rule the target's default width, the machine model and the code
+/// generator's register width all use.
+int widest_vector_bits(bool avx512f, bool avx);
+/// The same for an LLVM target-feature string ("+sse2,+avx,-avx512f,..."): a feature counts
+/// where its last mention enables it (a name, not a prefix: "+avx512fp16" is not "+avx512f").
+int widest_vector_bits(const std::string& features);
 
 /// The model the schedules of a CPU target use (its threads field left at 1: the build sets
 /// the threads it runs on). A CPU without a scheduling model in LLVM keeps the pinned facts

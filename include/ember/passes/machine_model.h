@@ -51,6 +51,17 @@ struct MachineModel {
   double integer_division_cycles = 20;
   double call_cycles = 15;
   double dispatch_cycles = 1500;
+  // The fewest rows of an output without reductions whose whole rows are its parallel loop's
+  // iterations: fewer leave a pool's threads too few to share, and its tiles become vectors
+  // of rows instead, each iteration paying its own index arithmetic (calibration: parallel
+  // rows).
+  int64_t min_parallel_rows = 64;
+  // A padded input read through a small window is computed by each output tile, for the rows
+  // it reads, while they are in cache (max_padded_window): the tile of R output rows computes
+  // R + window - 1 padded rows, the rows a neighbouring tile shares computed by both. This
+  // bounds their ratio (16-row tiles under a 7x7 window: 22 / 16 = 1.375; 4-row tiles under a
+  // 3x3 one computed 1.5x and the net ran slower; calibration: windowed pads).
+  double max_pad_recompute = 1.4;
   // The threads that run the kernels' parallel loops (ember.set_num_threads at build time;
   // 1 in the fixed models that tests pin): FuseOps' cost rule charges a parallel kernel the
   // pool's dispatch and join only where there are other threads to hand work to.
@@ -74,8 +85,26 @@ struct RegisterTile {
 };
 
 /// The most vector accumulators a register tile may hold: four registers stay free besides
-/// them (LLVM's FMA forms and the loop need them; 14 accumulators of 16 spilled).
-int64_t max_accumulators(const MachineModel& m);
+/// them (LLVM's FMA forms and the loop need them; 14 accumulators of 16 spilled). Inline:
+/// ember_ir's attention kernel asks it too.
+inline int64_t max_accumulators(const MachineModel& m) { return m.vector_registers - 4; }
+
+/// Does a register tile of `accumulators` vector accumulators fill the registers, leaving
+/// under a fifth of max_accumulators empty? A tile that takes several vectors a row (fewer
+/// broadcasts per FMA) leaves fewer rows to share each vector load; where that empties
+/// registers, the rows are too few: attention's products take tiles of 4 vectors x 6 rows
+/// with AVX-512's 32 registers (24 accumulators of 28) and 2 x 6 with AVX2's 16 (12 of 12),
+/// not 4 x 2 or 3 x 3 (8 and 9 of 12) (calibration: attention tile rows). Inline for ember_ir.
+inline bool fills_accumulators(const MachineModel& m, int64_t accumulators) {
+  return 5 * accumulators >= 4 * max_accumulators(m);
+}
+
+/// The widest window (the extent of each reduction axis that indexes a padded input) through
+/// which a tile of `tile_rows` output rows computes the padded rows it reads: tile_rows +
+/// window - 1 of them, at most max_pad_recompute x tile_rows (7 for 16 rows). The bound holds
+/// for every reduction axis that indexes the padded input, channels too: a 3-channel 7x7 stem
+/// pads per tile, a blocked conv (a vector of 8 or 16 input channels) in a pass of its own.
+int64_t max_padded_window(const MachineModel& m, int64_t tile_rows);
 
 /// Does one row of a GEMV's dot products, a rolled sum that the code generator gives
 /// ir::kMaxSumAccumulators vector accumulators (that many / fma_latency vectors a cycle), read

@@ -187,7 +187,6 @@ namespace {
 constexpr int64_t kQueryBlock = 64;   // query rows per task, about
 constexpr int64_t kKeyBlock = 64;     // keys per score tile, about
 constexpr int64_t kMaxTileRows = 12;  // rows of a register tile, at most
-constexpr int64_t kMinTileRows = 6;   // rows of a register tile wider than a vector, at least
 // GPU threads per block, one query row each: one warp, so that a batch-1 BERT layer (12 x
 // 128 rows) still spreads over 48 multiprocessors (an H100 has 132; 128 rows per block
 // used 12). Each warp reads the same key row at once, from L1.
@@ -326,15 +325,16 @@ struct Panel {
     // (calibration: attention short feature rows).
     if (lanes < 4 && extent <= full) lanes = extent;
     const int64_t vectors = extent / lanes;
-    // The most vectors per row (fewest broadcasts per FMA) that still leave tiles of
-    // kMinTileRows: 4 x 16 lanes with AVX-512's 32 registers (6 rows, rather than 12 x 2),
-    // 2 x 8 lanes with AVX2's 16 (6 rows) (calibration: attention tile rows).
+    // The most vectors per row (fewest broadcasts per FMA) whose tile still fills the
+    // registers (passes::fills_accumulators): 4 x 16 lanes with AVX-512's 32 registers (6
+    // rows, rather than 12 x 2), 2 x 8 lanes with AVX2's 16 (6 rows, not 3 x 3) (calibration:
+    // attention tile rows).
     auto rows_for = [&](int64_t vb) {
       return std::clamp<int64_t>((machine.vector_registers - vb - 2) / vb, 1, kMaxTileRows);
     };
     VB = 1;
     for (int64_t vb : {4, 3, 2})
-      if (vectors % vb == 0 && rows_for(vb) >= kMinTileRows) {
+      if (vectors % vb == 0 && passes::fills_accumulators(machine, vb * rows_for(vb))) {
         VB = vb;
         break;
       }

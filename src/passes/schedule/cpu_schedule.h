@@ -44,6 +44,10 @@ int64_t vector_lanes(const Stage& o, int vector_bits);
 // cpu_template_transpose.cc
 int transposed_axis(const ir::PrimExpr& body, const Stage& o);
 
+// cpu_template_padded_rows.cc (and default_schedule.cc's windowed_pad, which bounds the
+// window by it): output rows per tile that computes its padded input.
+constexpr int64_t kPadRows = 16;
+
 // cpu_tiles.cc
 void schedule_reduction_tile(Stage& r, bool vectorize_inner);
 void schedule_register_tile(Stage& r, int d, const RegisterTile& tile, int64_t unroll = 1);

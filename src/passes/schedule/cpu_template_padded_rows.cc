@@ -8,8 +8,6 @@ namespace ember::passes::cpu {
 
 using namespace ir;
 
-constexpr int64_t kPadRows = 16;  // output rows per tile that computes its padded input
-
 bool OutputTiling::computes_padded_rows() const {
   return along && outer_vec && !row_tile && !pads.empty() && outer.size() >= 2;
 }

@@ -41,7 +41,7 @@ namespace cpu {
 namespace {
 
 bool padded_input_of_reduction(Schedule& sch, const Stage& s);
-bool windowed_pad(const Stage& r, const Stage& pad);
+bool windowed_pad(const Stage& r, const Stage& pad, const MachineModel& m);
 
 // Reduction stages that `reader`'s body reads directly and that can all be computed inside
 // `reader`'s loops: every other (non-inlined) stage that reads one of them must be one of
@@ -319,10 +319,10 @@ void OutputTiling::prepare_tile_loop() {
   for (auto& a : outer) rows *= a->extent;
   // Without reductions the tile only sets the parallel grain: whole rows, unless there are
   // too few rows to keep the threads busy (per-iteration index arithmetic is not free).
-  row_tile = reds.empty() && rows >= 64;
+  row_tile = reds.empty() && rows >= machine.min_parallel_rows;
   for (auto& st : sch.stages())
     if (tiled && st->attach_kind() == AttachKind::Root && !is_reduction(*st) &&
-        padded_input_of_reduction(sch, *st) && windowed_pad(*reds[0], *st))
+        padded_input_of_reduction(sch, *st) && windowed_pad(*reds[0], *st, machine))
       pads.push_back(st.get());
 }
 
@@ -486,10 +486,12 @@ bool padded_input_of_reduction(Schedule& sch, const Stage& s) {
 
 // A padded input that `r` reads only through a small window (a depthwise conv, a pooling:
 // no reduction over its channels) is cheap to compute per output tile, where it stays in
-// cache, instead of in a pass of its own over memory.
-bool windowed_pad(const Stage& r, const Stage& pad) {
+// cache, instead of in a pass of its own over memory: small enough that a tile of kPadRows
+// rows computes few padded rows twice (max_padded_window; calibration: windowed pads).
+bool windowed_pad(const Stage& r, const Stage& pad, const MachineModel& m) {
   auto* red = r.body().as<ReduceNode>();
   if (!red) return false;
+  const int64_t w = max_padded_window(m, kPadRows);  // the widest window
   bool reads = false, small = true;
   visit_prim(red->source, [&](const PrimExpr& e) {
     auto* p = e.as<ProducerLoadNode>();
@@ -498,7 +500,7 @@ bool windowed_pad(const Stage& r, const Stage& pad) {
     for (auto& a : r.reduce_axes())
       for (auto& i : p->indices)
         visit_prim(i,
-                   [&](const PrimExpr& x) { small &= x.get() != a->var.get() || a->extent <= 7; });
+                   [&](const PrimExpr& x) { small &= x.get() != a->var.get() || a->extent <= w; });
   });
   return reads && small;
 }
@@ -536,7 +538,7 @@ void apply_default_schedule(Schedule& sch, const MachineModel& machine, const Sc
       continue;
     }
     bool windowed = false;
-    for (auto& r : sch.stages()) windowed |= is_reduction(*r) && windowed_pad(*r, *s);
+    for (auto& r : sch.stages()) windowed |= is_reduction(*r) && windowed_pad(*r, *s, machine);
     if (!windowed) schedule_root(*s, vector_bits);  // else schedule_output attaches it
   }
   // An output that is itself a reduction gets a local accumulator tile (cache_write), so its

@@ -13,7 +13,11 @@ MachineModel MachineModel::for_vector_bits(int vector_bits) {
   return m;
 }
 
-int64_t max_accumulators(const MachineModel& m) { return m.vector_registers - 4; }
+int64_t max_padded_window(const MachineModel& m, int64_t tile_rows) {
+  // tile_rows + window - 1 padded rows, at most max_pad_recompute x tile_rows of them.
+  const auto padded = static_cast<int64_t>(m.max_pad_recompute * static_cast<double>(tile_rows));
+  return std::max<int64_t>(1, padded - tile_rows + 1);
+}
 
 bool gemv_row_keeps_pace(const MachineModel& m, DType t) {
   constexpr int64_t kLineBytes = 64;

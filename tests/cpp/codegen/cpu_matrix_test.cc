@@ -94,6 +94,22 @@ TEST_P(CpuMatrix, KernelsCompileForTheCpuAtItsWidth) {
   if (!avx512) EXPECT_EQ(count(asm_text, "%zmm"), 0u) << GetParam().name;
 }
 
+// The widest register, one rule for the target's width, the machine model and the code
+// generator's masked loads: AVX-512F 512 bits, AVX 256, SSE alone 128; a feature string
+// counts whole names, the last mention winning (a host's string lists its missing features
+// with "-").
+TEST(WidestVectorBits, FromFeaturesOrTheirNames) {
+  EXPECT_EQ(widest_vector_bits(true, true), 512);
+  EXPECT_EQ(widest_vector_bits(false, true), 256);
+  EXPECT_EQ(widest_vector_bits(false, false), 128);
+  EXPECT_EQ(widest_vector_bits("+sse2,+sse4.2,+avx,+avx2,+fma,+avx512f,+avx512bw"), 512);
+  EXPECT_EQ(widest_vector_bits("+sse2,+avx,+avx2,+fma,-avx512f,-avx512bw"), 256);
+  EXPECT_EQ(widest_vector_bits("+sse2,+sse3,+ssse3,+sse4.1,+sse4.2,-avx,-avx2"), 128);
+  EXPECT_EQ(widest_vector_bits(""), 128);
+  EXPECT_EQ(widest_vector_bits("+sse2,+avxvnni,+avx512fp16"), 128);  // names, not prefixes
+  EXPECT_EQ(widest_vector_bits("+avx,+avx512f,-avx512f"), 256);
+}
+
 INSTANTIATE_TEST_SUITE_P(Cpus, CpuMatrix, ::testing::ValuesIn(kCpus),
                          [](const ::testing::TestParamInfo<Cpu>& info) {
                            std::string n = info.param.name;

@@ -473,5 +473,40 @@ TEST(MachineModel, VectorsFromTheL3TakeTilesWithMoreRows) {
             4);
 }
 
+TEST(MachineModel, PaddedWindowsComputeFewRowsTwice) {
+  // A tile of 16 output rows computes 16 + window - 1 padded rows: up to a 7x7 window (22
+  // rows, 1.375x) within max_pad_recompute, at either width; an 8-wide window (a blocked
+  // conv's 8 input channels at 256 bits) is over it. The bound follows the model's field.
+  for (int bits : {256, 512}) {
+    MachineModel m = MachineModel::for_vector_bits(bits);
+    SCOPED_TRACE(std::to_string(bits) + " bits");
+    EXPECT_EQ(max_padded_window(m, 16), 7);
+    EXPECT_LE(16 + max_padded_window(m, 16) - 1, m.max_pad_recompute * 16);
+    EXPECT_GT(16 + max_padded_window(m, 16), m.max_pad_recompute * 16);
+    EXPECT_EQ(max_padded_window(m, 4), 2);  // 4-row tiles: a 2-wide window, 1.25x
+    m.max_pad_recompute = 1.5;
+    EXPECT_EQ(max_padded_window(m, 16), 9);
+    m.max_pad_recompute = 1;
+    EXPECT_EQ(max_padded_window(m, 16), 1);
+  }
+}
+
+TEST(MachineModel, WideRegisterTilesStillFillTheAccumulators) {
+  // Attention's tiles of VB vectors x R rows: AVX2's 16 registers allow 12 accumulators, and
+  // 2 x 6 fills them where 3 x 3 and 4 x 2 leave 3 and 4 empty; AVX-512's 32 allow 28, and
+  // 4 x 6, 3 x 9 and 2 x 12 fill them (24, 27, 24), a one-vector tile of 12 rows does not.
+  MachineModel avx2 = MachineModel::for_vector_bits(256),
+               avx512 = MachineModel::for_vector_bits(512);
+  EXPECT_EQ(max_accumulators(avx2), 12);
+  EXPECT_EQ(max_accumulators(avx512), 28);
+  EXPECT_TRUE(fills_accumulators(avx2, 2 * 6));
+  EXPECT_FALSE(fills_accumulators(avx2, 3 * 3));
+  EXPECT_FALSE(fills_accumulators(avx2, 4 * 2));
+  EXPECT_TRUE(fills_accumulators(avx512, 4 * 6));
+  EXPECT_TRUE(fills_accumulators(avx512, 3 * 9));
+  EXPECT_TRUE(fills_accumulators(avx512, 2 * 12));
+  EXPECT_FALSE(fills_accumulators(avx512, 1 * 12));
+}
+
 }  // namespace
 }  // namespace ember::passes

@@ -433,5 +433,30 @@ TEST(Schedule, ShortRowsShareATileThatComputesTheirStatisticsFirst) {
   EXPECT_GE(tiles, 2) << long_rows;
 }
 
+// An output without reductions takes its rows as the parallel grain (row_blocks: whole rows,
+// short ones blocked) from the model's min_parallel_rows on, 64 in the pinned models; with
+// fewer rows its tiles are vectors of a row (vector_tiles), more of them for the threads.
+TEST(Schedule, WholeRowsAreTheParallelGrainFromTheModelsMinimumOn) {
+  auto tiling = [](int64_t rows, const MachineModel& m) {
+    ir::Tensor x = placeholder("x", {rows, 64}, DType::Float32);
+    ir::Tensor out = compute("out", {rows, 64}, [&](const std::vector<PrimVar>& i) {
+      return x({i[0], i[1]}) + make_const(DType::Float32, 1);
+    });
+    Schedule sch({out});
+    apply_default_schedule(sch, m);
+    return sch.template_name();
+  };
+  for (int bits : {256, 512}) {
+    MachineModel m = MachineModel::for_vector_bits(bits);
+    SCOPED_TRACE(std::to_string(bits) + " bits");
+    EXPECT_EQ(m.min_parallel_rows, 64);
+    EXPECT_EQ(tiling(64, m), "elementwise.row_blocks");
+    EXPECT_EQ(tiling(63, m), "elementwise.vector_tiles");
+    m.min_parallel_rows = 32;
+    EXPECT_EQ(tiling(63, m), "elementwise.row_blocks");
+    EXPECT_EQ(tiling(31, m), "elementwise.vector_tiles");
+  }
+}
+
 }  // namespace
 }  // namespace ember::passes
