@@ -140,6 +140,25 @@ class Stage {
   bool per_thread_ = false;
 };
 
+/// Extents known only when the kernel runs (dynamic shapes). Every static extent of the
+/// tensor expression stays the largest one the kernel serves, which sizes its buffers and
+/// its schedule's tiles; where the run may be smaller, the run's extent is an expression of
+/// `symbols`, variables the kernel reads from its shape argument (lower_schedule). A kernel
+/// input or output is stored compactly at the run's shape (its row strides are run-time
+/// values); buffers inside the kernel keep their static shape. Empty: every extent static.
+struct LiveExtents {
+  struct Symbol {
+    ir::PrimVar var;
+    int64_t min, max;  // its range; `max` is the static extent it stands for
+  };
+  std::vector<Symbol> symbols;
+  /// The run's extent of a root axis of a stage (a data or a reduction axis).
+  std::map<const ir::IterVarNode*, ir::PrimExpr> axes;
+  /// The run's shape of a kernel input or output (a null entry: that dimension is static).
+  std::map<const ir::TensorNode*, std::vector<ir::PrimExpr>> dims;
+  bool empty() const { return symbols.empty(); }
+};
+
 /// The stages of every compute tensor reachable from `outputs`.
 class Schedule {
  public:
@@ -187,6 +206,9 @@ class Schedule {
   /// the model file show it.
   void set_template(std::string name) { template_ = std::move(name); }
   const std::string& template_name() const { return template_; }
+  /// The extents known only at run time (dynamic shapes), read by lower_schedule.
+  LiveExtents& live() { return live_; }
+  const LiveExtents& live() const { return live_; }
 
  private:
   void insert_before(const Stage& s, std::vector<std::unique_ptr<Stage>> stages);
@@ -197,6 +219,7 @@ class Schedule {
   std::vector<Tensor> outputs_;
   std::vector<std::unique_ptr<Stage>> stages_;
   std::string template_;
+  LiveExtents live_;
 };
 
 /// The default CPU schedule for a group of stages whose outputs are `sch.outputs()`:
@@ -241,7 +264,9 @@ ir::PrimFunc pipeline_shared_tiles(const ir::PrimFunc& f);
 
 /// Lowers a schedule to one loop-IR function. `inputs` are the placeholder tensors (in
 /// parameter order); the outputs are the schedule's outputs. Stages that are neither
-/// inlined nor attached get their own root loop nest, in producer-first order.
+/// inlined nor attached get their own root loop nest, in producer-first order. With live
+/// extents (sch.live()), the function takes one more input after `inputs`, "shape_args"
+/// (int64, one value per symbol, in order), and loops run to the run's extents.
 ir::PrimFunc lower_schedule(const Schedule& sch, const std::string& name,
                             const std::vector<Tensor>& inputs);
 

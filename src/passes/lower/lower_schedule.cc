@@ -12,6 +12,7 @@
 // with `let` because they are not affine); a non-dividing split or a clipped region adds a
 // guard around the innermost statement, unless the bounds prove it is always true. A
 // reduction stores its identity in an init nest placed just outside the first reduction loop.
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -66,6 +67,16 @@ void pad_rows(std::vector<int64_t>& shape, int64_t pad) {
 struct Realized {
   Buffer buffer;
   std::vector<PrimExpr> mins;  // region origin (empty = 0 everywhere)
+  std::vector<PrimExpr> live;  // a kernel parameter's run-time shape (empty: static)
+  // The flat offset of `indices`: row-major over the run's shape where it has one (a
+  // parameter stored compactly at the run's shape), else over the buffer's static shape.
+  PrimExpr flat(const std::vector<PrimExpr>& indices) const {
+    if (live.empty()) return flat_index(buffer, indices);
+    PrimExpr index = PrimExpr(int64_t{0});
+    for (size_t i = 0; i < indices.size(); ++i)
+      index = index * (live[i] ? live[i] : PrimExpr(buffer->shape[i])) + indices[i];
+    return index;
+  }
 };
 
 class ScheduleLowering {
@@ -74,14 +85,25 @@ class ScheduleLowering {
     for (auto& t : inputs) {
       Buffer b = make_buffer(t->name, t.dtype(), t->shape);
       params_.push_back(b);
-      realized_[t.ref().get()] = {b, {}};
+      realized_[t.ref().get()] = {b, {}, live_dims(t)};
+    }
+    const LiveExtents& live = sch.live();
+    if (!live.empty()) {  // the symbols' values, read once at the kernel's start
+      shape_args_ =
+          make_buffer("shape_args", DType::Int64, {static_cast<int64_t>(live.symbols.size())});
+      params_.push_back(shape_args_);
+      for (const LiveExtents::Symbol& s : live.symbols) {
+        EMBER_CHECK(s.min >= 1 && s.min <= s.max, "symbol ", s.var.name(), " has range [", s.min,
+                    ", ", s.max, "]");
+        symbols_[s.var.get()] = {s.min, s.max};
+      }
     }
     num_inputs_ = static_cast<int>(params_.size());
     for (auto& t : sch.outputs()) {
       EMBER_CHECK(!realized_.count(t.ref().get()), "output ", t->name, " is also an input");
       Buffer b = make_buffer(t->name, t.dtype(), t->shape);
       params_.push_back(b);
-      realized_[t.ref().get()] = {b, {}};
+      realized_[t.ref().get()] = {b, {}, live_dims(t)};
       outputs_.insert(t.ref().get());
     }
     for (auto& s : sch.stages()) stage_of_[s->tensor().ref().get()] = s.get();
@@ -100,12 +122,19 @@ class ScheduleLowering {
         realized_[t] = {b, {}};
         allocs.push_back(b);
       }
+      const std::vector<PrimExpr> live = live_dims(st->tensor());
+      if (live.empty()) check_reads_static(st);
       std::vector<Region> region;
-      for (int64_t d : t->shape) region.push_back({PrimExpr(int64_t{0}), d, false});
-      nests.push_back(emit_stage(st, region, {}));
+      for (size_t d = 0; d < t->shape.size(); ++d)
+        region.push_back(
+            {PrimExpr(int64_t{0}), t->shape[d], false, live.empty() ? PrimExpr() : live[d]});
+      nests.push_back(emit_stage(st, region, symbols_));
     }
     Stmt body = seq(nests);
     for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) body = allocate(*it, body);
+    const std::vector<LiveExtents::Symbol>& syms = sch_.live().symbols;
+    for (size_t i = syms.size(); i-- > 0;)
+      body = let_stmt(syms[i].var, load(shape_args_, PrimExpr(static_cast<int64_t>(i))), body);
     PrimFunc f{name, params_, num_inputs_, simplify(body)};
     try {
       verify(f);
@@ -122,8 +151,18 @@ class ScheduleLowering {
   struct Region {
     PrimExpr min;
     int64_t extent;
-    bool clipped;  // may exceed the tensor's bounds: guard it
+    bool clipped;   // may exceed the tensor's bounds: guard it
+    PrimExpr live;  // the run's extent where it is known only then (from 0: min is 0)
   };
+
+  // The run-time shape of `t` where sch.live() has one (empty: static).
+  std::vector<PrimExpr> live_dims(const Tensor& t) const {
+    auto it = sch_.live().dims.find(t.operator->());
+    if (it == sch_.live().dims.end()) return {};
+    EMBER_CHECK(it->second.size() == t->shape.size(), "run-time shape of ", t->name, " has rank ",
+                it->second.size(), ", its tensor ", t->shape.size());
+    return it->second;
+  }
 
   void inline_bodies() {
     for (auto& s : sch_.stages()) {
@@ -147,7 +186,7 @@ class ScheduleLowering {
                     "enclose this read?)");
         std::vector<PrimExpr> idx = p->indices;
         for (size_t d = 0; d < it->second.mins.size(); ++d) idx[d] = idx[d] - it->second.mins[d];
-        return load(it->second.buffer, simplify(flat_index(it->second.buffer, idx)));
+        return load(it->second.buffer, simplify(it->second.flat(idx)));
       }
     } r;
     r.self = this;
@@ -164,6 +203,12 @@ class ScheduleLowering {
     nest.build_innermost();
     return nest.wrap_loops();
   }
+
+  // An expression that reads tensors, and the ranges of the variables that vary in it.
+  struct Read {
+    PrimExpr expr;
+    VarRanges ranges;
+  };
 
   // One stage's loop nest while emit_stage builds it; each phase (a method, in the order
   // emit_stage calls them) fills the fields that the later ones read.
@@ -186,8 +231,10 @@ class ScheduleLowering {
     const std::vector<IterVar>& leaf;
     const size_t n_spatial;
     // compute_extents
-    std::map<const IterVarNode*, int64_t> ext;
-    std::vector<std::pair<const IterVarNode*, int64_t>> split_guards;  // value < extent
+    std::map<const IterVarNode*, int64_t> ext;    // static (the largest) extents
+    std::map<const IterVarNode*, PrimExpr> live;  // the run's extents, where known only then
+    std::set<const IterVarNode*> partial;         // values may pass the run's extent (guarded)
+    std::vector<std::pair<const IterVarNode*, PrimExpr>> split_guards;  // value < extent
     // bind_axis_values
     std::vector<PrimVar> loop_var;
     std::map<const IterVarNode*, size_t> pos_of;
@@ -206,23 +253,60 @@ class ScheduleLowering {
     std::vector<std::vector<PrimExpr>> hoisted;  // [i + 1]: inside loop i
     Stmt update, init;
 
-    // Extents of every axis, root first, then through the relations.
+    // Extents of every axis, root first, then through the relations: the static one, and
+    // the run's where it is known only then (a split's outer loop runs ceil(run / factor)
+    // tiles, a fused loop the product).
     void compute_extents() {
       for (size_t i = 0; i < st->root_axes().size(); ++i) {
         auto& a = st->root_axes()[i];
         ext[a.get()] = i < n_spatial ? region[i].extent : a->extent;
+        PrimExpr l = i < n_spatial ? region[i].live : self.live_axis(a);
+        if (l) live[a.get()] = l;
       }
       for (auto& r : st->relations()) {
         if (r.kind == IterRelation::Split) {
           int64_t e = ext.at(r.parent.get());
           ext[r.outer.get()] = (e + r.factor - 1) / r.factor;
           ext[r.inner.get()] = r.factor;
-          if (e % r.factor && r.tail == SplitTail::Guard)
-            split_guards.emplace_back(r.parent.get(), e);
+          auto l = live.find(r.parent.get());
+          if (partial.count(r.parent.get())) {
+            partial.insert(r.outer.get());
+            partial.insert(r.inner.get());
+          }
+          if (l != live.end()) {
+            live[r.outer.get()] = simplify((l->second + PrimExpr(r.factor - 1)) / r.factor);
+            if (r.tail == SplitTail::Pad)
+              fail("a padded split of ", r.parent->var.name(), " in ", t->name,
+                   ", whose extent is known only at run time: not supported yet");
+            if (!shifts(r)) {
+              split_guards.emplace_back(r.parent.get(), l->second);
+              partial.insert(r.inner.get());
+            }
+          } else if (e % r.factor && r.tail == SplitTail::Guard) {
+            split_guards.emplace_back(r.parent.get(), PrimExpr(e));
+          }
         } else {
           ext[r.fused.get()] = ext.at(r.outer.get()) * ext.at(r.inner.get());
+          if (live.count(r.outer.get()) || live.count(r.inner.get()))
+            live[r.fused.get()] = simplify(run_extent(r.outer.get()) * run_extent(r.inner.get()));
+          if (partial.count(r.outer.get()) || partial.count(r.inner.get()))
+            partial.insert(r.fused.get());
         }
       }
+    }
+
+    // The run's extent of `a`: static, or an expression of the symbols.
+    PrimExpr run_extent(const IterVarNode* a) const {
+      auto l = live.find(a);
+      return l != live.end() ? l->second : PrimExpr(ext.at(a));
+    }
+
+    // Does split `r` of an axis whose extent is known only at run time shift its last tile
+    // back (SplitTail::Shift)? Only where every run has a whole tile; else it is guarded.
+    bool shifts(const IterRelation& r) const {
+      if (r.tail != SplitTail::Shift) return false;
+      auto b = const_bound(live.at(r.parent.get()), known);
+      return b && b->min >= r.factor;
     }
 
     // Loop variables, the position of each leaf, and the values of every axis in terms of
@@ -245,7 +329,15 @@ class ScheduleLowering {
         if (it->kind == IterRelation::Split) {
           PrimExpr start = value.at(it->outer.get()) * it->factor;
           int64_t e = ext.at(it->parent.get());
-          if (it->tail == SplitTail::Shift && e % it->factor) {
+          if (live.count(it->parent.get()) && shifts(*it)) {
+            // The last tile shifted back from the run's extent (at least one tile long).
+            PrimVar s(it->parent->var.name() + ".start");
+            size_t d = depth.at(it->outer.get());
+            lets[d].emplace_back(s, min(start, live.at(it->parent.get()) - PrimExpr(it->factor)));
+            known[s.get()] = {0, e - it->factor};
+            start = s;
+          } else if (!live.count(it->parent.get()) && it->tail == SplitTail::Shift &&
+                     e % it->factor) {
             // The tile's first value, let-bound with its range so that regions stay affine.
             PrimVar s(it->parent->var.name() + ".start");
             size_t d = depth.at(it->outer.get());
@@ -259,9 +351,10 @@ class ScheduleLowering {
           PrimExpr f = value.at(it->fused.get());
           size_t d = depth.at(it->fused.get());
           int64_t inner_ext = ext.at(it->inner.get());
+          const PrimExpr inner_run = run_extent(it->inner.get());
           PrimVar vo(it->outer->var.name()), vi(it->inner->var.name());
-          lets[d].emplace_back(vo, f / inner_ext);
-          lets[d].emplace_back(vi, f % inner_ext);
+          lets[d].emplace_back(vo, f / inner_run);
+          lets[d].emplace_back(vi, f % inner_run);
           value[it->outer.get()] = vo;
           value[it->inner.get()] = vi;
           depth[it->outer.get()] = depth[it->inner.get()] = d;
@@ -299,12 +392,12 @@ class ScheduleLowering {
       reduce_guard = make_const(DType::Bool, 1);
       for (auto& [iv, e] : split_guards) {
         PrimExpr v = simplify(value.at(iv));
-        auto b = const_bound(v, known);
-        if (b && b->max < e) continue;
+        auto b = const_bound(v, known), bound = const_bound(e, known);
+        if (b && bound && b->max < bound->min) continue;
         if (iv->reduce)
-          reduce_guard = logical_and(reduce_guard, v < PrimExpr(e));
+          reduce_guard = logical_and(reduce_guard, v < e);
         else
-          guard = logical_and(guard, v < PrimExpr(e));
+          guard = logical_and(guard, v < e);
       }
     }
 
@@ -334,6 +427,7 @@ class ScheduleLowering {
         for (auto& [q, r] : order)
           if (q >= p && r != c && child_region.count(r))
             reads.push_back(self.reads_of(r, child_region.at(r), inner));
+        check_static_region(p, c, reads);
         std::vector<Region> reg = self.infer_region(c, reads, known);
         std::vector<int64_t> shape;
         std::vector<PrimExpr> mins;
@@ -346,6 +440,26 @@ class ScheduleLowering {
         Buffer b = make_buffer(c->tensor()->name, c->tensor()->dtype, shape,
                                c->per_thread() ? BufferScope::PerThread : BufferScope::Local);
         self.realized_[c->tensor().operator->()] = {b, mins};
+      }
+    }
+
+    // A child's region is sized from the loops inside its attach point at their static
+    // extents; where one of them runs to an extent known only at run time (or its values
+    // may pass it, under a guard) and the child's reads use it, the region would depend on
+    // the run too (not lowered yet: a clear error, not a child computed over the whole
+    // static extent, past the run's inputs).
+    void check_static_region(size_t p, const Stage* c, const std::vector<Read>& reads) const {
+      for (size_t q = p + 1; q < leaf.size(); ++q) {
+        if (!live.count(leaf[q].get()) && !partial.count(leaf[q].get())) continue;
+        std::vector<const PrimVarNode*> vars{loop_var[q].get()};
+        for (auto& [v, e] : lets[q]) vars.push_back(v.get());
+        for (const Read& r : reads)
+          visit_prim(r.expr, [&](const PrimExpr& x) {
+            if (std::find(vars.begin(), vars.end(), x.as<PrimVarNode>()) != vars.end())
+              fail("stage ", c->tensor()->name, " is computed at ", leaf[p]->var.name(), " of ",
+                   t->name, " over ", leaf[q]->var.name(),
+                   ", whose extent is known only at run time: not supported yet");
+          });
       }
     }
 
@@ -391,7 +505,7 @@ class ScheduleLowering {
       std::vector<PrimExpr> rel_index = out_index;
       for (size_t d = 0; d < out.mins.size(); ++d)
         rel_index[d] = simplify(rel_index[d] - out.mins[d]);
-      PrimExpr flat = simplify(flat_index(out.buffer, rel_index));
+      PrimExpr flat = simplify(out.flat(rel_index));
       first_reduce = leaf.size();
       for (size_t i = 0; i < leaf.size(); ++i)
         if (leaf[i]->reduce) {
@@ -449,7 +563,7 @@ class ScheduleLowering {
                           (in.mins.empty() ? PrimExpr(0) : in.mins[d]));
         const int64_t line = 64 / dtype_bytes(p.input.dtype()), n = ext.at(leaf[i].get());
         const int64_t lines = (p.bytes / 64 + n - 1) / n;
-        PrimExpr first = flat_index(in.buffer, index) + loop_var[i] * PrimExpr(lines * line);
+        PrimExpr first = in.flat(index) + loop_var[i] * PrimExpr(lines * line);
         for (int64_t l = 0; l < lines; ++l)
           out.push_back(evaluate(prefetch(in.buffer, simplify(first + PrimExpr(l * line)))));
       }
@@ -488,7 +602,7 @@ class ScheduleLowering {
         for (auto it = lets[i].rbegin(); it != lets[i].rend(); ++it)
           inner = let_stmt(it->first, it->second, inner);
       }
-      return for_loop(loop_var[i], PrimExpr(int64_t{0}), PrimExpr(ext.at(leaf[i].get())),
+      return for_loop(loop_var[i], PrimExpr(int64_t{0}), run_extent(leaf[i].get()),
                       st->kind_of(leaf[i]), inner);
     }
 
@@ -508,12 +622,6 @@ class ScheduleLowering {
       body = guarded(0, body);
       return body;
     }
-  };
-
-  // An expression that reads tensors, and the ranges of the variables that vary in it.
-  struct Read {
-    PrimExpr expr;
-    VarRanges ranges;
   };
 
   // What child `r`, computed over `region`, reads: its body at absolute indices
@@ -599,8 +707,35 @@ class ScheduleLowering {
     return found;
   }
 
+  // A root stage over its whole static shape must not index a run-time dimension of a
+  // tensor by its own axes: past the run's extent it would read beyond that input.
+  void check_reads_static(const Stage* st) const {
+    std::set<const PrimVarNode*> own;
+    for (const IterVar& a : st->axes()) own.insert(a->var.get());
+    visit_prim(bodies_.at(st), [&](const PrimExpr& e) {
+      auto* p = e.as<ProducerLoadNode>();
+      auto it = p ? sch_.live().dims.find(p->producer.get()) : sch_.live().dims.end();
+      if (it == sch_.live().dims.end()) return;
+      for (size_t d = 0; d < p->indices.size(); ++d)
+        visit_prim(p->indices[d], [&](const PrimExpr& x) {
+          if (it->second[d].get() && own.count(x.as<PrimVarNode>()))
+            fail("stage ", st->tensor()->name, " reads dimension ", d, " of ", p->producer->name,
+                 ", whose extent is known only at run time, over its own static shape: give "
+                 "it a run-time shape (Schedule::live().dims)");
+        });
+    });
+  }
+
+  // The run's extent of a stage's root axis `a` where sch.live() has one, else null.
+  PrimExpr live_axis(const IterVar& a) const {
+    auto it = sch_.live().axes.find(a.get());
+    return it == sch_.live().axes.end() ? PrimExpr() : it->second;
+  }
+
   const Schedule& sch_;
   std::vector<Buffer> params_;
+  Buffer shape_args_;
+  VarRanges symbols_;  // the symbols' ranges
   int num_inputs_ = 0;
   std::set<const TensorNode*> outputs_;
   std::map<const TensorNode*, const Stage*> stage_of_;

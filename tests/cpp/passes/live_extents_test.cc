@@ -1,0 +1,162 @@
+// lower_schedule with extents known only at run time (Schedule::live, dynamic shapes): the
+// kernel reads its symbols from its shape argument, its loops run to the run's extents, its
+// inputs and outputs are compact at the run's shape; compiled and run at several sizes of
+// one build against a reference, with the memory past the run's output left untouched.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "ember/codegen/codegen.h"
+#include "ember/ir/prim_math.h"
+#include "ember/passes/schedule.h"
+#include "ember/support/error.h"
+
+namespace ember::passes {
+namespace {
+
+using namespace ir;
+
+constexpr float kUntouched = -12345.0f;
+
+// Compiles `f` and runs it on `x` with the symbols' values `sizes`; returns the output
+// buffer of `out_size` floats (its static size), filled with kUntouched beforehand.
+std::vector<float> run(const PrimFunc& f, std::vector<float> x, std::vector<int64_t> sizes,
+                       size_t out_size) {
+  auto m = codegen::compile_cpu({f});
+  std::vector<float> y(out_size, kUntouched);
+  std::vector<void*> args{x.data(), sizes.data(), y.data()};
+  m->get_function(f.name)(args.data());
+  return y;
+}
+
+std::vector<float> ramp(size_t n) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(i % 97) * 0.25f - 3.0f;
+  return v;
+}
+
+// y = 2x + 1 over [rows, 40] where rows is a symbol in [min_rows, 64]: rows split by 4
+// (shifted where every run has a whole tile, else guarded) and fused with the column tiles,
+// the columns in vectors of 8.
+PrimFunc affine_rows(int64_t min_rows, SplitTail tail) {
+  Tensor x = placeholder("x", {64, 40}, DType::Float32);
+  Tensor y = compute("y", {64, 40}, [&](const std::vector<PrimVar>& i) {
+    return x({i[0], i[1]}) * make_const(DType::Float32, 2) + make_const(DType::Float32, 1);
+  });
+  Schedule sch({y});
+  PrimVar rows("rows");
+  sch.live().symbols = {{rows, min_rows, 64}};
+  sch.live().dims[x.operator->()] = {rows, PrimExpr()};
+  sch.live().dims[y.operator->()] = {rows, PrimExpr()};
+  Stage& s = sch[y];
+  auto [io, ii] = s.split(s.axes()[0], 4, tail);
+  auto [jo, ji] = s.split(s.axes()[1], 8);
+  s.reorder({io, jo, ii, ji});
+  s.parallel(s.fuse(io, jo));
+  s.vectorize(ji);
+  return lower_schedule(sch, "affine_rows", {x});
+}
+
+TEST(LiveExtents, RowsKnownAtRunTimeRunToTheirCount) {
+  for (int64_t min_rows : {1, 4}) {
+    PrimFunc f = affine_rows(min_rows, SplitTail::Shift);
+    const std::string text = to_string(f);
+    EXPECT_NE(text.find("shape_args"), std::string::npos) << text;
+    // A shifted last tile needs a whole tile in every run, else the rows are guarded.
+    EXPECT_EQ(text.find(".start") != std::string::npos, min_rows >= 4) << text;
+    for (int64_t n : {min_rows, int64_t{5}, int64_t{17}, int64_t{64}}) {
+      std::vector<float> x = ramp(n * 40);
+      std::vector<float> y = run(f, x, {n}, 64 * 40);
+      for (int64_t i = 0; i < 64 * 40; ++i)
+        ASSERT_EQ(y[i], i < n * 40 ? 2 * x[i] + 1 : kUntouched) << n << " rows, at " << i;
+    }
+  }
+}
+
+// y[i] = sum of x[i, k] over k < cols, cols a symbol in [1, 512]: x is compact at
+// [8, cols], its rows cols apart; the reduction loop is split by 8 under a guard.
+TEST(LiveExtents, ReductionsAndRowStridesKnownAtRunTime) {
+  Tensor x = placeholder("x", {8, 512}, DType::Float32);
+  IterVar k = reduce_axis(512, "k");
+  Tensor y =
+      compute("y", {8}, [&](const std::vector<PrimVar>& i) { return sum(x({i[0], k->var}), {k}); });
+  Schedule sch({y});
+  PrimVar cols("cols");
+  sch.live().symbols = {{cols, 1, 512}};
+  sch.live().dims[x.operator->()] = {PrimExpr(), cols};
+  sch.live().axes[k.get()] = cols;
+  Stage& s = sch[y];
+  s.split(s.reduce_axes()[0], 8);
+  s.parallel(s.axes()[0]);
+  PrimFunc f = lower_schedule(sch, "row_sums", {x});
+  for (int64_t n : {1, 7, 100, 512}) {
+    std::vector<float> xs = ramp(8 * n);
+    std::vector<float> got = run(f, xs, {n}, 8);
+    for (int64_t i = 0; i < 8; ++i) {
+      double want = 0;
+      for (int64_t j = 0; j < n; ++j) want += xs[i * n + j];
+      EXPECT_NEAR(got[i], want, 1e-3 * (1 + std::abs(want))) << n << " columns, row " << i;
+    }
+  }
+}
+
+// A stage computed inside a loop whose extent is known only at run time, over that loop's
+// values, would need a region of run-time size: a clear error, not a silent static region.
+TEST(LiveExtents, AChildOverARunTimeLoopIsAClearError) {
+  Tensor x = placeholder("x", {64, 40}, DType::Float32);
+  Tensor e =
+      compute("e", {64, 40}, [&](const std::vector<PrimVar>& i) { return exp(x({i[0], i[1]})); });
+  Tensor y = compute("y", {64, 40}, [&](const std::vector<PrimVar>& i) {
+    return e({i[0], i[1]}) + make_const(DType::Float32, 1);
+  });
+  Schedule sch({y});
+  PrimVar rows("rows");
+  sch.live().symbols = {{rows, 1, 64}};
+  sch.live().dims[x.operator->()] = {rows, PrimExpr()};
+  sch.live().dims[y.operator->()] = {rows, PrimExpr()};
+  auto [io, ii] = sch[y].split(sch[y].axes()[0], 64);
+  sch[e].compute_at(sch[y], io);
+  try {
+    lower_schedule(sch, "child", {x});
+    FAIL() << "lowered a child over a run-time loop";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("known only at run time"), std::string::npos)
+        << err.what();
+  }
+}
+
+// A stage computed at the root over its static shape whose own axes index a run-time
+// dimension of an input would read past that input: a clear error.
+TEST(LiveExtents, AStaticStageIndexingARunTimeDimensionIsAClearError) {
+  Tensor x = placeholder("x", {64, 40}, DType::Float32);
+  Tensor e =
+      compute("e", {64, 40}, [&](const std::vector<PrimVar>& i) { return exp(x({i[0], i[1]})); });
+  IterVar k = reduce_axis(64, "k");
+  Tensor y = compute("y", {40},
+                     [&](const std::vector<PrimVar>& i) { return sum(e({k->var, i[0]}), {k}); });
+  Schedule sch({y});
+  PrimVar rows("rows");
+  sch.live().symbols = {{rows, 1, 64}};
+  sch.live().dims[x.operator->()] = {rows, PrimExpr()};
+  sch.live().axes[k.get()] = rows;
+  try {
+    lower_schedule(sch, "root", {x});  // e stays a root stage over its static 64 rows
+    FAIL() << "lowered a static stage over a run-time dimension";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("give it a run-time shape"), std::string::npos)
+        << err.what();
+  }
+  sch.live().dims[e.operator->()] = {rows, PrimExpr()};  // with its run-time shape: lowered
+  std::vector<float> xs = ramp(3 * 40);
+  std::vector<float> got = run(lower_schedule(sch, "root", {x}), xs, {3}, 40);
+  for (int64_t j = 0; j < 40; ++j) {
+    double want = 0;
+    for (int64_t r = 0; r < 3; ++r) want += std::exp(xs[r * 40 + j]);
+    EXPECT_NEAR(got[j], want, 1e-4 * want) << j;
+  }
+}
+
+}  // namespace
+}  // namespace ember::passes
