@@ -153,6 +153,7 @@ class ScheduleLowering {
     int64_t extent;
     bool clipped;   // may exceed the tensor's bounds: guard it
     PrimExpr live;  // the run's extent where it is known only then (from 0: min is 0)
+    PrimExpr clip;  // the tensor's run-time extent, which the region may pass: guard it
   };
 
   // The run-time shape of `t` where sch.live() has one (empty: static).
@@ -260,7 +261,7 @@ class ScheduleLowering {
       for (size_t i = 0; i < st->root_axes().size(); ++i) {
         auto& a = st->root_axes()[i];
         ext[a.get()] = i < n_spatial ? region[i].extent : a->extent;
-        PrimExpr l = i < n_spatial ? region[i].live : self.live_axis(a);
+        PrimExpr l = i < n_spatial ? region[i].live : self.live_axis(st, a);
         if (l) live[a.get()] = l;
       }
       for (auto& r : st->relations()) {
@@ -382,6 +383,7 @@ class ScheduleLowering {
             read_v = simplify(region[i].min + min(v, PrimExpr(region[i].extent - 1)));
           }
           if (region[i].clipped) guard = logical_and(guard, in_bounds(read_v, t->shape[i], known));
+          if (region[i].clip) guard = logical_and(guard, abs_v < region[i].clip);
           root_map.emplace_back(a->var.get(), read_v);
           out_index.push_back(abs_v);
         } else {
@@ -427,8 +429,9 @@ class ScheduleLowering {
         for (auto& [q, r] : order)
           if (q >= p && r != c && child_region.count(r))
             reads.push_back(self.reads_of(r, child_region.at(r), inner));
-        check_static_region(p, c, reads);
+        const bool past_run = reads_past_run(p, reads);
         std::vector<Region> reg = self.infer_region(c, reads, known);
+        if (past_run) clip_to_run(c, reg);
         std::vector<int64_t> shape;
         std::vector<PrimExpr> mins;
         for (size_t d = 0; d < reg.size(); ++d) {
@@ -443,24 +446,33 @@ class ScheduleLowering {
       }
     }
 
-    // A child's region is sized from the loops inside its attach point at their static
-    // extents; where one of them runs to an extent known only at run time (or its values
-    // may pass it, under a guard) and the child's reads use it, the region would depend on
-    // the run too (not lowered yet: a clear error, not a child computed over the whole
-    // static extent, past the run's inputs).
-    void check_static_region(size_t p, const Stage* c, const std::vector<Read>& reads) const {
+    // Do `reads` (of a child attached at loop `p`) use a loop inside it that runs to an
+    // extent known only at run time, or whose values may pass one (under a guard)? The
+    // child's region, sized from those loops' static extents, may then pass the run's.
+    bool reads_past_run(size_t p, const std::vector<Read>& reads) const {
+      bool uses = false;
       for (size_t q = p + 1; q < leaf.size(); ++q) {
         if (!live.count(leaf[q].get()) && !partial.count(leaf[q].get())) continue;
         std::vector<const PrimVarNode*> vars{loop_var[q].get()};
         for (auto& [v, e] : lets[q]) vars.push_back(v.get());
         for (const Read& r : reads)
           visit_prim(r.expr, [&](const PrimExpr& x) {
-            if (std::find(vars.begin(), vars.end(), x.as<PrimVarNode>()) != vars.end())
-              fail("stage ", c->tensor()->name, " is computed at ", leaf[p]->var.name(), " of ",
-                   t->name, " over ", leaf[q]->var.name(),
-                   ", whose extent is known only at run time: not supported yet");
+            uses |= std::find(vars.begin(), vars.end(), x.as<PrimVarNode>()) != vars.end();
           });
       }
+      return uses;
+    }
+
+    // A child's region that may pass the run's extent is guarded by the run's shape of the
+    // child's tensor (Schedule::live().dims); without one it cannot be (a clear error, not a
+    // child computed past the run's inputs).
+    void clip_to_run(const Stage* c, std::vector<Region>& reg) const {
+      const std::vector<PrimExpr> dims = self.live_dims(c->tensor());
+      if (dims.empty())
+        fail("stage ", c->tensor()->name, " is computed inside ", t->name,
+             "'s loops whose extent is known only at run time, but has no run-time shape "
+             "(Schedule::live().dims) to keep it within the run's");
+      for (size_t d = 0; d < reg.size(); ++d) reg[d].clip = dims[d];
     }
 
     // Each part of the guard is tested just inside the deepest loop it depends on, when
@@ -726,10 +738,35 @@ class ScheduleLowering {
     });
   }
 
-  // The run's extent of a stage's root axis `a` where sch.live() has one, else null.
-  PrimExpr live_axis(const IterVar& a) const {
+  // The run's extent of reduction axis `a` of `st`: Schedule::live().axes's, else that of
+  // the run-time dimension of a tensor that `st` indexes by `a` alone (a row sum over a
+  // row of run-time length); null where it is static. An axis that indexes a run-time
+  // dimension through an expression (a split reduction's k = ko * f + fi) cannot be told:
+  // a clear error rather than a sum past the run's extent.
+  PrimExpr live_axis(const Stage* st, const IterVar& a) const {
     auto it = sch_.live().axes.find(a.get());
-    return it == sch_.live().axes.end() ? PrimExpr() : it->second;
+    if (it != sch_.live().axes.end()) return it->second;
+    PrimExpr found;
+    visit_prim(bodies_.at(st), [&](const PrimExpr& e) {
+      auto* p = e.as<ProducerLoadNode>();
+      auto d = p ? sch_.live().dims.find(p->producer.get()) : sch_.live().dims.end();
+      if (d == sch_.live().dims.end()) return;
+      for (size_t i = 0; i < p->indices.size(); ++i) {
+        if (!d->second[i].get()) continue;
+        if (p->indices[i].get() == a->var.get() && p->producer->shape[i] == a->extent) {
+          found = d->second[i];
+          continue;
+        }
+        visit_prim(p->indices[i], [&](const PrimExpr& x) {
+          if (x.get() == a->var.get())
+            fail("reduction axis ", a->var.name(), " of ", st->tensor()->name,
+                 " indexes dimension ", i, " of ", p->producer->name,
+                 ", whose extent is known only at run time, through an expression: give the "
+                 "axis its run's extent (Schedule::live().axes)");
+        });
+      }
+    });
+    return found;
   }
 
   const Schedule& sch_;

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "ember/codegen/codegen.h"
@@ -76,7 +77,8 @@ TEST(LiveExtents, RowsKnownAtRunTimeRunToTheirCount) {
 }
 
 // y[i] = sum of x[i, k] over k < cols, cols a symbol in [1, 512]: x is compact at
-// [8, cols], its rows cols apart; the reduction loop is split by 8 under a guard.
+// [8, cols], its rows cols apart; the reduction axis indexes x's run-time dimension alone,
+// so it runs to cols; its loop is split by 8 under a guard.
 TEST(LiveExtents, ReductionsAndRowStridesKnownAtRunTime) {
   Tensor x = placeholder("x", {8, 512}, DType::Float32);
   IterVar k = reduce_axis(512, "k");
@@ -86,7 +88,6 @@ TEST(LiveExtents, ReductionsAndRowStridesKnownAtRunTime) {
   PrimVar cols("cols");
   sch.live().symbols = {{cols, 1, 512}};
   sch.live().dims[x.operator->()] = {PrimExpr(), cols};
-  sch.live().axes[k.get()] = cols;
   Stage& s = sch[y];
   s.split(s.reduce_axes()[0], 8);
   s.parallel(s.axes()[0]);
@@ -102,28 +103,82 @@ TEST(LiveExtents, ReductionsAndRowStridesKnownAtRunTime) {
   }
 }
 
-// A stage computed inside a loop whose extent is known only at run time, over that loop's
-// values, would need a region of run-time size: a clear error, not a silent static region.
-TEST(LiveExtents, AChildOverARunTimeLoopIsAClearError) {
-  Tensor x = placeholder("x", {64, 40}, DType::Float32);
-  Tensor e =
-      compute("e", {64, 40}, [&](const std::vector<PrimVar>& i) { return exp(x({i[0], i[1]})); });
-  Tensor y = compute("y", {64, 40}, [&](const std::vector<PrimVar>& i) {
-    return e({i[0], i[1]}) + make_const(DType::Float32, 1);
-  });
+// A reduction axis that indexes a run-time dimension through an expression (every other
+// column) has no run's extent that lowering can tell: a clear error, not a sum past it.
+TEST(LiveExtents, AReductionThroughAnExpressionOfARunTimeDimensionIsAClearError) {
+  Tensor x = placeholder("x", {8, 512}, DType::Float32);
+  IterVar k = reduce_axis(256, "k");
+  Tensor y = compute(
+      "y", {8}, [&](const std::vector<PrimVar>& i) { return sum(x({i[0], k->var * 2}), {k}); });
   Schedule sch({y});
-  PrimVar rows("rows");
-  sch.live().symbols = {{rows, 1, 64}};
-  sch.live().dims[x.operator->()] = {rows, PrimExpr()};
-  sch.live().dims[y.operator->()] = {rows, PrimExpr()};
-  auto [io, ii] = sch[y].split(sch[y].axes()[0], 64);
-  sch[e].compute_at(sch[y], io);
+  PrimVar cols("cols");
+  sch.live().symbols = {{cols, 1, 512}};
+  sch.live().dims[x.operator->()] = {PrimExpr(), cols};
   try {
-    lower_schedule(sch, "child", {x});
-    FAIL() << "lowered a child over a run-time loop";
+    lower_schedule(sch, "strided", {x});
+    FAIL() << "lowered a reduction through an expression of a run-time dimension";
   } catch (const Error& err) {
-    EXPECT_NE(std::string(err.what()).find("known only at run time"), std::string::npos)
+    EXPECT_NE(std::string(err.what()).find("through an expression"), std::string::npos)
         << err.what();
+  }
+}
+
+// relu(x w^T) over rows of run-time count: the product is a tile computed at the output's
+// tile loop (4 rows x 8 columns), as the default schedule computes a GEMM. Where the run has
+// fewer rows than the last tile covers, the tile's rows are guarded by the run's shape of
+// the product; without that shape it cannot be, which is a clear error.
+TEST(LiveExtents, TilesComputedInsideRunTimeLoopsStopAtTheRunsExtent) {
+  Tensor x = placeholder("x", {64, 32}, DType::Float32);
+  Tensor w = placeholder("w", {24, 32}, DType::Float32);
+  IterVar k = reduce_axis(32, "k");
+  Tensor dense = compute("dense", {64, 24}, [&](const std::vector<PrimVar>& i) {
+    return sum(x({i[0], k->var}) * w({i[1], k->var}), {k});
+  });
+  Tensor y = compute("y", {64, 24}, [&](const std::vector<PrimVar>& i) {
+    return max(dense({i[0], i[1]}), make_const(DType::Float32, 0));
+  });
+  auto schedule = [&](bool product_shape) {
+    auto sch = std::make_unique<Schedule>(std::vector<Tensor>{y});
+    PrimVar rows("rows");
+    sch->live().symbols = {{rows, 1, 64}};
+    for (const Tensor& t : {x, y}) sch->live().dims[t.operator->()] = {rows, PrimExpr()};
+    if (product_shape) sch->live().dims[dense.operator->()] = {rows, PrimExpr()};
+    Stage& o = (*sch)[y];
+    auto [io, ii] = o.split(o.axes()[0], 4);
+    auto [jo, ji] = o.split(o.axes()[1], 8);
+    o.reorder({io, jo, ii, ji});
+    IterVar tile = o.fuse(io, jo);
+    o.parallel(tile);
+    o.vectorize(ji);
+    (*sch)[dense].compute_at(o, tile);
+    return sch;
+  };
+  try {
+    lower_schedule(*schedule(false), "tiles", {x, w});
+    FAIL() << "lowered a tile past the run's rows";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("has no run-time shape"), std::string::npos)
+        << err.what();
+  }
+  PrimFunc f = lower_schedule(*schedule(true), "tiles", {x, w});
+  std::vector<float> ws = ramp(24 * 32);
+  for (int64_t n : {1, 5, 17, 64}) {
+    std::vector<float> xs = ramp(n * 32);
+    auto m = codegen::compile_cpu({f});
+    std::vector<float> got(64 * 24, kUntouched);
+    std::vector<void*> args{xs.data(), ws.data(), &n, got.data()};
+    m->get_function(f.name)(args.data());
+    for (int64_t i = 0; i < 64; ++i)
+      for (int64_t j = 0; j < 24; ++j) {
+        if (i >= n) {
+          ASSERT_EQ(got[i * 24 + j], kUntouched) << n << " rows, at " << i << ", " << j;
+          continue;
+        }
+        double want = 0;
+        for (int64_t q = 0; q < 32; ++q) want += double(xs[i * 32 + q]) * ws[j * 32 + q];
+        EXPECT_NEAR(got[i * 24 + j], std::max(want, 0.0), 1e-3 * (1 + std::abs(want)))
+            << n << " rows, at " << i << ", " << j;
+      }
   }
 }
 
