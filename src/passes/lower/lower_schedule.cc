@@ -261,7 +261,7 @@ class ScheduleLowering {
       for (size_t i = 0; i < st->root_axes().size(); ++i) {
         auto& a = st->root_axes()[i];
         ext[a.get()] = i < n_spatial ? region[i].extent : a->extent;
-        PrimExpr l = i < n_spatial ? region[i].live : self.live_axis(st, a);
+        PrimExpr l = i < n_spatial ? region[i].live : self.sch_.run_extent(*st, a);
         if (l) live[a.get()] = l;
       }
       for (auto& r : st->relations()) {
@@ -429,7 +429,7 @@ class ScheduleLowering {
         for (auto& [q, r] : order)
           if (q >= p && r != c && child_region.count(r))
             reads.push_back(self.reads_of(r, child_region.at(r), inner));
-        const bool past_run = reads_past_run(p, reads);
+        const bool past_run = reads_past_run(p, c, reads);
         std::vector<Region> reg = self.infer_region(c, reads, known);
         if (past_run) clip_to_run(c, reg);
         std::vector<int64_t> shape;
@@ -446,20 +446,24 @@ class ScheduleLowering {
       }
     }
 
-    // Do `reads` (of a child attached at loop `p`) use a loop inside it that runs to an
+    // Do `reads` index child `c` (attached at loop `p`) by a loop inside it that runs to an
     // extent known only at run time, or whose values may pass one (under a guard)? The
     // child's region, sized from those loops' static extents, may then pass the run's.
-    bool reads_past_run(size_t p, const std::vector<Read>& reads) const {
-      bool uses = false;
+    bool reads_past_run(size_t p, const Stage* c, const std::vector<Read>& reads) const {
+      std::set<const PrimVarNode*> vars;
       for (size_t q = p + 1; q < leaf.size(); ++q) {
         if (!live.count(leaf[q].get()) && !partial.count(leaf[q].get())) continue;
-        std::vector<const PrimVarNode*> vars{loop_var[q].get()};
-        for (auto& [v, e] : lets[q]) vars.push_back(v.get());
-        for (const Read& r : reads)
-          visit_prim(r.expr, [&](const PrimExpr& x) {
-            uses |= std::find(vars.begin(), vars.end(), x.as<PrimVarNode>()) != vars.end();
-          });
+        vars.insert(loop_var[q].get());
+        for (auto& [v, e] : lets[q]) vars.insert(v.get());
       }
+      bool uses = false;
+      for (const Read& r : reads)
+        visit_prim(r.expr, [&](const PrimExpr& e) {
+          auto* load = e.as<ProducerLoadNode>();
+          if (!load || load->producer.get() != c->tensor().operator->()) return;
+          for (const PrimExpr& i : load->indices)
+            visit_prim(i, [&](const PrimExpr& x) { uses |= vars.count(x.as<PrimVarNode>()) > 0; });
+        });
       return uses;
     }
 
@@ -736,37 +740,6 @@ class ScheduleLowering {
                  "it a run-time shape (Schedule::live().dims)");
         });
     });
-  }
-
-  // The run's extent of reduction axis `a` of `st`: Schedule::live().axes's, else that of
-  // the run-time dimension of a tensor that `st` indexes by `a` alone (a row sum over a
-  // row of run-time length); null where it is static. An axis that indexes a run-time
-  // dimension through an expression (a split reduction's k = ko * f + fi) cannot be told:
-  // a clear error rather than a sum past the run's extent.
-  PrimExpr live_axis(const Stage* st, const IterVar& a) const {
-    auto it = sch_.live().axes.find(a.get());
-    if (it != sch_.live().axes.end()) return it->second;
-    PrimExpr found;
-    visit_prim(bodies_.at(st), [&](const PrimExpr& e) {
-      auto* p = e.as<ProducerLoadNode>();
-      auto d = p ? sch_.live().dims.find(p->producer.get()) : sch_.live().dims.end();
-      if (d == sch_.live().dims.end()) return;
-      for (size_t i = 0; i < p->indices.size(); ++i) {
-        if (!d->second[i].get()) continue;
-        if (p->indices[i].get() == a->var.get() && p->producer->shape[i] == a->extent) {
-          found = d->second[i];
-          continue;
-        }
-        visit_prim(p->indices[i], [&](const PrimExpr& x) {
-          if (x.get() == a->var.get())
-            fail("reduction axis ", a->var.name(), " of ", st->tensor()->name,
-                 " indexes dimension ", i, " of ", p->producer->name,
-                 ", whose extent is known only at run time, through an expression: give the "
-                 "axis its run's extent (Schedule::live().axes)");
-        });
-      }
-    });
-    return found;
   }
 
   const Schedule& sch_;

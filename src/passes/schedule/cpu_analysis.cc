@@ -174,6 +174,14 @@ int64_t vector_lanes(const Stage& o, int vector_bits) {
   return lanes;
 }
 
+// Does `r`'s innermost reduction run to an extent known only at run time (a sum over a row
+// of run-time length)? Its steps then cannot be split into partial sums, which need a
+// factor that divides them.
+bool sums_to_run_extent(const Schedule& sch, const Stage& r) {
+  const std::vector<IterVar>& k = r.reduce_axes();
+  return !k.empty() && sch.run_extent(r, k.back()).get();
+}
+
 // Are all of these axes but the innermost of extent 1 (one row of outputs)?
 bool one_row(const std::vector<IterVar>& axes) {
   for (size_t d = 0; d + 1 < axes.size(); ++d)

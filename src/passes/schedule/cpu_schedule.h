@@ -26,6 +26,7 @@ int64_t vector_input_bytes(const Stage& r);
 bool weights_stream_inside(const Stage& r, const MachineModel& m);
 bool reads_elementwise(const ir::PrimExpr& o_body, const Stage& o, const Stage& r);
 bool one_row(const std::vector<IterVar>& axes);
+bool sums_to_run_extent(const Schedule& sch, const Stage& r);
 bool sums_products(const Stage& r);
 bool sums_a_broadcast_product(const Schedule& sch, const Stage& r);
 std::string classify_anchor(const Schedule& sch, const Stage& o, const ir::PrimExpr& body,

@@ -70,7 +70,8 @@ bool dot_products(const OutputScope& s) {
   const Stage& r = *s.reds[0];
   return reads_along(s.body, r.tensor().operator->(), s.o.axes().back()->var.get()) &&
          reads_elementwise(s.body, s.o, r) && one_row(s.o.axes()) &&
-         contiguous_along_reduction(r) && sums_a_broadcast_product(s.sch, r);
+         contiguous_along_reduction(r) && sums_a_broadcast_product(s.sch, r) &&
+         !sums_to_run_extent(s.sch, r);
 }
 
 }  // namespace

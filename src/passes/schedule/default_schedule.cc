@@ -111,6 +111,7 @@ bool sums_one_tensor(const Schedule& sch, const Stage& r) {
 int64_t default_partial_sums(const Schedule& sch, const Stage& o, const Stage& r,
                              const RegisterTile& rt, int64_t k, const MachineModel& m) {
   const bool one_tile = one_row(o.axes()) && o.axes().back()->extent <= rt.cols();
+  if (sums_to_run_extent(sch, r)) return 1;
   if (!sums_one_tensor(sch, r) && !(one_tile && sums_a_broadcast_product(sch, r))) return 1;
   const int64_t want = (m.fma_ports * m.fma_latency + rt.vectors - 1) / rt.vectors;
   int64_t best = 1;

@@ -194,6 +194,8 @@ Tensor Schedule::cache_write(const Tensor& t, const std::string& suffix) {
   s.root_axes_ = t->axes;
   s.leaf_ = s.root_axes_;
   s.kinds_.clear();
+  if (auto d = live_.dims.find(t.operator->()); d != live_.dims.end())
+    live_.dims[cache.get()] = d->second;
   auto stage = std::make_unique<Stage>(cache_t, this);
   stage->local_ = true;
   for (size_t i = 0; i < stages_.size(); ++i) {
@@ -267,6 +269,8 @@ Tensor Schedule::cache_read(const Tensor& t, const std::vector<Tensor>& readers,
     index.push_back(axes.back()->var);
   }
   Tensor copy = make_tensor(t->name + "." + suffix, t->dtype, axes, t(index));
+  if (auto d = live_.dims.find(t.operator->()); d != live_.dims.end())
+    live_.dims[copy.operator->()] = d->second;
   // The copy is computed before the first reader (after `t`, which every reader follows).
   Stage* first = nullptr;
   for (auto& s : stages_)
@@ -292,6 +296,10 @@ std::vector<Tensor> Schedule::tree_reduce(const Tensor& t, int64_t factor) {
               ": the factor ", factor, " is not a power of two");
   EMBER_CHECK(s.relations_.empty() && s.attach_ == AttachKind::Root,
               "tree_reduce must come before the schedule of ", t->name);
+  for (auto& r : red->axes)
+    if (run_extent(s, r).get())
+      fail("tree_reduce of ", t->name, " over ", r->var.name(),
+           ", whose extent is known only at run time: not supported");
   // Partial f reduces flat indices kk = ko * factor + f of the row-major reduction axes;
   // past the end (kk >= total) it reads a clamped index and contributes the identity.
   int64_t total = 1;
@@ -357,6 +365,16 @@ Tensor Schedule::partial_sums(Stage& s, const IterVar& f, size_t f_pos, const Va
                               const std::vector<IterVar>& reduce_axes) {
   const Tensor& t = s.tensor();
   auto* red = s.body_.as<ReduceNode>();
+  for (auto& [k, v] : k_map)
+    for (auto& r : red->axes)
+      if (r->var.get() == k && run_extent(s, r).get())
+        fail("partial sums of ", t->name, " over ", r->var.name(),
+             ", whose extent is known only at run time: not supported");
+  std::vector<PrimExpr> part_dims;  // t's run-time shape with a static f inserted
+  if (auto d = live_.dims.find(t.operator->()); d != live_.dims.end()) {
+    part_dims = d->second;
+    part_dims.insert(part_dims.begin() + f_pos, PrimExpr());
+  }
   std::vector<IterVar> axes;
   VarMap map = k_map;
   for (auto& a : t->axes) {
@@ -366,6 +384,7 @@ Tensor Schedule::partial_sums(Stage& s, const IterVar& f, size_t f_pos, const Va
   axes.insert(axes.begin() + f_pos, f);
   Tensor part = make_tensor(t->name + ".partial", t->dtype, axes,
                             sum(substitute(red->source, map), reduce_axes));
+  if (!part_dims.empty()) live_.dims[part.operator->()] = part_dims;
   PrimExpr total;
   for (int64_t i = 0; i < f->extent; ++i) {
     std::vector<PrimExpr> index;
@@ -430,6 +449,40 @@ Tensor Schedule::split_reduction(const Tensor& t, int64_t groups, int64_t chunk)
   reduce_axes.insert(reduce_axes.end(), red->axes.begin() + 1, red->axes.end());
   VarMap k_map{{k->var.get(), (ko->var * PrimExpr(groups) + f->var) * PrimExpr(chunk) + ki->var}};
   return partial_sums((*this)[t], f, 0, k_map, reduce_axes);
+}
+
+PrimExpr Schedule::run_extent(const Stage& s, const IterVar& a) const {
+  if (live_.empty()) return {};
+  const std::vector<IterVar>& root = s.root_axes();
+  auto pos = std::find(root.begin(), root.end(), a);
+  EMBER_CHECK(pos != root.end(), a->var.name(), " is not a root axis of ", s.tensor()->name);
+  if (!a->reduce) {
+    auto d = live_.dims.find(s.tensor().operator->());
+    const size_t i = static_cast<size_t>(pos - root.begin());
+    return d == live_.dims.end() || i >= d->second.size() ? PrimExpr() : d->second[i];
+  }
+  if (auto it = live_.axes.find(a.get()); it != live_.axes.end()) return it->second;
+  PrimExpr found;
+  visit_prim(expanded_body(s), [&](const PrimExpr& e) {
+    auto* p = e.as<ProducerLoadNode>();
+    auto d = p ? live_.dims.find(p->producer.get()) : live_.dims.end();
+    if (d == live_.dims.end()) return;
+    for (size_t i = 0; i < p->indices.size(); ++i) {
+      if (!d->second[i].get()) continue;
+      if (p->indices[i].get() == a->var.get() && p->producer->shape[i] == a->extent) {
+        found = d->second[i];
+        continue;
+      }
+      visit_prim(p->indices[i], [&](const PrimExpr& x) {
+        if (x.get() == a->var.get())
+          fail("reduction axis ", a->var.name(), " of ", s.tensor()->name, " indexes dimension ", i,
+               " of ", p->producer->name,
+               ", whose extent is known only at run time, through an expression: give the axis "
+               "its run's extent (Schedule::live().axes)");
+      });
+    }
+  });
+  return found;
 }
 
 }  // namespace ember::passes

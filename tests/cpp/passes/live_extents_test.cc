@@ -32,8 +32,12 @@ std::vector<float> run(const PrimFunc& f, std::vector<float> x, std::vector<int6
   return y;
 }
 
+// A buffer's values with room past its end: a masked vector load may read a few lanes past
+// a run's data (x86 splits a vector wider than its registers, and LLVM then loads a half
+// whose mask is all false unmasked, see emit_guarded_load).
 std::vector<float> ramp(size_t n) {
   std::vector<float> v(n);
+  v.reserve(n + 64);
   for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(i % 97) * 0.25f - 3.0f;
   return v;
 }
@@ -179,6 +183,89 @@ TEST(LiveExtents, TilesComputedInsideRunTimeLoopsStopAtTheRunsExtent) {
         EXPECT_NEAR(got[i * 24 + j], std::max(want, 0.0), 1e-3 * (1 + std::abs(want)))
             << n << " rows, at " << i << ", " << j;
       }
+  }
+}
+
+// relu(x w^T + b) over rows of run-time count, scheduled by the default CPU schedule for
+// 256- and 512-bit vectors (register tiles of rows, the GEMM at the epilogue's tile loop),
+// run at 1 to 128 rows of one build against a float64 reference.
+TEST(LiveExtents, TheDefaultScheduleServesRowsKnownAtRunTime) {
+  constexpr int64_t kRows = 128, kK = 64, kN = 48;
+  for (int bits : {256, 512}) {
+    Tensor x = placeholder("x", {kRows, kK}, DType::Float32);
+    Tensor w = placeholder("w", {kN, kK}, DType::Float32);
+    Tensor b = placeholder("b", {kN}, DType::Float32);
+    IterVar k = reduce_axis(kK, "k");
+    Tensor dense = compute("dense", {kRows, kN}, [&](const std::vector<PrimVar>& i) {
+      return sum(x({i[0], k->var}) * w({i[1], k->var}), {k});
+    });
+    Tensor y = compute("y", {kRows, kN}, [&](const std::vector<PrimVar>& i) {
+      return max(dense({i[0], i[1]}) + b({i[1]}), make_const(DType::Float32, 0));
+    });
+    Schedule sch({y});
+    PrimVar rows("rows");
+    sch.live().symbols = {{rows, 1, kRows}};
+    for (const Tensor& t : {x, dense, y}) sch.live().dims[t.operator->()] = {rows, PrimExpr()};
+    apply_default_schedule(sch, MachineModel::for_vector_bits(bits));
+    PrimFunc f = lower_schedule(sch, "dense_relu", {x, w, b});
+    auto m = codegen::compile_cpu({f});
+    std::vector<float> ws = ramp(kN * kK), bs = ramp(kN);
+    for (int64_t n : {int64_t{1}, int64_t{3}, int64_t{37}, kRows}) {
+      std::vector<float> xs = ramp(n * kK), got(kRows * kN, kUntouched);
+      std::vector<void*> args{xs.data(), ws.data(), bs.data(), &n, got.data()};
+      m->get_function(f.name)(args.data());
+      for (int64_t i = 0; i < kRows; ++i)
+        for (int64_t j = 0; j < kN; ++j) {
+          if (i >= n) {
+            ASSERT_EQ(got[i * kN + j], kUntouched) << bits << " bits, " << n << " rows";
+            continue;
+          }
+          double want = bs[j];
+          for (int64_t q = 0; q < kK; ++q) want += double(xs[i * kK + q]) * ws[j * kK + q];
+          ASSERT_NEAR(got[i * kN + j], std::max(want, 0.0), 1e-3 * (1 + std::abs(want)))
+              << bits << " bits, " << n << " rows, at " << i << ", " << j;
+        }
+    }
+  }
+}
+
+// softmax over rows of run-time length (attention's keys), by the default CPU schedule: the
+// row statistics' sums run to the run's length, the output's vectors over it are masked
+// where the run ends inside one.
+TEST(LiveExtents, TheDefaultScheduleServesRowStatisticsOfRunTimeLength) {
+  constexpr int64_t kRows = 4, kCols = 300;
+  for (int bits : {256, 512}) {
+    Tensor x = placeholder("x", {kRows, kCols}, DType::Float32);
+    IterVar k1 = reduce_axis(kCols, "k1"), k2 = reduce_axis(kCols, "k2");
+    Tensor mx = compute("mx", {kRows}, [&](const std::vector<PrimVar>& i) {
+      return max_reduce(x({i[0], k1->var}), {k1});
+    });
+    Tensor total = compute("total", {kRows}, [&](const std::vector<PrimVar>& i) {
+      return sum(exp(x({i[0], k2->var}) - mx({i[0]})), {k2});
+    });
+    Tensor y = compute("y", {kRows, kCols}, [&](const std::vector<PrimVar>& i) {
+      return exp(x({i[0], i[1]}) - mx({i[0]})) / total({i[0]});
+    });
+    Schedule sch({y});
+    PrimVar cols("cols");
+    sch.live().symbols = {{cols, 1, kCols}};
+    for (const Tensor& t : {x, y}) sch.live().dims[t.operator->()] = {PrimExpr(), cols};
+    apply_default_schedule(sch, MachineModel::for_vector_bits(bits));
+    PrimFunc f = lower_schedule(sch, "softmax", {x});
+    for (int64_t n : {1, 5, 17, 256, 300}) {
+      std::vector<float> xs = ramp(kRows * n);
+      std::vector<float> got = run(f, xs, {n}, kRows * kCols);
+      for (int64_t i = 0; i < kRows; ++i) {
+        double m = -1e30, t = 0;
+        for (int64_t j = 0; j < n; ++j) m = std::max(m, double(xs[i * n + j]));
+        for (int64_t j = 0; j < n; ++j) t += std::exp(xs[i * n + j] - m);
+        for (int64_t j = 0; j < n; ++j)
+          ASSERT_NEAR(got[i * n + j], std::exp(xs[i * n + j] - m) / t, 1e-6)
+              << bits << " bits, " << n << " columns, at " << i << ", " << j;
+      }
+      for (int64_t e = kRows * n; e < kRows * kCols; ++e)
+        ASSERT_EQ(got[e], kUntouched) << bits << " bits, " << n << " columns";
+    }
   }
 }
 
