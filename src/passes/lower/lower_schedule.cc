@@ -111,8 +111,41 @@ class ScheduleLowering {
   }
 
   PrimFunc run(const std::string& name) {
-    std::vector<Stmt> nests;
     std::vector<Buffer> allocs;
+    Stmt body = emit_root_nests(allocs);
+    // Where every run long enough has whole tiles, a second copy of the nests for those runs
+    // shifts its last tiles back instead of guarding them (no guard in a register tile's
+    // accumulation); shorter runs take the guarded copy.
+    const std::map<const PrimVarNode*, int64_t> minimums = whole_tile_minimums();
+    if (!minimums.empty()) {
+      const VarRanges all = symbols_;
+      PrimExpr long_run = make_const(DType::Bool, 1);
+      for (auto& [v, whole] : minimums) {
+        symbols_[v].min = whole;
+        long_run = logical_and(long_run, sym_var(v) >= PrimExpr(whole));
+      }
+      body = if_then_else(long_run, emit_root_nests(allocs), body);
+      symbols_ = all;
+    }
+    for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) body = allocate(*it, body);
+    const std::vector<LiveExtents::Symbol>& syms = sch_.live().symbols;
+    for (size_t i = syms.size(); i-- > 0;)
+      body = let_stmt(syms[i].var, load(shape_args_, PrimExpr(static_cast<int64_t>(i))), body);
+    PrimFunc f{name, params_, num_inputs_, simplify(body)};
+    try {
+      verify(f);
+    } catch (const InternalError& e) {
+      // A lowering bug: show the loop IR it produced.
+      std::string text = to_string(f);
+      if (text.size() > 6000) text = text.substr(0, 6000) + "\n...";
+      throw InternalError(std::string(e.what()) + "\nwhile lowering:\n" + text);
+    }
+    return f;
+  }
+
+  // The loop nests of the root stages (allocating, once, those that are not parameters).
+  Stmt emit_root_nests(std::vector<Buffer>& allocs) {
+    std::vector<Stmt> nests;
     for (auto& s : sch_.stages()) {
       const Stage* st = s.get();
       if (st->attach_kind() != AttachKind::Root) continue;
@@ -130,21 +163,36 @@ class ScheduleLowering {
             {PrimExpr(int64_t{0}), t->shape[d], false, live.empty() ? PrimExpr() : live[d]});
       nests.push_back(emit_stage(st, region, symbols_));
     }
-    Stmt body = seq(nests);
-    for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) body = allocate(*it, body);
-    const std::vector<LiveExtents::Symbol>& syms = sch_.live().symbols;
-    for (size_t i = syms.size(); i-- > 0;)
-      body = let_stmt(syms[i].var, load(shape_args_, PrimExpr(static_cast<int64_t>(i))), body);
-    PrimFunc f{name, params_, num_inputs_, simplify(body)};
-    try {
-      verify(f);
-    } catch (const InternalError& e) {
-      // A lowering bug: show the loop IR it produced.
-      std::string text = to_string(f);
-      if (text.size() > 6000) text = text.substr(0, 6000) + "\n...";
-      throw InternalError(std::string(e.what()) + "\nwhile lowering:\n" + text);
-    }
-    return f;
+    return seq(nests);
+  }
+
+  // For each symbol that is the run's extent of a root axis split with its last tile
+  // shifted back (SplitTail::Shift), the largest such tile: runs at least that long have
+  // whole tiles. Only where that exceeds the symbol's minimum.
+  std::map<const PrimVarNode*, int64_t> whole_tile_minimums() const {
+    std::map<const PrimVarNode*, int64_t> out;
+    for (auto& s : sch_.stages())
+      for (const IterRelation& r : s->relations()) {
+        if (s->attach_kind() != AttachKind::Root || r.kind != IterRelation::Split ||
+            r.tail != SplitTail::Shift)
+          continue;
+        const std::vector<IterVar>& root = s->root_axes();
+        if (std::find(root.begin(), root.end(), r.parent) == root.end()) continue;
+        auto* v = sch_.run_extent(*s, r.parent).as<PrimVarNode>();
+        auto range = v ? symbols_.find(v) : symbols_.end();
+        if (range == symbols_.end() || r.factor <= range->second.min ||
+            r.factor > range->second.max)
+          continue;
+        out[v] = std::max(out[v], r.factor);
+      }
+    return out;
+  }
+
+  // The symbol variable of `v` (as the schedule declared it).
+  PrimVar sym_var(const PrimVarNode* v) const {
+    for (const LiveExtents::Symbol& s : sch_.live().symbols)
+      if (s.var.get() == v) return s.var;
+    throw InternalError("internal error: no symbol " + v->name);
   }
 
  private:

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <regex>
 #include <vector>
 
 #include "ember/codegen/codegen.h"
@@ -43,8 +44,7 @@ std::vector<float> ramp(size_t n) {
 }
 
 // y = 2x + 1 over [rows, 40] where rows is a symbol in [min_rows, 64]: rows split by 4
-// (shifted where every run has a whole tile, else guarded) and fused with the column tiles,
-// the columns in vectors of 8.
+// with the last tile shifted back, fused with the column tiles, the columns in vectors of 8.
 PrimFunc affine_rows(int64_t min_rows, SplitTail tail) {
   Tensor x = placeholder("x", {64, 40}, DType::Float32);
   Tensor y = compute("y", {64, 40}, [&](const std::vector<PrimVar>& i) {
@@ -69,9 +69,13 @@ TEST(LiveExtents, RowsKnownAtRunTimeRunToTheirCount) {
     PrimFunc f = affine_rows(min_rows, SplitTail::Shift);
     const std::string text = to_string(f);
     EXPECT_NE(text.find("shape_args"), std::string::npos) << text;
-    // A shifted last tile needs a whole tile in every run, else the rows are guarded.
-    EXPECT_EQ(text.find(".start") != std::string::npos, min_rows >= 4) << text;
-    for (int64_t n : {min_rows, int64_t{5}, int64_t{17}, int64_t{64}}) {
+    // A shifted last tile needs a whole tile: runs of 4 rows or more take a copy of the
+    // nest that shifts it, shorter ones (where the range has them) a copy that guards rows.
+    EXPECT_NE(text.find(".start"), std::string::npos) << text;
+    EXPECT_EQ(text.find("if (rows >= 4):") != std::string::npos, min_rows < 4) << text;
+    EXPECT_EQ(text.find(") < rows)") != std::string::npos, min_rows < 4) << text;
+    for (int64_t n : {min_rows, int64_t{2}, int64_t{5}, int64_t{17}, int64_t{64}}) {
+      if (n < min_rows) continue;
       std::vector<float> x = ramp(n * 40);
       std::vector<float> y = run(f, x, {n}, 64 * 40);
       for (int64_t i = 0; i < 64 * 40; ++i)
@@ -188,7 +192,8 @@ TEST(LiveExtents, TilesComputedInsideRunTimeLoopsStopAtTheRunsExtent) {
 
 // relu(x w^T + b) over rows of run-time count, scheduled by the default CPU schedule for
 // 256- and 512-bit vectors (register tiles of rows, the GEMM at the epilogue's tile loop),
-// run at 1 to 128 rows of one build against a float64 reference.
+// run at 1 to 128 rows of one build against a float64 reference: runs shorter than a tile
+// through the guarded copy of the nest, longer ones through the shifted one.
 TEST(LiveExtents, TheDefaultScheduleServesRowsKnownAtRunTime) {
   constexpr int64_t kRows = 128, kK = 64, kN = 48;
   for (int bits : {256, 512}) {
@@ -208,6 +213,10 @@ TEST(LiveExtents, TheDefaultScheduleServesRowsKnownAtRunTime) {
     for (const Tensor& t : {x, dense, y}) sch.live().dims[t.operator->()] = {rows, PrimExpr()};
     apply_default_schedule(sch, MachineModel::for_vector_bits(bits));
     PrimFunc f = lower_schedule(sch, "dense_relu", {x, w, b});
+    // Runs with whole register tiles take a copy whose last tile shifts back, unguarded.
+    EXPECT_TRUE(std::regex_search(to_string(f), std::regex(R"(if \(rows >= [0-9]+\):)")))
+        << bits << " bits\n"
+        << f;
     auto m = codegen::compile_cpu({f});
     std::vector<float> ws = ramp(kN * kK), bs = ramp(kN);
     for (int64_t n : {int64_t{1}, int64_t{3}, int64_t{37}, kRows}) {
