@@ -12,6 +12,7 @@
 
 #include "ember/codegen/codegen.h"
 #include "ember/ir/prim_math.h"
+#include "ember/passes/range_dispatch.h"
 #include "ember/passes/schedule.h"
 #include "ember/support/error.h"
 
@@ -275,6 +276,71 @@ TEST(LiveExtents, TheDefaultScheduleServesRowStatisticsOfRunTimeLength) {
       for (int64_t e = kRows * n; e < kRows * kCols; ++e)
         ASSERT_EQ(got[e], kUntouched) << bits << " bits, " << n << " columns";
     }
+  }
+}
+
+// relu(x w^T) over rows of run-time count in [1, kMax], one kernel of two parts: runs of
+// one row take a build scheduled for one row (a GEMV's dot products), longer ones the build
+// for kMax rows (register tiles). Checked at both widths at several sizes, and the parts'
+// templates named.
+TEST(LiveExtents, OneKernelDispatchesAmongBuildsForPartsOfTheRange) {
+  constexpr int64_t kMax = 96, kK = 64, kN = 40;
+  PrimVar rows("rows");
+  for (int bits : {256, 512}) {
+    std::vector<std::string> templates;
+    auto part = [&](int64_t lo, int64_t hi) {
+      Tensor x = placeholder("x", {hi, kK}, DType::Float32);
+      Tensor w = placeholder("w", {kN, kK}, DType::Float32);
+      IterVar k = reduce_axis(kK, "k");
+      Tensor dense = compute("dense", {hi, kN}, [&](const std::vector<PrimVar>& i) {
+        return sum(x({i[0], k->var}) * w({i[1], k->var}), {k});
+      });
+      Tensor y = compute("y", {hi, kN}, [&](const std::vector<PrimVar>& i) {
+        return max(dense({i[0], i[1]}), make_const(DType::Float32, 0));
+      });
+      Schedule sch({y});
+      sch.live().symbols = {{rows, lo, hi}};
+      for (const Tensor& t : {x, dense, y}) sch.live().dims[t.operator->()] = {rows, PrimExpr()};
+      apply_default_schedule(sch, MachineModel::for_vector_bits(bits));
+      templates.push_back(sch.template_name());
+      return lower_schedule(sch, "part", {x, w});
+    };
+    PrimFunc f = dispatch_by_range("dense_relu", rows, {{1, part(1, 1)}, {kMax, part(2, kMax)}});
+    EXPECT_EQ(templates[0].rfind("gemv.", 0), 0u) << templates[0];
+    EXPECT_EQ(templates[1].rfind("gemm.", 0), 0u) << templates[1];
+    EXPECT_NE(to_string(f).find("if (rows <= 1):"), std::string::npos) << f;
+    auto m = codegen::compile_cpu({f});
+    std::vector<float> ws = ramp(kN * kK);
+    for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{5}, kMax}) {
+      std::vector<float> xs = ramp(n * kK), got(kMax * kN, kUntouched);
+      std::vector<void*> args{xs.data(), ws.data(), &n, got.data()};
+      m->get_function(f.name)(args.data());
+      for (int64_t i = 0; i < kMax; ++i)
+        for (int64_t j = 0; j < kN; ++j) {
+          if (i >= n) {
+            ASSERT_EQ(got[i * kN + j], kUntouched) << bits << " bits, " << n << " rows";
+            continue;
+          }
+          double want = 0;
+          for (int64_t q = 0; q < kK; ++q) want += double(xs[i * kK + q]) * ws[j * kK + q];
+          ASSERT_NEAR(got[i * kN + j], std::max(want, 0.0), 1e-3 * (1 + std::abs(want)))
+              << bits << " bits, " << n << " rows, at " << i << ", " << j;
+        }
+    }
+  }
+  // Kernels that do not take the same parameters cannot share one.
+  Tensor a = placeholder("a", {4}, DType::Float32);
+  Tensor b = compute("b", {4}, [&](const std::vector<PrimVar>& i) { return a({i[0]}); });
+  Schedule sch({b});
+  sch.live().symbols = {{rows, 1, 4}};
+  sch.live().dims[a.operator->()] = {rows};
+  sch.live().dims[b.operator->()] = {rows};
+  PrimFunc other = lower_schedule(sch, "other", {a});
+  try {
+    dispatch_by_range("mixed", rows, {{1, other}, {kMax, PrimFunc{"k", {}, 0, other.body}}});
+    FAIL() << "dispatched among kernels with different parameters";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("parameters"), std::string::npos) << err.what();
   }
 }
 

@@ -1,0 +1,73 @@
+// dispatch_by_range (range_dispatch.h): the parts' bodies, their parameters swapped for the
+// last part's, in an if-else chain on the symbol, under the symbols' lets they share.
+#include "ember/passes/range_dispatch.h"
+
+#include "ember/support/error.h"
+
+namespace ember::passes {
+
+using namespace ir;
+
+namespace {
+
+// The lets that read the symbols from the shape argument at the top of `body` (as
+// lower_schedule writes them), and the statement under them.
+std::pair<std::vector<const LetStmtNode*>, Stmt> symbol_lets(const Stmt& body) {
+  std::vector<const LetStmtNode*> lets;
+  Stmt s = body;
+  while (auto* let = s.as<LetStmtNode>()) {
+    auto* load = let->value.as<LoadNode>();
+    if (!load || load->buffer->name != "shape_args") break;
+    lets.push_back(let);
+    s = let->body;
+  }
+  return {lets, s};
+}
+
+// `part`'s parameters mapped to `last`'s, which must match them by name, dtype and rank.
+BufferMap match_params(const PrimFunc& part, const PrimFunc& last) {
+  if (part.params.size() != last.params.size() || part.num_inputs != last.num_inputs)
+    fail("dispatch_by_range: kernel ", part.name, " has ", part.params.size(),
+         " parameters, kernel ", last.name, " ", last.params.size());
+  BufferMap map;
+  for (size_t i = 0; i < part.params.size(); ++i) {
+    const Buffer &a = part.params[i], &b = last.params[i];
+    if (a->name != b->name || a->dtype != b->dtype || a->shape.size() != b->shape.size())
+      fail("dispatch_by_range: parameter ", i, " of kernel ", part.name, " (", a->name,
+           ") does not match parameter ", b->name, " of kernel ", last.name);
+    map[a.get()] = b;
+  }
+  return map;
+}
+
+}  // namespace
+
+PrimFunc dispatch_by_range(const std::string& name, const PrimVar& symbol,
+                           const std::vector<std::pair<int64_t, PrimFunc>>& parts) {
+  if (parts.empty()) fail("dispatch_by_range: no kernels for ", name);
+  const PrimFunc& last = parts.back().second;
+  auto [lets, _] = symbol_lets(last.body);
+  bool reads_symbol = false;
+  for (const LetStmtNode* l : lets) reads_symbol |= l->var.get() == symbol.get();
+  if (!reads_symbol)
+    fail("dispatch_by_range: kernel ", last.name, " does not read symbol ", symbol.name());
+  Stmt body;
+  for (size_t i = parts.size(); i-- > 0;) {
+    const auto& [bound, f] = parts[i];
+    if (i + 1 < parts.size() && bound >= parts[i + 1].first)
+      fail("dispatch_by_range: the bounds of ", name, " do not ascend (", bound, " then ",
+           parts[i + 1].first, ")");
+    auto [part_lets, inner] = symbol_lets(f.body);
+    if (part_lets.size() != lets.size())
+      fail("dispatch_by_range: kernel ", f.name, " reads other symbols than ", last.name);
+    for (size_t j = 0; j < lets.size(); ++j)
+      if (part_lets[j]->var.get() != lets[j]->var.get())
+        fail("dispatch_by_range: kernel ", f.name, " reads other symbols than ", last.name);
+    Stmt own = swap_buffers(inner, match_params(f, last));
+    body = i + 1 == parts.size() ? own : if_then_else(symbol <= PrimExpr(bound), own, body);
+  }
+  for (size_t j = lets.size(); j-- > 0;) body = let_stmt(lets[j]->var, lets[j]->value, body);
+  return PrimFunc{name, last.params, last.num_inputs, body};
+}
+
+}  // namespace ember::passes
