@@ -10,6 +10,7 @@ and hand each call to the converters of _aten.py's table (in _aten_*.py), which 
 Ember node after the PyTorch module it came from ("layer1.0.conv1").
 """
 import inspect
+import logging
 import operator
 
 import torch
@@ -24,8 +25,10 @@ from ._torchscript import import_torchscript
 
 __all__ = ["from_pytorch"]
 
+logger = logging.getLogger("ember")
 
-def from_pytorch(model, example_inputs, input_names=None):
+
+def from_pytorch(model, example_inputs, input_names=None, dynamic_shapes=None):
     """Converts a PyTorch model into (ir.Function, params).
 
     The function's first parameters are the model inputs, in example_inputs order, named
@@ -34,7 +37,15 @@ def from_pytorch(model, example_inputs, input_names=None):
     to NumPy arrays that share memory with the model's tensors (ember.build binds them as
     constants, copying them). example_inputs is a tensor or a tuple of tensors with the
     shapes and dtypes the compiled model will take.
+
+    `dynamic_shapes` (torch.export's form) is not supported yet (issue 44: builds for a
+    range of shapes): an EmberError says so. An ExportedProgram whose inputs have symbolic
+    dimensions is imported at the example inputs' shapes, with a warning naming them.
     """
+    if dynamic_shapes is not None:
+        raise EmberError("from_pytorch: dynamic_shapes is not supported yet; Ember builds "
+                         "for the example inputs' shapes (build once per shape, or use "
+                         "torch.compile(backend='ember'), which builds per shape)")
     inputs = _example_inputs(example_inputs, model)
     if isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
         cx, user_vars, outputs = import_torchscript(model, inputs, input_names)
@@ -253,6 +264,11 @@ def _import_exported(program, inputs, input_names):
             raise EmberError(f"from_pytorch: example input {i} ('{node.name}') is "
                              f"{inputs[i].dtype}{list(inputs[i].shape)} but the program was "
                              f"exported for {val.dtype}{list(val.shape)}")
+        symbolic = [d for d, n in enumerate(val.shape) if isinstance(n, torch.SymInt)]
+        if symbolic:
+            logger.warning("from_pytorch: input '%s' has symbolic dimension(s) %s; Ember does "
+                           "not build for a range of shapes yet, so it builds for %s",
+                           node.name, symbolic, [int(n) for n in val.shape])
         env[node] = input_var(names[i], val)
         user_vars.append(env[node])
 
