@@ -28,8 +28,14 @@ Buffer make_buffer(std::string name, DType dtype, std::vector<int64_t> shape, Bu
 PrimExpr flat_index(const Buffer& buffer, const std::vector<PrimExpr>& indices) {
   EMBER_CHECK(indices.size() == buffer->shape.size(), "buffer ", buffer->name, " has rank ",
               buffer->shape.size(), " but is indexed with ", indices.size(), " indices");
+  std::vector<PrimExpr> shape;
+  for (int64_t d : buffer->shape) shape.push_back(PrimExpr(d));
+  return flat_index(shape, indices);
+}
+
+PrimExpr flat_index(const std::vector<PrimExpr>& shape, const std::vector<PrimExpr>& indices) {
   PrimExpr index = PrimExpr(int64_t{0});
-  for (size_t i = 0; i < indices.size(); ++i) index = index * buffer->shape[i] + indices[i];
+  for (size_t i = 0; i < indices.size(); ++i) index = index * shape[i] + indices[i];
   return index;
 }
 

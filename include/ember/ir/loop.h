@@ -165,6 +165,9 @@ Buffer make_buffer(std::string name, DType dtype, std::vector<int64_t> shape,
                    BufferScope scope = BufferScope::Global);
 /// Row-major flat offset of `indices` into `buffer`.
 PrimExpr flat_index(const Buffer& buffer, const std::vector<PrimExpr>& indices);
+/// Row-major flat offset of `indices` into a tensor of `shape` (extents that may be known
+/// only at run time: a kernel input stored compactly at the run's shape).
+PrimExpr flat_index(const std::vector<PrimExpr>& shape, const std::vector<PrimExpr>& indices);
 
 /// Load of element `index` (flat, in elements) of `buffer`.
 struct LoadNode : PrimExprNode {

@@ -150,14 +150,22 @@ Tensor dense_lanes_compute(const std::vector<Tensor>& in, const Attrs&, const Te
   });
 }
 
-// a [..., M, K] @ b [K, N] -> [..., M, N], or @ b [K] -> [..., M] (torch.matmul).
-Type matmul_rel(const std::vector<Type>& args, Attrs&, const TypeContext& ctx) {
+// The operands of matmul and batch_matmul: two float tensors of one dtype, the first
+// [..., M, K].
+std::pair<const TensorType&, const TensorType&> product_operands(const std::vector<Type>& args,
+                                                                 const TypeContext& ctx) {
   check_arity(args, 2, ctx);
   const TensorType& a = tensor_arg(args, 0, "the first input", ctx);
   const TensorType& b = tensor_arg(args, 1, "the second input", ctx);
   check_float(a, "the first input", ctx);
   check_same_dtype(a, "the first input", b, "the second input", ctx);
   if (a.ndim() < 2) ctx.fail("the first input must be [..., M, K] but is " + to_string(a));
+  return {a, b};
+}
+
+// a [..., M, K] @ b [K, N] -> [..., M, N], or @ b [K] -> [..., M] (torch.matmul).
+Type matmul_rel(const std::vector<Type>& args, Attrs&, const TypeContext& ctx) {
+  const auto [a, b] = product_operands(args, ctx);
   if (b.ndim() != 1 && b.ndim() != 2)
     ctx.fail("the second input must be [K, N] or [K] but is " + to_string(b) +
              "; use nn.batch_matmul for batched operands");
@@ -184,12 +192,7 @@ Tensor matmul_compute(const std::vector<Tensor>& in, const Attrs&, const TensorT
 // a [..., M, K] @ b [..., K, N] with NumPy broadcasting of the batch dimensions (torch.matmul
 // for operands of rank >= 2).
 Type batch_matmul_rel(const std::vector<Type>& args, Attrs&, const TypeContext& ctx) {
-  check_arity(args, 2, ctx);
-  const TensorType& a = tensor_arg(args, 0, "the first input", ctx);
-  const TensorType& b = tensor_arg(args, 1, "the second input", ctx);
-  check_float(a, "the first input", ctx);
-  check_same_dtype(a, "the first input", b, "the second input", ctx);
-  if (a.ndim() < 2) ctx.fail("the first input must be [..., M, K] but is " + to_string(a));
+  const auto [a, b] = product_operands(args, ctx);
   if (b.ndim() < 2) ctx.fail("the second input must be [..., K, N] but is " + to_string(b));
   int64_t k = a.shape.back();
   if (k != b.shape[b.ndim() - 2])

@@ -72,10 +72,10 @@ struct Realized {
   // parameter stored compactly at the run's shape), else over the buffer's static shape.
   PrimExpr flat(const std::vector<PrimExpr>& indices) const {
     if (live.empty()) return flat_index(buffer, indices);
-    PrimExpr index = PrimExpr(int64_t{0});
-    for (size_t i = 0; i < indices.size(); ++i)
-      index = index * (live[i] ? live[i] : PrimExpr(buffer->shape[i])) + indices[i];
-    return index;
+    std::vector<PrimExpr> shape = live;
+    for (size_t i = 0; i < shape.size(); ++i)
+      if (!shape[i].get()) shape[i] = PrimExpr(buffer->shape[i]);
+    return flat_index(shape, indices);
   }
 };
 
@@ -116,13 +116,13 @@ class ScheduleLowering {
     // Where every run long enough has whole tiles, a second copy of the nests for those runs
     // shifts its last tiles back instead of guarding them (no guard in a register tile's
     // accumulation); shorter runs take the guarded copy.
-    const std::map<const PrimVarNode*, int64_t> minimums = whole_tile_minimums();
+    const std::vector<std::pair<PrimVar, int64_t>> minimums = whole_tile_minimums();
     if (!minimums.empty()) {
       const VarRanges all = symbols_;
       PrimExpr long_run = make_const(DType::Bool, 1);
       for (auto& [v, whole] : minimums) {
-        symbols_[v].min = whole;
-        long_run = logical_and(long_run, sym_var(v) >= PrimExpr(whole));
+        symbols_[v.get()].min = whole;
+        long_run = logical_and(long_run, v >= PrimExpr(whole));
       }
       body = if_then_else(long_run, emit_root_nests(allocs), body);
       symbols_ = all;
@@ -169,30 +169,23 @@ class ScheduleLowering {
   // For each symbol that is the run's extent of a root axis split with its last tile
   // shifted back (SplitTail::Shift), the largest such tile: runs at least that long have
   // whole tiles. Only where that exceeds the symbol's minimum.
-  std::map<const PrimVarNode*, int64_t> whole_tile_minimums() const {
-    std::map<const PrimVarNode*, int64_t> out;
-    for (auto& s : sch_.stages())
-      for (const IterRelation& r : s->relations()) {
-        if (s->attach_kind() != AttachKind::Root || r.kind != IterRelation::Split ||
-            r.tail != SplitTail::Shift)
-          continue;
-        const std::vector<IterVar>& root = s->root_axes();
-        if (std::find(root.begin(), root.end(), r.parent) == root.end()) continue;
-        auto* v = sch_.run_extent(*s, r.parent).as<PrimVarNode>();
-        auto range = v ? symbols_.find(v) : symbols_.end();
-        if (range == symbols_.end() || r.factor <= range->second.min ||
-            r.factor > range->second.max)
-          continue;
-        out[v] = std::max(out[v], r.factor);
-      }
+  std::vector<std::pair<PrimVar, int64_t>> whole_tile_minimums() const {
+    std::vector<std::pair<PrimVar, int64_t>> out;
+    for (const LiveExtents::Symbol& sym : sch_.live().symbols) {
+      int64_t whole = 0;
+      for (auto& s : sch_.stages())
+        for (const IterRelation& r : s->relations()) {
+          if (s->attach_kind() != AttachKind::Root || r.kind != IterRelation::Split ||
+              r.tail != SplitTail::Shift || r.factor <= sym.min || r.factor > sym.max)
+            continue;
+          const std::vector<IterVar>& root = s->root_axes();
+          if (std::find(root.begin(), root.end(), r.parent) != root.end() &&
+              sch_.run_extent(*s, r.parent).get() == sym.var.get())
+            whole = std::max(whole, r.factor);
+        }
+      if (whole) out.emplace_back(sym.var, whole);
+    }
     return out;
-  }
-
-  // The symbol variable of `v` (as the schedule declared it).
-  PrimVar sym_var(const PrimVarNode* v) const {
-    for (const LiveExtents::Symbol& s : sch_.live().symbols)
-      if (s.var.get() == v) return s.var;
-    throw InternalError("internal error: no symbol " + v->name);
   }
 
  private:
