@@ -23,8 +23,29 @@ const TensorType& Type::tensor() const {
   return fields[0];
 }
 
+TensorType TensorType::of(std::vector<Dim> dims, DType dtype) {
+  TensorType t;
+  t.dtype = dtype;
+  bool any = false;
+  for (const Dim& d : dims) {
+    t.shape.push_back(d.max());
+    any = any || !d.is_static();
+  }
+  if (any) t.dims = std::move(dims);
+  return t;
+}
+
+TensorType TensorType::at(const Binding& b) const {
+  TensorType t{shape, dtype, {}};
+  for (size_t i = 0; i < dims.size(); ++i) t.shape[i] = dims[i].at(b);
+  return t;
+}
+
 std::string to_string(const TensorType& t) {
-  return fmt::format("{}[{}]", dtype_name(t.dtype), fmt::join(t.shape, ", "));
+  if (!t.symbolic()) return fmt::format("{}[{}]", dtype_name(t.dtype), fmt::join(t.shape, ", "));
+  std::vector<std::string> dims;
+  for (const Dim& d : t.dims) dims.push_back(to_string(d));
+  return fmt::format("{}[{}]", dtype_name(t.dtype), fmt::join(dims, ", "));
 }
 
 std::string to_string(const Type& t) {
@@ -75,6 +96,37 @@ std::vector<int64_t> Attrs::get_ints(const std::string& key, std::vector<int64_t
 Attrs Attrs::with(const std::string& key, AttrValue v) const {
   Attrs a = *this;
   a.values_[key] = std::move(v);
+  a.symbolic_.erase(key);
+  return a;
+}
+
+Attrs Attrs::with_dims(const std::string& key, const std::vector<Dim>& dims) const {
+  std::vector<int64_t> top;
+  bool any = false;
+  for (const Dim& d : dims) {
+    top.push_back(d.max());
+    any = any || !d.is_static();
+  }
+  Attrs a = with(key, top);
+  if (any) a.symbolic_[key] = dims;
+  return a;
+}
+
+std::vector<Dim> Attrs::dims(const std::string& key) const {
+  auto it = symbolic_.find(key);
+  if (it != symbolic_.end()) return it->second;
+  std::vector<int64_t> v = get_ints(key, {});
+  return std::vector<Dim>(v.begin(), v.end());
+}
+
+Attrs Attrs::at(const Binding& b) const {
+  Attrs a = *this;
+  a.symbolic_.clear();
+  for (auto& [key, dims] : symbolic_) {
+    std::vector<int64_t> v;
+    for (const Dim& d : dims) v.push_back(d.at(b));
+    a.values_[key] = v;
+  }
   return a;
 }
 
@@ -89,7 +141,11 @@ std::string to_string(const Attrs& a) {
       os << *d;
     else if (auto* s = std::get_if<std::string>(&v))
       os << '"' << *s << '"';
-    else if (auto* l = std::get_if<std::vector<int64_t>>(&v))
+    else if (a.symbolic().count(k)) {
+      std::vector<std::string> dims;
+      for (const Dim& d : a.symbolic().at(k)) dims.push_back(to_string(d));
+      os << fmt::format("[{}]", fmt::join(dims, ", "));
+    } else if (auto* l = std::get_if<std::vector<int64_t>>(&v))
       os << fmt::format("[{}]", fmt::join(*l, ", "));
     items.push_back(os.str());
   }
@@ -119,6 +175,14 @@ Expr var(const std::string& name, TensorType type) {
   if (name.empty()) fail("an input needs a name");
   for (int64_t d : type.shape)
     if (d < 0) fail("input '", name, "' has a negative dimension in ", to_string(type));
+  if (type.symbolic()) {
+    symbols_of(type.dims, "input '" + name + "'");
+    bool ok = type.dims.size() == type.shape.size();
+    for (size_t i = 0; ok && i < type.dims.size(); ++i)
+      ok = type.dims[i].max() == type.shape[i] && type.dims[i].min() >= 0;
+    if (!ok) fail("input '", name, "': its run-time dimensions ", to_string(type),
+                  " do not match its sizes; make its type with TensorType::of");
+  }
   checked_nbytes(type.shape, dtype_bytes(type.dtype), "input '" + name + "'");
   return std::make_shared<VarNode>(name, std::move(type));
 }
@@ -144,7 +208,7 @@ Expr call(const Op* op, std::vector<Expr> args, Attrs attrs, const std::string& 
     types.push_back(args[i]->type);
   }
   TypeContext ctx{op->name, name};
-  Type out = op->type_rel(types, attrs, ctx);
+  Type out = run_relation(*op, types, attrs, ctx);
   // Every result must be a size memory can have: no negative dimension, and an element and
   // byte count that fit in 64 bits (an op's arithmetic on huge attributes may overflow).
   for (const TensorType& t : out.fields) {
@@ -333,7 +397,7 @@ void infer_types(const Function& f) {
         for (auto& a : c->args) types.push_back(a->type);
         Attrs attrs = c->attrs;
         TypeContext ctx{c->op->name, c->name};
-        expected = c->op->type_rel(types, attrs, ctx);
+        expected = run_relation(*c->op, types, attrs, ctx);
         break;
       }
       case NodeKind::Tuple: {

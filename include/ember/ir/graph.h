@@ -11,16 +11,30 @@
 #include <variant>
 #include <vector>
 
+#include "ember/ir/symbolic.h"
 #include "ember/runtime/dtype.h"
 #include "ember/runtime/ndarray.h"
 
 namespace ember::ir {
 
 struct TensorType {
+  /// The sizes; a run-time dimension's at every symbol's maximum (symbolic.h).
   std::vector<int64_t> shape;
   DType dtype = DType::Float32;
+  /// Empty when every dimension is static; else one per dimension, `shape` their maxima.
+  std::vector<Dim> dims;
   int64_t ndim() const { return static_cast<int64_t>(shape.size()); }
-  bool operator==(const TensorType& o) const { return shape == o.shape && dtype == o.dtype; }
+  bool symbolic() const { return !dims.empty(); }
+  /// The type with run-time dimensions `dims` (static ones as plain sizes; `dims` is
+  /// dropped when all are static).
+  static TensorType of(std::vector<Dim> dims, DType dtype);
+  /// Dimension i (a static Dim where the type is static).
+  Dim dim(size_t i) const { return dims.empty() ? Dim(shape.at(i)) : dims.at(i); }
+  /// The static type at `b` (every symbol of the type bound).
+  TensorType at(const Binding& b) const;
+  bool operator==(const TensorType& o) const {
+    return shape == o.shape && dtype == o.dtype && dims == o.dims;
+  }
   bool operator!=(const TensorType& o) const { return !(*this == o); }
 };
 
@@ -44,7 +58,9 @@ struct Type {
 std::string to_string(const TensorType& t);  // "float32[1, 3, 32, 32]"
 std::string to_string(const Type& t);
 
-/// Op attributes: a small typed map (strides, padding, axis, ...).
+/// Op attributes: a small typed map (strides, padding, axis, ...). A list of sizes may hold
+/// run-time dimensions (a reshape to [batch*seq, 768]): the getters read it at every
+/// symbol's maximum, `dims` reads it as dimensions, `at` binds it.
 using AttrValue = std::variant<int64_t, double, std::string, std::vector<int64_t>>;
 class Attrs {
  public:
@@ -56,11 +72,22 @@ class Attrs {
   std::string get_str(const std::string& key, const std::string& dflt) const;
   std::vector<int64_t> get_ints(const std::string& key, std::vector<int64_t> dflt) const;
   Attrs with(const std::string& key, AttrValue v) const;
+  /// A list of sizes, some of which may be run-time dimensions.
+  Attrs with_dims(const std::string& key, const std::vector<Dim>& dims) const;
+  /// The list `key` as dimensions (static ones where it has no symbols).
+  std::vector<Dim> dims(const std::string& key) const;
+  /// The lists that hold run-time dimensions, by key.
+  const std::map<std::string, std::vector<Dim>>& symbolic() const { return symbolic_; }
+  /// The attributes with every run-time dimension evaluated at `b`.
+  Attrs at(const Binding& b) const;
   const std::map<std::string, AttrValue>& values() const { return values_; }
-  bool operator==(const Attrs& o) const { return values_ == o.values_; }
+  bool operator==(const Attrs& o) const {
+    return values_ == o.values_ && symbolic_ == o.symbolic_;
+  }
 
  private:
   std::map<std::string, AttrValue> values_;
+  std::map<std::string, std::vector<Dim>> symbolic_;
 };
 std::string to_string(const Attrs& a);
 

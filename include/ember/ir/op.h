@@ -109,6 +109,13 @@ struct Op {
   std::vector<AttrSpec> attrs;
 };
 
+/// The op's type relation, also over run-time dimensions (symbolic.h): where `args` or
+/// `attrs` hold symbols, the relation runs at probe_bindings and each result dimension (and
+/// each normalised size attribute) is fitted; one that fits no run-time dimension, or a
+/// probe that the relation rejects, is a ctx.fail naming the op, the dimension and the sizes.
+Type run_relation(const Op& op, const std::vector<Type>& args, Attrs& attrs,
+                  const TypeContext& ctx);
+
 /// "nn.relu" -> "relu": the op's name without its namespace (kernel and stage names, fusion
 /// pattern names, "did you mean" suggestions).
 std::string bare_op_name(const std::string& name);
