@@ -362,6 +362,23 @@ Function rewrite(const Function& f, const RewriteFn& fn) {
   return function(params, body, f->name);
 }
 
+Function bind_symbols(const Function& f, const Binding& b) {
+  std::map<const ExprNode*, Expr> vars;
+  std::vector<Expr> params;
+  for (auto& p : f->params) {
+    params.push_back(var(p->name, p->type.tensor().at(b)));
+    vars[p.get()] = params.back();
+  }
+  Expr body = rewrite(f->body, [&](const Expr& e, const std::vector<Expr>& in) -> Expr {
+    if (e->kind == NodeKind::Var) return vars.count(e.get()) ? vars.at(e.get()) : nullptr;
+    auto* c = as<CallNode>(e);
+    if (!c) return nullptr;
+    if (c->fn) return call_function(bind_symbols(c->fn, b), in, c->name);
+    return call(c->op, in, c->attrs.at(b), c->name);
+  });
+  return function(params, body, f->name);
+}
+
 Function function(std::vector<Expr> params, Expr body, const std::string& name) {
   if (!body) fail("function '", name, "' has no body");
   std::set<const ExprNode*> param_set;

@@ -190,6 +190,10 @@ Expr tuple_get_item(Expr tuple, int64_t index, const std::string& name = "");
 /// Every free Var in body must be in params (ember::Error naming the missing input).
 Function function(std::vector<Expr> params, Expr body, const std::string& name = "main");
 
+/// `f` with its symbols bound to `b`: the static graph of one run's sizes (every symbol of
+/// `f` must be bound).
+Function bind_symbols(const Function& f, const Binding& b);
+
 /// Re-runs every type relation over the graph (rebuilding nothing) and throws on mismatch;
 /// passes call it to check what they produced.
 void infer_types(const Function& f);

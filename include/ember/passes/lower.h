@@ -15,6 +15,8 @@
 
 namespace ember::passes {
 
+struct LiveExtents;  // schedule.h
+
 struct LowerOptions {
   /// The target CPU's model (codegen::machine_model), which every schedule, custom lowering
   /// (Op::lower) and loop pass reads; by default the pinned 512-bit one.
@@ -85,9 +87,13 @@ bool has_custom_lowering(const ir::Function& group);
 ir::TensorType flat_pixel_type(const ir::Function& group, const ir::Expr& node,
                                const MachineModel& machine);
 /// The group's result as a tensor expression over placeholders for its params (`inputs`),
-/// for the target `machine` describes.
+/// for the target `machine` describes. Where the group's types have run-time dimensions,
+/// `live` (when given) receives their symbols (group_symbols' order) and the run-time
+/// shapes of its inputs, op results and output, for Schedule::live().
 ir::Tensor group_compute(const ir::Function& group, std::vector<ir::Tensor>& inputs,
-                         const MachineModel& machine);
+                         const MachineModel& machine, LiveExtents* live = nullptr);
+/// The symbols of the group's types, sorted by name: the order of its kernel's shape_args.
+std::vector<ir::Symbol> group_symbols(const ir::Function& group);
 
 /// Lowers every call of `f` (op calls one kernel each, fused groups one kernel per group); view ops
 /// (reshape, flatten) become executor views, constants become parameters, and the function's inputs

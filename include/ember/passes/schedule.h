@@ -209,10 +209,11 @@ class Schedule {
   /// The extents known only at run time (dynamic shapes), read by lower_schedule.
   LiveExtents& live() { return live_; }
   const LiveExtents& live() const { return live_; }
-  /// The run's extent of `s`'s root axis `a` (null: static): a data axis takes its tensor's
-  /// run-time dimension; a reduction axis live().axes's, else that of the run-time dimension
-  /// of a tensor that `s` indexes by `a` alone. One that indexes a run-time dimension
-  /// through an expression is an ember::Error (its run's extent cannot be told).
+  /// The run's extent of `s`'s root axis `a` (null: static): live().axes's where it has
+  /// one; a data axis of a tensor with a run-time shape (live().dims) takes its dimension;
+  /// any other axis that of the run-time dimension of a tensor that `s` indexes by `a`
+  /// alone. One that indexes a run-time dimension through an expression is an ember::Error
+  /// (its run's extent cannot be told).
   ir::PrimExpr run_extent(const Stage& s, const IterVar& a) const;
 
  private:

@@ -165,6 +165,9 @@ namespace {
 PrimFunc with_group_types(PrimFunc f, const Function& group) {
   std::vector<TensorType> types;
   for (auto& p : group->params) types.push_back(p->type.tensor());
+  // A kernel over run-time sizes takes them after its inputs (lower_schedule).
+  if (!group_symbols(group).empty())
+    types.push_back(TensorType{{static_cast<int64_t>(group_symbols(group).size())}, DType::Int64});
   types.push_back(group->body->type.tensor());
   EMBER_CHECK(types.size() == f.params.size(), "kernel ", f.name, " has ", f.params.size(),
               " parameters for a group of ", types.size(), " tensors");
@@ -188,15 +191,58 @@ bool has_custom_lowering(const Function& group) {
   return calls.size() == 1 && calls[0]->op->lower;
 }
 
+std::vector<Symbol> group_symbols(const Function& group) {
+  std::vector<Symbol> out;
+  for (auto& p : group->params) out = merge_symbols(out, symbols_of(p->type.tensor().dims, group->name), group->name);
+  for (auto* c : op_calls(group))
+    for (const TensorType& t : c->type.fields) out = merge_symbols(out, symbols_of(t.dims, group->name), group->name);
+  return out;
+}
+
+namespace {
+
+// The run-time shape of a tensor of type `t` over the symbols' variables (null: static).
+std::vector<PrimExpr> run_shape(const TensorType& t, const std::map<std::string, PrimVar>& vars) {
+  std::vector<PrimExpr> shape;
+  for (const Dim& d : t.dims) {
+    if (d.is_static()) {
+      shape.emplace_back();
+      continue;
+    }
+    PrimExpr e;
+    for (const Symbol& s : d.symbols) e = e.get() ? e * vars.at(s->name) : PrimExpr(vars.at(s->name));
+    if (d.coef != 1) e = PrimExpr(d.coef) * e;
+    shape.push_back(d.offset == 0 ? e : e + PrimExpr(d.offset));
+  }
+  return shape;
+}
+
+}  // namespace
+
 ir::Tensor group_compute(const Function& group, std::vector<ir::Tensor>& inputs,
-                         const MachineModel& machine) {
+                         const MachineModel& machine, LiveExtents* live) {
   std::map<const ExprNode*, ir::Tensor> te;
-  const FlatPixels flat = flat_pixels(group, machine);
+  const std::vector<Symbol> symbols = group_symbols(group);
+  std::map<std::string, PrimVar> vars;
+  if (live) {
+    *live = {};
+    for (const Symbol& s : symbols) {
+      vars.emplace(s->name, PrimVar(s->name));
+      live->symbols.push_back({vars.at(s->name), s->min, s->max});
+    }
+  }
+  auto note_shape = [&](const ExprNode* node, const ir::Tensor& t) {
+    if (live && node->type.tensor().symbolic())
+      live->dims[t.operator->()] = run_shape(node->type.tensor(), vars);
+  };
+  // Flat pixels re-shape a tensor, which its run-time dimensions do not follow.
+  const FlatPixels flat = symbols.empty() ? flat_pixels(group, machine) : FlatPixels{};
   inputs.clear();
   for (size_t i = 0; i < group->params.size(); ++i) {
     const TensorType t = loop_type(flat, group->params[i].get());
     inputs.push_back(placeholder("p" + std::to_string(i), t.shape, t.dtype));
     te[group->params[i].get()] = inputs.back();
+    note_shape(group->params[i].get(), inputs.back());
   }
   for (auto* c : op_calls(group)) {
     // Only custom lowerings produce several outputs (a compute rule makes one tensor).
@@ -215,13 +261,16 @@ ir::Tensor group_compute(const Function& group, std::vector<ir::Tensor>& inputs,
     EMBER_CHECK(out && out.shape() == type.shape && out.dtype() == type.dtype, "compute rule of ",
                 c->op->name, " disagrees with its type relation");
     te[c] = c == flat.windowed ? flat_conv(out) : out;
+    note_shape(c, te[c]);
   }
   ir::Tensor out = te.at(group->body.get());
   // A group whose result is one of its inputs unchanged still needs a kernel that copies it.
-  if (out->is_placeholder())
+  if (out->is_placeholder()) {
     out = compute("copy", out.shape(), [&](const std::vector<PrimVar>& i) {
       return out(std::vector<PrimExpr>(i.begin(), i.end()));
     });
+    note_shape(group->body.get(), out);
+  }
   return out;
 }
 
@@ -236,11 +285,16 @@ PrimFunc lower_group(const Function& group, const std::string& func_name,
   ScheduleChoice made;
   if (has_custom_lowering(group)) {
     const ir::Op* op = op_calls(group)[0]->op;
+    if (!group_symbols(group).empty())
+      fail(op->name, " '", group->name, "' lowers by its own loop nest, which takes no run-time "
+           "sizes yet (issue 44); build it with static sizes");
     f = op->lower(group, func_name, machine, options.gpu);
     made.name = op->name + ".own_loop_nest";
   } else {
     std::vector<ir::Tensor> inputs;
-    Schedule sch({group_compute(group, inputs, machine)});
+    LiveExtents live;
+    Schedule sch({group_compute(group, inputs, machine, &live)});
+    sch.live() = live;
     KnobSpace space;
     if (options.gpu)
       apply_gpu_schedule(sch, options.matmul_precision);

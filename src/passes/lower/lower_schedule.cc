@@ -197,10 +197,24 @@ class ScheduleLowering {
     PrimExpr clip;  // the tensor's run-time extent, which the region may pass: guard it
   };
 
-  // The run-time shape of `t` where sch.live() has one (empty: static).
+  // The run-time shape of `t` where sch.live() has one, else that of its stage's axes
+  // (Schedule::run_extent: a stage inside an op's compute rule takes what its axes index);
+  // empty: static.
   std::vector<PrimExpr> live_dims(const Tensor& t) const {
     auto it = sch_.live().dims.find(t.operator->());
-    if (it == sch_.live().dims.end()) return {};
+    if (it == sch_.live().dims.end()) {
+      std::vector<PrimExpr> dims;
+      bool any = false;
+      for (auto& s : sch_.stages()) {
+        if (s->tensor().operator->() != t.operator->()) continue;
+        for (const IterVar& a : s->root_axes())
+          if (!a->reduce) {
+            dims.push_back(sch_.run_extent(*s, a));
+            any = any || dims.back().get();
+          }
+      }
+      return any ? dims : std::vector<PrimExpr>{};
+    }
     EMBER_CHECK(it->second.size() == t->shape.size(), "run-time shape of ", t->name, " has rank ",
                 it->second.size(), ", its tensor ", t->shape.size());
     return it->second;

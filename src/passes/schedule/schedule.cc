@@ -456,12 +456,14 @@ PrimExpr Schedule::run_extent(const Stage& s, const IterVar& a) const {
   const std::vector<IterVar>& root = s.root_axes();
   auto pos = std::find(root.begin(), root.end(), a);
   EMBER_CHECK(pos != root.end(), a->var.name(), " is not a root axis of ", s.tensor()->name);
+  if (auto it = live_.axes.find(a.get()); it != live_.axes.end()) return it->second;
   if (!a->reduce) {
     auto d = live_.dims.find(s.tensor().operator->());
     const size_t i = static_cast<size_t>(pos - root.begin());
-    return d == live_.dims.end() || i >= d->second.size() ? PrimExpr() : d->second[i];
+    if (d != live_.dims.end()) return i >= d->second.size() ? PrimExpr() : d->second[i];
+    // A stage inside an op's compute rule (softmax's row maxima) has no type of its own: its
+    // axes take what they index, as reduction axes do.
   }
-  if (auto it = live_.axes.find(a.get()); it != live_.axes.end()) return it->second;
   PrimExpr found;
   visit_prim(expanded_body(s), [&](const PrimExpr& e) {
     auto* p = e.as<ProducerLoadNode>();
@@ -475,7 +477,7 @@ PrimExpr Schedule::run_extent(const Stage& s, const IterVar& a) const {
       }
       visit_prim(p->indices[i], [&](const PrimExpr& x) {
         if (x.get() == a->var.get())
-          fail("reduction axis ", a->var.name(), " of ", s.tensor()->name, " indexes dimension ", i,
+          fail(a->reduce ? "reduction axis " : "axis ", a->var.name(), " of ", s.tensor()->name, " indexes dimension ", i,
                " of ", p->producer->name,
                ", whose extent is known only at run time, through an expression: give the axis "
                "its run's extent (Schedule::live().axes)");

@@ -61,7 +61,9 @@ std::string canonical_form(const ir::Function& group, std::string* anchor) {
 KnobSpace schedule_space(const ir::Function& group, const MachineModel& machine,
                          const ScheduleKnobs& knobs) {
   std::vector<ir::Tensor> inputs;
-  Schedule sch({group_compute(group, inputs, machine)});
+  LiveExtents live;
+  Schedule sch({group_compute(group, inputs, machine, &live)});
+  sch.live() = live;
   KnobSpace space;
   apply_default_schedule(sch, machine, knobs, &space);
   return space;

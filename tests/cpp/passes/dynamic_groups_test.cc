@@ -1,0 +1,138 @@
+// Groups typed with run-time dimensions, lowered once (lower_group fills Schedule::live from
+// the group's types) and run at several sizes of the range, each against the static kernel
+// built for that run's sizes (bind_symbols), on the host at both vector widths.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "../expect_error.h"
+#include "ember/codegen/codegen.h"
+#include "ember/codegen/machine.h"
+#include "ember/codegen/target.h"
+#include "ember/ir/op.h"
+#include "ember/passes/lower.h"
+
+namespace ember::passes {
+namespace {
+
+using namespace ir;
+
+const Symbol kBatch = make_symbol("batch", 1, 6);
+const Symbol kSeq = make_symbol("seq", 1, 70);
+
+Expr input(const std::string& name, std::vector<Dim> dims) {
+  return var(name, TensorType::of(std::move(dims), DType::Float32));
+}
+
+// A fused group takes its weights as inputs, as FuseOps makes it.
+Expr weight(std::vector<int64_t> shape, uint32_t seed) {
+  return var("w" + std::to_string(seed), TensorType{shape, DType::Float32});
+}
+
+// A group of `body`'s inputs, in the order it reads them.
+Function group(const std::string& name, const Expr& body) {
+  std::vector<Expr> params;
+  for (auto& e : post_order(body))
+    if (e->kind == NodeKind::Var) params.push_back(e);
+  return function(params, body, name);
+}
+
+// Runs the kernel of `group` (compiled from `f`) on inputs of the group's types at `b`, with
+// `shape_args` after the inputs when given. Constants are the group's own parameters here,
+// so every input is a Var; buffers are allocated at the maximum (room for masked lanes).
+std::vector<float> run(const PrimFunc& f, const Function& group, const Binding& b,
+                       const std::vector<std::vector<float>>& inputs, bool shape_args) {
+  auto m = codegen::compile_cpu({f});
+  std::vector<std::vector<float>> bufs = inputs;
+  std::vector<void*> args;
+  for (auto& x : bufs) args.push_back(x.data());
+  std::vector<int64_t> sizes;
+  for (const Symbol& s : group_symbols(group)) sizes.push_back(b.at(s->name));
+  if (shape_args) args.push_back(sizes.data());
+  const TensorType out = group->body->type.tensor();
+  std::vector<float> y(
+      out.at(b).shape.empty() ? 1 : runtime::NDArray::empty(out.at(b).shape, out.dtype).numel());
+  std::vector<float> y_max(runtime::NDArray::empty(out.shape, out.dtype).numel(), 0.f);
+  args.push_back(y_max.data());
+  m->get_function(f.name)(args.data());
+  y.assign(y_max.begin(), y_max.begin() + y.size());
+  return y;
+}
+
+// Lowers `group` once, then checks it at each binding against its static build.
+void check_sizes(const Function& group, const std::vector<Binding>& bindings) {
+  for (const char* target : {"llvm -vector-bits=256", "llvm"}) {
+    LowerOptions options;
+    options.machine = codegen::machine_model(codegen::parse_target(target));
+    const PrimFunc dynamic = lower_group(group, "dyn", options);
+    for (const Binding& b : bindings) {
+      const Function fixed = bind_symbols(group, b);
+      std::vector<std::vector<float>> inputs;
+      std::mt19937 rng(7);
+      std::uniform_real_distribution<float> u(-2.f, 2.f);
+      for (auto& p : group->params) {
+        std::vector<float> x(
+            runtime::NDArray::empty(p->type.tensor().shape, DType::Float32).numel() + 64);
+        for (float& v : x) v = u(rng);
+        inputs.push_back(x);
+      }
+      const std::vector<float> want =
+          run(lower_group(fixed, "fixed", options), fixed, b, inputs, false);
+      const std::vector<float> got = run(dynamic, group, b, inputs, true);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], 1e-4f * (1 + std::fabs(want[i])))
+            << group->name << " on " << target << " at " << to_string(b) << ", element " << i;
+    }
+  }
+}
+
+const std::vector<Binding> kRuns = {{{"batch", 1}, {"seq", 1}},
+                                    {{"batch", 1}, {"seq", 7}},
+                                    {{"batch", 3}, {"seq", 64}},
+                                    {{"batch", 2}, {"seq", 33}},
+                                    {{"batch", 6}, {"seq", 70}}};
+
+TEST(DynamicGroups, DenseBiasReluOverRunTimeRows) {
+  Expr x = input("x", {Dim::of(kSeq), 64});
+  Expr y =
+      call("nn.relu",
+           {call("nn.bias_add", {call("nn.dense", {x, weight({96, 64}, 1)}), weight({96}, 2)})});
+  check_sizes(group("dense_bias_relu", y), kRuns);
+}
+
+TEST(DynamicGroups, LayerNormOverTokens) {
+  Expr x = input("x", {Dim::of(kBatch), Dim::of(kSeq), 48});
+  Expr y = call("nn.layer_norm", {x, weight({48}, 3), weight({48}, 4)});
+  check_sizes(group("layer_norm", y), kRuns);
+}
+
+TEST(DynamicGroups, SoftmaxOverARunTimeAxis) {
+  Expr x = input("x", {Dim::of(kBatch), 4, Dim::of(kSeq), Dim::of(kSeq)});
+  Expr y = call("nn.softmax", {x}, Attrs().with("axis", int64_t{-1}));
+  check_sizes(group("softmax", y), kRuns);
+}
+
+TEST(DynamicGroups, BatchMatmulOverRunTimeBatchRowsAndColumns) {
+  Expr a = input("a", {Dim::of(kBatch), Dim::of(kSeq), 32});
+  Expr b = input("b", {Dim::of(kBatch), 32, Dim::of(kSeq)});
+  check_sizes(group("scores", call("nn.batch_matmul", {a, b})), kRuns);
+}
+
+TEST(DynamicGroups, BroadcastEpilogueAndStaticReduction) {
+  Expr x = input("x", {Dim::of(kBatch), Dim::of(kSeq), 48});
+  Expr y = call("multiply", {call("add", {x, weight({48}, 5)}), x});
+  Expr m = call("mean", {y}, Attrs().with("axis", std::vector<int64_t>{2}));
+  check_sizes(group("mean", m), kRuns);
+}
+
+TEST(DynamicGroups, OwnLoopNestsRefuseRunTimeSizes) {
+  Expr x = input("x", {Dim::of(kSeq), 64});
+  Expr y = call("topk", {x}, Attrs().with("k", int64_t{2}));
+  EXPECT_ERROR_WITH(lower_group(function({x}, y, "top"), "top", LowerOptions{}), "topk",
+                    "takes no run-time sizes yet");
+}
+
+}  // namespace
+}  // namespace ember::passes
