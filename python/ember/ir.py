@@ -12,12 +12,12 @@ import numbers
 import numpy as np
 
 from . import _ember
-from ._ember import (Call, Constant, EmberError, Expr, Function, Op, Tuple, TupleGetItem,
-                     TensorType, Type, Var, get_op, list_ops, structural_equal)
+from ._ember import (Call, Constant, Dim, EmberError, Expr, Function, Op, Tuple, TupleGetItem,
+                     TensorType, Type, Var, get_op, list_ops, structural_equal, symbol)
 from .runtime import DTYPES, as_array
 
 __all__ = ["Expr", "Var", "Constant", "Call", "Tuple", "TupleGetItem", "Function", "Op",
-           "TensorType", "Type", "var", "const", "scalar_const", "call", "get_op", "list_ops",
+           "TensorType", "Type", "Dim", "symbol", "var", "const", "scalar_const", "call", "get_op", "list_ops",
            "structural_equal"]
 
 
@@ -38,7 +38,8 @@ def dtype_name(dtype, what):
 
 
 def var(name, shape, dtype="float32"):
-    """A function input of a fixed shape and dtype."""
+    """A function input of a shape and dtype; a size may be known only at run time
+    (ir.symbol("seq", 1, 512), or arithmetic on one: batch * seq)."""
     if not isinstance(name, str):
         raise EmberError(f"ir.var: name must be a string, got {type(name).__name__} {name!r}")
     if not isinstance(shape, (list, tuple)):

@@ -62,9 +62,35 @@ std::vector<int64_t> ints_arg(py::handle value, const std::string& what) {
   return out;
 }
 
-py::tuple shape_tuple(const std::vector<int64_t>& shape) {
-  py::tuple out(shape.size());
-  for (size_t i = 0; i < shape.size(); ++i) out[i] = py::int_(shape[i]);
+// A size to Python: an int when static, else an ir.Dim.
+py::object dim_to_py(const Dim& d) {
+  return d.is_static() ? py::object(py::int_(d.offset)) : py::cast(d);
+}
+
+Dim dim_arg(py::handle value, const std::string& what) {
+  if (py::isinstance<Dim>(value)) return value.cast<Dim>();
+  return Dim(int_arg(value, what));
+}
+
+bool has_dim(py::handle value) {
+  if (!is_sequence(value)) return false;
+  for (py::handle item : value)
+    if (py::isinstance<Dim>(item)) return true;
+  return false;
+}
+
+std::vector<Dim> dims_arg(py::handle value, const std::string& what) {
+  if (!is_sequence(value))
+    fail(what, " must be a list or tuple of sizes (ints or ir.Dim), got ", describe(value));
+  std::vector<Dim> out;
+  for (py::handle item : value) out.push_back(dim_arg(item, what + " element"));
+  return out;
+}
+
+// A type's sizes: ints, and ir.Dim for those known only at run time.
+py::tuple shape_tuple(const TensorType& t) {
+  py::tuple out(t.shape.size());
+  for (size_t i = 0; i < t.shape.size(); ++i) out[i] = dim_to_py(t.dim(i));
   return out;
 }
 
@@ -83,11 +109,17 @@ Attrs attrs_arg(py::handle value, const std::string& what) {
   if (value.is_none()) return {};
   if (!py::isinstance<py::dict>(value)) fail(what, " must be a dict, got ", describe(value));
   std::map<std::string, AttrValue> out;
+  std::map<std::string, std::vector<Dim>> sizes;  // lists that hold run-time sizes
   for (auto item : value.cast<py::dict>()) {
     std::string key = str_arg(item.first, what + " key");
-    out[key] = attr_value(item.second, what + " '" + key + "'");
+    if (has_dim(item.second))
+      sizes[key] = dims_arg(item.second, what + " '" + key + "'");
+    else
+      out[key] = attr_value(item.second, what + " '" + key + "'");
   }
-  return Attrs(std::move(out));
+  Attrs attrs(std::move(out));
+  for (auto& [key, dims] : sizes) attrs = attrs.with_dims(key, dims);
+  return attrs;
 }
 
 py::dict attrs_dict(const Attrs& attrs) {
@@ -142,10 +174,78 @@ static void bind_ops(py::module_& m) {
   m.def("list_ops", &list_ops, "Names of every registered op.");
 }
 
+// Run-time sizes: ir.Dim (symbolic.h) with the arithmetic an importer computes sizes with;
+// a comparison that the symbols' ranges do not decide is an error, not a guess.
+static void bind_dims(py::module_& m) {
+  // == is structural (a run-time size never equals a static one); an order the ranges
+  // decide is answered, any other is an error.
+  auto cmp = [](const Dim& a, py::handle other, const std::string& op) -> bool {
+    const Dim b = dim_arg(other, "a size compared with " + to_string(a));
+    if (op == "==") return a == b;
+    if (op == "!=") return !(a == b);
+    if (a == b) return op == "<=" || op == ">=";
+    const int64_t alo = a.min(), ahi = a.max(), blo = b.min(), bhi = b.max();
+    if (op == "<" && (ahi < blo || alo >= bhi)) return ahi < blo;
+    if (op == "<=" && (ahi <= blo || alo > bhi)) return ahi <= blo;
+    if (op == ">" && (alo > bhi || ahi <= blo)) return alo > bhi;
+    if (op == ">=" && (alo >= bhi || ahi < blo)) return alo >= bhi;
+    fail("whether ", to_string(a), " ", op, " ", to_string(b),
+         " depends on sizes known only at run time (",
+         to_string(merge_symbols(a.symbols, b.symbols, "")), ")");
+  };
+  py::class_<Dim>(m, "Dim", "A size known only at run time: coef * (product of symbols) + offset.")
+      .def_readonly("coef", &Dim::coef)
+      .def_readonly("offset", &Dim::offset)
+      .def_property_readonly("symbols",
+                             [](const Dim& d) {
+                               std::vector<std::tuple<std::string, int64_t, int64_t>> out;
+                               for (const Symbol& s : d.symbols)
+                                 out.emplace_back(s->name, s->min, s->max);
+                               return out;
+                             })
+      .def_property_readonly("max", &Dim::max)
+      .def_property_readonly("min", &Dim::min)
+      .def("__mul__",
+           [](const Dim& a, py::handle b) { return dim_to_py(a * dim_arg(b, "a size")); })
+      .def("__rmul__",
+           [](const Dim& a, py::handle b) { return dim_to_py(dim_arg(b, "a size") * a); })
+      .def("__add__",
+           [](const Dim& a, py::handle b) { return dim_to_py(a + dim_arg(b, "a size")); })
+      .def("__radd__",
+           [](const Dim& a, py::handle b) { return dim_to_py(dim_arg(b, "a size") + a); })
+      .def("__sub__",
+           [](const Dim& a, py::handle b) { return dim_to_py(a - dim_arg(b, "a size")); })
+      .def("__rsub__",
+           [](const Dim& a, py::handle b) { return dim_to_py(dim_arg(b, "a size") - a); })
+      .def("__floordiv__", [](const Dim& a, int64_t k) { return dim_to_py(floordiv(a, k)); })
+      .def("__eq__", [cmp](const Dim& a, py::handle b) { return cmp(a, b, "=="); })
+      .def("__ne__", [cmp](const Dim& a, py::handle b) { return cmp(a, b, "!="); })
+      .def("__lt__", [cmp](const Dim& a, py::handle b) { return cmp(a, b, "<"); })
+      .def("__le__", [cmp](const Dim& a, py::handle b) { return cmp(a, b, "<="); })
+      .def("__gt__", [cmp](const Dim& a, py::handle b) { return cmp(a, b, ">"); })
+      .def("__ge__", [cmp](const Dim& a, py::handle b) { return cmp(a, b, ">="); })
+      .def("__hash__", [](const Dim& d) { return py::hash(py::str(to_string(d))); })
+      .def("__index__",
+           [](const Dim& d) -> int64_t {
+             fail("the size ", to_string(d), " is known only at run time (", to_string(d.symbols),
+                  "); this step needs a static size");
+           })
+      .def("__str__", [](const Dim& d) { return to_string(d); })
+      .def("__repr__", [](const Dim& d) { return "Dim(" + to_string(d) + ")"; });
+  m.def(
+      "symbol",
+      [](py::handle name, int64_t min, int64_t max) {
+        return Dim::of(make_symbol(str_arg(name, "ir.symbol: name"), min, max));
+      },
+      "name"_a, "min"_a, "max"_a,
+      "A size known only at run time, in [min, max]: use it in ir.var's shape.");
+}
+
 // TensorType and Type.
 static void bind_types(py::module_& m) {
   py::class_<TensorType>(m, "TensorType")
-      .def_property_readonly("shape", [](const TensorType& t) { return shape_tuple(t.shape); })
+      .def_property_readonly("shape", [](const TensorType& t) { return shape_tuple(t); })
+      .def_property_readonly("max_shape", [](const TensorType& t) { return t.shape; })
       .def_property_readonly("dtype", [](const TensorType& t) { return dtype_name(t.dtype); })
       .def("__eq__", [](const TensorType& a, const TensorType& b) { return a == b; })
       .def("__str__", [](const TensorType& t) { return to_string(t); })
@@ -163,8 +263,7 @@ static void bind_nodes(py::module_& m) {
   py::class_<ExprNode, PyExpr>(m, "Expr", "A graph IR node (immutable).")
       .def_property_readonly("type", [](const ExprNode& e) { return e.type; })
       .def_property_readonly("name", [](const ExprNode& e) { return e.name; })
-      .def_property_readonly("shape",
-                             [](const ExprNode& e) { return shape_tuple(tensor_type(e).shape); })
+      .def_property_readonly("shape", [](const ExprNode& e) { return shape_tuple(tensor_type(e)); })
       .def_property_readonly("dtype",
                              [](const ExprNode& e) { return dtype_name(tensor_type(e).dtype); })
       .def("same_as", [](const PyExpr& a, const PyExpr& b) { return a == b; })
@@ -215,8 +314,9 @@ static void bind_graph_functions(py::module_& m) {
       "var",
       [](py::handle name, py::handle shape, py::handle dtype) {
         std::string n = str_arg(name, "ir.var: name");
-        TensorType type{ints_arg(shape, "ir.var('" + n + "'): shape"),
-                        dtype_from_name(str_arg(dtype, "ir.var('" + n + "'): dtype"))};
+        TensorType type =
+            TensorType::of(dims_arg(shape, "ir.var('" + n + "'): shape"),
+                           dtype_from_name(str_arg(dtype, "ir.var('" + n + "'): dtype")));
         return to_py(var(n, std::move(type)));
       },
       "name"_a, "shape"_a, "dtype"_a = "float32");
@@ -243,6 +343,7 @@ static void bind_graph_functions(py::module_& m) {
 
 void bind_ir(py::module_& m) {
   bind_ops(m);
+  bind_dims(m);
   bind_types(m);
   bind_nodes(m);
   bind_graph_functions(m);

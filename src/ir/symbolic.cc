@@ -73,6 +73,92 @@ std::string to_string(const Dim& d) {
   return s;
 }
 
+namespace {
+
+[[noreturn]] void not_a_dim(const Dim& a, const char* op, const std::string& b) {
+  fail("the size ", to_string(a), " ", op, " ", b,
+       " is not a run-time dimension Ember carries (coef * a product of distinct symbols + "
+       "offset, never below 0); give the input a static size for the symbols involved");
+}
+
+Dim checked(Dim d, const Dim& a, const char* op, const std::string& b) {
+  if (!d.is_static() && d.coef == 0) d = Dim(d.offset);
+  if (d.min() < 0) not_a_dim(a, op, b);
+  return d;
+}
+
+}  // namespace
+
+Dim operator*(const Dim& a, const Dim& b) {
+  if (a.is_static() && b.is_static()) return Dim(a.offset * b.offset);
+  if (b.is_static() || a.is_static()) {
+    const Dim& d = a.is_static() ? b : a;
+    const int64_t k = a.is_static() ? a.offset : b.offset;
+    if (k == 0) return Dim(0);
+    Dim out = d;
+    out.coef *= k;
+    out.offset *= k;
+    return checked(out, a, "*", to_string(b));
+  }
+  if (a.offset != 0 || b.offset != 0) not_a_dim(a, "*", to_string(b));
+  Dim out;
+  out.coef = a.coef * b.coef;
+  out.symbols = a.symbols;
+  for (const Symbol& s : b.symbols) {
+    for (const Symbol& t : a.symbols)
+      if (t->name == s->name) not_a_dim(a, "*", to_string(b));
+    out.symbols.push_back(s);
+  }
+  std::sort(out.symbols.begin(), out.symbols.end(),
+            [](const Symbol& x, const Symbol& y) { return x->name < y->name; });
+  return out;
+}
+
+Dim operator+(const Dim& a, const Dim& b) {
+  if (b.is_static() || a.is_static()) {
+    Dim out = a.is_static() ? b : a;
+    out.offset = a.offset + b.offset;
+    return checked(out, a, "+", to_string(b));
+  }
+  Dim same = b;
+  same.coef = a.coef;
+  same.offset = a.offset;
+  if (same != a) not_a_dim(a, "+", to_string(b));
+  Dim out = a;
+  out.coef += b.coef;
+  out.offset += b.offset;
+  return checked(out, a, "+", to_string(b));
+}
+
+Dim operator-(const Dim& a, const Dim& b) {
+  Dim neg = b;
+  neg.coef = -b.coef;
+  neg.offset = -b.offset;
+  if (a.is_static() && !b.is_static()) not_a_dim(a, "-", to_string(b));
+  if (!a.is_static() && !b.is_static()) {
+    Dim same = b;
+    same.coef = a.coef;
+    same.offset = a.offset;
+    if (same != a) not_a_dim(a, "-", to_string(b));
+    Dim out = a;
+    out.coef -= b.coef;
+    out.offset -= b.offset;
+    if (out.coef < 0) not_a_dim(a, "-", to_string(b));
+    return checked(out, a, "-", to_string(b));
+  }
+  return checked(a + Dim(-b.offset), a, "-", to_string(b));
+}
+
+Dim floordiv(const Dim& a, int64_t k) {
+  if (k <= 0) fail("a size divided by ", k, "; divide by a positive number");
+  if (a.is_static()) return Dim(a.offset / k);
+  if (a.coef % k != 0 || a.offset % k != 0) not_a_dim(a, "//", std::to_string(k));
+  Dim out = a;
+  out.coef /= k;
+  out.offset /= k;
+  return out;
+}
+
 std::string to_string(const std::vector<Symbol>& symbols) {
   std::vector<std::string> parts;
   for (const Symbol& s : symbols)

@@ -44,6 +44,14 @@ struct Dim {
   bool operator!=(const Dim& o) const { return !(*this == o); }
 };
 std::string to_string(const Dim& d);  // "768", "seq", "12*batch", "batch*seq", "seq+1"
+
+/// Arithmetic that stays a run-time dimension (an importer computes sizes with it: batch *
+/// seq, seq + 1, 12 * batch // 4); anything else (seq * seq, (seq + 1) * batch, seq // 2, a
+/// result that can be negative) is an ember::Error that names the expression.
+Dim operator*(const Dim& a, const Dim& b);
+Dim operator+(const Dim& a, const Dim& b);
+Dim operator-(const Dim& a, const Dim& b);
+Dim floordiv(const Dim& a, int64_t k);
 /// Each symbol's range once: "batch in [1, 16], seq in [1, 512]".
 std::string to_string(const std::vector<Symbol>& symbols);
 
