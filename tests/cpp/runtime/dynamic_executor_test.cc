@@ -3,17 +3,24 @@
 // run at several sizes of one executor against a reference; outputs at the run's shape, the
 // memory past a run's output untouched, run_bound and profile at the run's shape, the
 // errors of a bad input shape, of inputs that disagree and of a graph whose symbols cannot
-// be bound.
+// be bound; and the model file round trip of such a graph.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "../expect_error.h"
 #include "ember/codegen/codegen.h"
+#include "ember/codegen/export.h"
 #include "ember/passes/schedule.h"
+#include "ember/runtime/artifact.h"
 #include "ember/runtime/graph_executor.h"
+#include "ember/runtime/version.h"
 #include "ember/support/error.h"
 
 namespace ember::runtime {
@@ -354,6 +361,97 @@ TEST(DynamicExecutor, GraphsWhoseSymbolsCannotWorkAreRefusedAtConstruction) {
   // A view whose run-time dimensions were left out would see max-size data.
   EXPECT_ERROR_WITH(GraphExecutor(bad([](ExecGraph& g) { g.values[2].dims.clear(); }), module()),
                     "value 2 is a view of value 1 but holds 2560 elements where value 1 holds 40");
+}
+
+std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "ember_dynamic_executor_test_" + std::to_string(::getpid()) + "_" +
+         name;
+}
+
+// `g` over the compiled kernels as a model file (what export_library writes for a build).
+std::string save(const std::shared_ptr<ExecGraph>& g, const std::vector<ir::PrimFunc>& funcs,
+                 const std::string& name) {
+  codegen::CpuObject obj = codegen::compile_cpu_object(funcs);
+  Artifact a;
+  a.graph = g;
+  a.info.ember_version = ember_version();
+  a.info.target = "llvm";
+  a.info.cpu = obj.cpu;
+  a.info.features = obj.features;
+  a.info.imports = obj.imports;
+  a.code = {{"cpu.so", codegen::link_shared_library(obj.bytes)}};
+  const std::string path = temp_path(name);
+  save_artifact(a, path);
+  return path;
+}
+
+std::string graph_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();  // the whole file: the graph section is text inside it
+}
+
+TEST(DynamicExecutor, TheModelFileKeepsSymbolsDimsAndKernelSymbols) {
+  const std::string path = save(two_symbol_graph(), kernels(), "dynamic.ember");
+  const std::string text = graph_text(path);
+  EXPECT_NE(text.find(R"({"name": "rows", "min": 1, "max": 64})"), std::string::npos);
+  EXPECT_NE(text.find(R"({"coef": 40, "offset": 0, "symbols": [0]})"), std::string::npos);
+  auto lib = load_library(path);
+  const ExecGraph& g = *lib->graph;
+  ASSERT_EQ(g.symbols.size(), 2u);
+  EXPECT_EQ(g.symbols[0].name, "rows");
+  EXPECT_EQ(g.symbols[0].min, 1);
+  EXPECT_EQ(g.symbols[0].max, kMaxRows);
+  EXPECT_EQ(g.symbols[1].name, "cols");
+  ASSERT_EQ(g.values[2].dims.size(), 1u);
+  EXPECT_EQ(g.values[2].dims[0].coef, kCols);
+  EXPECT_EQ(g.values[0].dims[1].offset, kCols);
+  EXPECT_EQ(g.values[3].dims[1].symbols, std::vector<int>{1});
+  EXPECT_TRUE(g.values[4].dims.empty());
+  EXPECT_EQ(g.kernels[0].symbols, std::vector<int>{0});
+  EXPECT_EQ(g.kernels[1].symbols, std::vector<int>{1});
+  GraphExecutor ex(lib->graph, lib->module);
+  for (int64_t n : {6, 51}) {
+    NDArray x = ramp({n, kCols}), s = ramp({kSumRows, 3 * n});
+    std::vector<NDArray> out = ex.run({x, s});
+    expect_affine(out[0], x);
+    expect_sums(out[1], s);
+  }
+  std::remove(path.c_str());
+}
+
+// A static graph writes no "symbols" or "dims", so its file is what Ember wrote before
+// run-time shapes, and such a file loads and runs as a static graph.
+TEST(DynamicExecutor, AStaticModelFileIsAsBeforeAndLoads) {
+  using namespace ir;
+  Tensor x = placeholder("x", {8, kCols}, DType::Float32);
+  Tensor y = compute("y", {8, kCols}, [&](const std::vector<PrimVar>& i) {
+    return x({i[0], i[1]}) + make_const(DType::Float32, 1);
+  });
+  Schedule sch({y});
+  std::vector<PrimFunc> funcs = {passes::lower_schedule(sch, "add_one", {x})};
+  auto g = std::make_shared<ExecGraph>();
+  g->values = {{{8, kCols}, DType::Float32}, {{8, kCols}, DType::Float32}};
+  g->inputs = {{"x", 0}};
+  g->kernels = {{"add_one", "add_one", {0, 1}, 1}};
+  g->outputs = {1};
+  const std::string path = save(g, funcs, "static.ember");
+  const std::string text = graph_text(path);
+  EXPECT_EQ(text.find("\"symbols\""), std::string::npos);
+  EXPECT_EQ(text.find("\"dims\""), std::string::npos);
+  auto lib = load_library(path);
+  EXPECT_TRUE(lib->graph->symbols.empty());
+  GraphExecutor ex(lib->graph, lib->module);
+  EXPECT_TRUE(ex.symbols().empty());
+  EXPECT_TRUE(ex.symbol_values().empty());
+  NDArray in = ramp({8, kCols});
+  NDArray out = ex.run({in})[0];
+  ASSERT_EQ(out.shape(), (Shape{8, kCols}));
+  EXPECT_EQ(out.data_as<float>()[9], in.data_as<float>()[9] + 1);
+  EXPECT_ERROR_WITH(ex.set_input(0, ramp({4, kCols})), "input 'x' expects float32(8, 40)",
+                    "but was given float32(4, 40)");
+  std::remove(path.c_str());
 }
 
 }  // namespace
