@@ -133,7 +133,8 @@ class GraphModule:
 
     def set_input(self, key=None, value=None, **inputs):
         """Copies `value` into input `key` (its name or index); or set_input(x=array, ...).
-        The shape and dtype must match the input exactly."""
+        The shape and dtype must match the input exactly, except that a dimension of run-time
+        size (see `symbols`) takes any size in its symbol's range."""
         if key is not None:
             self._set_input(key, value)
         elif value is not None:
@@ -190,6 +191,19 @@ class GraphModule:
         """True when runs replay a CUDA graph: a CUDA module made with cuda_graph=True (and
         at least one kernel). Always False on the CPU."""
         return self._executor.cuda_graph
+
+    @property
+    def symbols(self):
+        """The model's run-time sizes (dynamic shapes): (name, min, max) tuples in the
+        model's order; [] for a model whose shapes are all static. One build serves every
+        input shape whose symbols lie in their ranges."""
+        return self._executor.symbols
+
+    @property
+    def symbol_values(self):
+        """{name: value} of each symbol in the last run (its maximum before the first run).
+        Outputs have the last run's shapes."""
+        return self._executor.symbol_values()
 
     def get_output(self, index=0):
         """Output `index` as an ember Tensor over the module's own buffer: no copy, and the

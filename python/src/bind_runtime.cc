@@ -491,6 +491,20 @@ static void bind_graph_executor(py::module_& m) {
             return GraphExecutor::profile_table(p);
           },
           "repeat"_a = 10, "Per-kernel mean times as a table.")
+      // Run-time shapes: the symbols as (name, min, max), and the last run's values.
+      .def_property_readonly("symbols",
+                             [](const GraphExecutor& ex) {
+                               py::list out;
+                               for (const runtime::ExecGraph::Symbol& s : ex.symbols())
+                                 out.append(py::make_tuple(s.name, s.min, s.max));
+                               return out;
+                             })
+      .def("symbol_values",
+           [](const GraphExecutor& ex) {
+             py::dict out;
+             for (const auto& [name, value] : ex.symbol_values()) out[py::str(name)] = value;
+             return out;
+           })
       .def_property_readonly("pool_bytes", &GraphExecutor::pool_bytes)
       .def_property_readonly("cuda_graph", &GraphExecutor::cuda_graph)
       .def_property_readonly("device", [](const GraphExecutor& ex) {

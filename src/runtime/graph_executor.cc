@@ -9,6 +9,7 @@
 #include "ember/runtime/memory_plan.h"
 #include "ember/support/error.h"
 #include "launcher.h"
+#include "shape_binding.h"
 
 namespace ember::runtime {
 
@@ -48,10 +49,13 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const ExecGraph> graph, std::shared
   EMBER_CHECK(graph_ != nullptr, "GraphExecutor needs a graph");
   launcher_ = make_launcher(graph_, module, options);
   const MemoryPlan plan = plan_memory(*graph_);
+  binding_ = std::make_unique<ShapeBinding>(*graph_);  // (after the plan checked the ids)
+  dynamic_ = !graph_->symbols.empty();
   pool_bytes_ = plan.pool_bytes;
   output_is_param_ = plan.output_is_param;
   root_ = plan.root;
   allocate(plan);
+  init_run_shapes();
   bind_args(plan);
 }
 
@@ -85,15 +89,40 @@ void GraphExecutor::allocate(const MemoryPlan& plan) {
   }
 }
 
+// Until the first set_input, the inputs are their zeroed buffers at the maximum shape, and
+// so is the binding; each kernel that takes symbols gets its shape_args array.
+void GraphExecutor::init_run_shapes() {
+  if (!dynamic_) return;
+  run_values_ = binding_->max_values();
+  for (int i = 0; i < num_inputs(); ++i) {
+    const int v = graph_->inputs[i].value;
+    const ExecGraph::Value& val = graph_->values[v];
+    input_shapes_.push_back(val.shape);
+    input_values_.push_back(binding_->varies(v) ? binding_->input_values(i, val.dtype, val.shape)
+                                                : std::vector<int64_t>());
+  }
+  shape_args_.resize(graph_->kernels.size());
+  for (size_t k = 0; k < graph_->kernels.size(); ++k) {
+    const int64_t n = static_cast<int64_t>(graph_->kernels[k].symbols.size());
+    if (n > 0) shape_args_[k] = launcher_->alloc({n}, DType::Int64, true);
+  }
+  write_shape_args(run_values_);
+}
+
 // The kernels' argument pointers, resolved once; run_bound re-points the slots of input and
-// output roots.
+// output roots. A kernel that takes symbols gets its shape_args after its inputs.
 void GraphExecutor::bind_args(const MemoryPlan& plan) {
   const int n = static_cast<int>(graph_->values.size());
   slots_.resize(n);
   for (int v = 0; v < n; ++v) root_is_output_.push_back(plan.role[v] == Role::Output);
-  for (const auto& kern : graph_->kernels) {
+  for (size_t k = 0; k < graph_->kernels.size(); ++k) {
+    const ExecGraph::Kernel& kern = graph_->kernels[k];
     std::vector<void*> ptrs;
-    for (int a : kern.args) {
+    for (size_t j = 0; j <= kern.args.size(); ++j) {
+      if (j == static_cast<size_t>(kern.num_inputs) && !kern.symbols.empty())
+        ptrs.push_back(shape_args_[k].data());
+      if (j == kern.args.size()) break;
+      const int a = kern.args[j];
       const Role role = plan.role[plan.root[a]];
       if (role == Role::Input || role == Role::Output)
         slots_[plan.root[a]].push_back(
@@ -102,6 +131,28 @@ void GraphExecutor::bind_args(const MemoryPlan& plan) {
     }
     args_.push_back(std::move(ptrs));
   }
+}
+
+// On the CPU the kernels read the array written here; a GPU's is copied from the host.
+void GraphExecutor::write_shape_args(const std::vector<int64_t>& values) {
+  for (size_t k = 0; k < shape_args_.size(); ++k) {
+    const std::vector<int>& symbols = graph_->kernels[k].symbols;
+    if (symbols.empty()) continue;
+    const bool host = shape_args_[k].device().type == DeviceType::CPU;
+    NDArray out = host ? shape_args_[k] : NDArray::empty(shape_args_[k].shape(), DType::Int64);
+    for (size_t j = 0; j < symbols.size(); ++j) out.data_as<int64_t>()[j] = values[symbols[j]];
+    if (!host) cuda::copy(shape_args_[k], out);
+  }
+}
+
+Shape GraphExecutor::run_shape(int v, const std::vector<int64_t>& values) const {
+  return dynamic_ ? binding_->shape(v, values) : graph_->values[v].shape;
+}
+
+NDArray GraphExecutor::at_run_shape(const NDArray& t, int v,
+                                    const std::vector<int64_t>& values) const {
+  if (!dynamic_ || !binding_->varies(v)) return t;
+  return NDArray::view(t.owner(), t.data(), binding_->shape(v, values), t.dtype(), t.device());
 }
 
 int GraphExecutor::num_inputs() const { return static_cast<int>(graph_->inputs.size()); }
@@ -126,24 +177,39 @@ void GraphExecutor::set_input(int index, const NDArray& value) {
   set_input_locked(index, value);
 }
 
+// An input of run-time shape goes compactly to the start of its maximum-size buffer.
 void GraphExecutor::set_input_locked(int index, const NDArray& value) {
-  check_input(index, value);
-  cuda::copy(tensors_[graph_->inputs[index].value], value);  // host or device, either way
+  std::vector<int64_t> values = check_input(index, value);
+  NDArray& buffer = tensors_[graph_->inputs[index].value];
+  if (values.empty()) {
+    cuda::copy(buffer, value);  // host or device, either way
+    return;
+  }
+  NDArray run =
+      NDArray::view(buffer.owner(), buffer.data(), value.shape(), value.dtype(), buffer.device());
+  cuda::copy(run, value);
+  input_shapes_[index] = value.shape();
+  input_values_[index] = std::move(values);
+  rebind_ = true;
 }
 
-void GraphExecutor::check_input(int index, const NDArray& value) const {
+std::vector<int64_t> GraphExecutor::check_input(int index, const NDArray& value) const {
   if (index < 0 || index >= num_inputs())
     fail("input index ", index, " out of range: the model has ", num_inputs(), " inputs ",
          names_str(input_names()));
   const ExecGraph::Input& in = graph_->inputs[index];
   const ExecGraph::Value& expected = graph_->values[in.value];
+  const bool varies = dynamic_ && binding_->varies(in.value);
   if (!value.defined())
     fail("input '", in.name, "' was given an undefined tensor: pass a ",
-         type_str(expected.dtype, expected.shape), " tensor");
+         varies ? binding_->type_str(in.value) : type_str(expected.dtype, expected.shape),
+         " tensor");
+  if (varies) return binding_->input_values(index, value.dtype(), value.shape());
   if (value.shape() != expected.shape || value.dtype() != expected.dtype)
     fail("input '", in.name, "' expects ", type_str(expected.dtype, expected.shape),
          " but was given ", type_str(value.dtype(), value.shape()),
          ": pass a tensor of that shape and dtype (or rebuild the model for the new shape)");
+  return {};
 }
 
 void GraphExecutor::set_input(const std::string& name, const NDArray& value) {
@@ -155,7 +221,17 @@ void GraphExecutor::run() {
   run_locked();
 }
 
-void GraphExecutor::run_locked() { launcher_->run(args_); }
+void GraphExecutor::bind_locked() {
+  if (!rebind_) return;
+  run_values_ = binding_->bind(input_shapes_, input_values_);
+  write_shape_args(run_values_);
+  rebind_ = false;
+}
+
+void GraphExecutor::run_locked() {
+  if (dynamic_) bind_locked();
+  launcher_->run(args_);
+}
 
 std::vector<NDArray> GraphExecutor::run(const std::vector<NDArray>& inputs) {
   if (static_cast<int>(inputs.size()) != num_inputs())
@@ -165,7 +241,8 @@ std::vector<NDArray> GraphExecutor::run(const std::vector<NDArray>& inputs) {
   for (int i = 0; i < num_inputs(); ++i) set_input_locked(i, inputs[i]);
   run_locked();
   std::vector<NDArray> outputs;
-  for (int o : graph_->outputs) outputs.push_back(tensors_[o].clone());
+  for (int o : graph_->outputs)
+    outputs.push_back(at_run_shape(tensors_[o], o, run_values_).clone());
   return outputs;
 }
 
@@ -179,12 +256,54 @@ std::vector<NDArray> GraphExecutor::run_bound(const std::vector<NDArray>& inputs
   if (static_cast<int>(inputs.size()) != num_inputs())
     fail("run_bound was given ", inputs.size(), " input(s) but the model has ", num_inputs(), ": ",
          names_str(input_names()), "; pass one tensor per input, in this order");
+  std::vector<std::vector<int64_t>> values;  // per input, the symbols' values it gives
   for (int i = 0; i < num_inputs(); ++i) {
-    check_input(i, inputs[i]);
+    values.push_back(check_input(i, inputs[i]));
     if (inputs[i].device().type != DeviceType::CPU)
       fail("run_bound: input '", graph_->inputs[i].name, "' is not on the CPU");
   }
+  return run_bound_with(inputs, values);
+}
+
+namespace {
+
+// `t` at the start of a new buffer of `shape` (its maximum): room for masked vector loads.
+NDArray padded_copy(const NDArray& t, const Shape& shape) {
+  NDArray buffer = NDArray::empty(shape, t.dtype());
+  NDArray run = NDArray::view(buffer.owner(), buffer.data(), t.shape(), t.dtype());
+  run.copy_from(t);
+  return buffer;
+}
+
+// Runs `restore` when the scope ends, also when a kernel fails.
+template <class F>
+struct OnExit {
+  F restore;
+  ~OnExit() { restore(); }
+};
+template <class F>
+OnExit(F) -> OnExit<F>;
+
+}  // namespace
+
+// Memory first, then the run under the lock.
+std::vector<NDArray> GraphExecutor::run_bound_with(
+    const std::vector<NDArray>& inputs, const std::vector<std::vector<int64_t>>& values) {
   const ExecGraph& g = *graph_;
+  std::vector<int64_t> bound;  // the run's symbols (none in a static graph)
+  std::vector<void*> read;     // what the kernels read: the caller's memory, or a padded copy
+  for (const NDArray& t : inputs) read.push_back(t.data());
+  std::vector<NDArray> padded;
+  if (dynamic_) {
+    std::vector<Shape> shapes;
+    for (const NDArray& t : inputs) shapes.push_back(t.shape());
+    bound = binding_->bind(shapes, values);
+    for (int i = 0; i < num_inputs(); ++i) {
+      if (values[i].empty()) continue;
+      padded.push_back(padded_copy(inputs[i], g.values[g.inputs[i].value].shape));
+      read[i] = padded.back().data();
+    }
+  }
   // Fresh memory for every output root (several outputs may share one through views).
   std::vector<NDArray> fresh(g.values.size());
   for (int o : g.outputs) {
@@ -193,16 +312,25 @@ std::vector<NDArray> GraphExecutor::run_bound(const std::vector<NDArray>& inputs
       fresh[r] = NDArray::empty(g.values[r].shape, g.values[r].dtype);
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  for (int i = 0; i < num_inputs(); ++i) point_slots(g.inputs[i].value, inputs[i].data());
+  // Back to the executor's own buffers and binding for run() and get_output() afterwards.
+  OnExit restore{[&] {
+    for (int i = 0; i < num_inputs(); ++i)
+      point_slots(g.inputs[i].value, tensors_[g.inputs[i].value].data());
+    for (size_t r = 0; r < fresh.size(); ++r)
+      if (fresh[r].defined()) point_slots(static_cast<int>(r), tensors_[r].data());
+    if (dynamic_) write_shape_args(run_values_);
+  }};
+  for (int i = 0; i < num_inputs(); ++i) point_slots(g.inputs[i].value, read[i]);
   for (size_t r = 0; r < fresh.size(); ++r)
     if (fresh[r].defined()) point_slots(static_cast<int>(r), fresh[r].data());
-  run_locked();
+  if (dynamic_) write_shape_args(bound);
+  launcher_->run(args_);
   std::vector<NDArray> outputs;
   for (int o : g.outputs) {
     int r = root_[o];
+    const Shape shape = run_shape(o, bound);
     if (fresh[r].defined()) {
-      outputs.push_back(
-          NDArray::view(fresh[r].owner(), fresh[r].data(), g.values[o].shape, g.values[o].dtype));
+      outputs.push_back(NDArray::view(fresh[r].owner(), fresh[r].data(), shape, g.values[o].dtype));
       continue;
     }
     int input = -1;  // an output that is (a view of) an input: copy the caller's tensor
@@ -210,14 +338,8 @@ std::vector<NDArray> GraphExecutor::run_bound(const std::vector<NDArray>& inputs
       if (g.inputs[i].value == r) input = i;
     const NDArray& src = input >= 0 ? inputs[input] : tensors_[r];
     NDArray copy = src.clone();
-    outputs.push_back(
-        NDArray::view(copy.owner(), copy.data(), g.values[o].shape, g.values[o].dtype));
+    outputs.push_back(NDArray::view(copy.owner(), copy.data(), shape, g.values[o].dtype));
   }
-  // Back to the executor's own buffers for run() and get_output().
-  for (int i = 0; i < num_inputs(); ++i)
-    point_slots(g.inputs[i].value, tensors_[g.inputs[i].value].data());
-  for (size_t r = 0; r < fresh.size(); ++r)
-    if (fresh[r].defined()) point_slots(static_cast<int>(r), tensors_[r].data());
   return outputs;
 }
 
@@ -228,16 +350,35 @@ bool GraphExecutor::cuda_graph() const { return launcher_->cuda_graph(); }
 NDArray GraphExecutor::get_output(int index) const {
   if (index < 0 || index >= num_outputs())
     fail("output index ", index, " out of range: the model has ", num_outputs(), " outputs");
-  const NDArray& out = tensors_[graph_->outputs[index]];
+  if (!dynamic_) return output_locked(index);  // (reads nothing that a run changes)
+  std::lock_guard<std::mutex> lock(mutex_);
+  return output_locked(index);
+}
+
+NDArray GraphExecutor::output_locked(int index) const {
+  const int v = graph_->outputs[index];
+  const NDArray& out = tensors_[v];
   // A parameter is shared by every executor of the model: never hand out a writable alias.
-  return output_is_param_[index] ? out.clone() : out;
+  return output_is_param_[index] ? out.clone() : at_run_shape(out, v, run_values_);
 }
 
 NDArray GraphExecutor::get_input(int index) const {
   if (index < 0 || index >= num_inputs())
     fail("input index ", index, " out of range: the model has ", num_inputs(), " inputs ",
          names_str(input_names()));
-  return tensors_[graph_->inputs[index].value];
+  const int v = graph_->inputs[index].value;
+  if (!dynamic_ || !binding_->varies(v)) return tensors_[v];
+  std::lock_guard<std::mutex> lock(mutex_);
+  const NDArray& t = tensors_[v];
+  return NDArray::view(t.owner(), t.data(), input_shapes_[index], t.dtype(), t.device());
+}
+
+std::vector<std::pair<std::string, int64_t>> GraphExecutor::symbol_values() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (size_t s = 0; s < run_values_.size(); ++s)
+    out.emplace_back(graph_->symbols[s].name, run_values_[s]);
+  return out;
 }
 
 BenchmarkResult GraphExecutor::benchmark(int number, int repeat, int warmup) {
@@ -245,6 +386,7 @@ BenchmarkResult GraphExecutor::benchmark(int number, int repeat, int warmup) {
     fail("benchmark(number=", number, ", repeat=", repeat, ", warmup=", warmup,
          "): number and repeat must be at least 1 and warmup at least 0");
   std::lock_guard<std::mutex> lock(mutex_);
+  if (dynamic_) bind_locked();  // (time_runs runs the kernels alone)
   for (int i = 0; i < warmup; ++i) run_locked();
   BenchmarkResult r;
   for (int i = 0; i < repeat; ++i) r.results_ms.push_back(launcher_->time_runs(args_, number));
@@ -293,7 +435,7 @@ std::vector<KernelProfile> GraphExecutor::profile(int repeat) {
     p.schedule = schedule_label(kern);
     p.mean_ms = total[k] / repeat;
     p.percent = all > 0 ? 100.0 * p.mean_ms / all : 0.0;
-    for (int a : kern.args) p.shapes.push_back(graph_->values[a].shape);
+    for (int a : kern.args) p.shapes.push_back(run_shape(a, run_values_));
     rows.push_back(std::move(p));
   }
   return rows;

@@ -94,7 +94,8 @@ ordered_json kernels_json(const Artifact& a) {
     ordered_json schedule_knobs = ordered_json::object();
     for (const auto& [name, value] : k.schedule_knobs) schedule_knobs[name] = value;
     item["schedule_knobs"] = schedule_knobs;
-    if (!r.workload.empty()) {  // built with a tuning log
+    if (!k.symbols.empty()) item["symbols"] = k.symbols;  // (run-time extents)
+    if (!r.workload.empty()) {                            // built with a tuning log
       ordered_json knobs = ordered_json::object();
       for (const auto& [name, value] : r.knobs) knobs[name] = value;
       item["workload"] = r.workload;
@@ -107,13 +108,23 @@ ordered_json kernels_json(const Artifact& a) {
   return kernels;
 }
 
+// A value: its shape (at the symbols' maxima) and dtype, and its run-time dimensions if any.
+ordered_json value_json(const ExecGraph::Value& v) {
+  ordered_json item = {{"shape", v.shape}, {"dtype", dtype_name(v.dtype)}};
+  if (v.dims.empty()) return item;
+  ordered_json dims = ordered_json::array();
+  for (const ExecGraph::Dim& d : v.dims)
+    dims.push_back({{"coef", d.coef}, {"offset", d.offset}, {"symbols", d.symbols}});
+  item["dims"] = dims;
+  return item;
+}
+
 ordered_json graph_body(const Artifact& a, const std::vector<size_t>& param_offsets) {
   const ExecGraph& g = *a.graph;
   ordered_json values = ordered_json::array(), inputs = ordered_json::array(),
                params = ordered_json::array(), views = ordered_json::array(),
                fusion = ordered_json::array();
-  for (const ExecGraph::Value& v : g.values)
-    values.push_back({{"shape", v.shape}, {"dtype", dtype_name(v.dtype)}});
+  for (const ExecGraph::Value& v : g.values) values.push_back(value_json(v));
   for (const ExecGraph::Input& in : g.inputs)
     inputs.push_back({{"name", in.name}, {"value", in.value}});
   for (size_t i = 0; i < g.params.size(); ++i)
@@ -127,9 +138,16 @@ ordered_json graph_body(const Artifact& a, const std::vector<size_t>& param_offs
                       {"consumer", e.consumer},
                       {"fused", e.fused},
                       {"reason", e.reason}});
-  return {
+  ordered_json body = {
       {"values", values}, {"inputs", inputs},     {"params", params}, {"kernels", kernels_json(a)},
       {"views", views},   {"outputs", g.outputs}, {"fusion", fusion}};
+  // Only a graph with run-time shapes has symbols, so a static graph's file is as before.
+  if (g.symbols.empty()) return body;
+  ordered_json symbols = ordered_json::array();
+  for (const ExecGraph::Symbol& s : g.symbols)
+    symbols.push_back({{"name", s.name}, {"min", s.min}, {"max", s.max}});
+  body["symbols"] = symbols;
+  return body;
 }
 
 }  // namespace
@@ -290,9 +308,51 @@ void read_launch_table(const json& root, const GraphReader& r, bool gpu_code, Ar
   }
 }
 
+// The graph's symbols ("symbols", absent in a static graph and in files from before
+// run-time shapes); the executor checks their ranges.
+void read_symbols(const json& root, const GraphReader& r, ExecGraph& g) {
+  if (!r.optional(root, "symbols")) return;
+  const json& symbols = r.array(root, "symbols", "graph");
+  for (size_t i = 0; i < symbols.size(); ++i) {
+    std::string path = index_path("symbols", i);
+    g.symbols.push_back({r.string(symbols[i], "name", path), r.integer(symbols[i], "min", path),
+                         r.integer(symbols[i], "max", path)});
+  }
+}
+
+// Symbol ids: integers in [0, number of symbols).
+std::vector<int> read_symbol_ids(const json& obj, const std::string& key, const GraphReader& r,
+                                 const std::string& path, size_t num_symbols) {
+  std::vector<int> ids;
+  const json& items = r.array(obj, key, path);
+  for (size_t i = 0; i < items.size(); ++i) {
+    int64_t s = r.integer(items[i], index_path(path + "." + key, i));
+    if (s < 0 || static_cast<uint64_t>(s) >= num_symbols)
+      r.error(index_path(path + "." + key, i),
+              "is not a symbol id in [0, " + std::to_string(num_symbols) + ")");
+    ids.push_back(static_cast<int>(s));
+  }
+  return ids;
+}
+
+// A value's run-time dimensions ("dims", optional): one per dimension of its shape; the
+// executor checks them against the shape and the symbols' ranges.
+void read_dims(const json& j, const GraphReader& r, const std::string& path, size_t num_symbols,
+               ExecGraph::Value& v) {
+  if (!r.optional(j, "dims")) return;
+  const json& dims = r.array(j, "dims", path);
+  if (dims.size() != v.shape.size()) r.error(path + ".dims", "does not match the shape's rank");
+  for (size_t d = 0; d < dims.size(); ++d) {
+    std::string at = index_path(path + ".dims", d);
+    v.dims.push_back({r.integer(dims[d], "coef", at), r.integer(dims[d], "offset", at),
+                      read_symbol_ids(dims[d], "symbols", r, at, num_symbols)});
+  }
+}
+
 // Bound every dimension and the byte size, so no shape can overflow or ask for absurd
 // memory before the executor sees it.
-ExecGraph::Value read_value(const json& j, const GraphReader& r, const std::string& path) {
+ExecGraph::Value read_value(const json& j, const GraphReader& r, const std::string& path,
+                            size_t num_symbols) {
   ExecGraph::Value v;
   const json& shape = r.array(j, "shape", path);
   for (size_t d = 0; d < shape.size(); ++d) {
@@ -313,6 +373,7 @@ ExecGraph::Value read_value(const json& j, const GraphReader& r, const std::stri
     r.error(path + ".shape", "overflows 64 bits");
   }
   if (bytes > kMaxValueBytes) r.error(path + ".shape", "is impossibly large");
+  read_dims(j, r, path, num_symbols, v);
   return v;
 }
 
@@ -354,11 +415,15 @@ void read_kernel(const json& k, const GraphReader& r, const std::string& path, b
     for (const auto& [name, value] : knobs.items())
       kern.schedule_knobs.emplace_back(name, r.integer(value, path + ".schedule_knobs." + name));
   }
+  if (r.optional(k, "symbols"))  // (a kernel with run-time extents)
+    kern.symbols = read_symbol_ids(k, "symbols", r, path, g.symbols.size());
   if (gpu_code) {
     auto launch = info.launch.find(kern.func);
     if (launch == info.launch.end())
       r.error(path + ".func", "'" + kern.func + "' has no entry in graph.launch");
-    if (launch->second.num_params != static_cast<int>(kern.args.size()))
+    // (A kernel that takes symbols takes its shape_args too.)
+    const size_t params = kern.args.size() + (kern.symbols.empty() ? 0 : 1);
+    if (launch->second.num_params != static_cast<int>(params))
       r.error(path + ".args", "do not match the " + std::to_string(launch->second.num_params) +
                                   " parameters of the kernel's launch entry");
   }
@@ -463,9 +528,10 @@ void read_graph(const json& root, const std::string& where, const std::shared_pt
   info.features = r.string(root, "features", "graph");
   info.imports = r.strings(root, "imports", "graph");
   read_launch_table(root, r, gpu_code, info);
+  read_symbols(root, r, *g);
   const json& values = r.array(root, "values", "graph");
   for (size_t i = 0; i < values.size(); ++i)
-    g->values.push_back(read_value(values[i], r, index_path("values", i)));
+    g->values.push_back(read_value(values[i], r, index_path("values", i), g->symbols.size()));
   const int n = static_cast<int>(g->values.size());
   const json& inputs = r.array(root, "inputs", "graph");
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -14,6 +14,17 @@ namespace {
 std::string value_str(const ExecGraph::Value& v) {
   return dtype_name(v.dtype) + shape_str(v.shape);
 }
+
+// The buffers kernel `k` passes its function, in order: its inputs, its shape_args (an
+// int64 array of one value per symbol) when it takes symbols, its outputs.
+std::vector<ExecGraph::Value> passed_buffers(const ExecGraph& g, const ExecGraph::Kernel& k) {
+  std::vector<ExecGraph::Value> out;
+  for (int a : k.args) out.push_back(g.values[a]);
+  if (!k.symbols.empty())
+    out.insert(out.begin() + k.num_inputs,
+               {{static_cast<int64_t>(k.symbols.size())}, DType::Int64, {}});
+  return out;
+}
 }  // namespace
 
 std::string write_kernel_manifest(const std::vector<KernelSignature>& kernels,
@@ -97,12 +108,13 @@ void check_kernels_against_manifest(const ExecGraph& g, const std::string& code,
            "', which its code does not have; the file was changed after export: export the "
            "model again");
     const auto& buffers = it->second;
-    if (buffers.size() != k.args.size())
-      fail(where, " is inconsistent: kernel '", k.name, "' passes ", k.args.size(),
+    const std::vector<ExecGraph::Value> passed = passed_buffers(g, k);
+    if (buffers.size() != passed.size())
+      fail(where, " is inconsistent: kernel '", k.name, "' passes ", passed.size(),
            " buffers but its code takes ", buffers.size(),
            "; the file was changed after export: export the model again");
     for (size_t i = 0; i < buffers.size(); ++i) {
-      const ExecGraph::Value& v = g.values[k.args[i]];
+      const ExecGraph::Value& v = passed[i];
       if (v.dtype != buffers[i].dtype || v.shape != buffers[i].shape)
         fail(where, " is inconsistent: kernel '", k.name, "' (", k.func, ") was compiled for ",
              value_str(buffers[i]), " as buffer ", i, " but the graph gives it ", value_str(v),

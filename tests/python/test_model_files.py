@@ -251,3 +251,46 @@ def test_load_with_a_digest(model):
         ember.load(path, sha256="abc")
     with pytest.raises(EmberError, match="sha256"):
         ember.load(path, sha256=b"abc")
+
+
+def test_run_time_shapes_in_a_model_file(tmp_path):
+    """A graph with symbols (dynamic shapes) runs at any size in their ranges, outputs at the
+    run's shape; a size out of range is an EmberError naming the input, the dimension, the
+    symbol and its range. The compiler does not write such graphs yet: the test gives the
+    input y and its reshaped output (a view, no kernel) a run-time first dimension n."""
+    x, y = ir.var("x", (4, 8)), ir.var("y", (3, 5))
+    lib = ember.build(ir.Function([x, y], ir.Tuple([op.nn.relu(x), op.reshape(y, (15,))])))
+    static, dynamic = tmp_path / "static.ember", tmp_path / "dynamic.ember"
+    lib.export(static)
+
+    def add_n(graph):
+        graph["symbols"] = [{"name": "n", "min": 1, "max": 3}]
+        y_value, flat = graph["inputs"][1]["value"], graph["outputs"][1]
+        graph["values"][y_value]["dims"] = [{"coef": 1, "offset": 0, "symbols": [0]},
+                                            {"coef": 0, "offset": 5, "symbols": []}]
+        graph["values"][flat]["dims"] = [{"coef": 5, "offset": 0, "symbols": [0]}]
+
+    edit_graph(static, dynamic, add_n)
+    m = ember.GraphModule(ember.load(dynamic))
+    assert m.symbols == [("n", 1, 3)]
+    assert m.symbol_values == {"n": 3}  # the maximum until the first run
+    xs = np.arange(32, dtype=np.float32).reshape(4, 8) - 10
+    for n in (2, 1, 3):
+        ys = np.arange(n * 5, dtype=np.float32).reshape(n, 5)
+        relu, flat = m(x=xs, y=ys)
+        np.testing.assert_array_equal(flat.numpy(), ys.reshape(-1))
+        np.testing.assert_array_equal(relu.numpy(), np.maximum(xs, 0))
+        m.set_input("y", ys)
+        m.run()
+        assert m.symbol_values == {"n": n}
+        assert m.get_output(1).shape == (n * 5,)
+        assert m.get_input("y").shape == (n, 5)
+    with pytest.raises(EmberError, match=r"input 'y' dimension 0 is n = 4, outside n's range "
+                                         r"\[1, 3\]"):
+        m.set_input("y", np.zeros((4, 5), np.float32))
+    with pytest.raises(EmberError, match=r"input 'y' dimension 1 is 6 but must be 5"):
+        m(x=xs, y=np.zeros((2, 6), np.float32))
+    plain = ember.GraphModule(ember.load(static))
+    assert plain.symbols == [] and plain.symbol_values == {}
+    with pytest.raises(EmberError, match=r"input 'y' expects float32\(3, 5\)"):
+        plain.set_input("y", np.zeros((2, 5), np.float32))

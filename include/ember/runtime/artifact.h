@@ -25,6 +25,9 @@
 /// vector_bits, threads} (only for a build with a tuning log), and "target",
 /// "cpu", "features" (what the code needs from the CPU), "imports" (runtime functions the
 /// code calls, see LibraryModule) and "ember_version".
+/// A graph with run-time shapes (ExecGraph::symbols) also holds "symbols" [{name, min,
+/// max}], "dims" [{coef, offset, symbols}] on each value with run-time dimensions, and
+/// "symbols" [ids] on each kernel that takes them; a file without them is a static graph.
 /// What a "ptx" section needs to run (cuda::CudaModule): "arch" (the GPU architecture the
 /// PTX was built for, "sm_80") and "launch" [{func, grid [x, y, z], block [x, y, z],
 /// num_params, symbol}], one entry per kernel function (symbol: its PTX entry's name).

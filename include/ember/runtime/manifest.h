@@ -15,7 +15,8 @@ namespace ember::runtime {
 inline constexpr const char* kManifestBegin = "EMBER KERNEL MANIFEST 1";
 inline constexpr const char* kManifestEnd = "END EMBER KERNEL MANIFEST";
 
-/// The buffers one compiled kernel function takes, in order (inputs, then outputs).
+/// The buffers one compiled kernel function takes, in order (inputs, then outputs; a kernel
+/// with run-time extents takes its int64 shape_args between them).
 struct KernelSignature {
   std::string func;
   std::vector<ExecGraph::Value> buffers;

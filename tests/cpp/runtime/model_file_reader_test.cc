@@ -45,14 +45,20 @@ ExecGraph small_graph() {
 }
 
 // Writes g as a model file whose code section holds just the manifest of its kernels (the
-// buffers the graph gives them, so the graph-vs-code check passes), and returns the path.
-std::string write_model(const ExecGraph& g, const std::string& name) {
+// buffers `code_for`, by default g, gives them, so the graph-vs-code check passes when it is
+// g; a kernel that takes symbols takes its shape_args after its inputs), and returns the
+// path.
+std::string write_model(const ExecGraph& g, const std::string& name,
+                        const ExecGraph* code_for = nullptr) {
   Artifact a;
   a.graph = std::make_shared<ExecGraph>(g);
   std::vector<KernelSignature> signatures;
-  for (const ExecGraph::Kernel& k : g.kernels) {
+  for (const ExecGraph::Kernel& k : (code_for ? *code_for : g).kernels) {
     KernelSignature s{k.func, {}};
     for (int v : k.args) s.buffers.push_back(g.values.at(v));
+    if (!k.symbols.empty())
+      s.buffers.insert(s.buffers.begin() + k.num_inputs,
+                       {{static_cast<int64_t>(k.symbols.size())}, DType::Int64});
     signatures.push_back(s);
   }
   a.code = {{"cpu.so", write_kernel_manifest(signatures)}};
@@ -171,6 +177,54 @@ TEST(ModelFileReader, IntegersPast64BitsAreRefused) {
   std::string path = write_model(g, "big_int.ember");
   edit_graph_text(path, "[2,111111111111111111]", "[18446744073709551620]");
   EXPECT_ERROR_WITH(inspect(path), "integer out of range");
+  std::remove(path.c_str());
+}
+
+// small_graph with run-time shapes: x and y are [n], n a symbol in [1, 4] that the kernel
+// takes.
+ExecGraph dynamic_graph() {
+  ExecGraph g = small_graph();
+  g.symbols = {{"n", 1, 4}};
+  g.values[0].dims = g.values[2].dims = {{1, 0, {0}}};
+  g.kernels[0].symbols = {0};
+  return g;
+}
+
+TEST(ModelFileReader, RunTimeShapesLoadAndTheirIdsAreChecked) {
+  std::string path = write_model(dynamic_graph(), "dynamic.ember");
+  auto lib = inspect(path);
+  EXPECT_EQ(lib->graph->symbols.size(), 1u);
+  EXPECT_EQ(lib->graph->values[0].dims.size(), 1u);
+  EXPECT_EQ(lib->graph->kernels[0].symbols, std::vector<int>{0});
+  GraphExecutor executor(lib->graph, std::make_shared<Kernels>());
+  EXPECT_EQ(executor.symbols()[0].name, "n");
+  std::remove(path.c_str());
+
+  ExecGraph g = dynamic_graph();
+  g.values[2].dims[0].symbols = {1};
+  path = write_model(g, "dims_symbol.ember");
+  EXPECT_ERROR_WITH(inspect(path), "values[2].dims[0].symbols[0]", "is not a symbol id in [0, 1)");
+  std::remove(path.c_str());
+  g = dynamic_graph();
+  g.kernels[0].symbols = {-1};
+  path = write_model(g, "kernel_symbol.ember");
+  EXPECT_ERROR_WITH(inspect(path), "kernels[0].symbols[0]", "is not a symbol id");
+  std::remove(path.c_str());
+  g = dynamic_graph();
+  g.values[0].dims.push_back({0, 1, {}});
+  path = write_model(g, "dims_rank.ember");
+  EXPECT_ERROR_WITH(inspect(path), "values[0].dims", "does not match the shape's rank");
+  std::remove(path.c_str());
+}
+
+// The code of a kernel that takes symbols takes its shape_args: a graph that drops the
+// kernel's symbols no longer matches its code.
+TEST(ModelFileReader, AKernelsSymbolsMustMatchItsCode) {
+  const ExecGraph compiled = dynamic_graph();
+  ExecGraph g = compiled;
+  g.kernels[0].symbols.clear();
+  std::string path = write_model(g, "no_shape_args.ember", &compiled);
+  EXPECT_ERROR_WITH(inspect(path), "kernel 'add' passes 3 buffers but its code takes 4");
   std::remove(path.c_str());
 }
 
