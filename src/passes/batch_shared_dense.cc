@@ -57,9 +57,17 @@ std::vector<Expr> find_group(const Function& f) {
     std::map<const ExprNode*, int> same_input;  // two calls on one input compute one thing
     for (const Expr& c : calls) ++same_input[as<CallNode>(c)->args[0].get()];
     std::vector<Expr> group;
+    Dim rows = 0;  // the batched rows: their run-time sizes must add up (same symbols)
     for (const Expr& c : calls) {
       const Expr& x = as<CallNode>(c)->args[0];
-      if (same_input[x.get()] == 1 && !tainted.count(x.get())) group.push_back(c);
+      const Dim m = x->type.tensor().dim(0);
+      const bool adds = m.is_static() || rows.is_static() || m.symbols.size() == rows.symbols.size() &&
+                        std::equal(m.symbols.begin(), m.symbols.end(), rows.symbols.begin(),
+                                   [](const Symbol& a, const Symbol& b) { return a->name == b->name; });
+      if (same_input[x.get()] == 1 && !tainted.count(x.get()) && adds) {
+        group.push_back(c);
+        rows = rows + m;
+      }
     }
     if (group.size() >= 2) return group;
   }
@@ -78,15 +86,13 @@ Function batch_group(const Function& f, const std::vector<Expr>& group) {
   Expr rows = call("concatenate", inputs, Attrs().with("axis", int64_t{0}), name + " rows");
   Expr batched = call(first->op, {rows, first->args[1]}, first->attrs, name);
   std::map<const ExprNode*, Expr> slices;
-  int64_t begin = 0;
+  Dim begin = 0;
   for (size_t i = 0; i < group.size(); ++i) {
-    int64_t m = inputs[i]->type.tensor().shape[0];
+    const Dim m = inputs[i]->type.tensor().dim(0);
     slices[group[i].get()] = call("strided_slice", {batched},
-                                  Attrs()
-                                      .with("begin", std::vector<int64_t>{begin})
-                                      .with("end", std::vector<int64_t>{begin + m}),
+                                  Attrs().with_dims("begin", {begin}).with_dims("end", {begin + m}),
                                   group[i]->name);
-    begin += m;
+    begin = begin + m;
   }
   return rewrite(f, [&](const Expr& e, const std::vector<Expr>&) -> Expr {
     auto it = slices.find(e.get());

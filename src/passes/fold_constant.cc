@@ -1,7 +1,7 @@
 // FoldConstant: evaluates the parts of the graph that depend on no input.
 //
 // A node is constant-valued when it is a Constant, or an op call whose arguments are all
-// constant-valued. Folding replaces the constant-valued calls whose value escapes (read by a
+// constant-valued and whose type has no run-time sizes. Folding replaces the constant-valued calls whose value escapes (read by a
 // node that is not constant-valued, or the function's output) by Constants: those are the
 // roots of the maximal constant subgraphs. All roots are evaluated together, as the outputs
 // of one function with no inputs, so the whole pass compiles once.
@@ -52,7 +52,8 @@ Function fold_constant(const Function& f, const ConstEvaluator& evaluate) {
     if (e->kind == NodeKind::Constant) {
       is_const.insert(e.get());
     } else if (auto* c = as<CallNode>(e); c && c->op && !e->type.is_tuple) {
-      bool all = true;
+      // A value over run-time sizes (arange(seq) as a slice of a constant) has no one value.
+      bool all = !e->type.tensor().symbolic();
       for (auto& a : c->args) all = all && is_const.count(a.get());
       if (all) is_const.insert(e.get());
     }

@@ -30,6 +30,10 @@ struct TensorType {
   static TensorType of(std::vector<Dim> dims, DType dtype);
   /// Dimension i (a static Dim where the type is static).
   Dim dim(size_t i) const { return dims.empty() ? Dim(shape.at(i)) : dims.at(i); }
+  /// Every dimension (for a size attribute that must follow the run: Attrs::with_dims).
+  std::vector<Dim> all_dims() const {
+    return dims.empty() ? std::vector<Dim>(shape.begin(), shape.end()) : dims;
+  }
   /// The static type at `b` (every symbol of the type bound).
   TensorType at(const Binding& b) const;
   bool operator==(const TensorType& o) const {

@@ -18,6 +18,7 @@ import torch
 
 from .. import _ember, ir
 from .._ember import Constant, EmberError, Expr
+from ._sizes import as_size, bind_sizes, broadcast_shape, is_dim, prod, surely
 
 CONVERTERS = {}
 
@@ -95,6 +96,7 @@ class Converter:
         self._tensors = tensors  # state_dict name -> torch tensor
         self._weight_vars = {}
         self._constants = {}
+        self.meta_shape = None  # the node's shape as torch.export typed it (may hold Dims)
 
     # ----------------------------------------------------------------- making nodes
     def emit(self, op, args, **attrs):
@@ -160,6 +162,8 @@ class Converter:
         try:
             args = Args(op, names, [self.resolve(v) for v in values])
             constant = self._evaluable(op, args, evaluate)
+            if constant and any(is_dim(v) for v in _flat(args.values)):
+                return self._sized_constant(args, evaluate)
             if any(isinstance(v, TorchValue) for v in _flat(args.values)):
                 if not constant:
                     raise EmberError(_torch_only(args))
@@ -184,6 +188,35 @@ class Converter:
             return MISSING
         self.problems.append((display, where, REFUSED.get(op)))
         return MISSING
+
+    def _sized_constant(self, args, evaluate):
+        """A constant computed from run-time sizes (arange(seq), ones(batch, seq)): PyTorch
+        computes it at the sizes' maxima, and each run reads its leading part. Checked at
+        other sizes of the range: a value that is not the leading part of the largest one
+        (linspace(0, 1, seq)) is an error, not a wrong result."""
+        symbols = {}
+        for v in _flat(args.values):
+            if is_dim(v):
+                symbols.update({name: (lo, hi) for name, lo, hi in v.symbols})
+        probe = {name: hi if lo == hi else max(lo, min(hi - 1, 3)) for name, (lo, hi) in
+                 symbols.items()}
+        top = {name: hi for name, (lo, hi) in symbols.items()}
+        largest = evaluate(self._to_torch(bind_sizes(args.values, top)))
+        small = evaluate(self._to_torch(bind_sizes(args.values, probe)))
+        if not isinstance(largest, torch.Tensor):
+            raise EmberError(f"{args.op} computes a {type(largest).__name__} from sizes known "
+                             "only at run time; Ember takes run-time sizes in tensors only")
+        lead = tuple(slice(0, n) for n in small.shape)
+        if small.dim() != largest.dim() or not torch.equal(largest[lead], small):
+            raise EmberError(f"{args.op} computes from sizes known only at run time values "
+                             "that change with them (not the leading part of its largest "
+                             "result); build with static sizes for the inputs involved")
+        y = self._from_torch(largest)
+        shape = self.meta_shape or list(largest.shape)
+        for axis, size in enumerate(shape):
+            if is_dim(size):
+                y = slice_axis(self, y, axis, 0, size)
+        return y
 
     # Expressions computed from constants alone (by id, with the expression kept alive) and
     # how PyTorch computes their values: (expr, thunk, cached value).
@@ -378,7 +411,7 @@ def cast(cx, x, dtype):
 
 
 def reshape(cx, x, shape):
-    shape = [int(s) for s in shape]
+    shape = [as_size(s) for s in shape]
     return x if list(x.shape) == shape else cx.emit("reshape", [x], newshape=shape)
 
 
@@ -394,12 +427,12 @@ def swap_last(cx, x):
 
 
 def broadcast_to(cx, x, shape):
-    shape = [int(s) for s in shape]
+    shape = [as_size(s) for s in shape]
     return x if list(x.shape) == shape else cx.emit("broadcast_to", [x], shape=shape)
 
 
 def slice_axis(cx, x, axis, begin, end, step=1):
-    if begin == 0 and end >= x.shape[axis] and step == 1:
+    if begin == 0 and step == 1 and surely(lambda: end >= x.shape[axis]):
         return x
     return cx.emit("strided_slice", [x], begin=[begin], end=[end], strides=[step], axes=[axis])
 
@@ -481,12 +514,12 @@ def matmul(cx, a, b):
         return reshape(cx, out, out.shape[:-2] + out.shape[-1:])
     if len(b.shape) == 2:
         return cx.emit("nn.matmul", [a, b])
-    batch = list(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+    batch = broadcast_shape(a.shape[:-2], b.shape[:-2])
     a = broadcast_to(cx, a, batch + list(a.shape[-2:]))
     b = broadcast_to(cx, b, batch + list(b.shape[-2:]))
     if len(batch) == 1:
         return cx.emit("nn.batch_matmul", [a, b])
-    n = int(np.prod(batch))
+    n = prod(batch)
     out = cx.emit("nn.batch_matmul", [reshape(cx, a, [n] + list(a.shape[-2:])),
                                       reshape(cx, b, [n] + list(b.shape[-2:]))])
     return reshape(cx, out, batch + list(out.shape[-2:]))

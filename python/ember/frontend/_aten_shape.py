@@ -7,12 +7,15 @@ import numpy as np
 import torch
 
 from .._ember import EmberError, Expr
+from ._sizes import as_size, is_dim, prod, smin
 from ._aten_registry import (CONVERTERS, _PROMOTION, Args, _axes, _axis, broadcast_to, cast,
                             converts, reshape, slice_axis, split, take_const, transpose)
 
 
 def _infer_shape(shape, total):
-    shape = [int(s) for s in shape]
+    shape = [as_size(s) for s in shape]
+    if any(is_dim(s) for s in shape) or is_dim(total):
+        return shape  # reshape's relation finds a -1 of run-time size at every size
     if -1 in shape:
         known = int(np.prod([s for s in shape if s != -1]))
         shape[shape.index(-1)] = total // known if known else 0
@@ -27,7 +30,7 @@ def _reshape(cx, a):
         shape = shape.shape
     if isinstance(shape, torch.dtype):
         raise EmberError("view(dtype) reinterprets memory and is not supported")
-    return reshape(cx, x, _infer_shape(shape, int(np.prod(x.shape))))
+    return reshape(cx, x, _infer_shape(shape, prod(x.shape)))
 
 
 @converts("flatten")
@@ -141,10 +144,10 @@ def _unbind(cx, a):
 def _bound(index, length, default):
     if index is None:
         return default
-    index = int(index)
-    if index < 0:
-        index += length
-    return min(max(index, 0), length)
+    index = as_size(index)
+    if not is_dim(index) and index < 0:
+        index = length + index
+    return smin(index if is_dim(index) else max(index, 0), length)
 
 
 @converts("slice")

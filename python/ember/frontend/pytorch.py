@@ -20,7 +20,8 @@ from .. import ir
 from .._ember import EmberError, Expr
 from . import _aten
 from ._aten import MISSING, Converter, Unavailable, WeightRef, dtype_name
-from ._inputs import check_input_names, input_var
+from ._inputs import check_input_names
+from ._sizes import Symbols, is_dim
 from ._torchscript import import_torchscript
 
 __all__ = ["from_pytorch"]
@@ -38,27 +39,28 @@ def from_pytorch(model, example_inputs, input_names=None, dynamic_shapes=None):
     constants, copying them). example_inputs is a tensor or a tuple of tensors with the
     shapes and dtypes the compiled model will take.
 
-    `dynamic_shapes` (torch.export's form) is not supported yet (issue 44: builds for a
-    range of shapes): an EmberError says so. An ExportedProgram whose inputs have symbolic
-    dimensions is imported at the example inputs' shapes, with a warning naming them.
+    `dynamic_shapes` (torch.export's own form: torch.export.Dim("seq", min=1, max=512) per
+    dimension that varies) builds for a range of shapes: the function's inputs then have
+    sizes known only at run time (ir.Dim, named after the Dims), and one build serves every
+    size in the ranges. An ExportedProgram exported with dynamic shapes imports the same way
+    (its symbols named as torch names them unless dynamic_shapes names them).
     """
-    if dynamic_shapes is not None:
-        raise EmberError("from_pytorch: dynamic_shapes is not supported yet; Ember builds "
-                         "for the example inputs' shapes (build once per shape, or use "
-                         "torch.compile(backend='ember'), which builds per shape)")
     inputs = _example_inputs(example_inputs, model)
     if isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
+        if dynamic_shapes is not None:
+            raise EmberError("from_pytorch: dynamic_shapes needs torch.export; a traced "
+                             "(TorchScript) module has static shapes. Pass the nn.Module")
         cx, user_vars, outputs = import_torchscript(model, inputs, input_names)
     else:
         if isinstance(model, torch.export.ExportedProgram):
             program = model
         elif isinstance(model, torch.nn.Module):
-            program = _export(model, inputs)
+            program = _export(model, inputs, dynamic_shapes)
         else:
             raise EmberError("from_pytorch: the model must be a torch.nn.Module, a "
                              "torch.export.ExportedProgram, a torch.fx.GraphModule or a "
                              f"torch.jit.trace'd module, got {type(model).__name__}")
-        cx, user_vars, outputs = _import_exported(program, inputs, input_names)
+        cx, user_vars, outputs = _import_exported(program, inputs, input_names, dynamic_shapes)
     return make_function(cx, user_vars, outputs)
 
 
@@ -125,7 +127,7 @@ def _check_arity(model, inputs):
                          f"{len(inputs)}; pass one example tensor per argument")
 
 
-def _export(model, inputs):
+def _export(model, inputs, dynamic_shapes=None):
     """torch.export in eval mode under no_grad, restoring every submodule's own mode
     afterwards (a wrapper in training mode around an eval model stays so)."""
     _check_arity(model, inputs)
@@ -133,7 +135,7 @@ def _export(model, inputs):
     model.eval()
     try:
         with torch.no_grad():
-            return torch.export.export(model, inputs)
+            return torch.export.export(model, inputs, dynamic_shapes=dynamic_shapes)
     except Exception as error:  # torch raises many kinds; all mean "cannot capture"
         raise EmberError(_export_failure(model, error)) from None
     finally:
@@ -237,7 +239,7 @@ def _module_path(node):
     return node.name
 
 
-def _import_exported(program, inputs, input_names):
+def _import_exported(program, inputs, input_names, dynamic_shapes=None):
     program = _decompose(program)
     signature = program.graph_signature
     specs = {spec.arg.name: spec for spec in signature.input_specs
@@ -253,23 +255,23 @@ def _import_exported(program, inputs, input_names):
         raise EmberError(f"from_pytorch: the model takes {len(placeholders)} input(s) "
                          f"({', '.join(n.name for n in placeholders)}) but example_inputs has "
                          f"{len(inputs)}")
+    for node in placeholders:
+        if not isinstance(node.meta.get("val"), torch.Tensor):
+            raise EmberError(f"from_pytorch: input '{node.name}' is not a tensor; Ember models "
+                             "take tensors only")
+    symbols = Symbols(program, placeholders, dynamic_shapes, [n.name for n in placeholders])
+    cx.symbols = symbols
     env, user_vars = {}, []
     for i, node in enumerate(placeholders):
         val = node.meta.get("val")
-        if not isinstance(val, torch.Tensor):
-            raise EmberError(f"from_pytorch: input '{node.name}' is not a tensor; Ember models "
-                             "take tensors only")
-        if inputs is not None and (tuple(val.shape) != tuple(inputs[i].shape)
-                                   or val.dtype != inputs[i].dtype):
+        shape = symbols.shape(val.shape)
+        if inputs is not None and (val.dtype != inputs[i].dtype or len(shape) != inputs[i].dim()
+                                   or any(not is_dim(s) and s != n
+                                          for s, n in zip(shape, inputs[i].shape))):
             raise EmberError(f"from_pytorch: example input {i} ('{node.name}') is "
                              f"{inputs[i].dtype}{list(inputs[i].shape)} but the program was "
-                             f"exported for {val.dtype}{list(val.shape)}")
-        symbolic = [d for d, n in enumerate(val.shape) if isinstance(n, torch.SymInt)]
-        if symbolic:
-            logger.warning("from_pytorch: input '%s' has symbolic dimension(s) %s; Ember does "
-                           "not build for a range of shapes yet, so it builds for %s",
-                           node.name, symbolic, [int(n) for n in val.shape])
-        env[node] = input_var(names[i], val)
+                             f"exported for {val.dtype}{[str(s) for s in shape]}")
+        env[node] = ir.var(names[i], shape, dtype_name(val.dtype))
         user_vars.append(env[node])
 
     value = fx_values(env)
@@ -290,6 +292,8 @@ def _import_exported(program, inputs, input_names):
             elif spec.kind != InputKind.USER_INPUT:
                 raise EmberError(f"from_pytorch: input '{node.name}' of kind {spec.kind.name} "
                                  "is not supported")
+        elif node.op == "call_function" and isinstance(node.meta.get("val"), torch.SymInt):
+            env[node] = symbols.size(node.meta["val"])  # sym_size, and arithmetic on sizes
         elif node.op == "call_function":
             env[node] = _convert_node(cx, node, env, value)
         elif node.op == "output":
@@ -352,6 +356,8 @@ def _convert_node(cx, node, env, value):
         cx.problems.append((str(target), where, "it writes in place into a view of another "
                             "tensor; write it out of place (torch.where, torch.cat)"))
         return MISSING
+    val = node.meta.get("val")
+    cx.meta_shape = cx.symbols.shape(val.shape) if isinstance(val, torch.Tensor) else None
     result = cx.convert(name, str(target), names, values, evaluate, where)
     if writes:
         env[node.args[0]] = result  # in-place (relu_): later uses of the input see the result

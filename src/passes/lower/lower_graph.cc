@@ -346,12 +346,38 @@ PrimFunc lower_tuned(const Function& group, const std::string& func, const Lower
   }
 }
 
+namespace {
+
+// The graph's symbols as the executor numbers them (sorted by name), from every type in `f`.
+std::vector<Symbol> graph_symbols(const Function& f) {
+  std::vector<Symbol> out;
+  for (auto& e : post_order(f->body))
+    for (const TensorType& t : e->type.fields)
+      out = merge_symbols(out, symbols_of(t.dims, f->name), f->name);
+  return out;
+}
+
+int symbol_index(const std::vector<runtime::ExecGraph::Symbol>& symbols, const std::string& name) {
+  for (size_t i = 0; i < symbols.size(); ++i)
+    if (symbols[i].name == name) return static_cast<int>(i);
+  EMBER_CHECK(false, "symbol ", name, " is not one of the graph's");
+}
+
+}  // namespace
+
 LoweredGraph lower_graph(const Function& f, const LowerOptions& options) {
   LoweredGraph out;
   runtime::ExecGraph& g = out.graph;
+  for (const Symbol& s : graph_symbols(f)) g.symbols.push_back({s->name, s->min, s->max});
   std::map<const ExprNode*, std::vector<int>> values;  // node -> value ids (tuples: several)
   auto new_value = [&](const TensorType& t) {
-    g.values.push_back({t.shape, t.dtype});
+    runtime::ExecGraph::Value v{t.shape, t.dtype, {}};
+    for (const Dim& d : t.dims) {
+      runtime::ExecGraph::Dim rd{d.coef, d.offset, {}};
+      for (const Symbol& s : d.symbols) rd.symbols.push_back(symbol_index(g.symbols, s->name));
+      v.dims.push_back(rd);
+    }
+    g.values.push_back(std::move(v));
     return static_cast<int>(g.values.size()) - 1;
   };
   for (auto& p : f->params) {
@@ -408,6 +434,7 @@ LoweredGraph lower_graph(const Function& f, const LowerOptions& options) {
         k.name = group->name;
         k.schedule = std::move(choice.name);
         k.schedule_knobs = std::move(choice.knobs);
+        for (const Symbol& s : group_symbols(group)) k.symbols.push_back(symbol_index(g.symbols, s->name));
         for (auto& a : c->args) k.args.push_back(values.at(a.get()).at(0));
         k.num_inputs = static_cast<int>(c->args.size());
         k.args.insert(k.args.end(), outs.begin(), outs.end());
