@@ -486,7 +486,7 @@ class ScheduleLowering {
             reads.push_back(self.reads_of(r, child_region.at(r), inner));
         const bool past_run = reads_past_run(p, c, reads);
         std::vector<Region> reg = self.infer_region(c, reads, known);
-        if (past_run) clip_to_run(c, reg);
+        if (past_run && reads_indirectly(c)) clip_to_run(c, reg);
         std::vector<int64_t> shape;
         std::vector<PrimExpr> mins;
         for (size_t d = 0; d < reg.size(); ++d) {
@@ -520,6 +520,22 @@ class ScheduleLowering {
             visit_prim(i, [&](const PrimExpr& x) { uses |= vars.count(x.as<PrimVarNode>()) > 0; });
         });
       return uses;
+    }
+
+    // A child computed past the run's extent (a register tile of 8 rows for a run of 7)
+    // reads its inputs past the run's data, inside their buffers (allocated at the maximum
+    // shape; a compact run's offsets stay below the maximum's), and what it computes there
+    // is never stored: the stage that reads it is guarded. So the tile's accumulation needs
+    // no guard, unless the child reads through loaded indices (an embedding lookup), which
+    // past the run could point anywhere.
+    bool reads_indirectly(const Stage* c) const {
+      bool indirect = false;
+      visit_prim(self.bodies_.at(c), [&](const PrimExpr& e) {
+        if (auto* load = e.as<ProducerLoadNode>())
+          for (const PrimExpr& i : load->indices)
+            visit_prim(i, [&](const PrimExpr& x) { indirect |= x.as<ProducerLoadNode>() != nullptr; });
+      });
+      return indirect;
     }
 
     // A child's region that may pass the run's extent is guarded by the run's shape of the
