@@ -332,6 +332,7 @@ class Fuser {
   struct Cost {
     double cycles = 0, flops = 0;
     bool latency_bound = false;  // the dependency chains, not the ports, bound its time
+    std::string fails;           // why the kernel cannot be lowered (over run-time sizes)
   };
 
   // The estimated cost of `members` (topological order) as one kernel returning `out`.
@@ -343,7 +344,15 @@ class Fuser {
       std::vector<Expr> inputs;
       Function fn = group_function(g_, members, out, &inputs);
       LowerOptions options{*machine_};
-      c = cost_of(lower_group(fn, "cost", options));
+      try {
+        c = cost_of(lower_group(fn, "cost", options));
+      } catch (const Error& e) {
+        // A schedule that cannot serve a candidate over run-time sizes (an index it cannot
+        // bound at run time) declines that fusion; on static sizes every error stands.
+        if (group_symbols(fn).empty()) throw;
+        c.fails = e.what();
+        return cost_cache_[members] = c;
+      }
       // With the tuning log's knobs where it has the workload, as the build will lower it.
       // Those knobs ran no slower than the default ones on this kernel, so an estimate above
       // the default's is the model's error: the cheaper estimate stands for the kernel.
@@ -386,6 +395,7 @@ class Fuser {
     }
     std::sort(all.begin(), all.end());
     together = group_cost(all, out);
+    if (!together.fails.empty()) return "the fused kernel cannot be built: " + together.fails;
     // Within a few percent the estimate cannot rank the two, and the fused kernel still
     // saves a buffer: fusion stays (a conv or GEMM with a long activation epilogue, which
     // costs the same instructions either way, is such a tie).

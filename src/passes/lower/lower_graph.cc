@@ -45,6 +45,12 @@ std::vector<const CallNode*> op_calls(const Function& group) {
   return out;
 }
 
+std::string fmt_ops(const runtime::KernelReport& k) {
+  std::string s;
+  for (const std::string& op : k.ops) s += (s.empty() ? "" : " -> ") + op;
+  return s;
+}
+
 runtime::KernelReport describe(const Function& group, const std::string& func) {
   runtime::KernelReport k;
   k.func = func;
@@ -217,6 +223,30 @@ std::vector<PrimExpr> run_shape(const TensorType& t, const std::map<std::string,
   return shape;
 }
 
+// A view (reshape, flatten, squeeze) inside a group over run-time sizes: its elements in
+// row-major order over the run's shapes, which a merge of run-time dimensions (batch * seq)
+// needs (the compute rule's radices are the static maxima).
+ir::Tensor run_time_view(const std::string& name, const ir::Tensor& x, const TensorType& in,
+                         const TensorType& out, const std::map<std::string, PrimVar>& vars) {
+  auto full = [&](const TensorType& t) {
+    std::vector<PrimExpr> dims = run_shape(t, vars);
+    dims.resize(t.shape.size());
+    for (size_t d = 0; d < dims.size(); ++d)
+      if (!dims[d].get()) dims[d] = PrimExpr(t.shape[d]);
+    return dims;
+  };
+  const std::vector<PrimExpr> in_dims = full(in), out_dims = full(out);
+  return compute(name, out.shape, [&](const std::vector<PrimVar>& idx) {
+    PrimExpr flat = flat_index(out_dims, std::vector<PrimExpr>(idx.begin(), idx.end()));
+    std::vector<PrimExpr> in_idx(in_dims.size());
+    for (size_t d = in_dims.size(); d-- > 0;) {
+      in_idx[d] = d == 0 ? flat : flat % in_dims[d];
+      flat = flat / in_dims[d];
+    }
+    return x(in_idx);
+  });
+}
+
 }  // namespace
 
 ir::Tensor group_compute(const Function& group, std::vector<ir::Tensor>& inputs,
@@ -257,7 +287,10 @@ ir::Tensor group_compute(const Function& group, std::vector<ir::Tensor>& inputs,
     EMBER_CHECK(c->op->compute, c->op->name,
                 " has no tensor-expression form; it lowers only alone, through Op::lower");
     const TensorType type = loop_type(flat, c);
-    ir::Tensor out = c->op->compute(args, c->attrs, type);
+    const TensorType& in0 = c->args[0]->type.tensor();
+    ir::Tensor out = live && c->op->is_view && (type.symbolic() || in0.symbolic())
+                         ? run_time_view(bare_op_name(c->op->name), args[0], in0, type, vars)
+                         : c->op->compute(args, c->attrs, type);
     EMBER_CHECK(out && out.shape() == type.shape && out.dtype() == type.dtype, "compute rule of ",
                 c->op->name, " disagrees with its type relation");
     te[c] = c == flat.windowed ? flat_conv(out) : out;
@@ -428,7 +461,13 @@ LoweredGraph lower_graph(const Function& f, const LowerOptions& options) {
         std::string func = symbol_name(group->name, out.funcs.size());
         runtime::KernelReport info = describe(group, func);
         ScheduleChoice choice;
-        out.funcs.push_back(lower_tuned(group, func, options, &info, &choice));
+        try {
+          out.funcs.push_back(lower_tuned(group, func, options, &info, &choice));
+        } catch (const Error& err) {
+          if (group_symbols(group).empty()) throw;
+          // Over run-time sizes, say which kernel (the static path's messages name it).
+          fail("kernel '", group->name, "' (", fmt_ops(info), ") over run-time sizes: ", err.what());
+        }
         runtime::ExecGraph::Kernel k;
         k.func = func;
         k.name = group->name;
