@@ -116,23 +116,23 @@ def test_input_shape_mismatch_at_set_input():
     assert "float32" in str(info.value) and "int64" in str(info.value)
 
 
-def test_dynamic_shapes_are_refused_and_symbolic_exports_warn(caplog):
-    """Issue 44 (builds for a range of shapes) is not done: dynamic_shapes is an EmberError
-    that says what to do, and an ExportedProgram with a symbolic batch imports at the
-    example's shape with a warning naming the input and its symbolic dimension; another
-    batch at set_input is the usual shape error."""
+def test_a_program_exported_with_dynamic_shapes_imports_its_ranges():
+    """An ExportedProgram with a symbolic batch imports over the batch's range (issue 44): its
+    symbol is named as torch names it, or after the Dim when dynamic_shapes is passed too;
+    one build runs any batch in range, and one outside it is a shape error naming it."""
     model, x = nn.Sequential(nn.Linear(16, 8), nn.ReLU()).eval(), torch.randn(4, 16)
     batch = torch.export.Dim("batch", min=1, max=32)
-    with pytest.raises(ember.EmberError, match="dynamic_shapes is not supported yet"):
-        from_pytorch(model, (x,), dynamic_shapes=({0: batch},))
     program = torch.export.export(model, (x,), dynamic_shapes=({0: batch},))
-    with caplog.at_level("WARNING", logger="ember"):
-        mod, params = from_pytorch(program, (x,))
-    assert "symbolic dimension(s) [0]" in caplog.text and "[4, 16]" in caplog.text, caplog.text
+    mod, _ = from_pytorch(program, (x,))
+    assert str(mod.params[0].type).startswith("float32[s"), mod.params[0].type
+    mod, params = from_pytorch(program, (x,), dynamic_shapes=({0: batch},))
     m = ember.GraphModule(ember.build(mod, params=params))
-    m.set_input(0, x.numpy())
-    m.run()
-    np.testing.assert_allclose(m.get_output(0).numpy(), model(x).detach().numpy(), rtol=1e-5,
-                               atol=1e-6)
-    with pytest.raises(ember.EmberError, match=r"\(7, 16\)"):
-        m.set_input(0, torch.randn(7, 16))
+    assert m.symbols == [("batch", 1, 32)]
+    for n in (7, 1, 32):
+        x = torch.randn(n, 16)
+        m.set_input(0, x.numpy())
+        m.run()
+        np.testing.assert_allclose(m.get_output(0).numpy(), model(x).detach().numpy(),
+                                   rtol=1e-5, atol=1e-6)
+    with pytest.raises(ember.EmberError, match=r"batch = 33, outside batch's range \[1, 32\]"):
+        m.set_input(0, torch.randn(33, 16))

@@ -86,9 +86,10 @@ class Symbols:
                 name = str(expr)
                 if spec is not None:
                     name = getattr(spec, "__name__", name)
-                    lo = max(lo, getattr(spec, "min", lo) or lo)
-                    hi = min(hi, getattr(spec, "max", hi) or hi) if hi is not None else getattr(spec, "max", None)
-                if hi is None or hi >= 2 ** 62:
+                    lo = max(lo, _finite(getattr(spec, "min", None)) or lo)
+                    spec_hi = _finite(getattr(spec, "max", None))
+                    hi = spec_hi if hi is None else min(hi, spec_hi or hi)
+                if hi is None:
                     raise EmberError(f"from_pytorch: input '{node.name}' dimension {d} ({name}) "
                                      "has no upper bound; give its torch.export.Dim a max "
                                      "(Ember plans memory for the largest run)")
@@ -127,16 +128,20 @@ def _expr(size):
     return None
 
 
+def _finite(value):
+    """An int, or None for a missing or unbounded one (torch's int_oo, sympy's oo)."""
+    try:
+        value = int(value)
+    except Exception:  # noqa: BLE001  (int_oo and oo raise different errors)
+        return None
+    return value if value < 2 ** 62 else None
+
+
 def _range(program, expr):
     vr = program.range_constraints.get(expr)
     if vr is None:
         return 1, None
-    hi = vr.upper
-    try:
-        hi = int(hi)
-    except (TypeError, ValueError, OverflowError):
-        hi = None  # int_oo: unbounded
-    return int(vr.lower), hi
+    return _finite(vr.lower) or 1, _finite(vr.upper)
 
 
 def _named_dims(dynamic_shapes, arg_names):

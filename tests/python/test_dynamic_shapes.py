@@ -1,0 +1,166 @@
+"""Dynamic shapes (issue 44): one build serves every size in its symbols' ranges.
+
+Each model is imported with torch.export Dims (from_pytorch(dynamic_shapes=...)), built
+once, and run at several sizes against PyTorch eager on the same inputs. Tolerances: float32
+against float32 eager, max abs error 2e-4 for the transformer blocks (LayerNorm outputs of
+order 1 after 2 layers of 768-wide GEMMs) and 1e-5 relative to the output's scale for the
+CNN. Fused and unfused builds of one dynamic model agree, and bad shapes are clear errors.
+"""
+import numpy as np
+import pytest
+import torch
+from torch.export import Dim
+
+import ember
+from ember import EmberError, ir
+
+import models
+
+transformers = pytest.importorskip("transformers")
+
+BATCH = Dim("batch", min=1, max=16)
+SEQ = Dim("seq", min=1, max=512)
+TOKENS = {"input_ids": {0: BATCH, 1: SEQ}, "attention_mask": {0: BATCH, 1: SEQ}}
+# (batch, seq) runs: the issue's lengths at batch 1, and its batches at two lengths.
+RUNS = [(1, 1), (1, 7), (1, 64), (1, 127), (1, 128), (1, 200), (1, 384), (1, 512), (3, 127),
+        (16, 64)]
+
+
+class LastHidden(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask):
+        return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+
+def tokens(batch, seq, seed):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, 1000, (batch, seq), generator=g)
+    mask = torch.ones(batch, seq, dtype=torch.int64)
+    if seq > 3:
+        mask[0, -2:] = 0  # padding at the end of the first sequence
+    return ids, mask
+
+
+def dynamic_build(model, example, dynamic_shapes, **ctx):
+    mod, params = ember.frontend.from_pytorch(model, example, dynamic_shapes=dynamic_shapes)
+    with ember.transform.PassContext(opt_level=3, **ctx):
+        return mod, ember.GraphModule(ember.build(mod, target="llvm", params=params))
+
+
+def check_text_model(model, runs, atol=2e-4):
+    model = LastHidden(model).eval()
+    mod, m = dynamic_build(model, tokens(2, 16, 0), TOKENS)
+    assert m.symbols == [("batch", 1, 16), ("seq", 1, 512)]
+    assert "int64[batch, seq]" in str(mod.params[0].type)
+    for i, (batch, seq) in enumerate(runs):
+        ids, mask = tokens(batch, seq, i)
+        m.set_input("input_ids", ids.numpy())
+        m.set_input("attention_mask", mask.numpy())
+        m.run()
+        assert m.symbol_values == {"batch": batch, "seq": seq}
+        with torch.no_grad():
+            want = model(ids, mask).numpy()
+        got = m.get_output(0).numpy()
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, atol=atol, rtol=0, err_msg=f"{batch}x{seq}")
+
+
+def test_bert_encoder_one_build_serves_every_length_and_batch():
+    torch.manual_seed(0)
+    config = transformers.BertConfig(num_hidden_layers=2)  # BERT-base widths
+    check_text_model(transformers.BertModel(config).eval(), RUNS)
+
+
+def test_gpt2_block_one_build_serves_every_length_and_batch():
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=1, use_cache=False)
+    check_text_model(transformers.GPT2Model(config).eval(), RUNS)
+
+
+def test_resnet50_dynamic_batch():
+    torch.manual_seed(0)
+    model = models.resnet50(width=64, classes=1000).eval()
+    batch = Dim("batch", min=1, max=32)
+    _, m = dynamic_build(model, (torch.randn(2, 3, 224, 224),), ({0: batch},))
+    for n in (1, 5, 32):
+        x = torch.randn(n, 3, 224, 224)
+        m.set_input("x", x.numpy())
+        m.run()
+        with torch.no_grad():
+            want = model(x).numpy()
+        got = m.get_output(0).numpy()
+        assert got.shape == (n, 1000)
+        np.testing.assert_allclose(got, want, atol=1e-5 * np.abs(want).max(), rtol=0)
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.norm = torch.nn.Linear(32, 64), torch.nn.Linear(64, 32), \
+            torch.nn.LayerNorm(32)
+
+    def forward(self, x):
+        h = self.norm(self.b(torch.relu(self.a(x))) + x)
+        return h.softmax(-1), h.reshape(-1)
+
+
+def test_fused_and_unfused_dynamic_builds_agree():
+    torch.manual_seed(0)
+    model = Mlp().eval()
+    shapes = ({0: Dim("batch", min=1, max=64)},)
+    _, fused = dynamic_build(model, (torch.randn(4, 32),), shapes)
+    _, unfused = dynamic_build(model, (torch.randn(4, 32),), shapes, disabled_passes=["FuseOps"])
+    for n in (1, 3, 17, 64):
+        x = torch.randn(n, 32).numpy()
+        a, b = fused(x=x), unfused(x=x)
+        want = [t.detach().numpy() for t in model(torch.from_numpy(x))]
+        for got_f, got_u, w in zip(a, b, want):
+            assert got_f.shape == w.shape  # the flattened output too: [n * 32]
+            np.testing.assert_allclose(got_f.numpy(), got_u.numpy(), atol=1e-6, rtol=0)
+            np.testing.assert_allclose(got_f.numpy(), w, atol=1e-5, rtol=0)
+
+
+def test_a_saved_dynamic_model_runs_any_size_in_range(tmp_path):
+    torch.manual_seed(0)
+    model = Mlp().eval()
+    mod, params = ember.frontend.from_pytorch(model, (torch.randn(4, 32),),
+                                              dynamic_shapes=({0: Dim("rows", max=40)},))
+    path = tmp_path / "mlp.ember"
+    ember.build(mod, target="llvm", params=params).export(path)
+    m = ember.GraphModule(ember.load(path))
+    assert m.symbols == [("rows", 1, 40)]
+    for n in (40, 2, 9):
+        x = torch.randn(n, 32)
+        got = m(x=x.numpy())[0].numpy()
+        np.testing.assert_allclose(got, model(x)[0].detach().numpy(), atol=1e-5, rtol=0)
+
+
+def test_bad_shapes_are_errors_naming_the_symbol_range_and_input():
+    x = ir.var("x", [ir.symbol("rows", 2, 8), 4])
+    y = ir.var("y", [ir.symbol("rows", 2, 8), 4])
+    m = ember.GraphModule(ember.build(ir.Function([x, y], ir.call("add", [x, y]))))
+    with pytest.raises(EmberError, match=r"input 'x' dimension 0 is rows = 9, outside "
+                                         r"rows's range \[2, 8\]"):
+        m.set_input("x", np.zeros((9, 4), np.float32))
+    with pytest.raises(EmberError, match="rows = 1, outside"):
+        m.set_input("x", np.zeros((1, 4), np.float32))
+    with pytest.raises(EmberError, match="dimension 1"):
+        m.set_input("x", np.zeros((3, 5), np.float32))
+    m.set_input("x", np.zeros((3, 4), np.float32))
+    m.set_input("y", np.zeros((5, 4), np.float32))
+    with pytest.raises(EmberError, match=r"inputs 'x' and 'y' disagree on rows"):
+        m.run()
+
+
+def test_import_errors_for_ranges_ember_cannot_build():
+    model = Mlp().eval()
+    with pytest.raises(EmberError, match="no upper bound; give its torch.export.Dim a max"):
+        ember.frontend.from_pytorch(model, (torch.randn(4, 32),),
+                                    dynamic_shapes=({0: Dim("rows")},))
+    traced = torch.jit.trace(model, torch.randn(4, 32), strict=False)
+    with pytest.raises(EmberError, match="dynamic_shapes needs torch.export"):
+        ember.frontend.from_pytorch(traced, (torch.randn(4, 32),),
+                                    dynamic_shapes=({0: Dim("rows", max=8)},))
