@@ -39,12 +39,14 @@ class FusionReport(list):
     """One KernelReport per kernel, in execution order. `unfused` lists each pair of
     adjacent ops that were not fused, as (producer, consumer, reason). `tuning`: for a build
     with a tuning log, {log, cpu, vector_bits, threads} (where its entries were measured),
-    else None."""
+    else None. `symbols`: the run-time sizes (name, min, max) one build serves (dynamic
+    shapes), empty for a static build."""
 
-    def __init__(self, kernels, unfused, tuning=None):
+    def __init__(self, kernels, unfused, tuning=None, symbols=()):
         super().__init__(kernels)
         self.unfused = unfused
         self.tuning = tuning
+        self.symbols = list(symbols)  # run-time sizes: (name, min, max)
 
     def __str__(self):
         rows = [(str(i), k.name, " -> ".join(k.ops), ", ".join(k.patterns) or "-",
@@ -56,6 +58,10 @@ class FusionReport(list):
         widths = [max(len(r[c]) for r in rows + [head]) for c in range(len(head))]
         fmt = "  ".join("{:<%d}" % w for w in widths)
         lines = [f"Fusion report: {len(self)} kernels"]
+        if self.symbols:
+            ranges = ", ".join(f"{n} in [{lo}, {hi}]" for n, lo, hi in self.symbols)
+            lines.append(f"One build for every run with {ranges}; kernels scheduled at the "
+                         "maxima, looping to each run's sizes")
         if self.tuning:
             t = self.tuning
             lines.append(f"Tuning log {t['log']}: {sum(bool(k.tuned) for k in self)} kernels "
@@ -73,7 +79,8 @@ class FusionReport(list):
 def _fusion_report(lib):
     """Which ops each kernel computes, and which adjacent ops were not fused and why."""
     unfused = [(p, c, why) for p, c, fused, why in lib._fusion_decisions() if not fused]
-    return FusionReport([KernelReport(k) for k in lib._kernels()], unfused, lib._tuning())
+    return FusionReport([KernelReport(k) for k in lib._kernels()], unfused, lib._tuning(),
+                        lib._symbols())
 
 
 def _fusion_graph(lib, path=None):

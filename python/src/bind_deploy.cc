@@ -140,6 +140,13 @@ void bind_deploy(py::module_& m) {
            })
       .def("_fusion_decisions",
            [](const LoadedLibrary& lib) { return fusion_edges(lib.info.fusion); })
+      .def("_symbols",
+           [](const LoadedLibrary& lib) {
+             std::vector<std::tuple<std::string, int64_t, int64_t>> out;
+             for (const runtime::ExecGraph::Symbol& s : lib.graph->symbols)
+               out.emplace_back(s.name, s.min, s.max);
+             return out;
+           })
       .def("_tuning", [](const LoadedLibrary& lib) { return tuning_info(lib.info.tuning); })
       .def("_info", &library_info)
       .def(

@@ -61,9 +61,11 @@ std::vector<Expr> find_group(const Function& f) {
     for (const Expr& c : calls) {
       const Expr& x = as<CallNode>(c)->args[0];
       const Dim m = x->type.tensor().dim(0);
-      const bool adds = m.is_static() || rows.is_static() || m.symbols.size() == rows.symbols.size() &&
-                        std::equal(m.symbols.begin(), m.symbols.end(), rows.symbols.begin(),
-                                   [](const Symbol& a, const Symbol& b) { return a->name == b->name; });
+      const bool adds =
+          m.is_static() || rows.is_static() ||
+          m.symbols.size() == rows.symbols.size() &&
+              std::equal(m.symbols.begin(), m.symbols.end(), rows.symbols.begin(),
+                         [](const Symbol& a, const Symbol& b) { return a->name == b->name; });
       if (same_input[x.get()] == 1 && !tainted.count(x.get()) && adds) {
         group.push_back(c);
         rows = rows + m;
@@ -89,9 +91,9 @@ Function batch_group(const Function& f, const std::vector<Expr>& group) {
   Dim begin = 0;
   for (size_t i = 0; i < group.size(); ++i) {
     const Dim m = inputs[i]->type.tensor().dim(0);
-    slices[group[i].get()] = call("strided_slice", {batched},
-                                  Attrs().with_dims("begin", {begin}).with_dims("end", {begin + m}),
-                                  group[i]->name);
+    slices[group[i].get()] =
+        call("strided_slice", {batched},
+             Attrs().with_dims("begin", {begin}).with_dims("end", {begin + m}), group[i]->name);
     begin = begin + m;
   }
   return rewrite(f, [&](const Expr& e, const std::vector<Expr>&) -> Expr {

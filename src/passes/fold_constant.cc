@@ -1,10 +1,10 @@
 // FoldConstant: evaluates the parts of the graph that depend on no input.
 //
 // A node is constant-valued when it is a Constant, or an op call whose arguments are all
-// constant-valued and whose type has no run-time sizes. Folding replaces the constant-valued calls whose value escapes (read by a
-// node that is not constant-valued, or the function's output) by Constants: those are the
-// roots of the maximal constant subgraphs. All roots are evaluated together, as the outputs
-// of one function with no inputs, so the whole pass compiles once.
+// constant-valued and whose type has no run-time sizes. Folding replaces the constant-valued calls
+// whose value escapes (read by a node that is not constant-valued, or the function's output) by
+// Constants: those are the roots of the maximal constant subgraphs. All roots are evaluated
+// together, as the outputs of one function with no inputs, so the whole pass compiles once.
 #include "ember/passes/fold_constant.h"
 
 #include <map>

@@ -141,7 +141,8 @@ struct Simplifier {
                   join_names({inner->name, c->name}), "shuffle -> shuffle");
     }
     if (is_reshape_like(e) && is_reshape_like(in))
-      return make("reshape", {inner->args[0]}, Attrs().with_dims("newshape", c->type.tensor().all_dims()),
+      return make("reshape", {inner->args[0]},
+                  Attrs().with_dims("newshape", c->type.tensor().all_dims()),
                   join_names({inner->name, c->name}), "shuffle -> shuffle");
     return nullptr;
   }

@@ -199,9 +199,11 @@ bool has_custom_lowering(const Function& group) {
 
 std::vector<Symbol> group_symbols(const Function& group) {
   std::vector<Symbol> out;
-  for (auto& p : group->params) out = merge_symbols(out, symbols_of(p->type.tensor().dims, group->name), group->name);
+  for (auto& p : group->params)
+    out = merge_symbols(out, symbols_of(p->type.tensor().dims, group->name), group->name);
   for (auto* c : op_calls(group))
-    for (const TensorType& t : c->type.fields) out = merge_symbols(out, symbols_of(t.dims, group->name), group->name);
+    for (const TensorType& t : c->type.fields)
+      out = merge_symbols(out, symbols_of(t.dims, group->name), group->name);
   return out;
 }
 
@@ -216,7 +218,8 @@ std::vector<PrimExpr> run_shape(const TensorType& t, const std::map<std::string,
       continue;
     }
     PrimExpr e;
-    for (const Symbol& s : d.symbols) e = e.get() ? e * vars.at(s->name) : PrimExpr(vars.at(s->name));
+    for (const Symbol& s : d.symbols)
+      e = e.get() ? e * vars.at(s->name) : PrimExpr(vars.at(s->name));
     if (d.coef != 1) e = PrimExpr(d.coef) * e;
     shape.push_back(d.offset == 0 ? e : e + PrimExpr(d.offset));
   }
@@ -319,7 +322,8 @@ PrimFunc lower_group(const Function& group, const std::string& func_name,
   if (has_custom_lowering(group)) {
     const ir::Op* op = op_calls(group)[0]->op;
     if (!group_symbols(group).empty())
-      fail(op->name, " '", group->name, "' lowers by its own loop nest, which takes no run-time "
+      fail(op->name, " '", group->name,
+           "' lowers by its own loop nest, which takes no run-time "
            "sizes yet (issue 44); build it with static sizes");
     f = op->lower(group, func_name, machine, options.gpu);
     made.name = op->name + ".own_loop_nest";
@@ -466,14 +470,16 @@ LoweredGraph lower_graph(const Function& f, const LowerOptions& options) {
         } catch (const Error& err) {
           if (group_symbols(group).empty()) throw;
           // Over run-time sizes, say which kernel (the static path's messages name it).
-          fail("kernel '", group->name, "' (", fmt_ops(info), ") over run-time sizes: ", err.what());
+          fail("kernel '", group->name, "' (", fmt_ops(info),
+               ") over run-time sizes: ", err.what());
         }
         runtime::ExecGraph::Kernel k;
         k.func = func;
         k.name = group->name;
         k.schedule = std::move(choice.name);
         k.schedule_knobs = std::move(choice.knobs);
-        for (const Symbol& s : group_symbols(group)) k.symbols.push_back(symbol_index(g.symbols, s->name));
+        for (const Symbol& s : group_symbols(group))
+          k.symbols.push_back(symbol_index(g.symbols, s->name));
         for (auto& a : c->args) k.args.push_back(values.at(a.get()).at(0));
         k.num_inputs = static_cast<int>(c->args.size());
         k.args.insert(k.args.end(), outs.begin(), outs.end());

@@ -533,7 +533,8 @@ class ScheduleLowering {
       visit_prim(self.bodies_.at(c), [&](const PrimExpr& e) {
         if (auto* load = e.as<ProducerLoadNode>())
           for (const PrimExpr& i : load->indices)
-            visit_prim(i, [&](const PrimExpr& x) { indirect |= x.as<ProducerLoadNode>() != nullptr; });
+            visit_prim(i,
+                       [&](const PrimExpr& x) { indirect |= x.as<ProducerLoadNode>() != nullptr; });
       });
       return indirect;
     }
