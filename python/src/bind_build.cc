@@ -136,13 +136,7 @@ static void bind_library(py::module_& m) {
       .def("_kernels",
            [](const Library& lib) { return kernel_reports(lib.kernels, lib.graph->kernels); })
       .def("_fusion_decisions", [](const Library& lib) { return fusion_edges(lib.fusion); })
-      .def("_symbols",
-           [](const Library& lib) {
-             std::vector<std::tuple<std::string, int64_t, int64_t>> out;
-             for (const runtime::ExecGraph::Symbol& s : lib.graph->symbols)
-               out.emplace_back(s.name, s.min, s.max);
-             return out;
-           })
+      .def("_symbols", [](const Library& lib) { return graph_symbols(*lib.graph); })
       .def("_tuning", [](const Library& lib) { return tuning_info(lib.tuning); })
       .def("_fusion_dot", &Library::fusion_graph)
       .def(

@@ -78,6 +78,13 @@ py::object tuning_info(const runtime::TuningInfo& t) {
                   "threads"_a = t.threads);
 }
 
+py::list graph_symbols(const runtime::ExecGraph& g) {
+  py::list out;
+  for (const runtime::ExecGraph::Symbol& s : g.symbols)
+    out.append(py::make_tuple(s.name, s.min, s.max));
+  return out;
+}
+
 py::list fusion_edges(const std::vector<runtime::FusionEdge>& edges) {
   py::list out;
   for (const auto& e : edges) out.append(py::make_tuple(e.producer, e.consumer, e.fused, e.reason));
@@ -140,13 +147,7 @@ void bind_deploy(py::module_& m) {
            })
       .def("_fusion_decisions",
            [](const LoadedLibrary& lib) { return fusion_edges(lib.info.fusion); })
-      .def("_symbols",
-           [](const LoadedLibrary& lib) {
-             std::vector<std::tuple<std::string, int64_t, int64_t>> out;
-             for (const runtime::ExecGraph::Symbol& s : lib.graph->symbols)
-               out.emplace_back(s.name, s.min, s.max);
-             return out;
-           })
+      .def("_symbols", [](const LoadedLibrary& lib) { return graph_symbols(*lib.graph); })
       .def("_tuning", [](const LoadedLibrary& lib) { return tuning_info(lib.info.tuning); })
       .def("_info", &library_info)
       .def(

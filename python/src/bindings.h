@@ -58,5 +58,7 @@ pybind11::list kernel_reports(const std::vector<runtime::KernelReport>& kernels,
 pybind11::list fusion_edges(const std::vector<runtime::FusionEdge>& edges);
 /// {log, cpu, vector_bits, threads} of the tuning log a build applied, None when none.
 pybind11::object tuning_info(const runtime::TuningInfo& t);
+/// The run-time sizes a graph serves (dynamic shapes): [(name, min, max)], empty if static.
+pybind11::list graph_symbols(const runtime::ExecGraph& g);
 
 }  // namespace ember::python
