@@ -8,7 +8,8 @@ Lesson 01 built a graph by hand. Real models come from PyTorch, so Ember reads t
     lib = ember.build(mod, target="llvm", params=params)
 
 from_pytorch takes an nn.Module (it runs torch.export on it, in eval mode), an
-ExportedProgram, a torch.fx.GraphModule, or a torch.jit.trace'd module. It returns the
+ExportedProgram, a torch.fx.GraphModule, or a torch.jit.trace'd module; with
+dynamic_shapes=... one build serves a range of shapes (step 6). It returns the
 model as an ir.Function plus its weights: the function's first parameters are the model's
 inputs, the rest are the weights and buffers named by their state_dict keys, and `params`
 maps those names to arrays, which ember.build turns into constants. Every node keeps the
@@ -77,7 +78,25 @@ def main():
     except ember.EmberError as error:
         print("as expected:", error)
 
-    # 6. An operator Ember does not support is reported with the module path where it is
+    # 6. One build for a range of shapes: name the dimensions that vary, in torch.export's
+    #    own form, each with its range. The graph's sizes are then symbols (image:
+    #    float32[batch, 3, 32, 32]), the kernels loop to each run's sizes, and any batch from
+    #    1 to 64 runs on the one build; outside the range is a clear error.
+    batch = torch.export.Dim("batch", min=1, max=64)
+    mod3, params3 = ember.frontend.from_pytorch(model, image, dynamic_shapes=({0: batch},))
+    print(mod3.params[0].type)
+    m3 = ember.GraphModule(ember.build(mod3, target="llvm", params=params3))
+    for n in (1, 5, 64):
+        x = torch.randn(n, 3, 32, 32)
+        y = m3(image=x)
+        with torch.no_grad():
+            np.testing.assert_allclose(y.numpy(), model(x).numpy(), rtol=1e-4, atol=1e-5)
+    try:
+        m3.set_input("image", torch.randn(65, 3, 32, 32))
+    except ember.EmberError as error:
+        print("as expected:", error)
+
+    # 7. An operator Ember does not support is reported with the module path where it is
     #    used, all of them in one error, before anything is compiled.
     class Odd(nn.Module):
         def forward(self, x):
