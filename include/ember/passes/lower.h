@@ -75,6 +75,14 @@ ir::PrimFunc lower_tuned(const ir::Function& group, const std::string& func_name
                          const LowerOptions& options, runtime::KernelReport* info = nullptr,
                          ScheduleChoice* choice = nullptr);
 
+/// A GEMM or GEMV kernel over run-time rows (`general`, the group lowered with `choice`)
+/// whose register tile has more rows than some runs: those runs would compute a whole tile
+/// (7 tokens on a tile of 8, one row in a tile of 4), so a build of the group for each
+/// shorter count, its tile that many rows, serves them (dispatch_by_range on the run's rows;
+/// `choice`'s name gains "+runs(rows=1,2,3)", which the fusion report shows). Else `general`.
+ir::PrimFunc with_short_run_parts(const ir::Function& group, const std::string& func_name,
+                                  const LowerOptions& options, ir::PrimFunc general,
+                                  ScheduleChoice& choice);
 /// Whether `group` is one op with its own lowering (Op::lower: no schedule knobs).
 bool has_custom_lowering(const ir::Function& group);
 /// The type that `node`, a node of `group`, has in the group's loop nest: a group of a

@@ -8,6 +8,7 @@
 #include "ember/passes/fusion_cost.h"
 #include "ember/passes/lower.h"
 #include "ember/passes/machine_model.h"
+#include "ember/passes/range_dispatch.h"
 #include "ember/passes/rolled_epilogues.h"
 #include "ember/passes/row_invariants.h"
 #include "ember/passes/schedule.h"
@@ -190,6 +191,13 @@ PrimFunc with_group_types(PrimFunc f, const Function& group) {
   return f;
 }
 
+// A knob the schedule used (0 where it did not).
+int64_t used_knob(const ScheduleChoice& c, const std::string& name) {
+  for (auto& [n, v] : c.knobs)
+    if (n == name) return v;
+  return 0;
+}
+
 }  // namespace
 
 bool has_custom_lowering(const Function& group) {
@@ -308,6 +316,40 @@ ir::Tensor group_compute(const Function& group, std::vector<ir::Tensor>& inputs,
     note_shape(group->body.get(), out);
   }
   return out;
+}
+
+PrimFunc with_short_run_parts(const Function& group, const std::string& func,
+                              const LowerOptions& options, PrimFunc general,
+                              ScheduleChoice& choice) {
+  const int64_t rows = used_knob(choice, "tile_rows"), axis = used_knob(choice, "tile_axis");
+  const bool gemm = choice.name.rfind("gemm.", 0) == 0 || choice.name.rfind("gemv.", 0) == 0;
+  if (!gemm || group->body->type.is_tuple) return general;
+  const TensorType& out = group->body->type.tensor();
+  const int64_t a = axis > 0 ? axis - 1 : out.ndim() - 2;
+  if (options.gpu || !gemm || rows <= 1 || !out.symbolic() || a < 0) return general;
+  const Dim run_rows = out.dim(static_cast<size_t>(a));
+  if (run_rows.is_static() || run_rows.min() >= rows) return general;
+  // The run's rows over the general kernel's symbol variables (its first lets).
+  std::map<std::string, PrimVar> vars;
+  for (Stmt st = general.body; auto* let = st.as<LetStmtNode>(); st = let->body)
+    vars.emplace(let->var.name(), let->var);
+  std::vector<std::pair<int64_t, PrimFunc>> parts;
+  std::string counts;
+  try {
+    for (int64_t r = std::max<int64_t>(run_rows.min(), 1); r < rows; ++r) {
+      ScheduleKnobs knobs;
+      knobs.tile_rows = r;
+      knobs.tile_axis = axis;
+      parts.emplace_back(r, lower_group(group, func + "_rows" + std::to_string(r), options, knobs));
+      counts += (counts.empty() ? "" : ",") + std::to_string(r);
+    }
+  } catch (const Error&) {
+    return general;  // a count the schedule cannot tile: every run takes the general kernel
+  }
+  parts.emplace_back(run_rows.max(), std::move(general));
+  PrimFunc f = dispatch_by_range(func, run_shape(TensorType::of({run_rows}, out.dtype), vars)[0], parts);
+  choice.name += "+runs(" + to_string(run_rows) + "=" + counts + ")";
+  return f;
 }
 
 PrimFunc lower_group(const Function& group, const std::string& func_name,
@@ -466,7 +508,8 @@ LoweredGraph lower_graph(const Function& f, const LowerOptions& options) {
         runtime::KernelReport info = describe(group, func);
         ScheduleChoice choice;
         try {
-          out.funcs.push_back(lower_tuned(group, func, options, &info, &choice));
+          out.funcs.push_back(with_short_run_parts(
+              group, func, options, lower_tuned(group, func, options, &info, &choice), choice));
         } catch (const Error& err) {
           if (group_symbols(group).empty()) throw;
           // Over run-time sizes, say which kernel (the static path's messages name it).

@@ -1,6 +1,8 @@
 // dispatch_by_range (range_dispatch.h): the parts' bodies, their parameters swapped for the
-// last part's, in an if-else chain on the symbol, under the symbols' lets they share.
+// last part's, in an if-else chain on the extent, under the symbols' lets they share.
 #include "ember/passes/range_dispatch.h"
+
+#include <set>
 
 #include "ember/support/error.h"
 
@@ -42,15 +44,18 @@ BufferMap match_params(const PrimFunc& part, const PrimFunc& last) {
 
 }  // namespace
 
-PrimFunc dispatch_by_range(const std::string& name, const PrimVar& symbol,
+PrimFunc dispatch_by_range(const std::string& name, const PrimExpr& extent,
                            const std::vector<std::pair<int64_t, PrimFunc>>& parts) {
   if (parts.empty()) fail("dispatch_by_range: no kernels for ", name);
   const PrimFunc& last = parts.back().second;
   auto [lets, _] = symbol_lets(last.body);
-  bool reads_symbol = false;
-  for (const LetStmtNode* l : lets) reads_symbol |= l->var.get() == symbol.get();
-  if (!reads_symbol)
-    fail("dispatch_by_range: kernel ", last.name, " does not read symbol ", symbol.name());
+  std::set<const PrimVarNode*> symbols;
+  for (const LetStmtNode* l : lets) symbols.insert(l->var.get());
+  visit_prim(extent, [&](const PrimExpr& x) {
+    auto* v = x.as<PrimVarNode>();
+    if (v && !symbols.count(v))
+      fail("dispatch_by_range: kernel ", last.name, " does not read symbol ", v->name);
+  });
   Stmt body;
   for (size_t i = parts.size(); i-- > 0;) {
     const auto& [bound, f] = parts[i];
@@ -58,13 +63,20 @@ PrimFunc dispatch_by_range(const std::string& name, const PrimVar& symbol,
       fail("dispatch_by_range: the bounds of ", name, " do not ascend (", bound, " then ",
            parts[i + 1].first, ")");
     auto [part_lets, inner] = symbol_lets(f.body);
+    // The parts read the same symbols in the same order (each lowered on its own, with
+    // variables of its own): the last part's variables stand for them.
     if (part_lets.size() != lets.size())
       fail("dispatch_by_range: kernel ", f.name, " reads other symbols than ", last.name);
-    for (size_t j = 0; j < lets.size(); ++j)
-      if (part_lets[j]->var.get() != lets[j]->var.get())
+    VarMap same;
+    for (size_t j = 0; j < lets.size(); ++j) {
+      if (!structural_equal(part_lets[j]->value.as<LoadNode>()->index,
+                            lets[j]->value.as<LoadNode>()->index))
         fail("dispatch_by_range: kernel ", f.name, " reads other symbols than ", last.name);
-    Stmt own = swap_buffers(inner, match_params(f, last));
-    body = i + 1 == parts.size() ? own : if_then_else(symbol <= PrimExpr(bound), own, body);
+      if (part_lets[j]->var.get() != lets[j]->var.get())
+        same.emplace_back(part_lets[j]->var.get(), lets[j]->var);
+    }
+    Stmt own = swap_buffers(same.empty() ? inner : substitute(inner, same), match_params(f, last));
+    body = i + 1 == parts.size() ? own : if_then_else(extent <= PrimExpr(bound), own, body);
   }
   for (size_t j = lets.size(); j-- > 0;) body = let_stmt(lets[j]->var, lets[j]->value, body);
   return PrimFunc{name, last.params, last.num_inputs, body};
