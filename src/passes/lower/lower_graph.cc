@@ -347,7 +347,8 @@ PrimFunc with_short_run_parts(const Function& group, const std::string& func,
     return general;  // a count the schedule cannot tile: every run takes the general kernel
   }
   parts.emplace_back(run_rows.max(), std::move(general));
-  PrimFunc f = dispatch_by_range(func, run_shape(TensorType::of({run_rows}, out.dtype), vars)[0], parts);
+  PrimFunc f =
+      dispatch_by_range(func, run_shape(TensorType::of({run_rows}, out.dtype), vars)[0], parts);
   choice.name += "+runs(" + to_string(run_rows) + "=" + counts + ")";
   return f;
 }
