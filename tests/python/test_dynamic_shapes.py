@@ -197,3 +197,23 @@ def test_the_cpp_runtime_runs_a_dynamic_model_at_any_size(tmp_path):
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stdout + done.stderr
         assert "bit for bit" in done.stdout
+
+
+class MeanPool(torch.nn.Module):
+    def forward(self, x):
+        return x.mean(1)
+
+
+@pytest.mark.parametrize("model, shapes, why", [
+    (torch.nn.Conv2d(4, 4, 3, padding=1, groups=4), ({2: Dim("h", min=4, max=16)},),
+     "windows run over a run-time height or width"),
+    (MeanPool(), ({1: Dim("seq", max=64)},), "averages over a run-time axis"),
+])
+def test_ops_whose_kernels_use_a_run_time_size_as_a_value_are_refused(model, shapes, why):
+    """A compute rule that uses a run-time size as a value (a pad's far edge, a mean's count)
+    would compute the largest run's answer: the build says which op and why, never a wrong
+    result."""
+    x = torch.randn(2, 4, 8, 8) if isinstance(model, torch.nn.Conv2d) else torch.randn(2, 8, 4)
+    mod, params = ember.frontend.from_pytorch(model.eval(), (x,), dynamic_shapes=shapes)
+    with pytest.raises(EmberError, match=why):
+        ember.build(mod, target="llvm", params=params)

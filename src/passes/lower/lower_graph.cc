@@ -14,6 +14,7 @@
 #include "ember/passes/schedule.h"
 #include "ember/passes/tuning.h"
 #include "ember/support/error.h"
+#include "run_time_ops.h"
 
 namespace ember::passes {
 
@@ -298,6 +299,12 @@ ir::Tensor group_compute(const Function& group, std::vector<ir::Tensor>& inputs,
     EMBER_CHECK(c->op->compute, c->op->name,
                 " has no tensor-expression form; it lowers only alone, through Op::lower");
     const TensorType type = loop_type(flat, c);
+    if (live && !symbols.empty()) {
+      const std::string why = run_time_refusal(*c);
+      if (!why.empty())
+        fail(c->op->name, " '", c->name, "' cannot be built for run-time sizes: ", why, " (",
+             to_string(c->type), "); give the inputs involved static sizes");
+    }
     const TensorType& in0 = c->args[0]->type.tensor();
     ir::Tensor out = live && c->op->is_view && (type.symbolic() || in0.symbolic())
                          ? run_time_view(bare_op_name(c->op->name), args[0], in0, type, vars)
