@@ -230,7 +230,7 @@ def test_new_shapes_build_new_modules():
             assert report.reason is None and not report.symbols
             shapes.append(report.shapes[-1])
     assert shapes == [(2, 3, 8, 8), (2, 3, 9, 9), (2, 3, 11, 11)]
-    assert "could not build it for run-time sizes" in report.note, report
+    assert "the build for run-time sizes (build 1) is not used" in report.note, report
     assert "conv2d" in report.note, report
     tried = report.builds[0]  # the build for ranges, whose conv2d partition failed
     assert len(report.builds) == 3 and tried.symbols and tried.partitions[0].error, report
@@ -349,6 +349,61 @@ def test_dynamic_false_builds_per_shape():
             assert len(report.builds) == 1 and report.note is None, report
             graphs.add(report.graph_id)
     assert len(graphs) == 3
+
+
+def test_a_build_that_disagrees_with_pytorch_is_not_used(monkeypatch):
+    """The first call of a build for ranges is checked against PyTorch: one that differs
+    (here made to, as FuseOps with run-time sizes still does for nn.MultiheadAttention) is
+    replaced by builds per shape, and the note says why."""
+    from ember.torch_compile import _runner
+    forward = _runner.EmberPartition.forward
+    monkeypatch.setattr(_runner.EmberPartition, "forward",
+                        lambda self, *args: forward(self, *args) + 1)
+    fast = compiled(SeqMLP().eval(), dynamic=True)
+    with torch.no_grad():
+        fast(torch.randn(2, 5, 32))
+    report = ember.last_compile_report()
+    assert "differs from PyTorch's" in report.note and not report.symbols, report
+    assert len(report.builds) == 2 and report.builds[0].symbols, report
+
+
+@pytest.mark.xfail(strict=True, reason="FuseOps with run-time sizes: dense over a [S*B, 32] "
+                   "view, reshaped and transposed, computes wrong values (issue 44)")
+def test_multihead_attention_builds_once():
+    model, _ = models.make("mha_encoder", 2)
+    fast = compiled(model.eval(), dynamic=True)
+    with torch.no_grad():
+        for batch in (2, 3):
+            x = models.make("mha_encoder", batch)[1][0]
+            close(fast(x), model(x))
+    assert ember.last_compile_report().symbols, ember.last_compile_report()
+
+
+class Clipped(nn.Module):
+    """ReLU6-like bounds as module floats: under dynamic=True Dynamo passes them as 0-d
+    tensors read with .item() and does not recompile when they change."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.act = nn.Hardtanh(0.0, 6.0)
+
+    def forward(self, x):
+        return self.act(self.fc(x) * 4)
+
+
+def test_numbers_passed_as_tensors_are_constants_of_a_build():
+    torch.manual_seed(0)
+    model = Clipped().eval()
+    fast = compiled(model, dynamic=True)
+    with torch.no_grad():
+        for seq, bound in ((5, 6.0), (7, 6.0), (6, 1.5)):
+            model.act.max_val = bound
+            x = torch.randn(3, seq, 8)
+            close(fast(x), model(x))
+    report = ember.last_compile_report()
+    assert report.symbols and report.reason is None and not report.fallbacks, report
+    assert len(report.builds) == 2, report  # the second for max_val = 1.5
 
 
 class Prefix(nn.Module):

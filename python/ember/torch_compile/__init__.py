@@ -18,10 +18,11 @@ A graph with symbolic sizes (dynamic=True, or Dynamo's recompile under automatic
 shapes) is built once for a range of each size and serves every size in it (_dynamic.py):
 the range is Dynamo's (2 up; mark_dynamic's max where given), an unbounded size capped at
 options={"dynamic_max": N} (default 256) or its first size's next power of two if larger; a
-longer size rebuilds with that maximum doubled. A graph Ember cannot build for run-time
+longer size rebuilds with that maximum doubled. A graph Ember does not build for run-time
 sizes (a convolution over run-time spatial sizes, today; a size that is an int argument
-rather than a tensor's dimension) is built per concrete shape as a static graph is (the
-last 8 kept). ember.last_compile_report() says which, and how many builds its graph took.
+rather than a tensor's dimension; an op Ember takes only at static sizes; a first run that
+differs from PyTorch's) is built per concrete shape as a static graph is (the last 8 kept).
+ember.last_compile_report() says which, and how many builds its graph took.
 
 The backend is found by name through the package's entry point (pyproject.toml) once Ember
 is installed, and `import ember` registers it too (for a source checkout on PYTHONPATH).

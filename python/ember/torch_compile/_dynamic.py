@@ -9,15 +9,24 @@ graph is built once for a range of every symbol and serves each call in the rang
   the graph Ember exports computes it (aten.sym_size) instead of taking it, so Ember's run
   binds it from the tensor's shape. A size input that is no tensor's dimension (a Python
   int argument Dynamo made dynamic) leaves the graph to one build per value.
-- A float that Dynamo made a graph input (specialize_float=False: LayerNorm's eps under
-  dynamic=True) but then guarded to one value (layer_norm needs a constant eps) is that
-  constant in the graph Ember exports; Dynamo's guard keeps the build from seeing another.
+- A float that Dynamo made a graph input (specialize_float=False under dynamic=True:
+  LayerNorm's eps, ReLU6's bounds, BatchNorm's momentum arrive as 0-d tensors read with
+  .item()) is a constant of the graph Ember exports (ScalarInputs); plans are kept per set of
+  their values, so a changed attribute gets its own build.
 - Ranges: Dynamo's lower bound (2: sizes 0 and 1 are specialized, so they recompile), and
   its upper bound where it has one (torch._dynamo.mark_dynamic(x, dim, max=...)). An
   unbounded size (the usual case) gets max(dynamic_max, the next power of two >= its first
   size) with the option dynamic_max (default DYNAMIC_MAX): Ember's buffers are planned for
   the largest run, so the bound costs memory. A later size above the range rebuilds the
   graph with that symbol's maximum doubled until it fits (the report counts the builds).
+
+A build for ranges is not used, and the graph is built per concrete shape as a static one
+is (_compile.py; the report's note says why), when torch.export cannot keep the sizes
+symbolic, a partition fails to build (a convolution over run-time spatial sizes), an op
+Ember takes at the call's static sizes is refused at run-time sizes (a stride-2
+convolution's floor-divided output size: _plan._check_static_only), or its first call
+differs from PyTorch's result (_compile._disagreement: run-time sizes are new, and a few
+fusions of them still compute wrong values).
 """
 import torch
 
@@ -67,7 +76,6 @@ class SymbolicSizes:
                                      "Ember binds run-time sizes from tensors only")
                 self.sizes[i] = (symbol.index, symbol.dim)
         self.kept = [i for i in range(count) if i not in self.sizes]  # the export's inputs
-        self.constants = _guarded_scalars(gm)
 
     def _tensor_symbols(self, i, node, value, frozen):
         for d, size in enumerate(value.shape):
@@ -115,10 +123,10 @@ class SymbolicSizes:
         """{name: (min, max, source)} for the report."""
         return {s.name: (*ranges[s.name], s.source) for s in self.symbols.values()}
 
-    def export_module(self):
-        """The graph Ember exports: the size inputs computed from their tensors, the guarded
-        floats constants."""
-        return _rewrite(self.gm, self.sizes, self.constants)
+    def export_module(self, constants):
+        """The graph Ember exports: the size inputs computed from their tensors, the nodes
+        in `constants` (ScalarInputs.constants) those values."""
+        return _rewrite(self.gm, self.sizes, constants)
 
     def export_shapes(self, ranges):
         """torch.export's dynamic_shapes for the exported graph's inputs: Dim.DYNAMIC with
@@ -141,16 +149,40 @@ class SymbolicSizes:
         return tuple(out)
 
 
-def static_module(gm):
-    """The graph to export for concrete shapes: `gm` with the guarded floats constants."""
-    constants = _guarded_scalars(gm)
-    return _rewrite(gm, {}, constants) if constants else gm
+class ScalarInputs:
+    """The graph inputs that are numbers Dynamo left unspecialized (0-d tensors the graph
+    only reads with .item()): their values, a plan's key, and the constants replacing the
+    reads in the graph Ember exports (torch.export would trace a read as a number known
+    only at run time, which a comparison on it, hardtanh's min <= max, cannot guard)."""
+
+    def __init__(self, gm, count, frozen):
+        self.reads = {}  # placeholder index -> its .item() nodes
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"][:count]
+        for i, node in enumerate(placeholders):
+            value = node.meta.get("example_value")
+            if frozen[i] or not isinstance(value, torch.Tensor) or value.dim() != 0:
+                continue
+            users = list(node.users)
+            if users and all(u.op == "call_method" and u.target == "item" for u in users):
+                self.reads[i] = users
+
+    def key(self, args):
+        return tuple(args[i].item() for i in self.reads)
+
+    def constants(self, args):
+        return {u: args[i].item() for i, users in self.reads.items() for u in users}
+
+
+def static_module(gm, constants):
+    """The graph to export for concrete shapes: `gm` with the nodes in `constants` those
+    values."""
+    return _rewrite(gm, {}, constants)
 
 
 def _rewrite(gm, sizes, constants):
     """A copy of `gm` whose size inputs `sizes` ({placeholder index: (tensor placeholder
-    index, dim)}) are computed by aten.sym_size, and whose nodes in `constants` are those
-    values."""
+    index, dim)}) are computed by aten.sym_size, whose nodes in `constants` are those
+    values, and without the scalar computations nothing then uses."""
     graph = torch.fx.Graph()
     env = {}
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -169,25 +201,20 @@ def _rewrite(gm, sizes, constants):
             env[node] = constants[node]
         else:
             env[node] = graph.node_copy(node, env.__getitem__)
-    graph.eliminate_dead_code()
+    _drop_unused_scalars(graph)
     return torch.fx.GraphModule(gm, graph)
 
 
-def _guarded_scalars(gm):
-    """{node: float} for each node computing a symbolic float (tensor.item() of an input)
-    whose range Dynamo's guards narrowed to one value."""
-    out = {}
-    for node in gm.graph.nodes:
-        value = node.meta.get("example_value")
-        if node.op == "placeholder" or not isinstance(value, torch.SymFloat):
-            continue
-        expr = value.node.expr
-        vr = value.node.shape_env.var_to_range.get(expr)
-        if expr.is_number:  # (the guard replaced the symbol by its value)
-            out[node] = float(expr)
-        elif vr is not None and vr.lower == vr.upper:
-            out[node] = float(vr.lower)
-    return out
+_SCALARS = (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool)
+
+
+def _drop_unused_scalars(graph):
+    """Erases the nodes computing a scalar that nothing uses (not fx's eliminate_dead_code,
+    which takes call_method nodes for pure: x.add_(1) would go)."""
+    for node in reversed(list(graph.nodes)):
+        if (node.op in ("call_function", "call_method") and not node.users
+                and isinstance(node.meta.get("example_value"), _SCALARS)):
+            graph.erase_node(node)
 
 
 def _dynamo_range(size):

@@ -14,39 +14,42 @@ from ..frontend.pytorch import _aten_name, _convert_node, _decompose, fx_values,
 from ._dynamic import static_module
 from ._report import PartitionReport
 from ._runner import EmberPartition
-from ._support import SHAPE_OPS, EmberSupport, is_size_node
+from ._support import SHAPE_OPS, ConcreteSizes, EmberSupport, is_size_node
 
 
 class _Fallback(Exception):
     """The whole graph runs in PyTorch, for this reason."""
 
 
-def build_plan(gm, args, frozen, options, report, sizes=None, ranges=None):
+def build_plan(gm, args, frozen, options, report, constants, sizes=None, ranges=None):
     """The plan for `args`' shapes, or with `sizes` (a SymbolicSizes) for every size in
-    `ranges`; `report` (a CompileReport) records what was built. A graph Ember cannot take
-    at all is planned as gm.forward (PyTorch), with report.reason saying why."""
+    `ranges`; `constants`: values for the graph's .item() reads (ScalarInputs); `report`
+    (a CompileReport) records what was built. A graph Ember cannot take at all is planned as
+    gm.forward (PyTorch), with report.reason saying why."""
     try:
         if sizes is None:
             kept, shapes = list(range(len(args))), None
-            program = _export(static_module(gm), args)
+            program = _export(static_module(gm, constants), args)
         else:
             kept = sizes.kept
             shapes = sizes.export_shapes(ranges)
-            program = _export(sizes.export_module(), [args[i] for i in kept], shapes)
+            program = _export(sizes.export_module(constants), [args[i] for i in kept], shapes)
         symbols = _symbols(program, shapes)
         if sizes is not None:
             report.symbols = sizes.describe(_built_ranges(program, symbols, sizes))
         return _partitioned_plan(program, symbols, [args[i] for i in kept],
                                  [frozen[i] for i in kept], kept, options, report,
-                                 _output_type(gm))
+                                 _output_type(gm), dynamic=sizes is not None)
     except _Fallback as reason:
         report.reason = str(reason)
         return gm.forward
 
 
-def _partitioned_plan(program, symbols, args, frozen, kept, options, report, output_type):
+def _partitioned_plan(program, symbols, args, frozen, kept, options, report, output_type,
+                      dynamic=False):
     """`args`, `frozen`: the exported graph's inputs; kept[i]: the Dynamo graph's input that
-    is its input i; symbols: the frontend's Symbols of its symbolic sizes."""
+    is its input i; symbols: the frontend's Symbols of its symbolic sizes; dynamic: built
+    for ranges of them (refused when an op Ember takes at `args`' sizes is refused)."""
     for spec in program.graph_signature.output_specs:
         if spec.kind != OutputKind.USER_OUTPUT:
             raise _Fallback(f"the graph writes to its inputs or buffers ({spec.kind.name}); "
@@ -59,6 +62,8 @@ def _partitioned_plan(program, symbols, args, frozen, kept, options, report, out
                                              allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()
     kept_parts = [p for p in partitions if any(_computes(n) for n in p.nodes)]
+    if dynamic:
+        _check_static_only(program, args, constants, support)
     _record_fallbacks(module, kept_parts, support, report)
     if not kept_parts:
         raise _Fallback("Ember supports none of its operators (see the list below)")
@@ -69,6 +74,25 @@ def _partitioned_plan(program, symbols, args, frozen, kept, options, report, out
         if node.op == "call_module" and node.target.startswith("fused_"):
             _replace_partition(module, node, frozen_nodes, constants, symbols, options, report)
     return _Plan(module, feeds, output_type)
+
+
+def _check_static_only(program, args, constants, support):
+    """A build for ranges that leaves to PyTorch an op Ember takes at static sizes (a
+    convolution whose output size is a floor division of a run-time size) would run less
+    in Ember than builds per shape: refused (_Fallback), naming the ops."""
+    binding = {}
+    for node, arg in zip(_user_placeholders(program), args):
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            for size, n in zip(val.shape, arg.shape):
+                if isinstance(size, torch.SymInt) and size.node.expr.is_Symbol:
+                    binding[size.node.expr] = int(n)
+    static = EmberSupport(constants, ConcreteSizes(binding))
+    refused = [node for node in support.reasons if static.is_node_supported(None, node)]
+    if refused:
+        names = sorted({_op_name(n) for n in refused})
+        raise _Fallback(f"Ember takes {len(refused)} of its ops ({', '.join(names)}) only at "
+                        f"static sizes: {support.reasons[refused[0]]}")
 
 
 def _built_ranges(program, symbols, sizes):

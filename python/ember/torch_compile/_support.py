@@ -119,6 +119,23 @@ class EmberSupport(OperatorSupportBase):
         raise EmberError(f"input '{arg.name}' is a {type(val).__name__}")
 
 
+class ConcreteSizes:
+    """The frontend's Symbols interface (size, shape) with every symbolic size evaluated at
+    one call's sizes: EmberSupport with it says which nodes Ember would take at static
+    sizes."""
+
+    def __init__(self, binding):
+        self.binding = binding  # sympy symbol -> int
+
+    def size(self, value):
+        if isinstance(value, torch.SymInt):
+            return int(value.node.expr.xreplace(self.binding))
+        return int(value)
+
+    def shape(self, shape):
+        return [self.size(s) for s in shape]
+
+
 def _flat_vals(val):
     if isinstance(val, (list, tuple)):
         for v in val:
