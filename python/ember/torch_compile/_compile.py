@@ -92,7 +92,7 @@ class CompiledGraph:
     def _ranged_plan(self, fixed, args):
         """The plan for every size in its ranges; built (or rebuilt wider) when the call's
         sizes are past them. None, and this graph is built per shape from then on, when
-        Ember cannot build all of it for run-time sizes."""
+        the build is not used (see _dynamic.py's doc)."""
         values = self.sizes.values(args)
         entry = self.ranged.get(fixed)
         if entry is not None and all(lo <= values[n] <= hi
@@ -161,7 +161,11 @@ def _disagreement(plan, gm, args):
     Both run from the same random state, which is then restored."""
     with torch.random.fork_rng(devices=[]):
         state = torch.random.get_rng_state()
-        got = _tensors(plan(*args))
+        try:
+            got = _tensors(plan(*args))
+        except Exception as error:  # noqa: BLE001  (any failure: build per shape instead)
+            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            return f"its first run failed ({type(error).__name__}: {first})"
         torch.random.set_rng_state(state)
         want = _tensors(gm(*args))
     if len(got) != len(want):
