@@ -16,7 +16,15 @@ eager. The backend's target is to be within 10% of "ember". Nothing is asserted.
 --zoo runs every family of the test zoo (tests/python/models.py, batch 1) through
 torch.compile(backend="ember") instead: outputs against eager, the partitions Ember built and
 the ops left to PyTorch, and eager and backend medians.
+
+--dynamic times Dynamo's symbolic sizes (issue 44) on two small [batch, seq, 64] models (an
+MLP with LayerNorm and softmax, a two-head transformer block): a loop over 20 random (batch,
+seq) sizes with dynamic=True and dynamic=False (builds made, wall time including them, Dynamo
+graphs), then warm medians at fixed sizes of eager, a build per shape (dynamic=False) and one
+build for ranges at several dynamic_max (each call copies its inputs into, and returns
+outputs over, buffers of the range's maximum: the cost of a larger range).
 """
+import random
 import argparse
 import os
 import sys
@@ -113,14 +121,118 @@ def run_zoo(rounds, seconds):
         sys.stdout.flush()
 
 
+class SeqMLP(torch.nn.Module):
+    def __init__(self, hidden=64):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(hidden, 4 * hidden)
+        self.norm = torch.nn.LayerNorm(4 * hidden)
+        self.fc2 = torch.nn.Linear(4 * hidden, hidden)
+
+    def forward(self, x):
+        return torch.softmax(self.fc2(torch.nn.functional.gelu(self.norm(self.fc1(x)))), -1)
+
+
+class Block(torch.nn.Module):
+    def __init__(self, hidden=64, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.qkv = torch.nn.Linear(hidden, 3 * hidden)
+        self.proj = torch.nn.Linear(hidden, hidden)
+        self.norm1, self.norm2 = torch.nn.LayerNorm(hidden), torch.nn.LayerNorm(hidden)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(hidden, 4 * hidden), torch.nn.GELU(),
+                                       torch.nn.Linear(4 * hidden, hidden))
+
+    def forward(self, x):
+        b, n, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).reshape(b, n, 3, self.heads, d // self.heads) \
+            .permute(2, 0, 3, 1, 4).unbind(0)
+        a = torch.softmax(q @ k.transpose(-1, -2) / (d // self.heads) ** 0.5, -1) @ v
+        x = x + self.proj(a.transpose(1, 2).reshape(b, n, d))
+        return x + self.mlp(self.norm2(x))
+
+
+def dynamic_loop(model, dynamic, sizes):
+    """20 calls at `sizes` through a fresh torch.compile: (seconds, builds, Dynamo graphs)."""
+    torch._dynamo.reset()
+    fast = torch.compile(model, backend="ember", dynamic=dynamic)
+    reports, t0 = {}, time.perf_counter()
+    with torch.inference_mode():
+        for batch, seq in sizes:
+            fast(torch.randn(batch, seq, 64))
+            report = ember.last_compile_report()
+            if report is not None:
+                reports[report.graph_id] = report
+    seconds = time.perf_counter() - t0
+    return seconds, sum(len(r.builds) for r in reports.values()), len(reports)
+
+
+def run_dynamic(rounds, seconds):
+    rng = random.Random(0)
+    sizes = [(rng.randint(2, 8), rng.randint(2, 128)) for _ in range(20)]
+    print("| model | dynamic | 20 calls s | Ember builds | Dynamo graphs |")
+    print("|---|---|---:|---:|---:|")
+    models = {"mlp": SeqMLP().eval(), "block": Block().eval()}
+    for name, model in models.items():
+        for dynamic in (True, False):
+            secs, builds, graphs = dynamic_loop(model, dynamic, sizes)
+            print(f"| {name} | {dynamic} | {secs:.2f} | {builds} | {graphs} |")
+            sys.stdout.flush()
+    maxima = (64, 256, 512)
+    print("\n| model | [batch, seq] | eager ms | per shape ms | " +
+          " | ".join(f"ranged <= {m} ms" for m in maxima) + " |")
+    print("|---|---|---:|---:|" + "---:|" * len(maxima))
+    for name, model in models.items():
+        for batch, seq in ((4, 37), (4, 128), (8, 250)):
+            x = torch.randn(batch, seq, 64)
+            torch._dynamo.reset()
+            engines = [eager_engine(model, x), compiled_engine(model, x, "per shape", False)]
+            engines += [compiled_engine(model, x, f"<= {m}", True, {"dynamic_max": m})
+                        for m in maxima]
+            times = e2e.measure(engines, rounds, None, seconds, warmup_s=0.5)
+            print(f"| {name} | [{batch}, {seq}] | " +
+                  " | ".join(e2e.fmt_ms(times[e.name][0]) for e in engines) + " |")
+            sys.stdout.flush()
+
+
+def eager_engine(model, x):
+    def call():
+        with torch.inference_mode():
+            model(x)
+    return e2e.Engine("eager", call, lambda: [])
+
+
+def compiled_engine(model, x, name, dynamic, options=None):
+    """A warm torch.compile(backend="ember"); a dynamic one is first called at another size
+    so that the timed size runs on the build for ranges."""
+    fast = torch.compile(model, backend="ember", dynamic=dynamic, options=options)
+    with torch.inference_mode():
+        if dynamic:
+            fast(x[:, :2].contiguous())
+        fast(x)
+
+    def call():
+        with torch.inference_mode():
+            fast(x)
+    return e2e.Engine(name, call, lambda: [])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--zoo", action="store_true", help="every family of the test zoo")
+    parser.add_argument("--dynamic", action="store_true",
+                        help="Dynamo's symbolic sizes: one build for ranges vs per shape")
     parser.add_argument("--models", default="resnet50,bert_s128")
     parser.add_argument("--threads", default="1")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=1.0)
     args = parser.parse_args()
+    if args.dynamic:
+        for threads in [int(t) for t in args.threads.split(",")]:
+            ember.set_num_threads(threads)
+            torch.set_num_threads(threads)
+            print(f"\n### {threads} thread(s)\n")
+            run_dynamic(args.rounds, args.seconds)
+        return
     if args.zoo:
         for threads in [int(t) for t in args.threads.split(",")]:
             ember.set_num_threads(threads)

@@ -4,13 +4,15 @@ import os
 
 from .. import transform
 from .._ember import EmberError
+from ._dynamic import DYNAMIC_MAX
 
-KNOWN = ("opt_level", "disabled_passes", "num_threads", "tuning_log")
+KNOWN = ("opt_level", "disabled_passes", "num_threads", "tuning_log", "dynamic_max")
 
 
 class Options:
-    """The checked options: pass_context (ember.transform.PassContext) and num_threads
-    (None: leave ember.set_num_threads alone)."""
+    """The checked options: pass_context (ember.transform.PassContext), num_threads
+    (None: leave ember.set_num_threads alone) and dynamic_max (the largest size a build
+    for Dynamo's symbolic sizes covers where Dynamo gives no bound: _dynamic.py)."""
 
     def __init__(self, options, mode):
         options = {} if options is None else options
@@ -38,3 +40,9 @@ class Options:
             raise EmberError("torch.compile(backend='ember'): num_threads must be an int >= 1, "
                              f"got {threads!r}")
         self.num_threads = threads
+        dynamic_max = options.get("dynamic_max", DYNAMIC_MAX)
+        if isinstance(dynamic_max, bool) or not isinstance(dynamic_max, int) or dynamic_max < 2:
+            raise EmberError("torch.compile(backend='ember'): dynamic_max must be an int >= 2 "
+                             f"(the largest size built for where Dynamo gives none), got "
+                             f"{dynamic_max!r}")
+        self.dynamic_max = dynamic_max

@@ -28,15 +28,24 @@ class PartitionReport:
 
 
 class CompileReport:
-    """The compilation of one Dynamo graph for one set of input shapes.
+    """One build of one Dynamo graph: for its concrete input shapes, or for ranges of its
+    symbolic sizes (one build then serves every size in them).
 
-    .shapes: the input shapes; .partitions: PartitionReport list (Ember's parts);
-    .fallbacks: (node, op, reason) for each op that runs in PyTorch; .reason: why the whole
-    graph runs in PyTorch (None when Ember runs some of it)."""
+    .shapes: the input shapes (a run-time size named by its symbol, "s0");
+    .symbols: {name: (min, max, source)} of the run-time sizes this build serves ({}: built
+    for the concrete shapes); .note: why a graph with symbolic sizes was built for concrete
+    shapes instead (None otherwise); .builds: every build of this graph so far, this one
+    included, in order (len(report.builds) is how many builds the graph took);
+    .partitions: PartitionReport list (Ember's parts); .fallbacks: (node, op, reason) for
+    each op that runs in PyTorch; .reason: why the whole graph runs in PyTorch (None when
+    Ember runs some of it)."""
 
     def __init__(self, graph_id, shapes):
         self.graph_id = graph_id
         self.shapes = shapes
+        self.symbols = {}
+        self.note = None
+        self.builds = [self]
         self.partitions = []
         self.fallbacks = []
         self.reason = None
@@ -45,14 +54,32 @@ class CompileReport:
     def ember_ops(self):
         return sum(len(p.ops) for p in self.partitions if p.error is None)
 
+    @property
+    def build_number(self):
+        return next(i for i, b in enumerate(self.builds, 1) if b is self)
+
+    def describe_build(self):
+        """One line: the shapes or the ranges this build serves."""
+        if not self.symbols:
+            return f"inputs {self.shapes}"
+        sizes = ", ".join(f"{name} = {source} in [{lo}, {hi}]"
+                          for name, (lo, hi, source) in self.symbols.items())
+        return f"inputs {self.shapes}, run-time sizes {sizes}"
+
     def __str__(self):
-        lines = [f"Ember torch.compile graph {self.graph_id}, inputs {self.shapes}:"]
+        lines = [f"Ember torch.compile graph {self.graph_id}, build {self.build_number} of "
+                 f"{len(self.builds)}: {self.describe_build()}:"]
+        if self.note:
+            lines.append(f"  built for these shapes only: {self.note}")
         if self.reason:
             lines.append(f"  whole graph runs in PyTorch: {self.reason}")
         for p in self.partitions:
             lines.append(f"  {p}")
         for node, op, reason in self.fallbacks:
             lines.append(f"  PyTorch runs {op} ({node}): {reason}")
+        if len(self.builds) > 1:
+            lines.append(f"  builds of graph {self.graph_id} so far:")
+            lines.extend(f"    {i}. {b.describe_build()}" for i, b in enumerate(self.builds, 1))
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -75,8 +102,9 @@ def publish(report):
 
 
 def last_compile_report():
-    """The CompileReport of the last graph the "ember" torch.compile backend compiled (for
-    one set of input shapes), or None: print() it to see the partitions Ember runs and what
-    stayed in PyTorch, and why."""
+    """The CompileReport of the last build of the "ember" torch.compile backend (of one
+    graph, for one set of input shapes or for ranges of its symbolic sizes), or None:
+    print() it to see the partitions Ember runs, what stayed in PyTorch and why, and how
+    many builds its graph took (.builds)."""
     with _lock:
         return _last[0] if _last else None

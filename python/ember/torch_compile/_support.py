@@ -32,18 +32,31 @@ def _ember_dtype(value):
         return False
 
 
+def is_size_node(node):
+    """Does this node compute a size or check one (aten.sym_size, arithmetic on sizes,
+    torch.export's run-time asserts), not a tensor? Such nodes stay in PyTorch, where they
+    cost nothing, and an Ember partition takes the sizes it needs as ir.Dims."""
+    val = node.meta.get("val")
+    if isinstance(val, (torch.SymInt, torch.SymBool, int, bool)):
+        return True
+    return val is None and not any(isinstance(a.meta.get("val"), torch.Tensor)
+                                   for a in node.all_input_nodes)
+
+
 class EmberSupport(OperatorSupportBase):
     """is_node_supported by trial conversion; `reasons` maps each rejected node to why.
     `constants` maps placeholder nodes holding constant tensors (torch.export's lifted
-    constants) to those tensors, which the converters may read."""
+    constants) to those tensors, which the converters may read; `symbols` (the frontend's
+    Symbols) turns symbolic sizes into ir.Dims."""
 
-    def __init__(self, constants):
+    def __init__(self, constants, symbols):
         self.constants = constants
+        self.symbols = symbols
         self.reasons = {}
         self._trials = {}  # node -> converted value (for getitem)
 
     def is_node_supported(self, submodules, node):
-        if node.op != "call_function":
+        if node.op != "call_function" or is_size_node(node):
             return False
         if node not in self._trials:
             try:
@@ -69,11 +82,12 @@ class EmberSupport(OperatorSupportBase):
         for arg in node.all_input_nodes:
             env[arg] = self._stand_in(arg)
         cx = _aten.Converter({})
+        cx.symbols = self.symbols
         result = _convert_node(cx, node, env, fx_values(env))
         if cx.problems:
             op, _, detail = cx.problems[0]
             raise EmberError(detail or f"Ember does not support {op}")
-        _check_like(result, node.meta.get("val"))
+        _check_like(result, node.meta.get("val"), self.symbols)
         return result
 
     def _trial_getitem(self, node):
@@ -94,13 +108,32 @@ class EmberSupport(OperatorSupportBase):
         if isinstance(val, torch.Tensor):
             if not _ember_dtype(val):
                 raise EmberError(f"input '{arg.name}' has dtype {val.dtype}, which Ember lacks")
-            return ir.var(arg.name, list(val.shape), _aten.dtype_name(val.dtype))
+            return ir.var(arg.name, self.symbols.shape(val.shape), _aten.dtype_name(val.dtype))
+        if isinstance(val, torch.SymInt):
+            return self.symbols.size(val)  # a size computed in PyTorch (aten.sym_size)
         if isinstance(val, (list, tuple)) and arg.op == "call_function":
             # A multi-output producer (its outputs are read through getitem).
             raise EmberError(f"it takes the tuple result of {arg.target} whole")
         if val is None or isinstance(val, (int, float, bool)):
             return val
         raise EmberError(f"input '{arg.name}' is a {type(val).__name__}")
+
+
+class ConcreteSizes:
+    """The frontend's Symbols interface (size, shape) with every symbolic size evaluated at
+    one call's sizes: EmberSupport with it says which nodes Ember would take at static
+    sizes."""
+
+    def __init__(self, binding):
+        self.binding = binding  # sympy symbol -> int
+
+    def size(self, value):
+        if isinstance(value, torch.SymInt):
+            return int(value.node.expr.xreplace(self.binding))
+        return int(value)
+
+    def shape(self, shape):
+        return [self.size(s) for s in shape]
 
 
 def _flat_vals(val):
@@ -111,17 +144,21 @@ def _flat_vals(val):
         yield val
 
 
-def _check_like(result, val):
+def _check_like(result, val, symbols):
     """Ember's result must have PyTorch's shapes and dtypes (no silent difference)."""
     if isinstance(val, torch.Tensor):
         if not isinstance(result, Expr):
             raise EmberError("Ember's converter gives no tensor for it")
-        want = (list(val.shape), _aten.dtype_name(val.dtype))
+        want = (symbols.shape(val.shape), _aten.dtype_name(val.dtype))
         got = (list(result.shape), result.dtype)
         if want != got:
-            raise EmberError(f"Ember's result would be {got[1]}{got[0]}, PyTorch's is "
-                             f"{want[1]}{want[0]}")
+            raise EmberError(f"Ember's result would be {got[1]}{_str(got[0])}, PyTorch's is "
+                             f"{want[1]}{_str(want[0])}")
     elif isinstance(val, (list, tuple)) and isinstance(result, (list, tuple)):
         for r, v in zip(result, val):
             if r is not None and isinstance(v, torch.Tensor):
-                _check_like(r, v)
+                _check_like(r, v, symbols)
+
+
+def _str(shape):
+    return "[" + ", ".join(str(s) for s in shape) + "]"
