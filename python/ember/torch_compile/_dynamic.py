@@ -25,8 +25,8 @@ is (_compile.py; the report's note says why), when torch.export cannot keep the 
 symbolic, a partition fails to build (a convolution over run-time spatial sizes), an op
 Ember takes at the call's static sizes is refused at run-time sizes (a stride-2
 convolution's floor-divided output size: _plan._check_static_only), or its first call
-differs from PyTorch's result (_compile._disagreement: run-time sizes are new, and a few
-fusions of them still compute wrong values).
+differs from PyTorch's result (_compile._disagreement: run-time sizes are new; a check on
+the first call guards against what they may still get wrong).
 """
 import torch
 
