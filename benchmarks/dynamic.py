@@ -253,6 +253,7 @@ def measure_shape(name, spec, shape, inputs, expected, built, threads, sessions,
                              rotate=True)
     for eng in engines:
         row["ms"][eng.name] = result[eng.name][0]
+        row.setdefault("samples_ms", {})[eng.name] = result[eng.name][2]
         if eng.name != "torch":
             a, r, ok = e2e.check(eng.outputs(), expected)
             row["check"][eng.name] = {"abs": a, "rel": r, "ok": bool(ok)}
