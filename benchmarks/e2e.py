@@ -172,8 +172,10 @@ def _as_list(out):
     return [o.detach().numpy().copy() for o in out]
 
 
-def ember_engine(lib, inputs):
-    m = ember.GraphModule(lib)
+def ember_engine(lib, inputs, module=None):
+    """module: a GraphModule of `lib` to reuse (a dynamic-shape build run at several input
+    shapes keeps one module); a new one by default."""
+    m = module if module is not None else ember.GraphModule(lib)
     for i, x in enumerate(inputs):
         m.set_input(i, x.numpy())
     n = m.get_num_outputs()
@@ -203,24 +205,36 @@ def compile_engine(model, inputs):
     return Engine("compile", call, lambda: _as_list(last["out"]), time.perf_counter() - t0)
 
 
-def export_onnx(model, inputs, path):
+def export_onnx(model, inputs, path, input_names=None, dynamic_shapes=None):
     """torch.onnx.export to `path`: the TorchScript exporter (dynamo=False) first, the
-    torch.export-based one if that fails. Returns the exporter used."""
-    names = [f"in{i}" for i in range(len(inputs))]
+    torch.export-based one if that fails. Returns the exporter used. input_names: the ONNX
+    inputs' names (default in0, in1, ...). dynamic_shapes: {input name: {axis: torch.export
+    Dim}} for one model over a range of shapes (symbolic dims): the TorchScript exporter gets
+    them as dynamic_axes named after the Dims, the other one as they are (its keys are then
+    the forward's argument names, so name the inputs after them)."""
+    names = list(input_names) if input_names else [f"in{i}" for i in range(len(inputs))]
     errors = []
     for dynamo in (False, True):
+        kwargs = {}
+        if dynamic_shapes and dynamo:
+            kwargs["dynamic_shapes"] = dynamic_shapes
+        elif dynamic_shapes:
+            kwargs["dynamic_axes"] = {name: {axis: dim.__name__ for axis, dim in axes.items()}
+                                      for name, axes in dynamic_shapes.items()}
         try:
             with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
                 warnings.simplefilter("ignore")
-                torch.onnx.export(model, tuple(inputs), path, dynamo=dynamo, input_names=names)
+                torch.onnx.export(model, tuple(inputs), path, dynamo=dynamo, input_names=names,
+                                  **kwargs)
             return "dynamo" if dynamo else "torchscript"
         except Exception as e:  # noqa: BLE001  (any exporter failure: try the other one)
             errors.append(f"dynamo={dynamo}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
     raise RuntimeError("torch.onnx.export failed: " + "; ".join(errors))
 
 
-def ort_engine(path, inputs, threads, spinning=True):
-    """spinning=False: ORT's intra-op threads block instead of spinning for work (its
+def ort_session(path, threads, spinning=True):
+    """An ONNX Runtime CPU session at `threads` intra-op threads (inter-op 1, sequential).
+    spinning=False: ORT's intra-op threads block instead of spinning for work (its
     session.intra_op.allow_spinning; on by default)."""
     import onnxruntime as ort
     opts = ort.SessionOptions()
@@ -229,8 +243,14 @@ def ort_engine(path, inputs, threads, spinning=True):
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+
+
+def ort_engine(path, inputs, threads, spinning=True, session=None):
+    """Runs the ONNX model at `path` in a new ort_session(path, threads, spinning), or in
+    `session` (one session of a model with symbolic dims serves every input shape)."""
     t0 = time.perf_counter()
-    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    sess = session if session is not None else ort_session(path, threads, spinning)
     feed = {i.name: x.numpy() for i, x in zip(sess.get_inputs(), inputs)}
     last = {}
 
@@ -259,10 +279,11 @@ def check(outputs, expected):
     return err, err / max(scale, 1e-30), err <= ATOL + RTOL * scale
 
 
-def measure(engines, rounds, repeat, seconds, warmup_s):
+def measure(engines, rounds, repeat, seconds, warmup_s, rotate=False):
     """Interleaved timing. Each engine gets warm-up calls (at least 2, up to warmup_s), then
-    `rounds` rounds in which each engine makes its calls back to back. Returns
-    {engine: (median ms, calls per round, all times)}."""
+    `rounds` rounds in which each engine makes its calls back to back. rotate: round r
+    starts with engine r mod len(engines), so no engine always follows the same one.
+    Returns {engine: (median ms, calls per round, all times)}."""
     per_round = {}
     for e in engines:
         times, t_start = [], time.perf_counter()
@@ -273,8 +294,9 @@ def measure(engines, rounds, repeat, seconds, warmup_s):
         typical = min(times[1:])
         per_round[e.name] = repeat if repeat else max(1, min(1000, int(seconds / typical)))
     samples = {e.name: [] for e in engines}
-    for _ in range(rounds):
-        for e in engines:
+    for r in range(rounds):
+        k = r % len(engines) if rotate else 0
+        for e in engines[k:] + engines[:k]:
             n, out = per_round[e.name], samples[e.name]
             for _ in range(n):
                 t0 = time.perf_counter()
