@@ -293,7 +293,7 @@ def _import_exported(program, inputs, input_names, dynamic_shapes=None):
                 raise EmberError(f"from_pytorch: input '{node.name}' of kind {spec.kind.name} "
                                  "is not supported")
         elif node.op == "call_function" and isinstance(node.meta.get("val"), torch.SymInt):
-            env[node] = symbols.size(node.meta["val"])  # sym_size, and arithmetic on sizes
+            env[node] = _size(symbols, node.meta["val"])  # sym_size, and arithmetic on sizes
         elif node.op == "call_function":
             env[node] = _convert_node(cx, node, env, value)
         elif node.op == "output":
@@ -303,6 +303,15 @@ def _import_exported(program, inputs, input_names, dynamic_shapes=None):
         else:  # get_attr of submodules: control-flow operators (torch.cond, while_loop)
             env[node] = MISSING
     return cx, user_vars, outputs
+
+
+def _size(symbols, value):
+    """A torch size as an int or ir.Dim; MISSING for one that depends on the data (nonzero's
+    count, u0): the op that makes it is reported as unsupported, and what uses it is skipped."""
+    try:
+        return symbols.size(value)
+    except EmberError:
+        return MISSING
 
 
 def fx_values(env):
@@ -357,7 +366,10 @@ def _convert_node(cx, node, env, value):
                             "tensor; write it out of place (torch.where, torch.cat)"))
         return MISSING
     val = node.meta.get("val")
-    cx.meta_shape = cx.symbols.shape(val.shape) if isinstance(val, torch.Tensor) else None
+    cx.meta_shape = None
+    if isinstance(val, torch.Tensor) and all(_size(cx.symbols, n) is not MISSING
+                                             for n in val.shape):
+        cx.meta_shape = cx.symbols.shape(val.shape)
     result = cx.convert(name, str(target), names, values, evaluate, where)
     if writes:
         env[node.args[0]] = result  # in-place (relu_): later uses of the input see the result
