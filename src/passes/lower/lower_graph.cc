@@ -174,8 +174,8 @@ PrimFunc with_group_types(PrimFunc f, const Function& group) {
   std::vector<TensorType> types;
   for (auto& p : group->params) types.push_back(p->type.tensor());
   // A kernel over run-time sizes takes them after its inputs (lower_schedule).
-  if (!group_symbols(group).empty())
-    types.push_back(TensorType{{static_cast<int64_t>(group_symbols(group).size())}, DType::Int64});
+  if (const size_t n = group_symbols(group).size())
+    types.push_back(TensorType{{static_cast<int64_t>(n)}, DType::Int64});
   types.push_back(group->body->type.tensor());
   EMBER_CHECK(types.size() == f.params.size(), "kernel ", f.name, " has ", f.params.size(),
               " parameters for a group of ", types.size(), " tensors");
@@ -218,20 +218,19 @@ std::vector<Symbol> group_symbols(const Function& group) {
 
 namespace {
 
-// The run-time shape of a tensor of type `t` over the symbols' variables (null: static).
+// A run-time dimension over the symbols' variables (null: static).
+PrimExpr run_dim(const Dim& d, const std::map<std::string, PrimVar>& vars) {
+  if (d.is_static()) return {};
+  PrimExpr e;
+  for (const Symbol& s : d.symbols) e = e.get() ? e * vars.at(s->name) : PrimExpr(vars.at(s->name));
+  if (d.coef != 1) e = PrimExpr(d.coef) * e;
+  return d.offset == 0 ? e : e + PrimExpr(d.offset);
+}
+
+// The run-time shape of a tensor of type `t` (null entries: static dimensions).
 std::vector<PrimExpr> run_shape(const TensorType& t, const std::map<std::string, PrimVar>& vars) {
   std::vector<PrimExpr> shape;
-  for (const Dim& d : t.dims) {
-    if (d.is_static()) {
-      shape.emplace_back();
-      continue;
-    }
-    PrimExpr e;
-    for (const Symbol& s : d.symbols)
-      e = e.get() ? e * vars.at(s->name) : PrimExpr(vars.at(s->name));
-    if (d.coef != 1) e = PrimExpr(d.coef) * e;
-    shape.push_back(d.offset == 0 ? e : e + PrimExpr(d.offset));
-  }
+  for (const Dim& d : t.dims) shape.push_back(run_dim(d, vars));
   return shape;
 }
 
@@ -330,10 +329,10 @@ PrimFunc with_short_run_parts(const Function& group, const std::string& func,
                               ScheduleChoice& choice) {
   const int64_t rows = used_knob(choice, "tile_rows"), axis = used_knob(choice, "tile_axis");
   const bool gemm = choice.name.rfind("gemm.", 0) == 0 || choice.name.rfind("gemv.", 0) == 0;
-  if (!gemm || group->body->type.is_tuple) return general;
+  if (options.gpu || !gemm || rows <= 1 || group->body->type.is_tuple) return general;
   const TensorType& out = group->body->type.tensor();
   const int64_t a = axis > 0 ? axis - 1 : out.ndim() - 2;
-  if (options.gpu || !gemm || rows <= 1 || !out.symbolic() || a < 0) return general;
+  if (!out.symbolic() || a < 0) return general;
   const Dim run_rows = out.dim(static_cast<size_t>(a));
   if (run_rows.is_static() || run_rows.min() >= rows) return general;
   // The run's rows over the general kernel's symbol variables (its first lets).
@@ -354,8 +353,7 @@ PrimFunc with_short_run_parts(const Function& group, const std::string& func,
     return general;  // a count the schedule cannot tile: every run takes the general kernel
   }
   parts.emplace_back(run_rows.max(), std::move(general));
-  PrimFunc f =
-      dispatch_by_range(func, run_shape(TensorType::of({run_rows}, out.dtype), vars)[0], parts);
+  PrimFunc f = dispatch_by_range(func, run_dim(run_rows, vars), parts);
   choice.name += "+runs(" + to_string(run_rows) + "=" + counts + ")";
   return f;
 }

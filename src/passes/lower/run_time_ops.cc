@@ -95,11 +95,12 @@ std::string run_time_refusal(const CallNode& c) {
                : "";
   if (op == "nn.instance_norm")
     return any_from(rt, 2) ? "it normalises over a run-time height or width" : "";
-  if (op == "concatenate")
+  if (op == "concatenate") {
+    const int64_t axis = norm_axis(c.attrs.get_int("axis", 0), in.ndim());
     for (auto& a : c.args)
-      if (run_time_axes(a->type.tensor()).count(norm_axis(c.attrs.get_int("axis", 0), in.ndim())))
-        return "it joins along a run-time axis";
-  if (op == "concatenate") return "";
+      if (run_time_axes(a->type.tensor()).count(axis)) return "it joins along a run-time axis";
+    return "";
+  }
   if (op == "nn.pad") {
     const std::vector<int64_t> w = c.attrs.get_ints("pad_width", {});
     for (int64_t a : rt)
