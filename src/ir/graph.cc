@@ -180,8 +180,9 @@ Expr var(const std::string& name, TensorType type) {
     bool ok = type.dims.size() == type.shape.size();
     for (size_t i = 0; ok && i < type.dims.size(); ++i)
       ok = type.dims[i].max() == type.shape[i] && type.dims[i].min() >= 0;
-    if (!ok) fail("input '", name, "': its run-time dimensions ", to_string(type),
-                  " do not match its sizes; make its type with TensorType::of");
+    if (!ok)
+      fail("input '", name, "': its run-time dimensions ", to_string(type),
+           " do not match its sizes; make its type with TensorType::of");
   }
   checked_nbytes(type.shape, dtype_bytes(type.dtype), "input '" + name + "'");
   return std::make_shared<VarNode>(name, std::move(type));
@@ -362,21 +363,66 @@ Function rewrite(const Function& f, const RewriteFn& fn) {
   return function(params, body, f->name);
 }
 
-Function bind_symbols(const Function& f, const Binding& b) {
+std::vector<Symbol> function_symbols(const Function& f) {
+  std::vector<Symbol> out;
+  for (auto& p : f->params)
+    out = merge_symbols(out, symbols_of(p->type.tensor().dims, f->name), f->name);
+  for (auto& e : post_order(f->body))
+    for (const TensorType& t : e->type.fields)
+      out = merge_symbols(out, symbols_of(t.dims, f->name), f->name);
+  return out;
+}
+
+namespace {
+
+// `f` rebuilt with its parameters' types mapped by `type` and its calls' attributes by
+// `attrs` (the relations then type every other node), nested functions too.
+Function map_sizes(const Function& f, const std::function<TensorType(const TensorType&)>& type,
+                   const std::function<Attrs(const Attrs&)>& attrs) {
   std::map<const ExprNode*, Expr> vars;
   std::vector<Expr> params;
   for (auto& p : f->params) {
-    params.push_back(var(p->name, p->type.tensor().at(b)));
+    params.push_back(var(p->name, type(p->type.tensor())));
     vars[p.get()] = params.back();
   }
   Expr body = rewrite(f->body, [&](const Expr& e, const std::vector<Expr>& in) -> Expr {
     if (e->kind == NodeKind::Var) return vars.count(e.get()) ? vars.at(e.get()) : nullptr;
     auto* c = as<CallNode>(e);
     if (!c) return nullptr;
-    if (c->fn) return call_function(bind_symbols(c->fn, b), in, c->name);
-    return call(c->op, in, c->attrs.at(b), c->name);
+    if (c->fn) return call_function(map_sizes(c->fn, type, attrs), in, c->name);
+    return call(c->op, in, attrs(c->attrs), c->name);
   });
   return function(params, body, f->name);
+}
+
+}  // namespace
+
+Function bind_symbols(const Function& f, const Binding& b) {
+  return map_sizes(
+      f, [&](const TensorType& t) { return t.at(b); }, [&](const Attrs& a) { return a.at(b); });
+}
+
+Function narrow_symbols(const Function& f, const Binding& maxima) {
+  std::map<std::string, Symbol> narrowed;
+  for (const Symbol& s : function_symbols(f))
+    if (auto it = maxima.find(s->name); it != maxima.end() && it->second < s->max)
+      narrowed[s->name] = make_symbol(s->name, s->min, std::max(s->min, it->second));
+  if (narrowed.empty()) return f;
+  auto dims = [&](std::vector<Dim> ds) {
+    for (Dim& d : ds)
+      for (Symbol& s : d.symbols)
+        if (narrowed.count(s->name)) s = narrowed.at(s->name);
+    return ds;
+  };
+  auto type = [&](const TensorType& t) {
+    return t.symbolic() ? TensorType::of(dims(t.dims), t.dtype) : t;
+  };
+  auto attrs = [&](const Attrs& a) {
+    Attrs out = a;
+    for (auto& [key, ds] : a.symbolic()) out = out.with_dims(key, dims(ds));
+    return out;
+  };
+  return map_sizes(f, type, attrs);
 }
 
 Function function(std::vector<Expr> params, Expr body, const std::string& name) {

@@ -349,7 +349,7 @@ class Fuser {
       } catch (const Error& e) {
         // A schedule that cannot serve a candidate over run-time sizes (an index it cannot
         // bound at run time) declines that fusion; on static sizes every error stands.
-        if (group_symbols(fn).empty()) throw;
+        if (function_symbols(fn).empty()) throw;
         c.fails = e.what();
         return cost_cache_[members] = c;
       }

@@ -49,27 +49,54 @@ bool is_neg_inf(const Expr& e) {
   return scalar_value(e, &v) && std::isinf(v) && v < 0;
 }
 
-std::vector<int64_t> last2(const Expr& e) {
-  auto& s = e->type.tensor().shape;
-  return s.size() < 2 ? s : std::vector<int64_t>(s.end() - 2, s.end());
+// Shapes are compared as dimensions, run-time ones included (issue 44): two dimensions with
+// the same largest value may still differ in a run.
+std::vector<Dim> last2(const Expr& e) {
+  std::vector<Dim> d = e->type.tensor().all_dims();
+  return d.size() < 2 ? d : std::vector<Dim>(d.end() - 2, d.end());
 }
 
-std::vector<int64_t> batch_of(const Expr& e) {
-  auto& s = e->type.tensor().shape;
-  return s.size() < 2 ? std::vector<int64_t>{} : std::vector<int64_t>(s.begin(), s.end() - 2);
+std::vector<Dim> batch_of(const Expr& e) {
+  std::vector<Dim> d = e->type.tensor().all_dims();
+  return d.size() < 2 ? std::vector<Dim>{} : std::vector<Dim>(d.begin(), d.end() - 2);
 }
 
-int64_t product(const std::vector<int64_t>& v) {
-  int64_t n = 1;
-  for (int64_t d : v) n *= d;
-  return n;
+// Whether `a` and `b` have the same number of elements in every run.
+bool same_product(const std::vector<Dim>& a, const std::vector<Dim>& b) {
+  auto product = [](const std::vector<Dim>& v) {
+    Dim n = 1;
+    for (const Dim& d : v) n = n * d;
+    return n;
+  };
+  try {
+    return product(a) == product(b);
+  } catch (const Error&) {
+    return false;  // a product of no run-time form (seq * seq): not a batch reshape we know
+  }
 }
 
-// A constant bool [.., L, S] mask (leading dims 1) that is tril: keeps j <= i.
-bool is_causal_mask(const Expr& e, int64_t L, int64_t S) {
-  auto* c = as<ConstantNode>(e);
-  if (!c || c->value.dtype() != DType::Bool || c->value.numel() != L * S) return false;
-  if (last2(e) != std::vector<int64_t>{L, S}) return false;
+// Whether strided_slice `s` keeps the leading part of its input (begins 0, steps 1).
+bool leading_part(const CallNode& s) {
+  for (int64_t b : s.attrs.get_ints("begin", {}))
+    if (b != 0) return false;
+  for (int64_t step : s.attrs.get_ints("strides", {}))
+    if (step != 1) return false;
+  return true;
+}
+
+// A constant bool [.., L, S] mask (leading dims 1) that is tril: keeps j <= i. Over run-time
+// sizes, the leading [L, S] of one made at their maxima (the frontend's form), a tril too.
+bool is_causal_mask(const Expr& e, const Dim& L_dim, const Dim& S_dim) {
+  if (last2(e) != std::vector<Dim>{L_dim, S_dim}) return false;
+  Expr whole = e;
+  while (auto* s = op_call(whole, "strided_slice")) {
+    if (!leading_part(*s)) return false;
+    whole = s->args[0];
+  }
+  auto* c = as<ConstantNode>(whole);
+  if (!c || c->value.dtype() != DType::Bool || c->value.shape().size() < 2) return false;
+  const int64_t L = c->value.shape().end()[-2], S = c->value.shape().back();
+  if (c->value.numel() != L * S) return false;
   const uint8_t* d = c->value.data_as<uint8_t>();
   for (int64_t i = 0; i < L; ++i)
     for (int64_t j = 0; j < S; ++j)
@@ -84,7 +111,7 @@ struct Match {
   bool drop_mask = false;     // mask is True where scores are dropped: logical_not it
   bool causal = false;
   double scale = 1.0;
-  std::vector<int64_t> batch;  // the softmax's batch dimensions
+  std::vector<Dim> batch;  // the softmax's batch dimensions
   std::vector<std::string> names;
 };
 
@@ -109,8 +136,8 @@ class Matcher {
     note(sm, m);
     m->batch = batch_of(sm);
     auto [L, S] = std::pair{last2(sm)[0], last2(sm)[1]};
-    if (product(batch_of(pv->args[0])) != product(m->batch) ||
-        product(batch_of(pv->args[1])) != product(m->batch))
+    if (!same_product(batch_of(pv->args[0]), m->batch) ||
+        !same_product(batch_of(pv->args[1]), m->batch))
       return false;
     m->v = pv->args[1];
     if (!match_masks(softmax->args[0], L, S, m)) return false;
@@ -141,7 +168,7 @@ class Matcher {
   }
 
   // X = masks over the scaled scores; tries each operand of an add as the scores.
-  bool match_masks(const Expr& x, int64_t L, int64_t S, Match* m) {
+  bool match_masks(const Expr& x, const Dim& L, const Dim& S, Match* m) {
     const TensorType& t = x->type.tensor();
     if (!inner(x)) return false;
     if (auto* w = op_call(x, "where")) {
@@ -212,8 +239,8 @@ class Matcher {
       return false;
     if (!mm || !inner(qk)) return false;
     note(qk, m);
-    if (product(batch_of(mm->args[0])) != product(m->batch) ||
-        product(batch_of(mm->args[1])) != product(m->batch))
+    if (!same_product(batch_of(mm->args[0]), m->batch) ||
+        !same_product(batch_of(mm->args[1]), m->batch))
       return false;
     m->q = mm->args[0];
     // K^T through batch reshapes; a transpose of the last two axes gives K itself.
@@ -239,7 +266,7 @@ class Matcher {
 
 // `x` ([.., rows, cols], batch flattened or not) with the batch dimensions `batch`. A
 // reshape only moves batch boundaries, so its input serves as well as it.
-Expr with_batch(const Expr& x, const std::vector<int64_t>& batch, const std::string& name) {
+Expr with_batch(const Expr& x, const std::vector<Dim>& batch, const std::string& name) {
   Expr e = x;
   while (auto* r = op_call(e, "reshape")) {
     if (last2(r->args[0]) != last2(e) || r->args[0]->type.tensor().ndim() < 2) break;
@@ -247,9 +274,9 @@ Expr with_batch(const Expr& x, const std::vector<int64_t>& batch, const std::str
   }
   if (batch_of(e) == batch) return e;
   if (batch_of(x) == batch) return x;
-  std::vector<int64_t> shape = batch;
-  for (int64_t d : last2(e)) shape.push_back(d);
-  return call("reshape", {e}, Attrs({{"newshape", shape}}), name);
+  std::vector<Dim> shape = batch;
+  for (const Dim& d : last2(e)) shape.push_back(d);
+  return call("reshape", {e}, Attrs().with_dims("newshape", shape), name);
 }
 
 }  // namespace
@@ -259,9 +286,6 @@ Function recognize_attention(const Function& f) {
   std::map<const ExprNode*, Match> matches;
   for (auto& e : post_order(f->body)) {
     Match m;
-    // nn.attention's own loop nest takes no run-time sizes yet (issue 44): over a range,
-    // the batch_matmul, softmax and batch_matmul stay, scheduled as any other group.
-    if (!e->type.is_tuple && e->type.tensor().symbolic()) continue;
     if (matcher.match(e, &m)) {
       matches[e.get()] = m;
     } else if (auto* r = op_call(e, "reshape");
@@ -314,7 +338,7 @@ Function recognize_attention(const Function& f) {
     }
     const TensorType& want = e->type.tensor();
     if (out->type.tensor() == want) return out;
-    return call("reshape", {out}, Attrs({{"newshape", want.shape}}), name);
+    return call("reshape", {out}, Attrs().with_dims("newshape", want.all_dims()), name);
   });
 }
 

@@ -80,6 +80,43 @@ def test_gpt2_block_one_build_serves_every_length_and_batch():
     check_text_model(transformers.GPT2Model(config).eval(), RUNS)
 
 
+class CausalSelfAttention(torch.nn.Module):
+    def __init__(self, width=64, heads=4):
+        super().__init__()
+        self.heads, self.qkv = heads, torch.nn.Linear(width, 3 * width)
+
+    def forward(self, x):
+        b, s, w = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.heads, w // self.heads).permute(2, 0, 3, 1, 4)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return y.transpose(1, 2).reshape(b, s, w)
+
+
+def test_causal_attention_over_run_time_lengths_is_one_attention_kernel():
+    # SDPA's is_causal over a run-time length: the causal mask is the leading part of one made
+    # at the maximum, which RecognizeAttention reads as causality (nn.attention's own loop
+    # nest, its query blocks chosen per part of the range), with and without that pass.
+    torch.manual_seed(0)
+    model = CausalSelfAttention().eval()
+    shapes = ({0: Dim("batch", min=1, max=4), 1: Dim("seq", min=1, max=200)},)
+    lib = None
+    for disabled in ([], ["RecognizeAttention"]):
+        mod, params = ember.frontend.from_pytorch(model, (torch.randn(2, 8, 64),),
+                                                  dynamic_shapes=shapes)
+        with ember.transform.PassContext(opt_level=3, disabled_passes=disabled):
+            lib = ember.build(mod, target="llvm", params=params)
+        fused = "nn.attention" in str(lib.function)
+        assert fused == (not disabled)
+        assert not fused or "causal=1" in str(lib.function)
+        m = ember.GraphModule(lib)
+        for batch, seq in ((1, 1), (2, 9), (1, 70), (3, 200)):
+            x = torch.randn(batch, seq, 64)
+            with torch.no_grad():
+                want = model(x).numpy()
+            got = m(x=x.numpy()).numpy()
+            np.testing.assert_allclose(got, want, atol=2e-5, rtol=0, err_msg=f"{batch}x{seq}")
+
+
 def test_resnet50_dynamic_batch():
     torch.manual_seed(0)
     model = models.resnet50(width=64, classes=1000).eval()

@@ -85,9 +85,7 @@ class Attrs {
   /// The attributes with every run-time dimension evaluated at `b`.
   Attrs at(const Binding& b) const;
   const std::map<std::string, AttrValue>& values() const { return values_; }
-  bool operator==(const Attrs& o) const {
-    return values_ == o.values_ && symbolic_ == o.symbolic_;
-  }
+  bool operator==(const Attrs& o) const { return values_ == o.values_ && symbolic_ == o.symbolic_; }
 
  private:
   std::map<std::string, AttrValue> values_;
@@ -194,9 +192,18 @@ Expr tuple_get_item(Expr tuple, int64_t index, const std::string& name = "");
 /// Every free Var in body must be in params (ember::Error naming the missing input).
 Function function(std::vector<Expr> params, Expr body, const std::string& name = "main");
 
+/// The symbols of every type in `f` (its parameters and nodes), each once, sorted by name:
+/// the order in which a kernel of a group reads them from its shape argument, and the
+/// executor numbers a graph's.
+std::vector<Symbol> function_symbols(const Function& f);
+
 /// `f` with its symbols bound to `b`: the static graph of one run's sizes (every symbol of
 /// `f` must be bound).
 Function bind_symbols(const Function& f, const Binding& b);
+/// `f` for the runs in which each symbol named in `maxima` is at most that value (and its
+/// range's minimum): its types' static shapes shrink with the ranges (a kernel for the
+/// short runs of a range is scheduled for them).
+Function narrow_symbols(const Function& f, const Binding& maxima);
 
 /// Re-runs every type relation over the graph (rebuilding nothing) and throws on mismatch;
 /// passes call it to check what they produced.

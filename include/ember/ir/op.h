@@ -100,6 +100,9 @@ struct Op {
   ConstantCheck check_constants;  // optional
   /// Optional: the op's own kernel when it is alone in its group (see LowerRule).
   LowerRule lower;
+  /// Whether `lower` builds kernels over run-time sizes (passes::KernelSymbols); a group of
+  /// run-time sizes is refused otherwise (issue 44).
+  bool lower_takes_run_time_sizes = false;
   /// Optional fusion trait: the anchors this op (as the first anchor) pairs with.
   TwoAnchorRule two_anchor;
   /// The name fusion patterns use ("conv2d" for nn.conv2d and nn.conv2d_blocked); empty:

@@ -45,8 +45,8 @@ struct LoopPass {
 const std::vector<LoopPass>& cpu_loop_passes();
 
 struct LoweredGraph {
-  std::vector<ir::PrimFunc> funcs;
-  std::vector<runtime::KernelReport> kernels;  // parallel to funcs
+  std::vector<ir::PrimFunc> funcs;             // one per distinct loop nest (kernels may share one)
+  std::vector<runtime::KernelReport> kernels;  // parallel to graph.kernels
   runtime::ExecGraph graph;
 };
 
@@ -96,16 +96,14 @@ ir::TensorType flat_pixel_type(const ir::Function& group, const ir::Expr& node,
                                const MachineModel& machine);
 /// The group's result as a tensor expression over placeholders for its params (`inputs`),
 /// for the target `machine` describes. Where the group's types have run-time dimensions,
-/// `live` (when given) receives their symbols (group_symbols' order) and the run-time
+/// `live` (when given) receives their symbols (function_symbols' order) and the run-time
 /// shapes of its inputs, op results and output, for Schedule::live().
 ir::Tensor group_compute(const ir::Function& group, std::vector<ir::Tensor>& inputs,
                          const MachineModel& machine, LiveExtents* live = nullptr);
-/// The symbols of the group's types, sorted by name: the order of its kernel's shape_args.
-std::vector<ir::Symbol> group_symbols(const ir::Function& group);
 
 /// Lowers every call of `f` (op calls one kernel each, fused groups one kernel per group); view ops
 /// (reshape, flatten) become executor views, constants become parameters, and the function's inputs
-/// stay inputs in order.
+/// stay inputs in order. Kernels whose loop nests are the same share one function.
 LoweredGraph lower_graph(const ir::Function& f, const LowerOptions& options);
 
 }  // namespace ember::passes

@@ -10,6 +10,7 @@ from .._ember import EmberError
 from ._aten_registry import (CONVERTERS, Args, _axis, _pads, _pair, binary, broadcast_to, cast,
                              converts, dtype_name, matmul, reshape, slice_axis, split, swap_last,
                              take_const, transpose, zero_pad)
+from ._sizes import is_dim
 
 
 def linear(cx, x, weight, bias):
@@ -36,7 +37,13 @@ def attention(cx, q, k, v, mask=None, mask_keeps=True, is_causal=False, scale=No
     scores = binary(cx, "multiply", scores, scale)
     length, source = scores.shape[-2:]
     if is_causal:
-        keep = cx.const(np.tril(np.ones((length, source), dtype=bool)), "bool")
+        # Query i keeps keys j <= i; over run-time sizes, the leading part of the mask made
+        # at their maxima (RecognizeAttention reads it as causality).
+        rows, cols = (size.max if is_dim(size) else size for size in (length, source))
+        keep = cx.const(np.tril(np.ones((rows, cols), dtype=bool)), "bool")
+        for axis, size in enumerate((length, source)):
+            if is_dim(size):
+                keep = slice_axis(cx, keep, axis, 0, size)
         scores = cx.emit("where", [keep, scores, cx.const(-np.inf, scores.dtype)])
     if mask is not None:
         if mask.dtype == "bool":

@@ -63,6 +63,7 @@
 #include <vector>
 
 #include "ember/ir/prim_math.h"
+#include "ember/ir/range_dispatch.h"
 #include "ember/passes/machine_model.h"
 #include "ember/support/error.h"
 #include "op_util.h"
@@ -242,13 +243,17 @@ struct Operands {
   PrimFunc f;
   Buffer q, k, v, mask, out;
   DType t;
-  std::vector<int64_t> batch;
-  int64_t B = 1, L, S, E, Ev;
+  int64_t B = 1, L, S, E, Ev;  // the largest run's sizes (the buffers')
+  // The run's sizes: constants where static, else over the kernel's symbols (issue 44; the
+  // CPU kernel only). The operands lie packed by them in the buffers, as the executor
+  // stores every run-time shape.
+  std::vector<PrimExpr> run_batch, run_mask;
+  PrimExpr run_B = int64_t{1}, run_L, run_S;
   double scale_value;
   PrimExpr scale, neg_inf, zero;
   bool causal;
 
-  Operands(const Function& group, const std::string& func_name) {
+  Operands(const Function& group, const std::string& func_name, const KernelSymbols& run) {
     auto* call = as<CallNode>(group->body);
     EMBER_CHECK(call && call->op && call->op->name == "nn.attention", "group ", group->name,
                 " is not a single nn.attention call");
@@ -258,17 +263,32 @@ struct Operands {
     k = in[1];
     v = in[2];
     if (call->args.size() == 4) mask = in[3];
+    if (!run.empty()) {  // the symbols' values follow the inputs
+      f.params.push_back(run.shape_args);
+      ++f.num_inputs;
+    }
     const TensorType& ot = call->type.tensor();
     out = make_buffer("attention", ot.dtype, ot.shape);
     f.params.push_back(out);
     t = ot.dtype;
     size_t nb = ot.shape.size() - 2;
-    batch.assign(ot.shape.begin(), ot.shape.begin() + nb);
-    for (int64_t d : batch) B *= d;
+    for (size_t d = 0; d < nb; ++d) {
+      B *= ot.shape[d];
+      run_batch.push_back(run.dim(ot.dim(d)));
+      run_B = run_B * run_batch.back();
+    }
+    const TensorType& kt = call->args[1]->type.tensor();
+    if (!ot.dim(nb + 1).is_static() || !kt.dim(nb + 1).is_static())
+      fail("nn.attention '", call->name, "' has run-time feature sizes (", to_string(ot), ", k ",
+           to_string(kt), "); only its batch, query and key counts may vary");
     L = ot.shape[nb];
     Ev = ot.shape[nb + 1];
     S = k->shape[nb];
     E = k->shape[nb + 1];
+    run_L = run.dim(ot.dim(nb));
+    run_S = run.dim(kt.dim(nb));
+    if (mask)
+      for (const Dim& d : call->args[3]->type.tensor().all_dims()) run_mask.push_back(run.dim(d));
     scale_value = attr_float(call->attrs, "scale");
     scale = make_const(t, scale_value);
     causal = attr_int(call->attrs, "causal") != 0;
@@ -280,18 +300,17 @@ struct Operands {
   // dimensions align with the trailing ones of [batch..., L, S].
   PrimExpr mask_index(PrimExpr b, PrimExpr row, PrimExpr col) const {
     std::vector<PrimExpr> full;
-    int64_t inner = B;
-    for (int64_t d : batch) {
-      inner /= d;
-      full.push_back(b / inner % d);
+    for (size_t d = 0; d < run_batch.size(); ++d) {
+      PrimExpr inner = int64_t{1};
+      for (size_t e = d + 1; e < run_batch.size(); ++e) inner = inner * run_batch[e];
+      full.push_back(b / inner % run_batch[d]);
     }
     full.push_back(std::move(row));
     full.push_back(std::move(col));
-    PrimExpr index = int64_t{0};
-    int64_t stride = 1;
+    PrimExpr index = int64_t{0}, stride = int64_t{1};
     for (size_t d = mask->shape.size(); d-- > 0;) {
       if (mask->shape[d] != 1) index = index + full[full.size() - mask->shape.size() + d] * stride;
-      stride *= mask->shape[d];
+      stride = stride * run_mask[d];
     }
     return index;
   }
@@ -355,15 +374,16 @@ struct Blocking {
 };
 
 // Query and key blocks of about kQueryBlock and kKeyBlock, split evenly (so 384 keys are six
-// blocks of 64, 100 two of 50).
-Blocking choose_blocking(const Operands& o, const passes::MachineModel& machine) {
+// blocks of 64, 100 two of 50), for runs of at most L queries and S keys.
+Blocking choose_blocking(const Operands& o, const passes::MachineModel& machine, int64_t L,
+                         int64_t S) {
   const int64_t lanes = machine.lanes(o.t);
-  const int64_t BL = round_up(ceil_div(o.L, ceil_div(o.L, kQueryBlock)), lanes);
-  const int64_t num_kb = ceil_div(o.S, kKeyBlock);
+  const int64_t BL = round_up(ceil_div(L, ceil_div(L, kQueryBlock)), lanes);
+  const int64_t num_kb = ceil_div(S, kKeyBlock);
   return Blocking{lanes,
                   BL,
-                  ceil_div(o.L, BL),
-                  ceil_div(o.S, num_kb),
+                  ceil_div(L, BL),
+                  ceil_div(S, num_kb),
                   num_kb,
                   Panel(BL, machine, o.t),
                   Panel(o.Ev, machine, o.t)};
@@ -376,12 +396,15 @@ PrimExpr maximum(PrimExpr a, PrimExpr b) { return select(b > a, b, a); }
 
 // The CPU kernel of one nn.attention group; build() returns it. Each method is one stage of
 // a task (one batch entry, one block of BL queries); the layouts are transposed so that
-// queries run along the vectors everywhere (see the essay at the top).
+// queries run along the vectors everywhere (see the essay at the top). Over run-time sizes
+// the blocks are chosen for runs of at most `plan_L` queries and `plan_S` keys, and a run's
+// last query and key blocks are padded.
 class CpuKernel {
  public:
   CpuKernel(const Function& group, const std::string& func_name,
-            const passes::MachineModel& machine)
-      : o(group, func_name), k(choose_blocking(o, machine)) {
+            const passes::MachineModel& machine, const KernelSymbols& run, int64_t plan_L,
+            int64_t plan_S)
+      : run(run), o(group, func_name, run), k(choose_blocking(o, machine, plan_L, plan_S)) {
     const DType t = o.t;
     const int64_t BL = k.BL;
     qt = make_buffer("queries_t", t, {o.E, BL}, BufferScope::Local);
@@ -401,9 +424,9 @@ class CpuKernel {
     Stmt body = seq({init(), transpose_queries(), key_blocks()});
     for (const Buffer& buf : {tile, alpha, safe, m_blk, l, m, o_rows, st, qt})
       body = allocate(buf, body);
-    body = let_stmt(row0, PrimExpr(task) % k.num_qb * k.BL, body);
-    body = let_stmt(b, PrimExpr(task) / k.num_qb, body);
-    o.f.body = for_loop(task, 0, o.B * k.num_qb, ForKind::Parallel, body);
+    body = let_stmt(row0, PrimExpr(task) % query_blocks() * k.BL, body);
+    body = let_stmt(b, PrimExpr(task) / query_blocks(), body);
+    o.f.body = run.bind(for_loop(task, 0, o.run_B * query_blocks(), ForKind::Parallel, body));
     verify(o.f);
     return o.f;
   }
@@ -414,17 +437,26 @@ class CpuKernel {
   // Whether the rows of the last query block, or the keys of the last key block, run past
   // L or S (the pad queries repeat the last one and are never stored; the pad keys repeat
   // the last one and score -inf).
-  bool pad_queries() const { return k.num_qb * k.BL != o.L; }
-  bool pad_keys() const { return k.num_kb * k.BS != o.S; }
+  bool pad_queries() const {
+    int64_t L;
+    return !as_int(o.run_L, &L) || k.num_qb * k.BL != L;
+  }
+  bool pad_keys() const {
+    int64_t S;
+    return !as_int(o.run_S, &S) || k.num_kb * k.BS != S;
+  }
+  // The run's query blocks per batch entry and key blocks.
+  PrimExpr query_blocks() const { return (o.run_L + (k.BL - 1)) / k.BL; }
+  PrimExpr key_block_count() const { return (o.run_S + (k.BS - 1)) / k.BS; }
   int64_t query_vectors() const { return k.BL / k.lanes; }
 
   // Prefetches of rows [first, first + count) of `buf` ([rows, width], `rows` in all; rows
   // past the end are not touched), one per cache line.
-  static Stmt prefetch_rows(const Buffer& buf, int64_t rows, int64_t width, PrimExpr first,
+  static Stmt prefetch_rows(const Buffer& buf, PrimExpr rows, int64_t width, PrimExpr first,
                             PrimExpr count) {
     const int64_t line = std::max<int64_t>(1, 64 / dtype_bytes(buf->dtype));
     return serial("pf", count, [&](PrimExpr r) {
-      PrimExpr row = min(first + r, PrimExpr(rows - 1));
+      PrimExpr row = min(first + r, rows - 1);
       return unrolled("pf.l", ceil_div(width, line),
                       [&](PrimExpr c) { return evaluate(prefetch(buf, row * width + c * line)); });
     });
@@ -486,8 +518,8 @@ class CpuKernel {
   Stmt transpose_queries() const {
     PrimExpr factor = make_const(o.t, o.scale_value * (float_mask() ? 1.0 : kLog2E));
     auto element = [&](PrimExpr i, PrimExpr e) {
-      PrimExpr row = pad_queries() ? min(row0 + i, PrimExpr(o.L - 1)) : row0 + i;
-      return store(qt, e * k.BL + i, load(o.q, (b * o.L + row) * o.E + e) * factor);
+      PrimExpr row = pad_queries() ? min(row0 + i, o.run_L - 1) : row0 + i;
+      return store(qt, e * k.BL + i, load(o.q, (b * o.run_L + row) * o.E + e) * factor);
     };
     if (k.lanes <= 1 || k.BL % k.lanes != 0)
       return serial("e", o.E, [&](PrimExpr e) {
@@ -506,27 +538,27 @@ class CpuKernel {
   // of queries (from Q^T).
   Stmt scores(PrimExpr col0) const {
     auto key = [&](PrimExpr j) {  // the key row read for block row j
-      return pad_keys() ? min(col0 + j, PrimExpr(o.S - 1)) : col0 + j;
+      return pad_keys() ? min(col0 + j, o.run_S - 1) : col0 + j;
     };
     auto step = [&](PrimExpr j0, PrimExpr e) -> TileBody {
       return [=, this](PrimExpr r, PrimExpr i, PrimExpr t) {
-        PrimExpr kv = load(o.k, (b * o.S + key(j0 + r)) * o.E + e);
+        PrimExpr kv = load(o.k, (b * o.run_S + key(j0 + r)) * o.E + e);
         return store(tile, t, fma(kv, load(qt, e * k.BL + i), load(tile, t)));
       };
     };
     auto epilogue = [&](PrimExpr j0) -> TileBody {
       return [=, this](PrimExpr r, PrimExpr i, PrimExpr t) {
         PrimExpr j = col0 + j0 + r, row = row0 + i;
-        PrimExpr mask_row = pad_queries() ? min(row, PrimExpr(o.L - 1)) : row;
+        PrimExpr mask_row = pad_queries() ? min(row, o.run_L - 1) : row;
         PrimExpr x = o.masked(load(tile, t), b, row, j, mask_row, key(j0 + r));
-        if (pad_keys()) x = select(j < PrimExpr(o.S), x, o.neg_inf);
+        if (pad_keys()) x = select(j < o.run_S, x, o.neg_inf);
         PrimExpr at = (j0 + r) * k.BL + i;
         return seq({store(st, at, x), store(m_blk, i, maximum(load(m_blk, i), load(st, at)))});
       };
     };
     // While a tile of keys is scored, their value rows are fetched for the product P V.
     auto ahead = [&](PrimExpr j0, int64_t n) {
-      return prefetch_rows(o.v, o.B * o.S, o.Ev, b * o.S + key(j0), PrimExpr(n));
+      return prefetch_rows(o.v, o.run_B * o.run_S, o.Ev, b * o.run_S + key(j0), PrimExpr(n));
     };
     return tiled_product(k.queries, "j.o", k.BS, o.E, step, epilogue, ahead);
   }
@@ -561,10 +593,10 @@ class CpuKernel {
   // could be NaN). Rows of O, not of O^T: the output then needs no transpose. The last key
   // block's tiles go straight to the output, times 1 / l (see key_blocks).
   Stmt weighted_values(PrimExpr col0, bool last) const {
-    PrimExpr keys = pad_keys() ? min(PrimExpr(k.BS), o.S - col0) : PrimExpr(k.BS);
+    PrimExpr keys = pad_keys() ? min(PrimExpr(k.BS), o.run_S - col0) : PrimExpr(k.BS);
     auto step = [&](PrimExpr i0, PrimExpr j) -> TileBody {
       return [=, this](PrimExpr r, PrimExpr d, PrimExpr t) {
-        PrimExpr vv = load(o.v, (b * o.S + col0 + j) * o.Ev + d);
+        PrimExpr vv = load(o.v, (b * o.run_S + col0 + j) * o.Ev + d);
         return store(tile, t, fma(load(st, j * k.BL + i0 + r), vv, load(tile, t)));
       };
     };
@@ -574,18 +606,19 @@ class CpuKernel {
         PrimExpr x = fma(load(o_rows, at), load(alpha, i0 + r), load(tile, t));
         if (!last) return store(o_rows, at, x);
         PrimExpr row = row0 + i0 + r;
-        Stmt out = store(o.out, (b * o.L + row) * o.Ev + d, x * load(l, i0 + r));
-        return pad_queries() ? if_then_else(row < PrimExpr(o.L), out) : out;
+        Stmt out = store(o.out, (b * o.run_L + row) * o.Ev + d, x * load(l, i0 + r));
+        return pad_queries() ? if_then_else(row < o.run_L, out) : out;
       };
     };
     // While a tile of queries is weighted, its share of what comes next is fetched: the
     // next key block's key rows, or after the last block the next task's query rows.
     auto ahead = [&](PrimExpr i0, int64_t n) {
       PrimExpr from = i0 * k.BS / k.BL, to = (i0 + n) * k.BS / k.BL;
-      if (!last) return prefetch_rows(o.k, o.B * o.S, o.E, b * o.S + col0 + k.BS + from, to - from);
+      const PrimExpr keys = o.run_B * o.run_S, queries = o.run_B * o.run_L;
+      if (!last) return prefetch_rows(o.k, keys, o.E, b * o.run_S + col0 + k.BS + from, to - from);
       PrimExpr next = task + 1;
-      PrimExpr first = next / k.num_qb * o.L + next % k.num_qb * k.BL;
-      return prefetch_rows(o.q, o.B * o.L, o.E, first + i0, PrimExpr(n));
+      PrimExpr first = next / query_blocks() * o.run_L + next % query_blocks() * k.BL;
+      return prefetch_rows(o.q, queries, o.E, first + i0, PrimExpr(n));
     };
     return tiled_product(k.features, "i.o", k.BL, keys, step, epilogue, ahead);
   }
@@ -598,8 +631,8 @@ class CpuKernel {
   // attention final store.) l >= 1 wherever a key is unmasked (the max scores exp(0)); a
   // fully masked row still gives 0 * inf = NaN, as 0 / 0 did.
   Stmt key_blocks() const {
-    PrimExpr blocks = k.num_kb;
-    if (o.causal) blocks = min(PrimExpr(k.num_kb), (row0 + (k.BL - 1)) / k.BS + 1);
+    PrimExpr blocks = key_block_count();
+    if (o.causal) blocks = min(blocks, (row0 + (k.BL - 1)) / k.BS + 1);
     auto block = [&](PrimExpr col0, bool last) {
       Stmt start =
           vector_loop("i", k.BL, k.lanes, [&](PrimExpr i) { return store(m_blk, i, load(m, i)); });
@@ -619,6 +652,7 @@ class CpuKernel {
     return seq({rest, last});
   }
 
+  const KernelSymbols& run;
   Operands o;
   Blocking k;
   Buffer qt, st, o_rows, m, l, m_blk, safe, alpha, tile;
@@ -649,6 +683,15 @@ Stmt softmax_step(const Operands& o, const Buffer& state, PrimExpr at, PrimExpr 
   return let_stmt(x, o.masked(dot * o.scale, b, i, j, i, j), update);
 }
 
+// The operands of the forms that take static sizes only (the GPU's and the rows form).
+Operands static_operands(const Function& group, const std::string& func_name) {
+  const KernelSymbols run(group);
+  if (!run.empty())
+    fail("nn.attention '", group->name,
+         "' over run-time sizes has a CPU kernel only (issue 44); build it with static sizes");
+  return Operands(group, func_name, run);
+}
+
 // The GPU's rows per block when the keys can go through shared memory: a block's rows must
 // be of one batch entry (the threads share its K and V), so the count divides L; 64 where
 // that still leaves two blocks per multiprocessor of an H100 (132), else at most 32. 0: the
@@ -668,7 +711,7 @@ int64_t gpu_rows_per_block(const Operands& o) {
 // kGpuKeyTile keys at a time, so each key is read from global memory once per block, not
 // once per row.
 PrimFunc lower_attention_gpu(const Function& group, const std::string& func_name) {
-  Operands o(group, func_name);
+  Operands o = static_operands(group, func_name);
   const int64_t T = gpu_rows_per_block(o);
   if (T == 0)
     return lower_attention_rows(group, func_name, ForKind::GpuBlockX, ForKind::GpuThreadX);
@@ -740,11 +783,40 @@ PrimFunc lower_attention_gpu(const Function& group, const std::string& func_name
   return o.f;
 }
 
+// The CPU kernel, over run-time sizes one per part of the query count's range: blocks of
+// 64 queries and keys, chosen for 512 of them, would compute 64 x 64 scores for a run of 7
+// (pad rows and keys), where a kernel blocked for at most 16 of each computes 16 x 16. The
+// parts end at one and two vectors of queries and at a query block.
+PrimFunc lower_attention_cpu(const Function& group, const std::string& func_name,
+                             const passes::MachineModel& machine) {
+  const KernelSymbols run(group);
+  auto* call = as<CallNode>(group->body);
+  const TensorType &qt = call->args[0]->type.tensor(), &kt = call->args[1]->type.tensor();
+  const Dim L = qt.dim(qt.ndim() - 2), S = kt.dim(kt.ndim() - 2);
+  auto kernel = [&](const std::string& name, int64_t plan_L, int64_t plan_S) {
+    return CpuKernel(group, name, machine, run, plan_L, plan_S).build();
+  };
+  if (L.symbols.size() != 1 || L.coef != 1 || L.offset != 0)
+    return kernel(func_name, L.max(), S.max());
+  const std::string& queries = L.symbols[0]->name;
+  std::vector<std::pair<int64_t, PrimFunc>> parts;
+  const int64_t lanes = machine.lanes(qt.dtype);
+  for (int64_t bound : {lanes, 2 * lanes, kQueryBlock}) {
+    if (bound < L.min() || bound >= L.max() || (!parts.empty() && bound <= parts.back().first))
+      continue;
+    Binding at = max_binding(S.symbols);
+    if (at.count(queries)) at[queries] = bound;
+    parts.emplace_back(bound, kernel(func_name + "_upto" + std::to_string(bound), bound, S.at(at)));
+  }
+  parts.emplace_back(L.max(), kernel(func_name, L.max(), S.max()));
+  return parts.size() == 1 ? parts[0].second : dispatch_by_range(func_name, run.dim(L), parts);
+}
+
 // Builds the kernel of a group holding one nn.attention call (Op::lower).
 PrimFunc lower_attention(const Function& group, const std::string& func_name,
                          const passes::MachineModel& machine, bool gpu) {
   if (gpu) return lower_attention_gpu(group, func_name);
-  return CpuKernel(group, func_name, machine).build();
+  return lower_attention_cpu(group, func_name, machine);
 }
 
 }  // namespace
@@ -754,7 +826,7 @@ PrimFunc lower_attention(const Function& group, const std::string& func_name,
 // loops' kinds: GpuBlockX/GpuThreadX on a GPU, Parallel/Serial to run it on the CPU (tests).
 PrimFunc lower_attention_rows(const Function& group, const std::string& func_name,
                               ForKind block_kind, ForKind thread_kind) {
-  Operands o(group, func_name);
+  Operands o = static_operands(group, func_name);
   const int64_t rows = o.B * o.L, threads = std::min<int64_t>(rows, kRowsPerBlock);
   Buffer acc = make_buffer("out_acc", o.t, {o.Ev}, BufferScope::Local);
   Buffer st = make_buffer("row_state", o.t, {3}, BufferScope::Local);  // max, sum, dot
@@ -796,6 +868,7 @@ namespace {
 const Op* register_attention() {
   Op op{"nn.attention", -1, OpPattern::Opaque, attention_rel, attention_compute};
   op.lower = lower_attention;
+  op.lower_takes_run_time_sizes = true;
   op.attrs = {int_attr("causal", 0, "1: query i attends to keys j <= i"),
               // No default here: the relation fills in 1 / sqrt(E).
               AttrSpec{"scale", AttrKind::Float, std::nullopt, "the scores' factor; 1 / sqrt(E)"}};

@@ -3,12 +3,12 @@
 #include <utility>
 
 #include "ember/ir/op.h"
+#include "ember/ir/range_dispatch.h"
 #include "ember/passes/annotate_loops.h"
 #include "ember/passes/fuse_ops.h"
 #include "ember/passes/fusion_cost.h"
 #include "ember/passes/lower.h"
 #include "ember/passes/machine_model.h"
-#include "ember/passes/range_dispatch.h"
 #include "ember/passes/rolled_epilogues.h"
 #include "ember/passes/row_invariants.h"
 #include "ember/passes/schedule.h"
@@ -174,7 +174,7 @@ PrimFunc with_group_types(PrimFunc f, const Function& group) {
   std::vector<TensorType> types;
   for (auto& p : group->params) types.push_back(p->type.tensor());
   // A kernel over run-time sizes takes them after its inputs (lower_schedule).
-  if (const size_t n = group_symbols(group).size())
+  if (const size_t n = function_symbols(group).size())
     types.push_back(TensorType{{static_cast<int64_t>(n)}, DType::Int64});
   types.push_back(group->body->type.tensor());
   EMBER_CHECK(types.size() == f.params.size(), "kernel ", f.name, " has ", f.params.size(),
@@ -206,26 +206,7 @@ bool has_custom_lowering(const Function& group) {
   return calls.size() == 1 && calls[0]->op->lower;
 }
 
-std::vector<Symbol> group_symbols(const Function& group) {
-  std::vector<Symbol> out;
-  for (auto& p : group->params)
-    out = merge_symbols(out, symbols_of(p->type.tensor().dims, group->name), group->name);
-  for (auto* c : op_calls(group))
-    for (const TensorType& t : c->type.fields)
-      out = merge_symbols(out, symbols_of(t.dims, group->name), group->name);
-  return out;
-}
-
 namespace {
-
-// A run-time dimension over the symbols' variables (null: static).
-PrimExpr run_dim(const Dim& d, const std::map<std::string, PrimVar>& vars) {
-  if (d.is_static()) return {};
-  PrimExpr e;
-  for (const Symbol& s : d.symbols) e = e.get() ? e * vars.at(s->name) : PrimExpr(vars.at(s->name));
-  if (d.coef != 1) e = PrimExpr(d.coef) * e;
-  return d.offset == 0 ? e : e + PrimExpr(d.offset);
-}
 
 // The run-time shape of a tensor of type `t` (null entries: static dimensions).
 std::vector<PrimExpr> run_shape(const TensorType& t, const std::map<std::string, PrimVar>& vars) {
@@ -263,7 +244,7 @@ ir::Tensor run_time_view(const std::string& name, const ir::Tensor& x, const Ten
 ir::Tensor group_compute(const Function& group, std::vector<ir::Tensor>& inputs,
                          const MachineModel& machine, LiveExtents* live) {
   std::map<const ExprNode*, ir::Tensor> te;
-  const std::vector<Symbol> symbols = group_symbols(group);
+  const std::vector<Symbol> symbols = function_symbols(group);
   std::map<std::string, PrimVar> vars;
   if (live) {
     *live = {};
@@ -334,24 +315,42 @@ PrimFunc with_short_run_parts(const Function& group, const std::string& func,
   const int64_t a = axis > 0 ? axis - 1 : out.ndim() - 2;
   if (!out.symbolic() || a < 0) return general;
   const Dim run_rows = out.dim(static_cast<size_t>(a));
-  if (run_rows.is_static() || run_rows.min() >= rows) return general;
+  if (run_rows.is_static()) return general;
   // The run's rows over the general kernel's symbol variables (its first lets).
   std::map<std::string, PrimVar> vars;
   for (Stmt st = general.body; auto* let = st.as<LetStmtNode>(); st = let->body)
     vars.emplace(let->var.name(), let->var);
   std::vector<std::pair<int64_t, PrimFunc>> parts;
   std::string counts;
+  // Runs of up to two general tiles' rows stream the weights twice (a tile and a shifted
+  // one), where one tile of their count, with fewer vectors, streams them once: 7 tokens
+  // in one tile of 7 x 3 vectors rather than two of 4 x 6 (BERT's 768 -> 3072 dense took
+  // 1.18x as long). Counts up to the accumulators a one-vector tile can hold.
+  const int64_t last =
+      std::min({2 * rows - 1, max_accumulators(options.machine), run_rows.max() - 1});
   try {
-    for (int64_t r = std::max<int64_t>(run_rows.min(), 1); r < rows; ++r) {
+    for (int64_t r = std::max<int64_t>(run_rows.min(), 1); r <= last; ++r) {
       ScheduleKnobs knobs;
       knobs.tile_rows = r;
       knobs.tile_axis = axis;
-      parts.emplace_back(r, lower_group(group, func + "_rows" + std::to_string(r), options, knobs));
+      // Lowered for runs of at most r rows (2: an axis of one row is not tiled), so that
+      // its tile of r rows fits the static extents: 7 rows of a tile over 8192 (batch *
+      // seq at most) would be guarded against the last tile's passing them, in the
+      // accumulation.
+      Binding at_most;
+      for (const Symbol& s : run_rows.symbols) at_most[s->name] = std::max<int64_t>(r, 2);
+      ScheduleChoice made;
+      PrimFunc part = lower_group(narrow_symbols(group, at_most),
+                                  func + "_rows" + std::to_string(r), options, knobs, &made);
+      if (r == rows && used_knob(made, "tile_vectors") == used_knob(choice, "tile_vectors"))
+        continue;  // the general tile itself
+      parts.emplace_back(r, std::move(part));
       counts += (counts.empty() ? "" : ",") + std::to_string(r);
     }
   } catch (const Error&) {
     return general;  // a count the schedule cannot tile: every run takes the general kernel
   }
+  if (parts.empty()) return general;
   parts.emplace_back(run_rows.max(), std::move(general));
   PrimFunc f = dispatch_by_range(func, run_dim(run_rows, vars), parts);
   choice.name += "+runs(" + to_string(run_rows) + "=" + counts + ")";
@@ -369,12 +368,14 @@ PrimFunc lower_group(const Function& group, const std::string& func_name,
   ScheduleChoice made;
   if (has_custom_lowering(group)) {
     const ir::Op* op = op_calls(group)[0]->op;
-    if (!group_symbols(group).empty())
+    if (!op->lower_takes_run_time_sizes && !function_symbols(group).empty())
       fail(op->name, " '", group->name,
            "' lowers by its own loop nest, which takes no run-time "
            "sizes yet (issue 44); build it with static sizes");
     f = op->lower(group, func_name, machine, options.gpu);
     made.name = op->name + ".own_loop_nest";
+    if (const std::string parts = dispatch_label(f); !parts.empty())
+      made.name += "+runs(" + parts + ")";  // nn.attention's query blocks per part of a range
   } else {
     std::vector<ir::Tensor> inputs;
     LiveExtents live;
@@ -433,15 +434,6 @@ PrimFunc lower_tuned(const Function& group, const std::string& func, const Lower
 
 namespace {
 
-// The graph's symbols as the executor numbers them (sorted by name), from every type in `f`.
-std::vector<Symbol> graph_symbols(const Function& f) {
-  std::vector<Symbol> out;
-  for (auto& e : post_order(f->body))
-    for (const TensorType& t : e->type.fields)
-      out = merge_symbols(out, symbols_of(t.dims, f->name), f->name);
-  return out;
-}
-
 int symbol_index(const std::vector<runtime::ExecGraph::Symbol>& symbols, const std::string& name) {
   for (size_t i = 0; i < symbols.size(); ++i)
     if (symbols[i].name == name) return static_cast<int>(i);
@@ -453,8 +445,9 @@ int symbol_index(const std::vector<runtime::ExecGraph::Symbol>& symbols, const s
 LoweredGraph lower_graph(const Function& f, const LowerOptions& options) {
   LoweredGraph out;
   runtime::ExecGraph& g = out.graph;
-  for (const Symbol& s : graph_symbols(f)) g.symbols.push_back({s->name, s->min, s->max});
+  for (const Symbol& s : function_symbols(f)) g.symbols.push_back({s->name, s->min, s->max});
   std::map<const ExprNode*, std::vector<int>> values;  // node -> value ids (tuples: several)
+  std::map<std::string, std::string> func_of_code;     // loop IR (unnamed) -> its function
   auto new_value = [&](const TensorType& t) {
     runtime::ExecGraph::Value v{t.shape, t.dtype, {}};
     for (const Dim& d : t.dims) {
@@ -510,14 +503,23 @@ LoweredGraph lower_graph(const Function& f, const LowerOptions& options) {
           break;
         }
         Function group = c->fn ? c->fn : as_group(c);
-        std::string func = symbol_name(group->name, out.funcs.size());
+        std::string func = symbol_name(group->name, g.kernels.size());
         runtime::KernelReport info = describe(group, func);
         ScheduleChoice choice;
         try {
-          out.funcs.push_back(with_short_run_parts(
-              group, func, options, lower_tuned(group, func, options, &info, &choice), choice));
+          PrimFunc f = with_short_run_parts(
+              group, func, options, lower_tuned(group, func, options, &info, &choice), choice);
+          // Kernels with the same loop nest (a transformer's layers) share one function: LLVM
+          // compiles each function once.
+          PrimFunc unnamed = f;
+          unnamed.name.clear();
+          auto [same, added] = func_of_code.emplace(to_string(unnamed), func);
+          if (added)
+            out.funcs.push_back(std::move(f));
+          else
+            func = info.func = same->second;
         } catch (const Error& err) {
-          if (group_symbols(group).empty()) throw;
+          if (function_symbols(group).empty()) throw;
           // Over run-time sizes, say which kernel (the static path's messages name it).
           fail("kernel '", group->name, "' (", fmt_ops(info),
                ") over run-time sizes: ", err.what());
@@ -527,7 +529,7 @@ LoweredGraph lower_graph(const Function& f, const LowerOptions& options) {
         k.name = group->name;
         k.schedule = std::move(choice.name);
         k.schedule_knobs = std::move(choice.knobs);
-        for (const Symbol& s : group_symbols(group))
+        for (const Symbol& s : function_symbols(group))
           k.symbols.push_back(symbol_index(g.symbols, s->name));
         for (auto& a : c->args) k.args.push_back(values.at(a.get()).at(0));
         k.num_inputs = static_cast<int>(c->args.size());

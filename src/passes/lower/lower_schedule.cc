@@ -690,8 +690,13 @@ class ScheduleLowering {
         for (auto it = lets[i].rbegin(); it != lets[i].rend(); ++it)
           inner = let_stmt(it->first, it->second, inner);
       }
-      return for_loop(loop_var[i], PrimExpr(int64_t{0}), run_extent(leaf[i].get()),
-                      st->kind_of(leaf[i]), inner);
+      // A vector whose length is the run's (a run-time axis no longer than one vector: the
+      // scores' columns of a short range) runs as a scalar loop: vectors have fixed lengths.
+      const PrimExpr extent = run_extent(leaf[i].get());
+      ForKind kind = st->kind_of(leaf[i]);
+      int64_t fixed;
+      if (kind == ForKind::Vectorized && !as_int(extent, &fixed)) kind = ForKind::Serial;
+      return for_loop(loop_var[i], PrimExpr(int64_t{0}), extent, kind, inner);
     }
 
     // Wraps the loops from the inside out, the init nest before the reduction loops.

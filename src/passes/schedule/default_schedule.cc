@@ -205,7 +205,10 @@ void OutputTiling::size_register_tile() {
     // would straddle two panels).
     const Tensor vin = vector_input(*reds[0]);
     const bool shift_columns = vin && vin->shape.back() >= last->extent;
-    rt = choose_register_tile(machine, tile_rows, last->extent, o.tensor().dtype(), rows_share,
+    // A tile_rows knob (a short run's part of a range: with_short_run_parts) takes the
+    // vectors that suit that many rows.
+    const int64_t choose_rows = knobs.tile_rows ? std::min(knobs.tile_rows, tile_rows) : tile_rows;
+    rt = choose_register_tile(machine, choose_rows, last->extent, o.tensor().dtype(), rows_share,
                               weights_from_l3(*reds[0], machine, last->extent), panel_k,
                               shift_columns);
     // A one-row tile (a GEMV: a batch-1 dense streams its weights once) may take any number

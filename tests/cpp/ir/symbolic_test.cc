@@ -94,6 +94,30 @@ TEST(Symbolic, RelationsCarrySymbolsThroughABertLayer) {
   infer_types(f);  // the same fit when passes re-check the graph
 }
 
+TEST(Symbolic, NarrowedRangesRetypeTheGraph) {
+  // [batch, seq, 768] -> reshape to [batch*seq, 768] (a size attribute with symbols) -> dense.
+  Expr x = tokens();
+  Expr rows =
+      call("reshape", {x}, Attrs().with_dims("newshape", {Dim::of(kBatch) * Dim::of(kSeq), 768}));
+  Function f = function({x}, call("nn.dense", {rows, weight({64, 768})}));
+  Function g = narrow_symbols(f, {{"seq", 7}, {"other", 3}});
+  EXPECT_EQ(to_string(g->body->type), "float32[batch*seq, 64]");
+  EXPECT_EQ(g->body->type.tensor().shape, (std::vector<int64_t>{16 * 7, 64}));
+  EXPECT_EQ(g->params[0]->type.tensor().shape, (std::vector<int64_t>{16, 7, 768}));
+  const std::vector<Symbol> symbols = function_symbols(g);
+  ASSERT_EQ(symbols.size(), 2u);
+  EXPECT_EQ(symbols[1]->name, "seq");
+  EXPECT_EQ(symbols[1]->min, 1);
+  EXPECT_EQ(symbols[1]->max, 7);
+  EXPECT_EQ(symbols[0]->max, 16);  // batch keeps its range
+  // A wider maximum than the range's leaves it; one under its minimum stops at it.
+  EXPECT_EQ(narrow_symbols(f, {{"seq", 600}}), f);
+  const Symbol long_seq = make_symbol("seq", 8, 512);
+  Expr y = var("y", TensorType::of({Dim::of(long_seq)}, DType::Float32));
+  Function h = narrow_symbols(function({y}, call("nn.relu", {y})), {{"seq", 2}});
+  EXPECT_EQ(h->body->type.tensor().shape, (std::vector<int64_t>{8}));
+}
+
 TEST(Symbolic, WhatARunTimeDimensionCannotBeIsAnErrorNamingTheOp) {
   // Two different symbols do not broadcast: the relation accepts them only where equal.
   Expr a = var("a", TensorType::of({Dim::of(kSeq)}, DType::Float32));

@@ -12,7 +12,7 @@
 
 #include "ember/codegen/codegen.h"
 #include "ember/ir/prim_math.h"
-#include "ember/passes/range_dispatch.h"
+#include "ember/ir/range_dispatch.h"
 #include "ember/passes/schedule.h"
 #include "ember/support/error.h"
 

@@ -88,5 +88,27 @@ TEST(LowerGraph, WindowedConvGroupsRunTheirPixelsAsOneRowWhereTilesFitThemBetter
             (std::vector<int64_t>{1, 1, 7, 7, 16}));
 }
 
+TEST(LowerGraph, KernelsWithTheSameLoopNestShareOneFunction) {
+  // Two layers of dense + relu of the same sizes (other weights), and one of other sizes.
+  Expr x = var("x", TensorType{{4, 32}, DType::Float32});
+  auto layer = [](const Expr& in, int64_t out) {
+    const int64_t k = in->type.tensor().shape.back();
+    Expr w = constant(runtime::NDArray::empty({out, k}, DType::Float32), "w");
+    return call("nn.relu", {call("nn.dense", {in, w})});
+  };
+  Expr y = layer(layer(layer(x, 32), 32), 16);
+  LowerOptions options;
+  options.machine = MachineModel::for_vector_bits(256);
+  LoweredGraph g = lower_graph(function({x}, y), options);
+  ASSERT_EQ(g.graph.kernels.size(), 6u);  // dense and relu of each layer (no FuseOps here)
+  ASSERT_EQ(g.kernels.size(), 6u);
+  EXPECT_EQ(g.funcs.size(), 4u);  // the second layer's kernels are the first's
+  EXPECT_EQ(g.graph.kernels[2].func, g.graph.kernels[0].func);
+  EXPECT_EQ(g.graph.kernels[3].func, g.graph.kernels[1].func);
+  EXPECT_NE(g.graph.kernels[4].func, g.graph.kernels[0].func);
+  for (size_t k = 0; k < g.kernels.size(); ++k)
+    EXPECT_EQ(g.kernels[k].func, g.graph.kernels[k].func);
+}
+
 }  // namespace
 }  // namespace ember::passes

@@ -118,6 +118,36 @@ TEST(RecognizeAttention, AdditiveMaskAndScaleOnTheLeft) {
   EXPECT_DOUBLE_EQ(a->attrs.get_float("scale", 0), 0.5);
 }
 
+TEST(RecognizeAttention, RunTimeBatchAndSequenceLengths) {
+  // The frontend's form of BERT's attention over batch in [1, 16] and seq in [1, 512]:
+  // heads flattened into the batch around each product, an additive padding mask.
+  const Dim batch = Dim::of(make_symbol("batch", 1, 16)), seq = Dim::of(make_symbol("seq", 1, 512));
+  auto tensor = [](const std::string& name, std::vector<Dim> dims) {
+    return var(name, TensorType::of(std::move(dims), DType::Float32));
+  };
+  Expr q = tensor("q", {batch, 3, seq, 8}), k = tensor("k", {batch, 3, seq, 8});
+  Expr v = tensor("v", {batch, 3, seq, 6}), mask = tensor("mask", {batch, 1, 1, seq});
+  auto flat = [&](const Expr& x) {
+    const std::vector<Dim> d = x->type.tensor().all_dims();
+    return call("reshape", {x}, Attrs().with_dims("newshape", {batch * 3, d[2], d[3]}));
+  };
+  Expr kt = call("transpose", {k}, axes({0, 1, 3, 2}));
+  Expr s = call("nn.batch_matmul", {flat(q), flat(kt)});
+  s = call("reshape", {s}, Attrs().with_dims("newshape", {batch, 3, seq, seq}));
+  s = call("add", {call("multiply", {s, scalar(0.25f)}), mask});
+  Expr p = call("nn.softmax", {s}, Attrs({{"axis", int64_t{3}}}));
+  Expr o = call("nn.batch_matmul", {flat(p), flat(v)});
+  o = call("reshape", {o}, Attrs().with_dims("newshape", {batch, 3, seq, 6}));
+  Function f = recognize_attention(function({q, k, v, mask}, o));
+  auto* a = attention_call(f->body);
+  ASSERT_TRUE(a) << to_string(f);
+  EXPECT_EQ(to_string(a->type), "float32[batch, 3, seq, 6]");
+  EXPECT_EQ(a->args[0], q);
+  EXPECT_EQ(a->args[1], k);
+  EXPECT_EQ(a->args[3], mask);
+  infer_types(f);
+}
+
 TEST(RecognizeAttention, LookAlikesAreLeftAlone) {
   Inputs in;
   auto qk = [&] {

@@ -1,14 +1,12 @@
 // dispatch_by_range (range_dispatch.h): the parts' bodies, their parameters swapped for the
 // last part's, in an if-else chain on the extent, under the symbols' lets they share.
-#include "ember/passes/range_dispatch.h"
+#include "ember/ir/range_dispatch.h"
 
 #include <set>
 
 #include "ember/support/error.h"
 
-namespace ember::passes {
-
-using namespace ir;
+namespace ember::ir {
 
 namespace {
 
@@ -82,4 +80,48 @@ PrimFunc dispatch_by_range(const std::string& name, const PrimExpr& extent,
   return PrimFunc{name, last.params, last.num_inputs, body};
 }
 
-}  // namespace ember::passes
+std::string dispatch_label(const PrimFunc& f) {
+  Stmt s = symbol_lets(f.body).second;
+  std::string extent, bounds;
+  while (auto* branch = s.as<IfThenElseNode>()) {
+    auto* test = branch->cond.as<CompareNode>();
+    int64_t bound;
+    if (!test || test->op != CompareOp::LE || !as_int(test->b, &bound) || !branch->else_case.get())
+      break;
+    const std::string tested = to_string(test->a);
+    if (!extent.empty() && tested != extent) break;
+    extent = tested;
+    bounds += (bounds.empty() ? "" : ",") + std::to_string(bound);
+    s = branch->else_case;
+  }
+  return bounds.empty() ? "" : extent + "<=" + bounds;
+}
+
+PrimExpr run_dim(const Dim& d, const std::map<std::string, PrimVar>& vars) {
+  if (d.is_static()) return {};
+  PrimExpr e;
+  for (const Symbol& s : d.symbols) e = e.get() ? e * vars.at(s->name) : PrimExpr(vars.at(s->name));
+  if (d.coef != 1) e = PrimExpr(d.coef) * e;
+  return d.offset == 0 ? e : e + PrimExpr(d.offset);
+}
+
+KernelSymbols::KernelSymbols(const Function& group) {
+  for (const Symbol& s : function_symbols(group)) {
+    order.emplace_back(s->name);
+    vars.emplace(s->name, order.back());
+  }
+  if (!order.empty())
+    shape_args = make_buffer("shape_args", DType::Int64, {static_cast<int64_t>(order.size())});
+}
+
+PrimExpr KernelSymbols::dim(const Dim& d) const {
+  return d.is_static() ? PrimExpr(d.offset) : run_dim(d, vars);
+}
+
+Stmt KernelSymbols::bind(Stmt body) const {
+  for (size_t i = order.size(); i-- > 0;)
+    body = let_stmt(order[i], load(shape_args, PrimExpr(static_cast<int64_t>(i))), body);
+  return body;
+}
+
+}  // namespace ember::ir
