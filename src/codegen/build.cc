@@ -114,6 +114,10 @@ std::shared_ptr<Library> build_library(const ir::Function& f, const std::string&
         "the chosen schedule knobs as build's `tuned` argument");
   const codegen::Target tgt = codegen::parse_target(target);
   const bool cuda = tgt.is_cuda();
+  if (cuda && !ir::function_symbols(f).empty())
+    fail("the model has run-time sizes (", ir::to_string(ir::function_symbols(f)),
+         "); CUDA builds take static sizes only so far (issue 44): build it for the sizes it "
+         "runs at, or for target \"llvm\"");
   // The target CPU's own model (a GPU build's host-side schedules keep the pinned one).
   passes::MachineModel machine =
       cuda ? passes::MachineModel::for_vector_bits(tgt.resolved_vector_bits()) : machine_model(tgt);

@@ -194,6 +194,14 @@ def test_bad_shapes_are_errors_naming_the_symbol_range_and_input():
         m.run()
 
 
+def test_a_cuda_build_over_run_time_sizes_is_a_clear_error():
+    x = ir.var("x", [ir.symbol("rows", 1, 64), 32])
+    w = ir.const(np.ones((16, 32), dtype="float32"))
+    f = ir.Function([x], ir.call("nn.relu", [ir.call("nn.dense", [x, w])]))
+    with pytest.raises(EmberError, match=r"rows in \[1, 64\].*CUDA builds take static sizes"):
+        ember.build(f, target="cuda -arch=sm_80")
+
+
 def test_import_errors_for_ranges_ember_cannot_build():
     model = Mlp().eval()
     with pytest.raises(EmberError, match="no upper bound; give its torch.export.Dim a max"):

@@ -208,6 +208,11 @@ TEST(DynamicGroups, OwnLoopNestsRefuseRunTimeSizes) {
   Expr y = call("topk", {x}, Attrs().with("k", int64_t{2}));
   EXPECT_ERROR_WITH(lower_group(function({x}, y, "top"), "top", LowerOptions{}), "topk",
                     "takes no run-time sizes yet");
+  // nn.attention's takes run-time batch, query and key counts, not feature sizes.
+  Expr q = input("q", {4, Dim::of(kSeq), Dim::of(kSeq)});
+  Expr a = call("nn.attention", {q, q, q}, Attrs().with("scale", 0.125), "self");
+  EXPECT_ERROR_WITH(lower_group(function({q}, a, "att"), "att", LowerOptions{}), "self",
+                    "run-time feature sizes", "only its batch, query and key counts may vary");
 }
 
 }  // namespace
