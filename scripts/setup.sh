@@ -29,7 +29,8 @@ fi
 PY_PACKAGES=("torch==2.13.0" numpy pytest pybind11 scikit-build-core ninja cmake
              onnxruntime onnx onnxscript  # these three: benchmark peers (benchmarks/e2e.py)
              tqdm xgboost-cpu  # ember.tune's progress bar and cost model (CPU-only xgboost)
-             "transformers==5.24.0")  # test extra: real architectures from their configs
+             "transformers==5.24.0"  # test extra: real architectures from their configs
+             "torchao==0.18.0")  # test extra: PT2E-quantized models (issue 45)
 if [[ " $* " == *" --ray "* ]]; then
   PY_PACKAGES+=("ray==2.60.0")
 fi

@@ -24,6 +24,7 @@ from . import _aten_fft  # noqa: F401  (registers torch.fft's converters)
 from . import _aten_activations  # noqa: F401  (registers the activation converters)
 from . import _aten_resize  # noqa: F401  (registers the interpolation converters)
 from . import _aten_scatter  # noqa: F401  (registers the scatter converters)
+from . import _aten_quantized  # noqa: F401  (registers the PT2E quantize / dequantize converters)
 from ._aten_registry import (CONVERTERS, MISSING, REFUSED, _SCALAR_TYPES, Args,  # noqa: F401
                              Complex, Converter, TorchValue, Unavailable, WeightRef, dtype_name,
                              item)

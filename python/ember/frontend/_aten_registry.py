@@ -118,6 +118,10 @@ class Converter:
             # (np.asarray, not np.ascontiguousarray: a 0-d weight stays 0-d.)
             array = np.asarray(tensor.numpy(), order="C") if tensor.dtype != torch.bfloat16 \
                 else None
+            # 8- and 16-bit integers (a PT2E model's frozen int8 weights) widen to int32,
+            # which holds their values: Ember has no narrower integers yet (issue 45).
+            if array is not None and array.dtype.name in ("int8", "uint8", "int16"):
+                array = array.astype(np.int32)
             if array is None or array.dtype.name not in _PROMOTION:
                 raise EmberError(f"weight '{name}' has dtype {tensor.dtype}, which Ember does "
                                  "not support; convert the model with model.float() first")

@@ -1,0 +1,99 @@
+"""PT2E-quantized models (issue 45, first step): torchao's prepare_pt2e / convert_pt2e with
+X86InductorQuantizer give fp32 ops between quantized_decomposed quantize / dequantize nodes;
+Ember imports them and computes the Q/DQ arithmetic in float32 (no int8 kernels yet).
+
+Tolerance: against the converted module run in eager (PyTorch's reference of the quantized
+graph). Ember's convolutions sum in another order, so a value that lands within rounding of
+a quantization step may round to the next integer: the error is measured against the
+reference's own quantization error (reference vs the fp32 model), and must be a small
+fraction of it.
+"""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import ember
+from ember import EmberError
+
+pt2e = pytest.importorskip("torchao.quantization.pt2e.quantize_pt2e")
+x86 = pytest.importorskip("torchao.quantization.pt2e.quantizer.x86_inductor_quantizer")
+
+
+def quantize(model, example, calibration):
+    """The PT2E flow a user runs: export, prepare, calibrate, convert; then the
+    ExportedProgram of the converted module (what from_pytorch takes)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        graph = torch.export.export(model, example).module()
+        quantizer = x86.X86InductorQuantizer()
+        quantizer.set_global(x86.get_default_x86_inductor_quantization_config())
+        prepared = pt2e.prepare_pt2e(graph, quantizer)
+        for x in calibration:
+            prepared(x)
+        converted = pt2e.convert_pt2e(prepared)
+        return converted, torch.export.export(converted, example)
+
+
+def build(program, example, **ctx):
+    mod, params = ember.frontend.from_pytorch(program, example)
+    with ember.transform.PassContext(opt_level=3, **ctx):
+        return ember.GraphModule(ember.build(mod, target="llvm", params=params))
+
+
+class ConvNet(torch.nn.Module):
+    """Conv + BatchNorm + ReLU, a residual block, pooling and a classifier."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1),
+                                        torch.nn.BatchNorm2d(16), torch.nn.ReLU())
+        self.conv = torch.nn.Conv2d(16, 16, 3, padding=1)
+        self.head = torch.nn.Linear(16, 10)
+
+    def forward(self, x):
+        h = self.stem(x)
+        h = torch.relu(self.conv(h) + h)
+        return self.head(torch.nn.functional.adaptive_avg_pool2d(h, 1).flatten(1))
+
+
+@pytest.mark.parametrize("family", ["convnet", "mlp"])
+def test_pt2e_model_matches_the_quantized_reference(family):
+    torch.manual_seed(0)
+    if family == "convnet":
+        model, shape = ConvNet().eval(), (2, 3, 16, 16)
+    else:
+        model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
+                                    torch.nn.Linear(128, 10)).eval()
+        shape = (4, 64)
+    example = (torch.randn(shape),)
+    converted, program = quantize(model, example, [torch.randn(shape) for _ in range(4)])
+    names = {str(n.target) for n in program.graph.nodes if n.op == "call_function"}
+    assert "quantized_decomposed.quantize_per_tensor.default" in names
+    assert "quantized_decomposed.dequantize_per_channel.default" in names
+    fused, unfused = build(program, example), build(program, example, disabled_passes=["FuseOps"])
+    for seed in range(3):
+        x = torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+        with torch.no_grad():
+            want, fp32 = converted(x).numpy(), model(x).numpy()
+        got = fused(x.numpy()).numpy()
+        quantization_error = np.abs(want - fp32).max()
+        assert quantization_error > 0  # the reference is quantized
+        assert np.abs(got - want).max() <= 0.1 * quantization_error, (family, seed)
+        np.testing.assert_allclose(unfused(x.numpy()).numpy(), got,
+                                   atol=0.1 * quantization_error, rtol=0)
+
+
+def test_run_time_scales_are_a_clear_error():
+    class Dynamic(torch.nn.Module):
+        def forward(self, x):
+            scale = x.abs().max() / 127
+            q = torch.ops.quantized_decomposed.quantize_per_tensor.tensor(
+                x, scale, torch.tensor(0), -128, 127, torch.int8)
+            return torch.ops.quantized_decomposed.dequantize_per_tensor.tensor(
+                q, scale, torch.tensor(0), -128, 127, torch.int8)
+
+    program = torch.export.export(Dynamic(), (torch.randn(8),))
+    with pytest.raises(EmberError, match="scale computed at run time is not supported"):
+        ember.frontend.from_pytorch(program, (torch.randn(8),))
