@@ -357,16 +357,8 @@ def parse_args():
     p.add_argument("--engines", default=",".join(ENGINES),
                    help="comma list of dynamic,static,ort,torch (torch, the reference, "
                         "always runs)")
-    p.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 5)")
-    p.add_argument("--repeat", type=int, default=0,
-                   help="calls per engine per round (default: adaptive, see --seconds)")
-    p.add_argument("--seconds", type=float, default=None,
-                   help="adaptive calls per round aim at this many seconds per engine per "
-                        "round (default 0.3)")
-    p.add_argument("--quick", action="store_true",
-                   help="two shapes per model, 3 rounds of about 0.05 s per engine")
-    p.add_argument("--target", default="llvm", help='Ember target string (default "llvm")')
-    p.add_argument("--json", metavar="PATH", help="also write the rows as JSON here")
+    e2e.add_measuring_args(p, seconds=0.3,
+                           quick="two shapes per model, 3 rounds of about 0.05 s per engine")
     args = p.parse_args()
     args.models = [m for m in args.models.split(",") if m]
     unknown = [m for m in args.models if m not in MODELS]

@@ -356,6 +356,20 @@ def print_setup(setups):
 
 # ------------------------------------------------------------------------------------ main
 
+def add_measuring_args(p, seconds, quick):
+    """The options every interleaved benchmark takes (e2e.py, dynamic.py): rounds, calls
+    per round, --quick, the target and the JSON output."""
+    p.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 5)")
+    p.add_argument("--repeat", type=int, default=0,
+                   help="calls per engine per round (default: adaptive, see --seconds)")
+    p.add_argument("--seconds", type=float, default=None,
+                   help="adaptive calls per round aim at this many seconds per engine per "
+                        f"round (default {seconds})")
+    p.add_argument("--quick", action="store_true", help=quick)
+    p.add_argument("--target", default="llvm", help='Ember target string (default "llvm")')
+    p.add_argument("--json", metavar="PATH", help="also write the rows as JSON here")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default=",".join(MODELS),
@@ -365,16 +379,7 @@ def main():
     p.add_argument("--engines", default=",".join(ENGINES),
                    help="comma list of ember,torch,compile,ort (torch, the reference, always "
                         "runs)")
-    p.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 5)")
-    p.add_argument("--repeat", type=int, default=0,
-                   help="calls per engine per round (default: adaptive, see --seconds)")
-    p.add_argument("--seconds", type=float, default=None,
-                   help="adaptive calls per round aim at this many seconds per engine per "
-                        "round (default 0.5)")
-    p.add_argument("--quick", action="store_true",
-                   help="3 rounds of about 0.1 s per engine, short warm-up")
-    p.add_argument("--target", default="llvm", help='Ember target string (default "llvm")')
-    p.add_argument("--json", metavar="PATH", help="also write the rows as JSON here")
+    add_measuring_args(p, seconds=0.5, quick="3 rounds of about 0.1 s per engine, short warm-up")
     args = p.parse_args()
 
     names = [m for m in args.models.split(",") if m]

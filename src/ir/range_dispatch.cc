@@ -105,14 +105,23 @@ PrimExpr run_dim(const Dim& d, const std::map<std::string, PrimVar>& vars) {
   return d.offset == 0 ? e : e + PrimExpr(d.offset);
 }
 
-KernelSymbols::KernelSymbols(const Function& group) {
-  for (const Symbol& s : function_symbols(group)) {
-    order.emplace_back(s->name);
-    vars.emplace(s->name, order.back());
-  }
+KernelSymbols::KernelSymbols(std::vector<PrimVar> in_order) : order(std::move(in_order)) {
+  for (const PrimVar& v : order) vars.emplace(v.name(), v);
   if (!order.empty())
     shape_args = make_buffer("shape_args", DType::Int64, {static_cast<int64_t>(order.size())});
 }
+
+namespace {
+
+std::vector<PrimVar> symbol_vars(const Function& group) {
+  std::vector<PrimVar> out;
+  for (const Symbol& s : function_symbols(group)) out.emplace_back(s->name);
+  return out;
+}
+
+}  // namespace
+
+KernelSymbols::KernelSymbols(const Function& group) : KernelSymbols(symbol_vars(group)) {}
 
 PrimExpr KernelSymbols::dim(const Dim& d) const {
   return d.is_static() ? PrimExpr(d.offset) : run_dim(d, vars);

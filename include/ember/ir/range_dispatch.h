@@ -40,6 +40,9 @@ struct KernelSymbols {
   std::vector<PrimVar> order;  // function_symbols' order
   Buffer shape_args;           // null for a static group
   explicit KernelSymbols(const Function& group);
+  /// The same for variables made elsewhere (a schedule's LiveExtents), in this order.
+  explicit KernelSymbols(std::vector<PrimVar> vars);
+  KernelSymbols() = default;
   bool empty() const { return order.empty(); }
   /// `d` over the variables (a constant where static).
   PrimExpr dim(const Dim& d) const;

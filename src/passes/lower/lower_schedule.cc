@@ -16,6 +16,7 @@
 #include <map>
 #include <set>
 
+#include "ember/ir/range_dispatch.h"
 #include "ember/ir/simplify.h"
 #include "ember/passes/schedule.h"
 #include "ember/support/error.h"
@@ -89,9 +90,10 @@ class ScheduleLowering {
     }
     const LiveExtents& live = sch.live();
     if (!live.empty()) {  // the symbols' values, read once at the kernel's start
-      shape_args_ =
-          make_buffer("shape_args", DType::Int64, {static_cast<int64_t>(live.symbols.size())});
-      params_.push_back(shape_args_);
+      std::vector<PrimVar> vars;
+      for (const LiveExtents::Symbol& s : live.symbols) vars.push_back(s.var);
+      symbols_read_ = KernelSymbols(vars);
+      params_.push_back(symbols_read_.shape_args);
       for (const LiveExtents::Symbol& s : live.symbols) {
         EMBER_CHECK(s.min >= 1 && s.min <= s.max, "symbol ", s.var.name(), " has range [", s.min,
                     ", ", s.max, "]");
@@ -128,10 +130,7 @@ class ScheduleLowering {
       symbols_ = all;
     }
     for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) body = allocate(*it, body);
-    const std::vector<LiveExtents::Symbol>& syms = sch_.live().symbols;
-    for (size_t i = syms.size(); i-- > 0;)
-      body = let_stmt(syms[i].var, load(shape_args_, PrimExpr(static_cast<int64_t>(i))), body);
-    PrimFunc f{name, params_, num_inputs_, simplify(body)};
+    PrimFunc f{name, params_, num_inputs_, simplify(symbols_read_.bind(body))};
     try {
       verify(f);
     } catch (const InternalError& e) {
@@ -821,8 +820,8 @@ class ScheduleLowering {
 
   const Schedule& sch_;
   std::vector<Buffer> params_;
-  Buffer shape_args_;
-  VarRanges symbols_;  // the symbols' ranges
+  KernelSymbols symbols_read_;  // the shape_args input and its lets (none when static)
+  VarRanges symbols_;           // the symbols' ranges
   int num_inputs_ = 0;
   std::set<const TensorNode*> outputs_;
   std::map<const TensorNode*, const Stage*> stage_of_;
