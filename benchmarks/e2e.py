@@ -95,6 +95,28 @@ class UnrolledLSTM(nn.Module):
         return h, c
 
 
+class GPT2Block(nn.Module):
+    """GPT-2's decoder block: pre-norm causal self-attention (one fused q/k/v projection,
+    scaled_dot_product_attention with is_causal) and a GELU (tanh) MLP of 4x the width,
+    each around a residual."""
+
+    def __init__(self, dim=768, heads=12):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.fc, self.out = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        b, n, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q, k, v = (t.reshape(b, n, self.heads, d // self.heads).transpose(1, 2)
+                   for t in (q, k, v))
+        y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, n, d))
+        return x + self.out(nn.functional.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
 class AwkwardChannels(nn.Module):
     """Channel counts that no vector block divides (33 and 100, which the blocked layout pads
     to whole vectors) at 56x56: two residual stages of conv-BN-ReLU (3x3 at 33 channels; 1x1
@@ -141,6 +163,8 @@ MODELS = {
     "bert_s384": ("BERT-base layer, seq 384",
                   lambda: models._seeded(models.EncoderLayer)(768, 12, 3072),
                   lambda b: (torch.randn(b, 384, 768),)),
+    "gpt2_block": ("GPT-2 block, seq 128", lambda: models._seeded(GPT2Block)(),
+                   lambda b: (torch.randn(b, 128, 768),)),
     "mlp": ("MLP 1024-2048-2048-10", lambda: models._seeded(models.MLP)((1024, 2048, 2048, 10)),
             lambda b: (torch.randn(b, 1024),)),
     "lstm": ("LSTM cell 128, 16 steps", lambda: models._seeded(UnrolledLSTM)(128, 128, 16),
