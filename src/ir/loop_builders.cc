@@ -288,8 +288,8 @@ PrimExpr async_copy(Buffer dst, PrimExpr dst_index, Buffer src, PrimExpr src_ind
 }
 
 PrimExpr async_commit() {
-  return PrimExpr(
-      std::make_shared<PrimCallNode>(DType::Int32, Intrinsic::AsyncCommit, std::vector<PrimExpr>{}));
+  return PrimExpr(std::make_shared<PrimCallNode>(DType::Int32, Intrinsic::AsyncCommit,
+                                                 std::vector<PrimExpr>{}));
 }
 
 PrimExpr async_wait(int64_t groups) {
@@ -310,110 +310,107 @@ PrimExpr mma_sync(int element, MmaPrecision precision, std::vector<PrimExpr> c,
       EMBER_CHECK(v.dtype() == DType::Float32, "mma_sync fragments are float32 values");
       args.push_back(std::move(v));
     }
-    return PrimExpr(
-        std::make_shared<PrimCallNode>(DType::Float32, Intrinsic::MmaSync, std::move(args)));
+  return PrimExpr(
+      std::make_shared<PrimCallNode>(DType::Float32, Intrinsic::MmaSync, std::move(args)));
 }
 
 PrimExpr load(Buffer buffer, PrimExpr index) {
-    return PrimExpr(std::make_shared<LoadNode>(std::move(buffer), std::move(index)));
+  return PrimExpr(std::make_shared<LoadNode>(std::move(buffer), std::move(index)));
 }
 
 PrimExpr let(PrimVar v, PrimExpr value, PrimExpr body) {
-    return PrimExpr(std::make_shared<LetNode>(std::move(v), std::move(value), std::move(body)));
+  return PrimExpr(std::make_shared<LetNode>(std::move(v), std::move(value), std::move(body)));
 }
 
 const char* for_kind_name(ForKind k) {
-    switch (k) {
-      case ForKind::Serial:
-        return "serial";
-      case ForKind::Parallel:
-        return "parallel";
-      case ForKind::Vectorized:
-        return "vectorized";
-      case ForKind::Unrolled:
-        return "unrolled";
-      case ForKind::GpuBlockX:
-        return "blockIdx.x";
-      case ForKind::GpuBlockY:
-        return "blockIdx.y";
-      case ForKind::GpuBlockZ:
-        return "blockIdx.z";
-      case ForKind::GpuThreadX:
-        return "threadIdx.x";
-      case ForKind::GpuThreadY:
-        return "threadIdx.y";
-      case ForKind::GpuThreadZ:
-        return "threadIdx.z";
-      case ForKind::WarpMma:
-        return "warp_mma";
-    }
-    return "?";
+  switch (k) {
+    case ForKind::Serial:
+      return "serial";
+    case ForKind::Parallel:
+      return "parallel";
+    case ForKind::Vectorized:
+      return "vectorized";
+    case ForKind::Unrolled:
+      return "unrolled";
+    case ForKind::GpuBlockX:
+      return "blockIdx.x";
+    case ForKind::GpuBlockY:
+      return "blockIdx.y";
+    case ForKind::GpuBlockZ:
+      return "blockIdx.z";
+    case ForKind::GpuThreadX:
+      return "threadIdx.x";
+    case ForKind::GpuThreadY:
+      return "threadIdx.y";
+    case ForKind::GpuThreadZ:
+      return "threadIdx.z";
+    case ForKind::WarpMma:
+      return "warp_mma";
+  }
+  return "?";
 }
 
-int64_t mma_k(MmaPrecision p) {
-    return p == MmaPrecision::TF32 ? 8 : 16; }
+int64_t mma_k(MmaPrecision p) { return p == MmaPrecision::TF32 ? 8 : 16; }
 
 const char* mma_precision_name(MmaPrecision p) {
-    switch (p) {
-      case MmaPrecision::Highest:
-        return "highest";
-      case MmaPrecision::TF32:
-        return "tf32";
-      case MmaPrecision::BF16:
-        return "bf16";
-      case MmaPrecision::FP16:
-        return "fp16";
-    }
-    return "?";
+  switch (p) {
+    case MmaPrecision::Highest:
+      return "highest";
+    case MmaPrecision::TF32:
+      return "tf32";
+    case MmaPrecision::BF16:
+      return "bf16";
+    case MmaPrecision::FP16:
+      return "fp16";
+  }
+  return "?";
 }
 
 MmaPrecision parse_mma_precision(const std::string& name) {
-    for (MmaPrecision p :
-         {MmaPrecision::Highest, MmaPrecision::TF32, MmaPrecision::BF16, MmaPrecision::FP16})
-      if (name == mma_precision_name(p)) return p;
-    fail("unknown matmul precision '", name,
-         "': use \"highest\" (float32 FMAs), \"tf32\", \"bf16\" or \"fp16\" (tensor cores, "
-         "float32 accumulation)");
+  for (MmaPrecision p :
+       {MmaPrecision::Highest, MmaPrecision::TF32, MmaPrecision::BF16, MmaPrecision::FP16})
+    if (name == mma_precision_name(p)) return p;
+  fail("unknown matmul precision '", name,
+       "': use \"highest\" (float32 FMAs), \"tf32\", \"bf16\" or \"fp16\" (tensor cores, "
+       "float32 accumulation)");
 }
 
-bool is_gpu_kind(ForKind k) {
-    return k >= ForKind::GpuBlockX && k <= ForKind::GpuThreadZ; }
+bool is_gpu_kind(ForKind k) { return k >= ForKind::GpuBlockX && k <= ForKind::GpuThreadZ; }
 
 Stmt for_loop(PrimVar v, PrimExpr min, PrimExpr extent, ForKind kind, Stmt body,
               LoopAnnotations annotations) {
-    return Stmt(std::make_shared<ForNode>(std::move(v), std::move(min), std::move(extent), kind,
-                                          std::move(body), annotations));
+  return Stmt(std::make_shared<ForNode>(std::move(v), std::move(min), std::move(extent), kind,
+                                        std::move(body), annotations));
 }
 Stmt store(Buffer buffer, PrimExpr index, PrimExpr value) {
-    EMBER_CHECK(buffer->dtype == value.dtype(), "store of ", dtype_name(value.dtype()), " into ",
-                dtype_name(buffer->dtype), " buffer ", buffer->name);
-    return Stmt(std::make_shared<StoreNode>(std::move(buffer), std::move(index), std::move(value)));
+  EMBER_CHECK(buffer->dtype == value.dtype(), "store of ", dtype_name(value.dtype()), " into ",
+              dtype_name(buffer->dtype), " buffer ", buffer->name);
+  return Stmt(std::make_shared<StoreNode>(std::move(buffer), std::move(index), std::move(value)));
 }
 Stmt allocate(Buffer buffer, Stmt body) {
-    return Stmt(std::make_shared<AllocateNode>(std::move(buffer), std::move(body)));
+  return Stmt(std::make_shared<AllocateNode>(std::move(buffer), std::move(body)));
 }
 Stmt let_stmt(PrimVar v, PrimExpr value, Stmt body) {
-    return Stmt(std::make_shared<LetStmtNode>(std::move(v), std::move(value), std::move(body)));
+  return Stmt(std::make_shared<LetStmtNode>(std::move(v), std::move(value), std::move(body)));
 }
 Stmt if_then_else(PrimExpr cond, Stmt then_case, Stmt else_case) {
-    int64_t c;
-    if (as_int(cond, &c)) return c ? then_case : else_case;
-    return Stmt(std::make_shared<IfThenElseNode>(std::move(cond), std::move(then_case),
-                                                 std::move(else_case)));
+  int64_t c;
+  if (as_int(cond, &c)) return c ? then_case : else_case;
+  return Stmt(std::make_shared<IfThenElseNode>(std::move(cond), std::move(then_case),
+                                               std::move(else_case)));
 }
 Stmt seq(std::vector<Stmt> stmts) {
-    std::vector<Stmt> flat;
-    for (auto& s : stmts) {
-      if (!s) continue;
-      if (auto* q = s.as<SeqNode>())
-        flat.insert(flat.end(), q->seq.begin(), q->seq.end());
-      else
-        flat.push_back(s);
-    }
-    if (flat.size() == 1) return flat[0];
-    return Stmt(std::make_shared<SeqNode>(std::move(flat)));
+  std::vector<Stmt> flat;
+  for (auto& s : stmts) {
+    if (!s) continue;
+    if (auto* q = s.as<SeqNode>())
+      flat.insert(flat.end(), q->seq.begin(), q->seq.end());
+    else
+      flat.push_back(s);
+  }
+  if (flat.size() == 1) return flat[0];
+  return Stmt(std::make_shared<SeqNode>(std::move(flat)));
 }
-Stmt evaluate(PrimExpr value) {
-    return Stmt(std::make_shared<EvaluateNode>(std::move(value))); }
+Stmt evaluate(PrimExpr value) { return Stmt(std::make_shared<EvaluateNode>(std::move(value))); }
 
 }  // namespace ember::ir
