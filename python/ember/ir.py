@@ -50,8 +50,8 @@ def var(name, shape, dtype="float32"):
 
 def const(value, name=""):
     """A constant holding a copy of `value` (a NumPy array or scalar, or a CPU torch
-    tensor), in the array's own dtype (float32, float64, int32, int64 or bool) and shape (a
-    0-d array or np.float32(2) stays 0-d)."""
+    tensor), in the array's own dtype (float32, float64, int32, int64, bool, int8 or uint8)
+    and shape (a 0-d array or np.float32(2) stays 0-d)."""
     if not isinstance(name, str):
         raise EmberError(f"ir.const: name must be a string, got {type(name).__name__} {name!r}")
     what = f"ir.const('{name}'): the value" if name else "ir.const: the value"
@@ -63,7 +63,8 @@ def call(op_name, args, attrs=None, name=""):
     return _ember.call(op_name, args, attrs, name)
 
 
-_INT_RANGES = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
+_INT_RANGES = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1), "int8": (-128, 127),
+               "uint8": (0, 255)}
 
 
 def scalar_const(value, dtype, what):

@@ -15,7 +15,7 @@ _LIBRARY_TYPES = tuple(t for t in (getattr(_ember, "Library", None),
 __all__ = ["GraphModule", "Tensor", "BenchmarkResult", "set_num_threads", "get_num_threads",
            "cuda_available"]
 
-DTYPES = ("float32", "float64", "int32", "int64", "bool")
+DTYPES = ("float32", "float64", "int32", "int64", "bool", "int8", "uint8")
 
 
 def _describe(value):

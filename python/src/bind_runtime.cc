@@ -65,8 +65,11 @@ DType dtype_of_numpy(const py::dtype& dt, const std::string& what) {
   if (native && kind == 'i' && size == 4) return DType::Int32;
   if (native && kind == 'i' && size == 8) return DType::Int64;
   if (kind == 'b' && size == 1) return DType::Bool;
+  if (kind == 'i' && size == 1) return DType::Int8;
+  if (kind == 'u' && size == 1) return DType::UInt8;
   fail(what, " has dtype ", std::string(py::str(dt)),
-       ", which Ember does not support; use float32, float64, int32, int64 or bool");
+       ", which Ember does not support; use float32, float64, int32, int64, bool, int8 or "
+       "uint8");
 }
 
 const char* buffer_format(DType t) {
@@ -81,6 +84,10 @@ const char* buffer_format(DType t) {
       return "q";
     case DType::Bool:
       return "?";
+    case DType::Int8:
+      return "b";
+    case DType::UInt8:
+      return "B";
   }
   EMBER_CHECK(false, "unknown dtype");
 }
@@ -160,6 +167,10 @@ DLDataType dl_dtype(DType t) {
       return {0, 64, 1};
     case DType::Bool:
       return {6, 8, 1};
+    case DType::Int8:
+      return {0, 8, 1};
+    case DType::UInt8:
+      return {1, 8, 1};
   }
   EMBER_CHECK(false, "unknown dtype");
 }
@@ -214,9 +225,11 @@ DType dtype_of_dl(DLDataType t) {
     if (t.code == 0 && t.bits == 32) return DType::Int32;
     if (t.code == 0 && t.bits == 64) return DType::Int64;
     if (t.code == 6 && t.bits == 8) return DType::Bool;
+    if (t.code == 0 && t.bits == 8) return DType::Int8;
+    if (t.code == 1 && t.bits == 8) return DType::UInt8;
   }
   fail("a DLPack tensor of type code ", int(t.code), " with ", int(t.bits), " bits and ", t.lanes,
-       " lanes is not an Ember dtype; use float32, float64, int32, int64 or bool");
+       " lanes is not an Ember dtype; use float32, float64, int32, int64, bool, int8 or uint8");
 }
 
 // Imports a DLPack capsule (CPU or CUDA) without copying: the NDArray owns the producer's

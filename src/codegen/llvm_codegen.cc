@@ -165,6 +165,9 @@ llvm::Type* LLVMCodeGen::value_type(DType t) {
       return b_.getInt64Ty();
     case DType::Bool:
       return b_.getInt1Ty();
+    case DType::Int8:
+    case DType::UInt8:
+      return b_.getInt8Ty();
   }
   EMBER_CHECK(false, "unknown dtype");
 }
@@ -354,6 +357,8 @@ Value* LLVMCodeGen::emit_binary(const BinaryNode* op) {
       // Masked-off lanes must not divide by a zero that the guard was there to avoid.
       if (mask_ && is_vec(b) && !llvm::isa<llvm::Constant>(b))
         b = b_.CreateSelect(mask_, b, llvm::ConstantInt::get(ty, 1));
+      if (is_unsigned(t))
+        return op->op == BinaryOp::Div ? b_.CreateUDiv(a, b) : b_.CreateURem(a, b);
       // Floor division: C's truncating quotient, minus one when the remainder is nonzero
       // and has the other sign than the divisor.
       Value* q = b_.CreateSDiv(a, b);
@@ -367,7 +372,7 @@ Value* LLVMCodeGen::emit_binary(const BinaryNode* op) {
     case BinaryOp::Max: {
       bool is_min = op->op == BinaryOp::Min;
       llvm::Intrinsic::ID id = fp ? (is_min ? llvm::Intrinsic::minimum : llvm::Intrinsic::maximum)
-                               : t == DType::Bool
+                               : is_unsigned(t)
                                    ? (is_min ? llvm::Intrinsic::umin : llvm::Intrinsic::umax)
                                    : (is_min ? llvm::Intrinsic::smin : llvm::Intrinsic::smax);
       Value* v = b_.CreateBinaryIntrinsic(id, a, b);
@@ -390,7 +395,7 @@ Value* LLVMCodeGen::emit_binary(const BinaryNode* op) {
     case BinaryOp::Shl:
       return b_.CreateShl(a, b);
     case BinaryOp::Shr:
-      return b_.CreateAShr(a, b);
+      return is_unsigned(t) ? b_.CreateLShr(a, b) : b_.CreateAShr(a, b);
   }
   EMBER_CHECK(false, "unknown binary op");
 }
@@ -412,7 +417,7 @@ Value* LLVMCodeGen::emit_compare(const CompareNode* op) {
                               P::ICMP_SLE, P::ICMP_SGT, P::ICMP_SGE};
   static const P kUnsigned[] = {P::ICMP_EQ,  P::ICMP_NE,  P::ICMP_ULT,
                                 P::ICMP_ULE, P::ICMP_UGT, P::ICMP_UGE};
-  return b_.CreateICmp((t == DType::Bool ? kUnsigned : kSigned)[pred], a, b);
+  return b_.CreateICmp((is_unsigned(t) ? kUnsigned : kSigned)[pred], a, b);
 }
 
 Value* LLVMCodeGen::emit_cast(DType to, DType from, Value* v) {
@@ -423,10 +428,13 @@ Value* LLVMCodeGen::emit_cast(DType to, DType from, Value* v) {
     Value* zero = llvm::Constant::getNullValue(v->getType());
     return is_float(from) ? b_.CreateFCmpUNE(v, zero) : b_.CreateICmpNE(v, zero);
   }
-  if (from == DType::Bool) return is_float(to) ? b_.CreateUIToFP(v, ty) : b_.CreateZExt(v, ty);
+  if (is_unsigned(from)) return is_float(to) ? b_.CreateUIToFP(v, ty) : b_.CreateZExtOrTrunc(v, ty);
   if (is_float(from) && is_float(to)) return b_.CreateFPCast(v, ty);
   // Saturating, not fptosi (poison for NaN and out-of-range values): NaN gives 0, values
-  // past the int's range its min or max.
+  // past the int's range its min or max; an 8-bit type takes the int32 value, wrapped (as
+  // PyTorch's conversion does, and make_const).
+  if (is_float(from) && dtype_bytes(to) == 1)
+    return b_.CreateTrunc(emit_fptosi_sat(shaped_like(b_.getInt32Ty(), v), v), ty);
   if (is_float(from)) return emit_fptosi_sat(ty, v);
   if (is_float(to)) return b_.CreateSIToFP(v, ty);
   return b_.CreateSExtOrTrunc(v, ty);

@@ -42,8 +42,10 @@ PrimExpr flat_index(const std::vector<PrimExpr>& shape, const std::vector<PrimEx
 namespace {
 // A double as an integer of type t the way generated casts do it (llvm.fptosi.sat): toward
 // zero, NaN to 0, out-of-range values to the type's min or max. A plain static_cast is
-// undefined behaviour for those.
+// undefined behaviour for those. An 8-bit type takes the int32 value, wrapped (as PyTorch's
+// conversion through int does, and the generated code).
 int64_t saturating_int(DType t, double value) {
+  if (dtype_bytes(t) == 1) return wrap_int(t, saturating_int(DType::Int32, value));
   const bool i32 = t == DType::Int32;
   const double lo = i32 ? -2147483648.0 : -9223372036854775808.0;
   const double hi = i32 ? 2147483648.0 : 9223372036854775808.0;  // 2^31, 2^63: one past max
@@ -113,6 +115,10 @@ void unify(PrimExpr& a, PrimExpr& b) {
               dtype_name(b.dtype()), " in ", to_string(a), " and ", to_string(b));
 }
 
+PrimExpr int_imm(DType t, uint64_t v) {
+  return PrimExpr(std::make_shared<IntImmNode>(t, wrap_int(t, static_cast<int64_t>(v))));
+}
+
 bool is_int_value(const PrimExpr& e, int64_t v) {
   int64_t x;
   return as_int(e, &x) && x == v;
@@ -125,12 +131,13 @@ PrimExpr binary(BinaryOp op, PrimExpr a, PrimExpr b) {
   int64_t x, y;
   if (as_int(a, &x) && as_int(b, &y) && a.dtype() != DType::Bool) {
     switch (op) {
+      // Wrapped as the generated code wraps (unsigned arithmetic: no overflow in C++).
       case BinaryOp::Add:
-        return make_const(a.dtype(), double(x + y));
+        return int_imm(a.dtype(), uint64_t(x) + uint64_t(y));
       case BinaryOp::Sub:
-        return make_const(a.dtype(), double(x - y));
+        return int_imm(a.dtype(), uint64_t(x) - uint64_t(y));
       case BinaryOp::Mul:
-        return make_const(a.dtype(), double(x * y));
+        return int_imm(a.dtype(), uint64_t(x) * uint64_t(y));
       case BinaryOp::Div:
         if (y != 0) return make_const(a.dtype(), double(floor_div(x, y)));
         break;
@@ -247,10 +254,7 @@ PrimExpr cast(DType t, PrimExpr v) {
   double f;
   // An integer to a narrower integer wraps, as the generated trunc does (and without a trip
   // through double, which rounds large int64 values).
-  if (as_int(v, &i) && t == DType::Int32)
-    return PrimExpr(
-        std::make_shared<IntImmNode>(t, static_cast<int32_t>(static_cast<uint32_t>(i))));
-  if (as_int(v, &i) && t == DType::Int64) return PrimExpr(std::make_shared<IntImmNode>(t, i));
+  if (as_int(v, &i) && is_int(t)) return PrimExpr(std::make_shared<IntImmNode>(t, wrap_int(t, i)));
   if (as_int(v, &i) && t != DType::Bool) return make_const(t, static_cast<double>(i));
   if (as_float(v, &f) && is_float(t)) return make_const(t, f);
   return PrimExpr(std::make_shared<CastNode>(t, std::move(v)));

@@ -109,6 +109,8 @@ void print_expr(std::ostream& os, const PrimExpr& e) {
       else
         os << op->value;
       if (op->dtype == DType::Int32) os << "i32";
+      if (op->dtype == DType::Int8) os << "i8";
+      if (op->dtype == DType::UInt8) os << "u8";
       return;
     }
     case PrimKind::FloatImm: {

@@ -84,14 +84,10 @@ PrimExpr reduce_identity(ReduceOp op, DType dtype) {
       return make_const(dtype, 0);
     case ReduceOp::Max:
       if (is_float(dtype)) return make_const(dtype, -std::numeric_limits<double>::infinity());
-      if (dtype == DType::Int32) return make_const(dtype, std::numeric_limits<int32_t>::min());
-      if (dtype == DType::Bool) return make_const(dtype, 0);
-      return PrimExpr(std::make_shared<IntImmNode>(dtype, std::numeric_limits<int64_t>::min()));
+      return PrimExpr(std::make_shared<IntImmNode>(dtype, int_min(dtype)));
     case ReduceOp::Min:
       if (is_float(dtype)) return make_const(dtype, std::numeric_limits<double>::infinity());
-      if (dtype == DType::Int32) return make_const(dtype, std::numeric_limits<int32_t>::max());
-      if (dtype == DType::Bool) return make_const(dtype, 1);
-      return PrimExpr(std::make_shared<IntImmNode>(dtype, std::numeric_limits<int64_t>::max()));
+      return PrimExpr(std::make_shared<IntImmNode>(dtype, int_max(dtype)));
   }
   return PrimExpr();
 }

@@ -90,23 +90,8 @@ struct Simplifier {
   static bool all_identity(const runtime::NDArray& t, const std::string& op) {
     if (t.numel() == 0) return false;
     for (int64_t i = 0; i < t.numel(); ++i) {
-      double v;
-      switch (t.dtype()) {
-        case DType::Float32:
-          v = t.data_as<float>()[i];
-          break;
-        case DType::Float64:
-          v = t.data_as<double>()[i];
-          break;
-        case DType::Int32:
-          v = t.data_as<int32_t>()[i];
-          break;
-        case DType::Int64:
-          v = static_cast<double>(t.data_as<int64_t>()[i]);
-          break;
-        default:
-          return false;
-      }
+      if (t.dtype() == DType::Bool) return false;
+      const double v = t.element(i);
       bool is_f = is_float(t.dtype());
       bool ok = op == "multiply" || op == "divide" || op == "power"
                     ? v == 1.0

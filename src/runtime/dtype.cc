@@ -13,7 +13,8 @@ struct DTypeInfo {
 // One table so names, sizes and the error message's list of valid names cannot drift.
 constexpr DTypeInfo kDTypes[] = {
     {DType::Float32, "float32", 4}, {DType::Float64, "float64", 8}, {DType::Int32, "int32", 4},
-    {DType::Int64, "int64", 8},     {DType::Bool, "bool", 1},
+    {DType::Int64, "int64", 8},     {DType::Bool, "bool", 1},       {DType::Int8, "int8", 1},
+    {DType::UInt8, "uint8", 1},
 };
 
 const DTypeInfo& info(DType t) {
@@ -24,6 +25,35 @@ const DTypeInfo& info(DType t) {
 }  // namespace
 
 int dtype_bytes(DType t) { return info(t).bytes; }
+
+int64_t int_min(DType t) {
+  EMBER_CHECK(is_int(t) || t == DType::Bool, "int_min of ", dtype_name(t));
+  if (is_unsigned(t)) return 0;
+  return t == DType::Int64 ? INT64_MIN : -(int64_t{1} << (8 * dtype_bytes(t) - 1));
+}
+
+int64_t int_max(DType t) {
+  EMBER_CHECK(is_int(t) || t == DType::Bool, "int_max of ", dtype_name(t));
+  if (t == DType::Bool) return 1;
+  if (t == DType::Int64) return INT64_MAX;
+  const int bits = 8 * dtype_bytes(t) - (is_unsigned(t) ? 0 : 1);
+  return (int64_t{1} << bits) - 1;
+}
+
+int64_t wrap_int(DType t, int64_t v) {
+  switch (t) {
+    case DType::Int8:
+      return static_cast<int8_t>(static_cast<uint8_t>(v));
+    case DType::UInt8:
+      return static_cast<uint8_t>(v);
+    case DType::Int32:
+      return static_cast<int32_t>(static_cast<uint32_t>(v));
+    case DType::Bool:
+      return v != 0;
+    default:
+      return v;
+  }
+}
 
 const char* dtype_name(DType t) { return info(t).name; }
 

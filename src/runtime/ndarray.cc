@@ -72,6 +72,27 @@ NDArray NDArray::view(std::shared_ptr<void> owner, void* data, const Shape& shap
   return t;
 }
 
+double NDArray::element(int64_t i) const {
+  EMBER_CHECK(device_.type == DeviceType::CPU && i >= 0 && i < numel(), "element ", i, " of a ",
+              type_str(*this), " tensor");
+  switch (dtype_) {
+    case DType::Float32:
+      return data_as<float>()[i];
+    case DType::Float64:
+      return data_as<double>()[i];
+    case DType::Int32:
+      return data_as<int32_t>()[i];
+    case DType::Int64:
+      return static_cast<double>(data_as<int64_t>()[i]);
+    case DType::Bool:
+    case DType::UInt8:
+      return data_as<uint8_t>()[i];
+    case DType::Int8:
+      return data_as<int8_t>()[i];
+  }
+  EMBER_CHECK(false, "unknown dtype");
+}
+
 NDArray NDArray::clone() const {
   if (!defined()) fail("cannot clone an undefined tensor");
   // Device memory is not addressable here: the driver copies it.

@@ -28,6 +28,10 @@ const char* npy_descr(DType t) {
       return "<i8";
     case DType::Bool:
       return "|b1";
+    case DType::Int8:
+      return "|i1";
+    case DType::UInt8:
+      return "|u1";
   }
   EMBER_CHECK(false, "unknown dtype");
 }
@@ -77,7 +81,8 @@ NDArray load_npy(const std::string& path) {
   std::string descr = npy_field(header, "descr", where);
   DType dtype = DType::Float32;
   bool found = false;
-  for (DType t : {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Bool})
+  for (DType t : {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Bool,
+                  DType::Int8, DType::UInt8})
     if (descr == std::string("'") + npy_descr(t) + "'") {
       dtype = t;
       found = true;
@@ -85,7 +90,7 @@ NDArray load_npy(const std::string& path) {
   if (!found)
     fail(where, " holds dtype ", descr,
          ", which Ember does not support; save a little-endian "
-         "float32, float64, int32, int64 or bool array");
+         "float32, float64, int32, int64, bool, int8 or uint8 array");
   if (npy_field(header, "fortran_order", where) != "False")
     fail(where, " is in Fortran order; save np.ascontiguousarray(a) instead");
   std::string shape_text = npy_field(header, "shape", where);

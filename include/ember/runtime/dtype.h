@@ -5,11 +5,14 @@
 
 namespace ember {
 
-enum class DType : uint8_t { Float32, Float64, Int32, Int64, Bool };
+/// Int8 and UInt8 are quantized models' tensors (issue 45); arithmetic on them wraps, as
+/// PyTorch's does. New entries go last: their order is not stored anywhere, but it keeps
+/// switch tables in one order.
+enum class DType : uint8_t { Float32, Float64, Int32, Int64, Bool, Int8, UInt8 };
 
 /// Size of one element in bytes (Bool is one byte).
 int dtype_bytes(DType t);
-/// "float32", "float64", "int32", "int64", "bool".
+/// "float32", "float64", "int32", "int64", "bool", "int8", "uint8".
 const char* dtype_name(DType t);
 /// Inverse of dtype_name; throws ember::Error naming the bad string.
 DType dtype_from_name(const std::string& name);
@@ -20,6 +23,15 @@ inline int register_lanes(DType t, int vector_bits) {
   return lanes > 1 ? lanes : 1;
 }
 inline bool is_float(DType t) { return t == DType::Float32 || t == DType::Float64; }
-inline bool is_int(DType t) { return t == DType::Int32 || t == DType::Int64; }
+inline bool is_int(DType t) {
+  return t == DType::Int32 || t == DType::Int64 || t == DType::Int8 || t == DType::UInt8;
+}
+/// Compared, divided, widened and shifted as unsigned values.
+inline bool is_unsigned(DType t) { return t == DType::UInt8 || t == DType::Bool; }
+/// The smallest and largest value of an integer type (Bool: 0 and 1).
+int64_t int_min(DType t);
+int64_t int_max(DType t);
+/// `v` wrapped into integer type `t` (two's complement, as a generated trunc does).
+int64_t wrap_int(DType t, int64_t v);
 
 }  // namespace ember

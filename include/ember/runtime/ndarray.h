@@ -55,6 +55,10 @@ class NDArray {
   size_t nbytes() const;
   const std::shared_ptr<void>& owner() const { return owner_; }
 
+  /// Element `i` (flat, CPU memory) of any dtype as a double: exact for every value but
+  /// int64 beyond 2^53. For constant checks and folding, not for kernels.
+  double element(int64_t i) const;
+
   NDArray clone() const;
   /// Copies src's bytes into this tensor; shapes and dtypes must match (ember::Error if not).
   void copy_from(const NDArray& src);

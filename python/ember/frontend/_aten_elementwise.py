@@ -8,7 +8,7 @@ import numbers
 import numpy as np
 
 from .._ember import Constant, EmberError, Expr
-from ._aten_registry import (CONVERTERS, _PROMOTION, Args, _is_float, _promote, binary, cast,
+from ._aten_registry import (CONVERTERS, Args, _is_float, _promote, binary, cast, promoted,
                             converts, scalar_dtype)
 
 _UNARY = {"relu": "nn.relu", "sigmoid": "sigmoid", "tanh": "tanh", "exp": "exp",
@@ -121,6 +121,8 @@ def _clamp(cx, a):
         if low is not None:
             x = binary(cx, "maximum", x, int(low))
         return x if high is None else binary(cx, "minimum", x, int(high))
+    if x.dtype in ("int8", "uint8"):  # torch wraps integer bounds into the 8-bit type
+        low, high = (None if b is None else int(np.asarray(b).astype(x.dtype)) for b in (low, high))
     low = -math.inf if low is None else float(low)
     high = math.inf if high is None else float(high)
     return cx.emit("clip", [x], a_min=low, a_max=high)
@@ -204,9 +206,9 @@ def _remainder(cx, a):
     if not isinstance(x, Expr) and not isinstance(y, Expr):
         return x % y if a.op == "remainder" else math.fmod(x, y)
     integer = _integer_operands(x, y)
-    x, promoted = _promote(cx, x, y)
-    y = _integer_divisor(cx, a.op, y, x.dtype) if integer else promoted
-    if x.dtype not in ("float32", "int32", "int64"):
+    x, other = _promote(cx, x, y)
+    y = _integer_divisor(cx, a.op, y, x.dtype) if integer else other
+    if x.dtype in ("float64", "bool"):
         raise EmberError(f"{a.op} of {x.dtype} tensors is not supported; Ember's {a.op} takes "
                          "float32 and integer tensors")
     return cx.emit(a.op, [x, y])
@@ -292,7 +294,7 @@ def _where(cx, a):
     if not isinstance(x, Expr) and not isinstance(y, Expr):
         # where(mask, 0.0, -1e10) (LongT5's local attention mask): two numbers become
         # tensors of the wider of their dtypes
-        dtype = max(scalar_dtype(x), scalar_dtype(y), key=_PROMOTION.index)
+        dtype = promoted((scalar_dtype(x), scalar_dtype(y)))
         x, y = cx.const(x, dtype), cx.const(y, dtype)
     x, y = _promote(cx, x, y)
     if cond.dtype != "bool":

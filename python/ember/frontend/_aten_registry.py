@@ -26,8 +26,9 @@ CONVERTERS = {}
 _SCALAR_TYPES = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64,
                  5: torch.float16, 6: torch.float32, 7: torch.float64, 11: torch.bool,
                  15: torch.bfloat16}
-# Type promotion order of Ember's dtypes (torch's, restricted to them).
-_PROMOTION = ["bool", "int32", "int64", "float32", "float64"]
+# Type promotion order of Ember's dtypes (torch's, restricted to them; promoted() handles
+# the one pair it does not order, uint8 with int8).
+_PROMOTION = ["bool", "uint8", "int8", "int32", "int64", "float32", "float64"]
 
 
 # Operators Ember refuses, with the reason the importer gives and docs/core_aten.md lists.
@@ -104,6 +105,8 @@ class Converter:
 
     def const(self, value, dtype="float32"):
         try:
+            if dtype in ("int8", "uint8") and isinstance(value, int):
+                value = np.asarray(value).astype(dtype)  # torch wraps a number into them
             array = np.asarray(value, dtype=dtype)
         except OverflowError:  # torch raises too: the number does not fit in the dtype
             raise EmberError(f"{self.name or 'a constant'}: the number {value!r} does not fit "
@@ -118,9 +121,8 @@ class Converter:
             # (np.asarray, not np.ascontiguousarray: a 0-d weight stays 0-d.)
             array = np.asarray(tensor.numpy(), order="C") if tensor.dtype != torch.bfloat16 \
                 else None
-            # 8- and 16-bit integers (a PT2E model's frozen int8 weights) widen to int32,
-            # which holds their values: Ember has no narrower integers yet (issue 45).
-            if array is not None and array.dtype.name in ("int8", "uint8", "int16"):
+            # int16 widens to int32, which holds its values (Ember has no int16).
+            if array is not None and array.dtype.name == "int16":
                 array = array.astype(np.int32)
             if array is None or array.dtype.name not in _PROMOTION:
                 raise EmberError(f"weight '{name}' has dtype {tensor.dtype}, which Ember does "
@@ -382,6 +384,15 @@ def dtype_name(dtype):
     return name
 
 
+def promoted(dtypes):
+    """The dtype PyTorch promotes these Ember dtypes to (of tensors of the same rank kind)."""
+    dtypes = set(dtypes)
+    if {"uint8", "int8"} <= dtypes and not dtypes - {"bool", "uint8", "int8"}:
+        raise EmberError("uint8 with int8: PyTorch promotes them to int16, which Ember does not "
+                         "have; cast one of them to int32 first")
+    return max(dtypes, key=_PROMOTION.index)
+
+
 def _is_float(dtype):
     return dtype.startswith("float")
 
@@ -498,7 +509,7 @@ def _promote(cx, a, b):
         return cast(cx, a, b.dtype), b
     if same_kind and len(b.shape) == 0 and len(a.shape) > 0:
         return a, cast(cx, b, a.dtype)
-    dtype = max(a.dtype, b.dtype, key=_PROMOTION.index)
+    dtype = promoted((a.dtype, b.dtype))
     return cast(cx, a, dtype), cast(cx, b, dtype)
 
 

@@ -8,7 +8,7 @@ import torch
 
 from .._ember import EmberError, Expr
 from ._sizes import as_size, is_dim, prod, smin
-from ._aten_registry import (CONVERTERS, _PROMOTION, Args, _axes, _axis, broadcast_to, cast,
+from ._aten_registry import (CONVERTERS, Args, _axes, _axis, broadcast_to, cast, promoted,
                             converts, reshape, slice_axis, split, take_const, transpose)
 
 
@@ -95,7 +95,7 @@ def _cat(cx, a):
     tensors = [t for t in a[0] if not (len(t.shape) == 1 and t.shape[0] == 0)]
     if not tensors:
         raise EmberError("cat of only empty tensors")
-    dtype = max((t.dtype for t in tensors), key=_PROMOTION.index)
+    dtype = promoted(t.dtype for t in tensors)
     tensors = [cast(cx, t, dtype) for t in tensors]
     if len(tensors) == 1:
         return tensors[0]

@@ -32,7 +32,7 @@ void check_accept(Accept accept, const TensorType& t, const std::string& what,
              "integer tensors only; cast it to float32");
   if (accept == Accept::Int && !is_int(t.dtype))
     ctx.fail(what + " is " + to_string(t) + " but the op is implemented for integer tensors " +
-             "only (int32, int64); cast it to int64" +
+             "only (int8, uint8, int32, int64); cast it to int64" +
              (is_float(t.dtype) ? " or use the float form of the op" : ""));
   if (accept == Accept::IntOrBool && !is_int(t.dtype) && t.dtype != DType::Bool)
     ctx.fail(what + " is " + to_string(t) + " but the op takes integer and bool tensors " +
@@ -119,7 +119,7 @@ void integer_divisor_has_no_zero(const std::vector<Expr>& args, const Attrs&,
     return;
   const runtime::NDArray& v = c->value;
   for (int64_t i = 0; i < v.numel(); ++i)
-    if ((v.dtype() == DType::Int64 ? v.data_as<int64_t>()[i] : v.data_as<int32_t>()[i]) == 0)
+    if (v.element(i) == 0)
       ctx.fail("the constant divisor is 0 at element " + std::to_string(i) +
                ": an integer division, fmod or remainder by zero has no value (torch raises "
                "too)");
@@ -131,6 +131,11 @@ enum class IntDiv { Floor, Trunc, FloorMod, TruncMod };
 
 PrimExpr integer_divide(const PrimExpr& a, const PrimExpr& b, IntDiv kind) {
   PrimExpr zero = make_const(a.dtype(), 0), one = make_const(a.dtype(), 1);
+  if (is_unsigned(a.dtype())) {  // no signs: floor and trunc agree, and no INT_MIN / -1
+    PrimExpr safe = select(b == zero, one, b);
+    const bool quotient = kind == IntDiv::Floor || kind == IntDiv::Trunc;
+    return select(b == zero, zero, quotient ? a / safe : a % safe);
+  }
   PrimExpr minus_one = make_const(a.dtype(), -1);
   PrimExpr safe = select(logical_or(b == zero, b == minus_one), one, b);
   // Loop-IR Div and Mod on integers are floor division and floor modulo.
@@ -191,12 +196,13 @@ BinaryFn integer_fn(IntDiv kind) {
 
 // torch's shifts define every amount (LLVM's are poison from the bit width on): an amount
 // outside [0, bits) shifts every bit out, so a left shift gives 0 and an (arithmetic) right
-// shift the sign, a >> (bits - 1): 0 or -1.
+// shift the sign, a >> (bits - 1): 0 or -1 (uint8's logical right shift: 0).
 PrimExpr shift(const PrimExpr& a, const PrimExpr& b, bool left) {
   PrimExpr last = make_const(b.dtype(), 8 * dtype_bytes(a.dtype()) - 1);
   PrimExpr in_range = logical_and(b >= make_const(b.dtype(), 0), b <= last);
-  if (!left) return binary(BinaryOp::Shr, a, select(in_range, b, last));
-  PrimExpr shifted = binary(BinaryOp::Shl, a, select(in_range, b, make_const(b.dtype(), 0)));
+  if (!left && !is_unsigned(a.dtype())) return binary(BinaryOp::Shr, a, select(in_range, b, last));
+  PrimExpr amount = select(in_range, b, make_const(b.dtype(), 0));
+  PrimExpr shifted = binary(left ? BinaryOp::Shl : BinaryOp::Shr, a, amount);
   return select(in_range, shifted, make_const(a.dtype(), 0));
 }
 
@@ -374,7 +380,11 @@ PrimExpr cst(const PrimExpr& like, double v) { return make_const(like.dtype(), v
       double a_min = attr_float(attrs, "a_min"), a_max = attr_float(attrs, "a_max");
       // On integers the bounds round inward and saturate at the dtype's range (exact to
       // 2^53; the frontend clamps by larger int64 bounds with maximum and minimum).
-      if (is_int(x.dtype())) a_min = std::ceil(a_min), a_max = std::floor(a_max);
+      if (is_int(x.dtype())) {
+        const double lo = static_cast<double>(int_min(x.dtype()));
+        const double hi = static_cast<double>(int_max(x.dtype()));
+        a_min = std::clamp(std::ceil(a_min), lo, hi), a_max = std::clamp(std::floor(a_max), lo, hi);
+      }
       PrimExpr lo = cst(x, a_min), hi = cst(x, a_max);
       return min(max(x, lo), hi);  // torch.clamp: a_min > a_max gives a_max everywhere
     },
@@ -472,7 +482,8 @@ Type cast_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ct
   try {
     to = dtype_from_name(name);
   } catch (const Error&) {
-    ctx.fail("dtype '" + name + "' is not supported; use float32, float64, int32, int64 or bool");
+    ctx.fail("dtype '" + name +
+             "' is not supported; use float32, float64, int32, int64, bool, int8 or uint8");
   }
   return TensorType{x.shape, to};
 }

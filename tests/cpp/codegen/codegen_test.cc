@@ -635,6 +635,59 @@ TEST(CodegenCpu, CastsReinterpretAndBools) {
   }
 }
 
+// int8 and uint8 (quantized tensors): arithmetic wraps, uint8 compares, divides, takes
+// maxima and widens unsigned, and a float becomes the int32 value wrapped, as PyTorch
+// converts; the same in scalar and vector code (64 lanes of i8 at 512 bits, 32 at 256).
+TEST(CodegenCpu, EightBitIntegersWrapAndUint8IsUnsigned) {
+  const int64_t n = 70;  // a vector's worth and a tail at either width
+  auto a = make_buffer("a", DType::Int8, {n});
+  auto u = make_buffer("u", DType::UInt8, {n});
+  auto x = make_buffer("x", DType::Float32, {n});
+  auto sum = make_buffer("sum", DType::Int8, {n});
+  auto udiv = make_buffer("udiv", DType::UInt8, {n});
+  auto umax = make_buffer("umax", DType::UInt8, {n});
+  auto wide = make_buffer("wide", DType::Int32, {n});
+  auto from_f = make_buffer("from_f", DType::Int8, {n});
+  auto ufrom_f = make_buffer("ufrom_f", DType::UInt8, {n});
+  auto less = make_buffer("less", DType::Bool, {n});
+  for (ForKind kind : {ForKind::Serial, ForKind::Vectorized}) {
+    PrimVar i("i");
+    PrimExpr av = load(a, i), uv = load(u, i), xv = load(x, i);
+    Stmt body = for_loop(
+        i, 0, n, kind,
+        seq({store(sum, i, av + av), store(udiv, i, uv / make_const(DType::UInt8, 3)),
+             store(umax, i, max(uv, make_const(DType::UInt8, 100))),
+             store(wide, i, cast(DType::Int32, uv) + cast(DType::Int32, av)),
+             store(from_f, i, cast(DType::Int8, xv)), store(ufrom_f, i, cast(DType::UInt8, xv)),
+             store(less, i, uv < make_const(DType::UInt8, 200))}));
+    PrimFunc f =
+        make_func("eight_bit", {a, u, x, sum, udiv, umax, wide, from_f, ufrom_f, less}, 3, body);
+    std::vector<int8_t> av_h(n), sum_h(n), from_h(n);
+    std::vector<uint8_t> uv_h(n), udiv_h(n), umax_h(n), ufrom_h(n), less_h(n);
+    std::vector<float> xv_h(n);
+    std::vector<int32_t> wide_h(n);
+    for (int64_t j = 0; j < n; ++j) {
+      av_h[j] = static_cast<int8_t>(j * 37 - 128);
+      uv_h[j] = static_cast<uint8_t>(j * 53 + 7);
+      xv_h[j] = (j - 35) * 9.75f;  // -341.25 .. 331.5: past both types' ranges
+    }
+    std::vector<void*> args = {av_h.data(),    uv_h.data(),   xv_h.data(),   sum_h.data(),
+                               udiv_h.data(),  umax_h.data(), wide_h.data(), from_h.data(),
+                               ufrom_h.data(), less_h.data()};
+    run(f, args);
+    for (int64_t j = 0; j < n; ++j) {
+      const int32_t as_int = static_cast<int32_t>(xv_h[j]);
+      EXPECT_EQ(sum_h[j], static_cast<int8_t>(av_h[j] * 2)) << j;
+      EXPECT_EQ(udiv_h[j], uv_h[j] / 3) << j;
+      EXPECT_EQ(umax_h[j], std::max<int>(uv_h[j], 100)) << j;
+      EXPECT_EQ(wide_h[j], int32_t{uv_h[j]} + av_h[j]) << j;
+      EXPECT_EQ(from_h[j], static_cast<int8_t>(as_int)) << j;
+      EXPECT_EQ(ufrom_h[j], static_cast<uint8_t>(as_int)) << j;
+      EXPECT_EQ(less_h[j], uv_h[j] < 200 ? 1 : 0) << j;
+    }
+  }
+}
+
 TEST(CodegenCpu, MathIntrinsicsAndUnroll) {
   const int64_t lanes = native_vector_lanes(DType::Float32);
   auto x = make_buffer("x", DType::Float32, {lanes});

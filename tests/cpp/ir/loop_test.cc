@@ -11,6 +11,7 @@
 #include "ember/ir/loop_sums.h"
 #include "ember/ir/prim_math.h"
 #include "ember/ir/simplify.h"
+#include "ember/ir/tensor_expr.h"
 #include "ember/ir/transposed_loads.h"
 #include "ember/support/error.h"
 
@@ -216,6 +217,30 @@ TEST(LoopIR, IntegerConstantsFromFloatsSaturate) {
   // Integer to a narrower integer wraps (trunc), exactly, with no trip through double.
   EXPECT_EQ(int_value(cast(DType::Int32, PrimExpr(int64_t{(int64_t{1} << 32) + 5}))), 5);
   EXPECT_EQ(int_value(cast(DType::Int64, make_const(DType::Int32, -7))), -7);
+}
+
+// 8-bit integers (quantized tensors) fold as the generated code computes: arithmetic and
+// narrowing wrap, a float becomes the int32 value wrapped (PyTorch's conversion), uint8
+// compares and divides unsigned. Int32 arithmetic wraps too (it saturated through double).
+TEST(LoopIR, EightBitConstantsWrapAsTheGeneratedCode) {
+  EXPECT_EQ(int_value(make_const(DType::Int8, 100) + make_const(DType::Int8, 100)), -56);
+  EXPECT_EQ(int_value(make_const(DType::UInt8, 3) - make_const(DType::UInt8, 5)), 254);
+  EXPECT_EQ(int_value(make_const(DType::UInt8, 16) * make_const(DType::UInt8, 20)), 64);
+  EXPECT_EQ(int_value(make_const(DType::Int8, 300.0)), 44);
+  EXPECT_EQ(int_value(make_const(DType::UInt8, -1.0)), 255);
+  EXPECT_EQ(int_value(make_const(DType::Int8, 1e10)), -1);  // int32 max, wrapped
+  EXPECT_EQ(int_value(cast(DType::Int8, make_const(DType::Int64, 200))), -56);
+  EXPECT_EQ(int_value(cast(DType::Int32, make_const(DType::UInt8, 200))), 200);
+  EXPECT_EQ(int_value(make_const(DType::Int32, 2147483647.0) + make_const(DType::Int32, 1)),
+            std::numeric_limits<int32_t>::min());
+  EXPECT_EQ(int_value(reduce_identity(ReduceOp::Max, DType::Int8)), -128);
+  EXPECT_EQ(int_value(reduce_identity(ReduceOp::Min, DType::UInt8)), 255);
+  EXPECT_EQ(int_value(reduce_identity(ReduceOp::Max, DType::UInt8)), 0);
+  EXPECT_EQ(int_min(DType::Int32), std::numeric_limits<int32_t>::min());
+  EXPECT_EQ(int_max(DType::Int64), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(wrap_int(DType::Bool, 7), 1);
+  EXPECT_STREQ(dtype_name(dtype_from_name("uint8")), "uint8");
+  EXPECT_EQ(dtype_bytes(DType::Int8), 1);
 }
 
 // A visitor sees every node once, pre-order, through the method of its kind; a method that
