@@ -25,7 +25,9 @@ Expr pack_dense(const CallNode* c, const std::vector<Expr>& in, const MachineMod
   auto* w = as<ConstantNode>(in[1]);
   if (!w || w->type.is_tuple) return nullptr;
   const TensorType& wt = w->type.tensor();
-  if (wt.ndim() != 2 || !is_float(wt.dtype)) return nullptr;
+  // Lanes and blocks count output (float) values: an 8-bit weight packs in the same panels.
+  const DType t = c->type.tensor().dtype;
+  if (wt.ndim() != 2 || !is_float(t)) return nullptr;
   if (matmul && in[0]->type.tensor().ndim() < 2) return nullptr;
   Expr weight = matmul ? call("transpose", {in[1]},
                               Attrs().with("axes", std::vector<int64_t>{1, 0}), in[1]->name)
@@ -39,25 +41,25 @@ Expr pack_dense(const CallNode* c, const std::vector<Expr>& in, const MachineMod
   int64_t rows = 1;
   for (size_t d = 0; d + 1 < in[0]->type.tensor().ndim(); ++d)
     rows *= in[0]->type.tensor().shape[d];
-  const int64_t lanes = machine.lanes(wt.dtype), k = wt.shape[matmul ? 0 : 1];
+  const int64_t lanes = machine.lanes(t), k = wt.shape[matmul ? 0 : 1];
   if (rows == 1 && n % lanes != 0) {
     // Where one row alone falls behind the L2 (256 bits), a block of rows reads its vectors
     // together; packed in lanes, a short row's outputs (one tile of the schedule's) are one
     // stream, where [N, K] rows read 5 at once fall behind the prefetchers. Longer rows
     // keep [N, K]: tiles of 8 rows would each read a 256-byte piece of every 3.2 KB
     // (calibration: GEMV lanes).
-    if (!gemv_row_keeps_pace(machine, wt.dtype) && k % lanes == 0 && n <= 2 * lanes) {
+    if (!gemv_row_keeps_pace(machine, t) && k % lanes == 0 && n <= 2 * lanes) {
       Expr packed =
           call("nn.pack_dense_lanes", {weight}, Attrs().with("lanes", lanes), in[1]->name);
       return call("nn.dense_lanes", {in[0], packed}, Attrs(), c->name);
     }
     return matmul ? call("nn.dense", {in[0], weight}, Attrs(), c->name) : nullptr;
   }
-  int64_t block = vector_lanes_for(machine, n, wt.dtype);
+  int64_t block = vector_lanes_for(machine, n, t);
   // A short row that no vector divides is one vector of its own length in the register tile
   // (choose_register_tile): one panel of all of it, so that vector is one contiguous load
   // rather than a gather across two panels (calibration: short-row panel).
-  if (n % block != 0 && n <= 4 * machine.lanes(wt.dtype)) block = n;
+  if (n % block != 0 && n <= 4 * machine.lanes(t)) block = n;
   Expr packed = call("nn.pack_dense_weight", {weight}, Attrs().with("block", block), in[1]->name);
   return call("nn.dense_packed", {in[0], packed}, c->attrs.with("units", n), c->name);
 }

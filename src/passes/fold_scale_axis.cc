@@ -25,12 +25,15 @@ using namespace ir;
 
 namespace {
 
-// The output-channel axis of a conv2d (NCHW) or dense ([..., N]); none for other nodes.
+// The output-channel axis of a conv2d (NCHW) or dense ([..., N]); none for other nodes, and
+// for a dense with an 8-bit weight (weight-only quantization), whose scale stays the
+// epilogue's multiply so that the weight stays 8-bit.
 std::optional<int64_t> channel_axis(const Expr& e) {
   auto* c = as<CallNode>(e);
   if (!c || !c->op) return std::nullopt;
   if (c->op->name == "nn.conv2d") return 1;
-  if (c->op->name == "nn.dense") return e->type.tensor().ndim() - 1;
+  if (c->op->name == "nn.dense" && c->args[1]->type.tensor().dtype == e->type.tensor().dtype)
+    return e->type.tensor().ndim() - 1;
   return std::nullopt;
 }
 

@@ -253,6 +253,35 @@ Expr softmax_topk(const CallNode* c, const Expr& e, const Expr& original,
   return nullptr;
 }
 
+// nn.dense(x, cast(W)) and nn.matmul(x, cast(transpose(W))) or nn.matmul(x, cast(V)), with
+// W [N, K] or V [K, N] an 8-bit integer constant (a weight-only quantized layer, as torchao
+// exports it) -> nn.dense(x, W): the kernel reads the 8-bit weights and converts them in its
+// loop, a quarter of the bytes a GEMV streams, where FoldConstant would store them widened.
+Expr narrow_weight_dense(const CallNode* c, const Expr& e) {
+  const bool matmul = c->op->name == "nn.matmul";
+  if ((!matmul && c->op->name != "nn.dense") || c->args.size() != 2) return nullptr;
+  auto* widen = op_call(c->args[1], "cast");
+  if (!widen || !float_tensor(c->args[0]) ||
+      !(widen->type.tensor().dtype == c->args[0]->type.tensor().dtype))
+    return nullptr;
+  Expr w = widen->args[0];
+  if (matmul && w->type.tensor().ndim() == 2) {
+    auto* t = op_call(w, "transpose");
+    w = t && as<ConstantNode>(t->args[0])
+            ? t->args[0]
+            : call("transpose", {w}, Attrs().with("axes", std::vector<int64_t>{1, 0}), w->name);
+  }
+  Expr source = w;
+  if (auto* t = op_call(w, "transpose")) source = t->args[0];
+  auto* constant = as<ConstantNode>(source);
+  if (!constant || w->type.tensor().ndim() != 2 || !is_int(constant->type.tensor().dtype) ||
+      dtype_bytes(constant->type.tensor().dtype) != 1)
+    return nullptr;
+  return call("nn.dense", {c->args[0], w},
+              Attrs().with("fusion_pattern", std::string("8-bit weight -> dense")),
+              names_between(e, c->args[0]));
+}
+
 }  // namespace
 
 Function recognize_patterns(const Function& f) {
@@ -270,6 +299,7 @@ Function recognize_patterns(const Function& f) {
     if (Expr r = reduction(n, node)) return r;
     if (Expr r = stable_log_sum_exp(n, node)) return r;
     if (Expr r = softmax_topk(n, node, e, uses)) return r;
+    if (Expr r = narrow_weight_dense(n, node)) return r;
     return changed ? node : nullptr;
   });
 }

@@ -26,6 +26,10 @@ namespace ember::passes {
 ///  - "softmax->topk": topk(nn.softmax(x, axis=a), axis=a) -> topk(x, softmax=1) (and
 ///    "log_softmax->topk": the same with nn.log_softmax, log_softmax=1) when the softmax has
 ///    no other use and is not a model output: no softmax tensor is materialised.
+///  - "8-bit weight -> dense": nn.dense(x, cast(W)), nn.matmul(x, cast(transpose(W))) and
+///    nn.matmul(x, cast(V)) with W [N, K] / V [K, N] an int8 or uint8 constant and x float
+///    (torchao's weight-only int8 layers) -> nn.dense(x, W) with the 8-bit weight, which the
+///    kernel converts as it reads it (FoldConstant would have stored it widened).
 /// Shapes and dtypes must come out the same; a near miss (another constant, an extra
 /// factor, a different axis) is left alone.
 ir::Function recognize_patterns(const ir::Function& f);

@@ -15,8 +15,9 @@ using namespace ops;
 
 // ---------------------------------------------------------------- dense, matmul, bmm
 
-// The data [..., K] and weight of a dense variant, checked: float data, one dtype, a weight
-// of `rank` dimensions (`what` names its layout).
+// The data [..., K] and weight of a dense variant, checked: float data, a weight of its dtype
+// or of an 8-bit integer type (weight-only quantization: converted as it is read; its scale
+// is a multiply after the dense), of `rank` dimensions (`what` names its layout).
 std::pair<const TensorType&, const TensorType&> dense_args(const std::vector<Type>& args,
                                                            int64_t rank, const char* what,
                                                            const TypeContext& ctx) {
@@ -24,10 +25,16 @@ std::pair<const TensorType&, const TensorType&> dense_args(const std::vector<Typ
   const TensorType& data = tensor_arg(args, 0, "data", ctx);
   const TensorType& weight = tensor_arg(args, 1, "weight", ctx);
   check_float(data, "data", ctx);
-  check_same_dtype(data, "data", weight, "the weight", ctx);
+  if (!is_int(weight.dtype) || dtype_bytes(weight.dtype) != 1)
+    check_same_dtype(data, "data", weight, "the weight", ctx);
   check_rank(weight, rank, what, ctx);
   if (data.ndim() < 1) ctx.fail("data must have at least 1 dimension, got " + to_string(data));
   return {data, weight};
+}
+
+// Weight element `index` in the data's dtype (an 8-bit weight converted).
+PrimExpr weight_at(const Tensor& weight, const std::vector<PrimExpr>& index, DType data) {
+  return cast(data, weight(index));
 }
 
 // data's type with its last dimension (the input features) replaced by `units` outputs.
@@ -53,7 +60,7 @@ Tensor dense_compute(const std::vector<Tensor>& in, const Attrs&, const TensorTy
   return compute("dense", out.shape, [&](const std::vector<PrimVar>& i) {
     std::vector<PrimExpr> di(i.begin(), i.end() - 1);
     di.push_back(k->var);
-    return sum(data(di) * weight({i.back(), k->var}), {k});
+    return sum(data(di) * weight_at(weight, {i.back(), k->var}, data.dtype()), {k});
   });
 }
 
@@ -101,7 +108,8 @@ Tensor dense_packed_compute(const std::vector<Tensor>& in, const Attrs&, const T
     std::vector<PrimExpr> di(i.begin(), i.end() - 1);
     di.push_back(k->var);
     PrimExpr n = i.back();
-    return sum(data(di) * weight({n / idx(block), k->var, n % idx(block)}), {k});
+    return sum(data(di) * weight_at(weight, {n / idx(block), k->var, n % idx(block)}, data.dtype()),
+               {k});
   });
 }
 
@@ -146,7 +154,7 @@ Tensor dense_lanes_compute(const std::vector<Tensor>& in, const Attrs&, const Te
   return compute("dense", out.shape, [&](const std::vector<PrimVar>& i) {
     std::vector<PrimExpr> di(i.begin(), i.end() - 1);
     di.push_back(ko->var * idx(lanes) + f->var);
-    return sum(data(di) * weight({ko->var, i.back(), f->var}), {ko, f});
+    return sum(data(di) * weight_at(weight, {ko->var, i.back(), f->var}, data.dtype()), {ko, f});
   });
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "ember/ir/op.h"
@@ -109,6 +110,40 @@ TEST(RecognizePatterns, LogOfSoftmaxIsLogSoftmax) {
   expect_equal(recognize_patterns(f),
                function({x}, call("nn.log_softmax", {x},
                                   marked("softmax -> log", Attrs({{"axis", int64_t{1}}})))));
+}
+
+// A dense or matmul by a float32 cast of an 8-bit constant takes the 8-bit weight itself
+// (the matmul's [K, N] weight transposed back); a wider weight, an input weight or a cast to
+// another type than the data's stays as it is.
+TEST(RecognizePatterns, EightBitWeightOfADense) {
+  Expr x = x32();
+  auto weight = [](DType t, std::vector<int64_t> shape) {
+    runtime::NDArray a = runtime::NDArray::empty(shape, t);
+    std::memset(a.data(), 3, a.nbytes());
+    return constant(a);
+  };
+  const Attrs marks = marked("8-bit weight -> dense", Attrs());
+  const Attrs t10 = Attrs().with("axes", std::vector<int64_t>{1, 0});
+  Expr w = weight(DType::Int8, {8, 16});
+  Expr widened = call("cast", {w}, Attrs().with("dtype", std::string("float32")));
+  expect_equal(recognize_patterns(function({x}, call("nn.dense", {x, widened}))),
+               function({x}, call("nn.dense", {x, w}, marks)));
+  Expr transposed =
+      call("cast", {call("transpose", {w}, t10)}, Attrs().with("dtype", std::string("float32")));
+  expect_equal(recognize_patterns(function({x}, call("nn.matmul", {x, transposed}))),
+               function({x}, call("nn.dense", {x, w}, marks)));
+  Expr kn = weight(DType::UInt8, {16, 8});  // [K, N]: transposed to the dense's [N, K]
+  Expr kn_widened = call("cast", {kn}, Attrs().with("dtype", std::string("float32")));
+  expect_equal(recognize_patterns(function({x}, call("nn.matmul", {x, kn_widened}))),
+               function({x}, call("nn.dense", {x, call("transpose", {kn}, t10)}, marks)));
+  Expr wide = call("nn.dense", {x, call("cast", {weight(DType::Int32, {8, 16})},
+                                        Attrs().with("dtype", std::string("float32")))});
+  expect_equal(recognize_patterns(function({x}, wide)), function({x}, wide));
+  Expr input = var("w", TensorType{{8, 16}, DType::Int8});
+  Expr from_input =
+      call("nn.dense", {x, call("cast", {input}, Attrs().with("dtype", std::string("float32")))});
+  expect_equal(recognize_patterns(function({x, input}, from_input)),
+               function({x, input}, from_input));
 }
 
 }  // namespace
