@@ -4,6 +4,7 @@ nn.dense whose weight stays int8 (AlterOpLayout packs it as a float weight's pan
 kernel converts each weight as it reads it. Checked against torchao's quantized model run in
 eager, which computes the same float32 products of the same int8 values: the error is
 float32 rounding (a different summation order), far below the quantization error."""
+import re
 import warnings
 
 import numpy as np
@@ -24,12 +25,12 @@ def quantized(model):
     return model
 
 
-def build(model, example, **ctx):
+def build(model, example, target="llvm", **ctx):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         mod, params = ember.frontend.from_pytorch(model, example)
     with ember.transform.PassContext(opt_level=3, **ctx):
-        return ember.build(mod, target="llvm", params=params)
+        return ember.build(mod, target=target, params=params)
 
 
 def mlp(rows_in, hidden, out):
@@ -80,3 +81,16 @@ def test_the_pattern_takes_only_8_bit_constants_widened_to_the_data_type():
         np.testing.assert_allclose(got, xs @ a8.T.astype(np.float32), rtol=1e-6, atol=1e-5)
     msg = error_of(lambda: op.nn.dense(ir.var("i", (2, 8), "int32"), w8))
     assert "data" in msg and "int32" in msg
+
+
+@pytest.mark.parametrize("cpu", ["znver1", "znver3", "znver4", "sapphirerapids"])
+def test_the_int8_gemv_converts_whole_vectors_on_each_cpu(cpu):
+    """Compiled for a named CPU (never run: numerics run on the host above), the batch-1
+    dense reads its int8 weights as whole vectors of sign-extended bytes converted to
+    float32: 256-bit vectors on AVX2 CPUs, 512-bit ones on AVX-512 CPUs."""
+    q = quantized(mlp(48, 256, 64))
+    lib = build(q, (torch.randn(1, 48),), target=f"llvm -mcpu={cpu}")
+    asm = lib.get_source("asm")
+    reg = "zmm" if cpu in ("znver4", "sapphirerapids") else "ymm"
+    assert re.search(rf"vpmovsxbd\s+[^\n]*%{reg}", asm), cpu
+    assert re.search(rf"vcvtdq2ps\s+%{reg}", asm), cpu
