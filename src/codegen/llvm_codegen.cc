@@ -10,6 +10,7 @@
 #include "llvm/IR/DerivedTypes.h"
 #include "llvm/IR/Function.h"
 #include "llvm/IR/Intrinsics.h"
+#include "llvm/IR/IntrinsicsX86.h"
 #include "llvm/IR/MDBuilder.h"
 #include "llvm/IR/Metadata.h"
 
@@ -546,6 +547,12 @@ Value* LLVMCodeGen::emit_call(const PrimCallNode* op) {
       return b_.CreateIntrinsic(llvm::Intrinsic::fma, {args[0]->getType()}, args);
     case Intrinsic::CheckIndex:
       return emit_check_index(op, args);
+    case Intrinsic::DotU8S8:
+      arity(3);
+      EMBER_CHECK(t == DType::Int32 && op->args[1].dtype() == DType::Int32 &&
+                      op->args[2].dtype() == DType::Int32,
+                  "dot_u8s8 of non-int32 values in ", func_name_);
+      return emit_dot_u8s8(args);
     case Intrinsic::Barrier:
     case Intrinsic::Prefetch:
     case Intrinsic::MmaSync:
@@ -555,6 +562,39 @@ Value* LLVMCodeGen::emit_call(const PrimCallNode* op) {
       break;  // handled above
   }
   EMBER_CHECK(false, "unknown intrinsic");
+}
+
+Value* LLVMCodeGen::emit_dot_u8s8(const std::vector<Value*>& args) {
+  Value *acc = args[0], *a = args[1], *b = args[2];
+  const unsigned n =
+      is_vec(acc) ? llvm::cast<llvm::FixedVectorType>(acc->getType())->getNumElements() : 1;
+  // VNNI: AVX-512 VNNI at 512 bits; at 256 and 128 bits with AVX512VL, or AVX-VNNI (the VEX
+  // form of the same instruction, which LLVM selects for the same intrinsic).
+  const bool vnni = has_feature(features_, "avx512vnni");
+  const bool narrow_vnni =
+      (vnni && has_feature(features_, "avx512vl")) || has_feature(features_, "avxvnni");
+  if (n == 16 && vnni)
+    return b_.CreateIntrinsic(llvm::Intrinsic::x86_avx512_vpdpbusd_512, {}, {acc, a, b});
+  if ((n == 8 || n == 4) && narrow_vnni)
+    return b_.CreateIntrinsic(n == 8 ? llvm::Intrinsic::x86_avx512_vpdpbusd_256
+                                     : llvm::Intrinsic::x86_avx512_vpdpbusd_128,
+                              {}, {acc, a, b});
+  // Exact elsewhere: u8 * s8 widened to int32, then each group of four bytes summed.
+  auto bytes = [&](Value* v, bool is_signed) {
+    Value* x = b_.CreateBitCast(v, llvm::FixedVectorType::get(b_.getInt8Ty(), 4 * n));
+    auto* wide = llvm::FixedVectorType::get(b_.getInt32Ty(), 4 * n);
+    return is_signed ? b_.CreateSExt(x, wide) : b_.CreateZExt(x, wide);
+  };
+  Value* products = b_.CreateMul(bytes(a, false), bytes(b, true));
+  Value* sum = acc;
+  for (unsigned j = 0; j < 4; ++j) {
+    llvm::SmallVector<int, 16> pick;
+    for (unsigned lane = 0; lane < n; ++lane) pick.push_back(static_cast<int>(4 * lane + j));
+    Value* part = b_.CreateShuffleVector(products, pick);
+    if (n == 1) part = b_.CreateExtractElement(part, uint64_t{0});
+    sum = b_.CreateAdd(sum, part);
+  }
+  return sum;
 }
 
 Value* LLVMCodeGen::emit_prefetch(const PrimCallNode* op) {

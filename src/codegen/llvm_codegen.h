@@ -46,6 +46,9 @@ class LLVMCodeGen {
   virtual llvm::Value* emit_warp_mma(const ir::PrimCallNode* op);
   /// Intrinsic::AsyncCopy, AsyncCommit, AsyncWait: here a plain copy (cp.async on a GPU).
   virtual llvm::Value* emit_async_copy(const ir::PrimCallNode* op);
+  /// Intrinsic::DotU8S8 over (acc, a, b): vpdpbusd where the CPU has VNNI at this width,
+  /// else the four byte products widened to int32 and summed.
+  llvm::Value* emit_dot_u8s8(const std::vector<llvm::Value*>& args);
   /// Intrinsic::Prefetch: llvm.prefetch of the load's element address (reads nothing).
   llvm::Value* emit_prefetch(const ir::PrimCallNode* op);
   /// Intrinsic::CheckIndex: the index wrapped and checked; 0 where it is out of range.

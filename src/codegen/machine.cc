@@ -193,20 +193,22 @@ passes::MachineModel build_model(const Target& target) {
 
 int widest_vector_bits(bool avx512f, bool avx) { return avx512f ? 512 : avx ? 256 : 128; }
 
-int widest_vector_bits(const std::string& features) {
-  bool avx512f = false, avx = false;
+bool has_feature(const std::string& features, const std::string& name) {
+  bool on = false;
   size_t begin = 0;
   while (begin < features.size()) {
     size_t end = features.find(',', begin);
     if (end == std::string::npos) end = features.size();
     const std::string f = features.substr(begin, end - begin);
     begin = end + 1;
-    if (f.size() < 2 || (f[0] != '+' && f[0] != '-')) continue;
-    const std::string name = f.substr(1);
-    if (name == "avx512f") avx512f = f[0] == '+';
-    if (name == "avx") avx = f[0] == '+';
+    if (f.size() >= 2 && (f[0] == '+' || f[0] == '-') && f.compare(1, std::string::npos, name) == 0)
+      on = f[0] == '+';
   }
-  return widest_vector_bits(avx512f, avx);
+  return on;
+}
+
+int widest_vector_bits(const std::string& features) {
+  return widest_vector_bits(has_feature(features, "avx512f"), has_feature(features, "avx"));
 }
 
 passes::MachineModel machine_model(const Target& target) {

@@ -90,6 +90,8 @@ const char* intrinsic_name(Intrinsic op) {
       return "async_commit";
     case Intrinsic::AsyncWait:
       return "async_wait";
+    case Intrinsic::DotU8S8:
+      return "dot_u8s8";
   }
   return "?";
 }

@@ -18,6 +18,8 @@ int widest_vector_bits(bool avx512f, bool avx);
 /// The same for an LLVM target-feature string ("+sse2,+avx,-avx512f,..."): a feature counts
 /// where its last mention enables it (a name, not a prefix: "+avx512fp16" is not "+avx512f").
 int widest_vector_bits(const std::string& features);
+/// Whether an LLVM target-feature string enables `name` ("avx512vnni"): its last mention.
+bool has_feature(const std::string& features, const std::string& name);
 
 /// The model the schedules of a CPU target use (its threads field left at 1: the build sets
 /// the threads it runs on). A CPU without a scheduling model in LLVM keeps the pinned facts

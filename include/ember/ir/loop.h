@@ -202,6 +202,10 @@ struct LoadNode : PrimExprNode {
 /// elsewhere at once. AsyncCommit() closes the thread's current group of copies;
 /// AsyncWait(n) waits until at most n of the thread's groups are still in flight. Made only
 /// by pipeline_shared_tiles.
+/// DotU8S8(acc, a, b) (all Int32) is acc + the sum over j < 4 of byte j of `a` as an
+/// unsigned 8-bit value times byte j of `b` as a signed one: an int8 product's four-deep
+/// step (u8 activations, s8 weights), one vpdpbusd per vector on AVX-512 VNNI and AVX-VNNI
+/// CPUs, exact everywhere (no saturation). The int8 kernels' building block (issue 45).
 enum class Intrinsic {
   Sqrt,
   Floor,
@@ -216,7 +220,8 @@ enum class Intrinsic {
   MmaSync,
   AsyncCopy,
   AsyncCommit,
-  AsyncWait
+  AsyncWait,
+  DotU8S8
 };
 
 /// The precision of a float32 GEMM on tensor cores: Highest keeps float32 FMAs (no tensor

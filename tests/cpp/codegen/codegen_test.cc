@@ -688,6 +688,71 @@ TEST(CodegenCpu, EightBitIntegersWrapAndUint8IsUnsigned) {
   }
 }
 
+// out[i] = dot_u8s8(acc[i], a[i], b[i]) over `rows` vectors of `lanes` int32 lanes (serial
+// when lanes is 1).
+PrimFunc dot_u8s8_func(int64_t rows, int64_t lanes) {
+  const int64_t n = rows * lanes;
+  auto acc = make_buffer("acc", DType::Int32, {n});
+  auto a = make_buffer("a", DType::Int32, {n});
+  auto b = make_buffer("b", DType::Int32, {n});
+  auto out = make_buffer("out", DType::Int32, {n});
+  PrimVar r("r"), l("l");
+  PrimExpr i = r * lanes + l;
+  Stmt body = for_loop(
+      r, 0, rows, ForKind::Serial,
+      for_loop(
+          l, 0, lanes, lanes > 1 ? ForKind::Vectorized : ForKind::Serial,
+          store(out, i, prim_call(Intrinsic::DotU8S8, {load(acc, i), load(a, i), load(b, i)}))));
+  return make_func("dot_u8s8", {acc, a, b, out}, 3, body);
+}
+
+// Exact (no saturation, unlike vpmaddubsw) in scalar and vector code on the host, at every
+// extreme byte; one vpdpbusd per vector where the CPU has VNNI at that width (AVX-512 VNNI,
+// or AVX-VNNI's VEX form at 256 bits), widened products elsewhere (compile only there).
+TEST(CodegenCpu, DotU8S8IsExactAndVnniWhereTheCpuHasIt) {
+  const int64_t rows = 6;
+  for (int64_t lanes : {1, 8, 16}) {
+    const int64_t n = rows * lanes;
+    std::vector<int32_t> acc(n), a(n), b(n), out(n, 0);
+    const uint8_t extremes[] = {0, 1, 127, 128, 255, 200, 3, 64};
+    for (int64_t i = 0; i < n; ++i) {
+      acc[i] = static_cast<int32_t>(i * 7919 - 100000);
+      uint32_t ua = 0, ub = 0;
+      for (int j = 0; j < 4; ++j) {
+        ua |= uint32_t{extremes[(i + j) % 8]} << (8 * j);
+        ub |= uint32_t{extremes[(i * 3 + j + 1) % 8]} << (8 * j);
+      }
+      std::memcpy(&a[i], &ua, 4);
+      std::memcpy(&b[i], &ub, 4);
+    }
+    run(dot_u8s8_func(rows, lanes), {acc.data(), a.data(), b.data(), out.data()});
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t want = acc[i];
+      for (int j = 0; j < 4; ++j)
+        want += int64_t{static_cast<uint8_t>(static_cast<uint32_t>(a[i]) >> (8 * j))} *
+                static_cast<int8_t>(static_cast<uint32_t>(b[i]) >> (8 * j));
+      EXPECT_EQ(out[i], want) << "lanes " << lanes << " element " << i;
+    }
+  }
+  const struct {
+    const char* cpu;
+    int64_t lanes;
+    const char* vnni;  // the register vpdpbusd works on, or null: no vpdpbusd
+  } cases[] = {{"znver4", 16, "zmm"}, {"cascadelake", 16, "zmm"}, {"alderlake", 8, "ymm"},
+               {"znver4", 8, "ymm"},  {"znver3", 8, nullptr},     {"skylake-avx512", 16, nullptr}};
+  for (const auto& c : cases) {
+    CpuOptions options;
+    options.cpu = c.cpu;
+    const std::string asm_text =
+        compile_cpu({dot_u8s8_func(rows, c.lanes)}, options)->get_source("asm");
+    const bool found = asm_text.find("vpdpbusd") != std::string::npos;
+    EXPECT_EQ(found, c.vnni != nullptr) << c.cpu << " at " << c.lanes << " lanes";
+    if (c.vnni)
+      EXPECT_TRUE(std::regex_search(asm_text, std::regex(std::string("vpdpbusd[^\\n]*%") + c.vnni)))
+          << c.cpu;
+  }
+}
+
 TEST(CodegenCpu, MathIntrinsicsAndUnroll) {
   const int64_t lanes = native_vector_lanes(DType::Float32);
   auto x = make_buffer("x", DType::Float32, {lanes});
