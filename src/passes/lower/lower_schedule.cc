@@ -34,6 +34,11 @@ PrimExpr multiply_add(const PrimExpr& src, const PrimExpr& acc) {
   auto* mul = src.as<BinaryNode>();
   if (mul && mul->op == BinaryOp::Mul && is_float(src.dtype()))
     return prim_call(Intrinsic::Fma, {mul->a, mul->b, acc});
+  // An int8 product's step takes the running sum as its accumulator (one vpdpbusd).
+  auto* dot = src.as<PrimCallNode>();
+  int64_t start = 1;
+  if (dot && dot->op == Intrinsic::DotU8S8 && as_int(dot->args[0], &start) && start == 0)
+    return prim_call(Intrinsic::DotU8S8, {acc, dot->args[1], dot->args[2]});
   return acc + src;
 }
 

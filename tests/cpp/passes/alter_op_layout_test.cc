@@ -34,6 +34,22 @@ TEST(AlterOpLayout, ConstantDenseWeightIsPackedInVectorPanels) {
   EXPECT_EQ(got->body->type.tensor().shape, (std::vector<int64_t>{3, 24}));
 }
 
+// An int8 product's constant weight words [N, K/4] pack in the same panels, of int32 lanes
+// (16 at 512 bits); an input weight is left alone.
+TEST(AlterOpLayout, Int8DenseWeightWordsArePackedInVectorPanels) {
+  Expr x = var("x", TensorType{{3, 16}, DType::Int32});
+  Expr w = constant(runtime::NDArray::empty({48, 16}, DType::Int32), "fc.weight");
+  Function f = function({x}, call("nn.dense_u8s8", {x, w}, {}, "fc"));
+  Function got = alter_op_layout(f, MachineModel::for_vector_bits(512));
+  Expr packed = call("nn.pack_dense_weight", {w}, Attrs({{"block", int64_t{16}}}), "fc.weight");
+  Function want = function(
+      {x}, call("nn.dense_u8s8_packed", {x, packed}, Attrs({{"units", int64_t{48}}}), "fc"));
+  EXPECT_TRUE(structural_equal(got, want)) << to_string(Expr(got));
+  Expr wv = var("w", TensorType{{48, 16}, DType::Int32});
+  Function input = function({x, wv}, call("nn.dense_u8s8", {x, wv}, {}, "fc"));
+  EXPECT_TRUE(structural_equal(alter_op_layout(input, MachineModel::for_vector_bits(512)), input));
+}
+
 TEST(AlterOpLayout, BlockIsTheWidestVectorThatDividesTheUnits) {
   Expr x = var("x", TensorType{{2, 16}, DType::Float32});
   auto block_for = [&](int64_t n, int bits) {
