@@ -35,6 +35,17 @@ inline std::map<std::string, std::function<Expr(std::vector<Expr>&)>> examples()
          Expr x = x4(p), w = p.emplace_back(f32("w", {6, 4, 3, 3}));
          return call("nn.conv2d", {x, w}, Attrs({{"padding", V{1}}, {"strides", V{2}}}));
        }},
+      {"nn.pack_bytes4",
+       [](auto& p) {
+         return call("nn.pack_bytes4",
+                     {p.emplace_back(var("q", TensorType{{3, 18}, DType::UInt8}))});
+       }},
+      {"nn.dense_u8s8",
+       [](auto& p) {
+         Expr x = p.emplace_back(var("x4", TensorType{{3, 10}, DType::Int32}));
+         Expr w = p.emplace_back(var("w4", TensorType{{7, 10}, DType::Int32}));
+         return call("nn.dense_u8s8", {x, w});
+       }},
       {"nn.dense",
        [](auto& p) {
          Expr x = p.emplace_back(f32("x", {3, 40})), w = p.emplace_back(f32("w", {10, 40}));
@@ -279,6 +290,14 @@ inline std::map<std::string, std::function<Expr(std::vector<Expr>&)>> cpu_layout
        [=](auto& p) {
          Expr x = p.emplace_back(f32("x", {3, 16}));
          return call("nn.dense_packed", {x, dense_weight(p)}, Attrs({{"units", i(10)}}));
+       }},
+      {"nn.dense_u8s8_packed",
+       [=](auto& p) {
+         Expr x = p.emplace_back(var("x4", TensorType{{3, 16}, DType::Int32}));
+         Expr w = call("nn.pack_dense_weight",
+                       {p.emplace_back(var("w4", TensorType{{10, 16}, DType::Int32}))},
+                       Attrs({{"block", i(4)}}));
+         return call("nn.dense_u8s8_packed", {x, w}, Attrs({{"units", i(10)}}));
        }},
   };
 }
