@@ -26,6 +26,7 @@ class MachineModel:
     l1_bytes: int           # per core (data)
     l2_bytes: int           # per core
     l3_bytes: int           # shared
+    int8_dot: bool          # VNNI at this width: int8 products run as int8 kernels
 
     def __str__(self):
         def size(b):
@@ -34,7 +35,8 @@ class MachineModel:
                 f"registers): FMA {self.fma_per_cycle}/cycle, latency {self.fma_latency}, "
                 f"{self.fma_datapath_bits}-bit datapath; {self.loads_per_cycle} vector "
                 f"loads/cycle; L1d {size(self.l1_bytes)}, L2 {size(self.l2_bytes)}, "
-                f"L3 {size(self.l3_bytes)} ({self.source})")
+                f"L3 {size(self.l3_bytes)}{'; int8 dot products (VNNI)' if self.int8_dot else ''} "
+                f"({self.source})")
 
 
 def machine_model(target="llvm"):

@@ -97,7 +97,8 @@ void bind_tuning(py::module_& m) {
                     "vector_registers"_a = mm.vector_registers, "fma_per_cycle"_a = mm.fma_ports,
                     "fma_latency"_a = mm.fma_latency, "fma_datapath_bits"_a = mm.fma_datapath_bits,
                     "loads_per_cycle"_a = mm.load_ports, "l1_bytes"_a = mm.l1_bytes,
-                    "l2_bytes"_a = mm.l2_bytes, "l3_bytes"_a = mm.l3_bytes);
+                    "l2_bytes"_a = mm.l2_bytes, "l3_bytes"_a = mm.l3_bytes,
+                    "int8_dot"_a = mm.int8_dot);
   });
 }
 

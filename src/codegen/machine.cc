@@ -122,13 +122,16 @@ std::string scheduling_facts(const std::string& cpu, bool native, int bits,
   std::unique_ptr<llvm::MCSubtargetInfo> sti(t->createMCSubtargetInfo(triple, cpu, ""));
   std::unique_ptr<llvm::MCInstrInfo> mii(t->createMCInstrInfo());
   if (!sti || !mii) return "no LLVM subtarget for " + cpu + ": fixed facts";
-  bool avx512 = sti->checkFeatures("+avx512f"), avx = sti->checkFeatures("+avx");
-  if (native) {
-    llvm::StringMap<bool> host = llvm::sys::getHostCPUFeatures();
-    avx512 = host.lookup("avx512f");
-    avx = host.lookup("avx");
-  }
+  auto has = [&](const char* feature) {
+    if (native) return llvm::sys::getHostCPUFeatures().lookup(feature);
+    return sti->checkFeatures(std::string("+") + feature);
+  };
+  const bool avx512 = has("avx512f"), avx = has("avx");
   const int widest = widest_vector_bits(avx512, avx), width = std::min(bits, widest);
+  // As the code generator emits DotU8S8: vpdpbusd on 16 lanes with AVX-512 VNNI, on 8 or 4
+  // with AVX512VL too or AVX-VNNI.
+  m.int8_dot =
+      bits >= 512 ? has("avx512vnni") : has("avxvnni") || (has("avx512vnni") && has("avx512vl"));
   const char* fma = width == 512   ? "VFMADD231PSZr"
                     : width == 256 ? "VFMADD231PSYr"
                                    : "VFMADD231PSr";

@@ -12,6 +12,7 @@
 #include "ember/passes/fold_pad_into_conv.h"
 #include "ember/passes/fold_scale_axis.h"
 #include "ember/passes/fuse_ops.h"
+#include "ember/passes/int8_dense.h"
 #include "ember/passes/recognize_attention.h"
 #include "ember/passes/recognize_patterns.h"
 #include "ember/passes/simplify_expr.h"
@@ -43,6 +44,9 @@ const std::vector<GraphPass>& graph_passes() {
       // FoldConstant and FuseOps see the graph.
       {"SimplifyExpr", 1, false, graph_only<simplify_expr>},
       {"RecognizePatterns", 1, false, graph_only<recognize_patterns>},
+      // Before FoldConstant evaluates the weights' dequantization into float32.
+      {"Int8Dense", 3, true,
+       [](const Function& f, const PassEnv& env) { return int8_dense(f, env.int8_dot); }},
       {"FoldPadIntoConv", 2, false, graph_only<fold_pad_into_conv>},
       {"FoldConstant", 2, false, fold_constants},
       {"FoldScaleAxis", 3, false, graph_only<fold_scale_axis>},
@@ -120,8 +124,15 @@ ir::Function run_pipeline(const ir::Function& input, const PassContext& raw_ctx,
   else if (cost_model != "target" && cost_model != "none")
     fail("config FuseOps.cost_model must be \"target\", \"avx2\", \"avx512\" or \"none\", got '",
          cost_model, "'");
-  const PassEnv env{target, evaluate, static_cast<int>(max_depth),
-                    target.gpu || cost_model == "none" ? nullptr : &cost_machine, fusion_decisions};
+  const std::string int8 = ctx.config_value("Int8Dense.int8_dot", "target");
+  if (int8 != "target" && int8 != "on" && int8 != "off")
+    fail("config Int8Dense.int8_dot must be \"target\", \"on\" or \"off\", got '", int8, "'");
+  const PassEnv env{target,
+                    evaluate,
+                    static_cast<int>(max_depth),
+                    target.gpu || cost_model == "none" ? nullptr : &cost_machine,
+                    fusion_decisions,
+                    int8 == "target" ? target.machine.int8_dot : int8 == "on"};
 
   ir::Function f = input;
   for (const GraphPass& pass : graph_passes()) {

@@ -68,3 +68,69 @@ def test_bad_operands_are_clear_errors():
     assert "pack the uint8 activations" in error_of(lambda: op.nn.dense_u8s8(words, f))
     w = op.nn.pack_bytes4(ir.var("w", (3, 12), "int8"))
     assert "words of K" in error_of(lambda: op.nn.dense_u8s8(words, w))
+
+
+# ----------------------------------------------------------- PT2E linear layers (Int8Dense)
+
+pt2e = pytest.importorskip("torchao.quantization.pt2e.quantize_pt2e")
+x86 = pytest.importorskip("torchao.quantization.pt2e.quantizer.x86_inductor_quantizer")
+
+
+def pt2e_mlp():
+    import warnings
+
+    import torch
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(67, 128), torch.nn.ReLU(),
+                                torch.nn.Linear(128, 10)).eval()
+    example = (torch.randn(5, 67),)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        quantizer = x86.X86InductorQuantizer()
+        quantizer.set_global(x86.get_default_x86_inductor_quantization_config())
+        prepared = pt2e.prepare_pt2e(torch.export.export(model, example).module(), quantizer)
+        for _ in range(4):
+            prepared(torch.randn(5, 67))
+        converted = pt2e.convert_pt2e(prepared)
+        program = torch.export.export(converted, example)
+    mod, params = ember.frontend.from_pytorch(program, example)
+    return model, converted, mod, params
+
+
+def kernels_of(lib):
+    return " ".join(" ".join(k.ops) for k in lib.fusion_report())
+
+
+def test_pt2e_linear_layers_run_as_int8_products_and_match_the_reference():
+    """With the int8 kernels forced on (any host runs them: exact, vpdpbusd or not) and with
+    them off, the model matches the converted module within a small part of its own
+    quantization error; the int8 build rounds the product once, not per term."""
+    import torch
+    model, converted, mod, params = pt2e_mlp()
+    builds = {}
+    for mode in ("on", "off"):
+        with ember.transform.PassContext(opt_level=3, config={"Int8Dense.int8_dot": mode}):
+            builds[mode] = ember.build(mod, params=params)
+    assert kernels_of(builds["on"]).count("nn.dense_u8s8_packed") == 2
+    assert "nn.dense_u8s8" not in kernels_of(builds["off"])
+    for seed in range(3):
+        x = torch.randn(5, 67, generator=torch.Generator().manual_seed(seed))
+        with torch.no_grad():
+            want, fp32 = converted(x).numpy(), model(x).numpy()
+        quantization_error = np.abs(want - fp32).max()
+        for mode, lib in builds.items():
+            got = ember.GraphModule(lib)(x.numpy()).numpy()
+            assert np.abs(got - want).max() <= 0.01 * quantization_error, (mode, seed)
+
+
+@pytest.mark.parametrize("cpu,int8", [("znver4", True), ("sapphirerapids", True),
+                                      ("alderlake", True), ("znver3", False),
+                                      ("skylake-avx512", False)])
+def test_int8_products_are_chosen_where_the_cpu_multiplies_int8_in_one_instruction(cpu, int8):
+    """Compiled for a named CPU (not run): VNNI CPUs take the int8 kernels, the others keep
+    the float32 product, which is faster there than the widened int8 one."""
+    _, _, mod, params = pt2e_mlp()
+    target = f"llvm -mcpu={cpu}"
+    assert ember.target.machine_model(target).int8_dot == int8
+    lib = ember.build(mod, target=target, params=params)
+    assert ("nn.dense_u8s8_packed" in kernels_of(lib)) == int8, cpu

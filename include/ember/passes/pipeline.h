@@ -37,6 +37,9 @@ struct PassEnv {
   int fuse_max_depth;
   const MachineModel* fuse_machine;  // FuseOps' cost model; null: pattern rules only
   std::vector<runtime::FusionEdge>* fusion_decisions;
+  // Int8Dense's question, the target's int8_dot unless config "Int8Dense.int8_dot" says
+  // "on" (tests run the int8 kernels on any host) or "off".
+  bool int8_dot = false;
 };
 
 /// One step of the graph pipeline. A pass may appear more than once (FoldConstant); it runs

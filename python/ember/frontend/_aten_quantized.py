@@ -1,10 +1,10 @@
 """PT2E-quantized graphs (issue 45): torchao's prepare_pt2e / convert_pt2e leave fp32 ops
-between quantized_decomposed quantize / dequantize nodes. This first step computes those
-nodes as PyTorch's reference does, in float32: a quantized activation is a float32 tensor
-holding the integers (exact up to 2^24), so the model runs and matches the converted module
-run in eager; the Q/DQ arithmetic is elementwise and fuses into the neighbouring kernels.
-Int8 kernels (u8 x s8 -> s32) are not built yet. Constant weights (the frozen int8 tensors
-and their dequantize_per_channel) are computed by PyTorch at import, as every constant is.
+between quantized_decomposed quantize / dequantize nodes. They convert as PyTorch's
+reference computes them: a quantize is an 8-bit tensor (the clamped integers, cast), a
+dequantize its float32 value, so the model matches the converted module run in eager and
+the Q/DQ arithmetic is elementwise, fused into the neighbouring kernels. A dense between
+them becomes an int8 product where the CPU has VNNI (the Int8Dense pass); everything else
+computes in float32. Frozen int8 weights stay int8 constants.
 Registered into _aten_registry.CONVERTERS on import."""
 import torch
 
@@ -24,12 +24,14 @@ def _scalar(value, what, op):
 @converts(_NAMESPACE + "quantize_per_tensor")
 def _quantize_per_tensor(cx, a):
     """clamp(round(x * (1 / scale)) + zero_point, quant_min, quant_max), torch's reference
-    (round half to even), as float32 integers."""
+    (round half to even), in the quantized dtype (uint8 or int8: exact after the clamp)."""
     op = "quantize_per_tensor"
     inv_scale = 1.0 / _scalar(a["scale"], "scale", op)
     q = cx.emit("round", [binary(cx, "multiply", a["input"], inv_scale)])
     q = binary(cx, "add", q, _scalar(a["zero_point"], "zero point", op))
-    return cx.emit("clip", [q], a_min=float(a["quant_min"]), a_max=float(a["quant_max"]))
+    q = cx.emit("clip", [q], a_min=float(a["quant_min"]), a_max=float(a["quant_max"]))
+    dtype = str(a["dtype"]).replace("torch.", "")
+    return cast(cx, q, dtype) if dtype in ("uint8", "int8") else q
 
 
 @converts(_NAMESPACE + "dequantize_per_tensor")
@@ -39,7 +41,8 @@ def _dequantize_per_tensor(cx, a):
     out_dtype = a["out_dtype"] if a.has("out_dtype") else None
     if out_dtype not in (None, torch.float32):
         raise EmberError(f"{op}: out_dtype {out_dtype} is not supported (float32 only)")
-    q = binary(cx, "subtract", a["input"], _scalar(a["zero_point"], "zero point", op))
+    q = binary(cx, "subtract", cast(cx, a["input"], "float32"),
+               _scalar(a["zero_point"], "zero point", op))
     return binary(cx, "multiply", q, _scalar(a["scale"], "scale", op))
 
 

@@ -208,15 +208,17 @@ void OutputTiling::size_register_tile() {
     // A tile_rows knob (a short run's part of a range: with_short_run_parts) takes the
     // vectors that suit that many rows.
     const int64_t choose_rows = knobs.tile_rows ? std::min(knobs.tile_rows, tile_rows) : tile_rows;
-    rt = choose_register_tile(machine, choose_rows, last->extent, o.tensor().dtype(), rows_share,
+    // The accumulators' type sizes the tile: an epilogue that narrows the output (a
+    // quantize's cast to uint8) still computes in the anchor's float32 (or int32) lanes.
+    const DType t = reds[0]->tensor().dtype();
+    rt = choose_register_tile(machine, choose_rows, last->extent, t, rows_share,
                               weights_from_l3(*reds[0], machine, last->extent), panel_k,
                               shift_columns);
     // A one-row tile (a GEMV: a batch-1 dense streams its weights once) may take any number
     // of vectors (the last column tile shifted back), and its reduction may run as partial
     // sums: independent accumulator chains, added in the epilogue (by default only
     // for a sum of one tensor: default_partial_sums).
-    rt = tuned_register_tile(rt, tile_rows, last->extent, o.tensor().dtype(), machine, knobs, space,
-                             tile_rows == 1);
+    rt = tuned_register_tile(rt, tile_rows, last->extent, t, machine, knobs, space, tile_rows == 1);
     if (tile_rows == 1) {
       const int64_t k = inner_reduce_extent(*reds[0]);
       partial_sums = tuned_partial_sums(default_partial_sums(sch, o, *reds[0], rt, k, machine), k,

@@ -1,0 +1,72 @@
+// Int8Dense: before/after on the graph a PT2E linear layer imports as, with and without a
+// machine that has int8 dot products, and its near misses.
+#include "ember/passes/int8_dense.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "ember/ir/op.h"
+
+namespace ember::passes {
+namespace {
+
+using namespace ir;
+
+Expr filled(std::vector<int64_t> shape, DType t, double v) {
+  runtime::NDArray a = runtime::NDArray::empty(shape, t);
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    if (t == DType::Float32) a.data_as<float>()[i] = static_cast<float>(v);
+    if (t == DType::Int8) a.data_as<int8_t>()[i] = static_cast<int8_t>(v);
+    if (t == DType::Int64) a.data_as<int64_t>()[i] = static_cast<int64_t>(v);
+  }
+  return constant(a);
+}
+
+Attrs to(const char* dtype) { return Attrs().with("dtype", std::string(dtype)); }
+
+// dense((cast(q) - zx) * 0.5, (cast(w) - cast(zw)) * sw) as the frontend writes it.
+Function pt2e_linear(Expr q, Expr w, double zx, double zw) {
+  Expr x =
+      call("multiply",
+           {call("subtract", {call("cast", {q}, to("float32")), filled({}, DType::Float32, zx)}),
+            filled({}, DType::Float32, 0.5)});
+  Expr zero = call("reshape", {call("cast", {filled({6}, DType::Int64, zw)}, to("float32"))},
+                   Attrs().with("newshape", std::vector<int64_t>{6, 1}));
+  Expr wd = call("multiply", {call("subtract", {call("cast", {w}, to("float32")), zero}),
+                              filled({6, 1}, DType::Float32, 0.25)});
+  return function({q}, call("nn.dense", {x, wd}, {}, "fc"));
+}
+
+int count_calls(const Function& f, const std::string& op) {
+  int n = 0;
+  for (auto& e : post_order(f->body))
+    if (auto* c = as<CallNode>(e)) n += c->op && c->op->name == op;
+  return n;
+}
+
+TEST(Int8Dense, Pt2eLinearBecomesTheInt8ProductOnVnniMachines) {
+  Expr q = var("q", TensorType{{3, 8}, DType::UInt8});
+  Expr w = filled({6, 8}, DType::Int8, 3);
+  const bool vnni = true, plain = false;
+  Function f = pt2e_linear(q, w, 128, 0);
+  Function got = int8_dense(f, vnni);
+  EXPECT_EQ(count_calls(got, "nn.dense"), 0) << to_string(Expr(got));
+  EXPECT_EQ(count_calls(got, "nn.dense_u8s8"), 1);
+  EXPECT_EQ(count_calls(got, "nn.pack_bytes4"), 2);
+  EXPECT_EQ(count_calls(got, "sum"), 1);  // the weights' row sums, for the zero point
+  EXPECT_EQ(got->body->type, f->body->type);
+  // Without int8 dot products (AVX2, AVX-512 before VNNI), or a weight zero point that is not
+  // 0, or float activations: unchanged.
+  EXPECT_TRUE(structural_equal(int8_dense(f, plain), f));
+  Function shifted = pt2e_linear(q, w, 128, 1);
+  EXPECT_TRUE(structural_equal(int8_dense(shifted, vnni), shifted));
+  // A zero point of 0 needs no row sums.
+  EXPECT_EQ(count_calls(int8_dense(pt2e_linear(q, w, 0, 0), vnni), "sum"), 0);
+  Expr fq = var("q", TensorType{{3, 8}, DType::Int32});
+  Function ints = pt2e_linear(fq, w, 0, 0);
+  EXPECT_TRUE(structural_equal(int8_dense(ints, vnni), ints));
+}
+
+}  // namespace
+}  // namespace ember::passes
