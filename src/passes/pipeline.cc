@@ -12,7 +12,7 @@
 #include "ember/passes/fold_pad_into_conv.h"
 #include "ember/passes/fold_scale_axis.h"
 #include "ember/passes/fuse_ops.h"
-#include "ember/passes/int8_dense.h"
+#include "ember/passes/int8_products.h"
 #include "ember/passes/recognize_attention.h"
 #include "ember/passes/recognize_patterns.h"
 #include "ember/passes/simplify_expr.h"
@@ -45,8 +45,10 @@ const std::vector<GraphPass>& graph_passes() {
       {"SimplifyExpr", 1, false, graph_only<simplify_expr>},
       {"RecognizePatterns", 1, false, graph_only<recognize_patterns>},
       // Before FoldConstant evaluates the weights' dequantization into float32.
-      {"Int8Dense", 3, true,
-       [](const Function& f, const PassEnv& env) { return int8_dense(f, env.int8_dot); }},
+      {"Int8Products", 3, true,
+       [](const Function& f, const PassEnv& env) {
+         return int8_products(f, env.int8_dot, env.target.machine.vector_bits);
+       }},
       {"FoldPadIntoConv", 2, false, graph_only<fold_pad_into_conv>},
       {"FoldConstant", 2, false, fold_constants},
       {"FoldScaleAxis", 3, false, graph_only<fold_scale_axis>},
@@ -124,9 +126,9 @@ ir::Function run_pipeline(const ir::Function& input, const PassContext& raw_ctx,
   else if (cost_model != "target" && cost_model != "none")
     fail("config FuseOps.cost_model must be \"target\", \"avx2\", \"avx512\" or \"none\", got '",
          cost_model, "'");
-  const std::string int8 = ctx.config_value("Int8Dense.int8_dot", "target");
+  const std::string int8 = ctx.config_value("Int8Products.int8_dot", "target");
   if (int8 != "target" && int8 != "on" && int8 != "off")
-    fail("config Int8Dense.int8_dot must be \"target\", \"on\" or \"off\", got '", int8, "'");
+    fail("config Int8Products.int8_dot must be \"target\", \"on\" or \"off\", got '", int8, "'");
   const PassEnv env{target,
                     evaluate,
                     static_cast<int>(max_depth),

@@ -40,6 +40,13 @@ inline std::map<std::string, std::function<Expr(std::vector<Expr>&)>> examples()
          return call("nn.pack_bytes4",
                      {p.emplace_back(var("q", TensorType{{3, 18}, DType::UInt8}))});
        }},
+      {"nn.conv2d_u8s8",
+       [](auto& p) {
+         Expr x = p.emplace_back(var("x4", TensorType{{1, 3, 9, 7}, DType::Int32}));
+         Expr w = p.emplace_back(var("w4", TensorType{{5, 3, 3, 3}, DType::Int32}));
+         return call("nn.conv2d_u8s8", {x, w},
+                     Attrs({{"padding", std::vector<int64_t>{1}}, {"pad_word", int64_t{7}}}));
+       }},
       {"nn.dense_u8s8",
        [](auto& p) {
          Expr x = p.emplace_back(var("x4", TensorType{{3, 10}, DType::Int32}));

@@ -37,7 +37,7 @@ struct PassEnv {
   int fuse_max_depth;
   const MachineModel* fuse_machine;  // FuseOps' cost model; null: pattern rules only
   std::vector<runtime::FusionEdge>* fusion_decisions;
-  // Int8Dense's question, the target's int8_dot unless config "Int8Dense.int8_dot" says
+  // Int8Products's question, the target's int8_dot unless config "Int8Products.int8_dot" says
   // "on" (tests run the int8 kernels on any host) or "off".
   bool int8_dot = false;
 };

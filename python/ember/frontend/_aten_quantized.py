@@ -2,9 +2,9 @@
 between quantized_decomposed quantize / dequantize nodes. They convert as PyTorch's
 reference computes them: a quantize is an 8-bit tensor (the clamped integers, cast), a
 dequantize its float32 value, so the model matches the converted module run in eager and
-the Q/DQ arithmetic is elementwise, fused into the neighbouring kernels. A dense between
-them becomes an int8 product where the CPU has VNNI (the Int8Dense pass); everything else
-computes in float32. Frozen int8 weights stay int8 constants.
+the Q/DQ arithmetic is elementwise, fused into the neighbouring kernels. A dense or conv
+between them becomes an int8 product where the CPU has VNNI (the Int8Products pass);
+everything else computes in float32. Frozen int8 weights stay int8 constants.
 Registered into _aten_registry.CONVERTERS on import."""
 import torch
 

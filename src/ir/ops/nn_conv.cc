@@ -93,6 +93,54 @@ Tensor conv2d_compute(const std::vector<Tensor>& in, const Attrs& attrs, const T
   });
 }
 
+// ---------------------------------------------------------------- int8 conv2d
+
+// nn.conv2d of int8 products (issue 45): data x4 [N, C/4, H, W] and weight w4 [O, C/4, KH, KW],
+// int32 words of four channels' bytes (nn.pack_bytes4 along axis 1: uint8 activations,
+// int8 weights); the exact int32 sum of the byte products, each step one dot_u8s8 (vpdpbusd
+// on VNNI CPUs). Padding reads `pad_word`: the activations' zero point in each byte, so that
+// a padded tap adds what a tap of the value 0 would (zero point times the weight), the same
+// at every position. Groups 1; strides and dilation as nn.conv2d.
+Type conv2d_u8s8_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_arity(args, 2, ctx);
+  const TensorType& data = tensor_arg(args, 0, "data", ctx);
+  const TensorType& weight = tensor_arg(args, 1, "weight", ctx);
+  check_rank(data, 4, "data (N, C/4, H, W words)", ctx);
+  check_rank(weight, 4, "the weight (O, C/4, KH, KW words)", ctx);
+  for (const TensorType* t : {&data, &weight})
+    if (t->dtype != DType::Int32)
+      ctx.fail(to_string(*t) +
+               " is not int32 words of four channels' bytes; pack them with "
+               "nn.pack_bytes4 along axis 1");
+  if (attr_int(attrs, "groups") != 1) ctx.fail("nn.conv2d_u8s8 takes groups = 1 only");
+  if (data.shape[1] != weight.shape[1])
+    ctx.fail("data has " + std::to_string(data.shape[1]) + " channel words but the weight " +
+             std::to_string(weight.shape[1]));
+  auto [oh, ow] = conv_out_hw(data, weight.shape[2], weight.shape[3], attrs, ctx);
+  return TensorType{{data.shape[0], weight.shape[0], oh, ow}, DType::Int32};
+}
+
+Tensor conv2d_u8s8_compute(const std::vector<Tensor>& in, const Attrs& attrs,
+                           const TensorType& out) {
+  const Tensor &data = in[0], &weight = in[1];
+  const ConvAttrs a(attrs);
+  const auto &s = a.strides, &d = a.dilation, &p = a.padding;
+  int64_t words = weight.shape()[1], kh = weight.shape()[2], kw = weight.shape()[3];
+  int64_t hp = (out.shape[2] - 1) * s[0] + d[0] * (kh - 1) + 1;
+  int64_t wp = (out.shape[3] - 1) * s[1] + d[1] * (kw - 1) + 1;
+  const PrimExpr pad = make_const(DType::Int32, static_cast<double>(attr_int(attrs, "pad_word")));
+  Tensor padded = pad_nchw("conv2d_pad", data, p[0], p[1], hp, wp, pad);
+  IterVar rc = reduce_axis(words, "rc"), ry = reduce_axis(kh, "ry"), rx = reduce_axis(kw, "rx");
+  return compute("conv2d_u8s8", out.shape, [&](const std::vector<PrimVar>& i) {
+    PrimExpr y = i[2] * idx(s[0]) + ry->var * idx(d[0]);
+    PrimExpr x = i[3] * idx(s[1]) + rx->var * idx(d[1]);
+    return sum(
+        prim_call(Intrinsic::DotU8S8, {make_const(DType::Int32, 0), padded({i[0], rc->var, y, x}),
+                                       weight({i[1], rc->var, ry->var, rx->var})}),
+        {rc, ry, rx});
+  });
+}
+
 // ---------------------------------------------------------------- blocked conv2d
 
 // nn.conv2d on activations in a blocked layout NCHW[c]c (AlterOpLayout): data
@@ -218,6 +266,14 @@ Op conv2d_op() {
                                    conv2d_blocked_rel, conv2d_blocked_compute},
                                   "conv2d"),
                            kConvAttrs));
+[[maybe_unused]] const Op* kConv2dU8S8 = [] {
+  std::vector<AttrSpec> attrs = kConvAttrs;
+  attrs.push_back(int_attr("pad_word", 0, "the int32 word a padded position reads"));
+  return register_op(with_attrs(family({"nn.conv2d_u8s8", 2, OpPattern::OutEWiseFusable,
+                                        conv2d_u8s8_rel, conv2d_u8s8_compute},
+                                       "conv2d"),
+                                attrs));
+}();
 [[maybe_unused]] const Op* kPackConvWeight = register_op(
     with_attrs({"nn.pack_conv_weight", 1, OpPattern::Injective, pack_conv_weight_rel,
                 pack_conv_weight_compute},

@@ -17,28 +17,33 @@ using namespace ops;
 
 // ---------------------------------------------------------------- pack_bytes4
 
-// x (int8 or uint8) [..., K] -> int32 [..., ceil(K / 4)]: word k holds x[..., 4k + j] as
-// byte j (little-endian, as one load of the four bytes would), zero past K.
-Type pack_bytes4_rel(const std::vector<Type>& args, Attrs&, const TypeContext& ctx) {
+// x (int8 or uint8) [..., K, ...] -> int32 with ceil(K / 4) along `axis` (default the last):
+// word k holds x[4k + j] as byte j (little-endian, as one load of the four bytes would), zero
+// past K.
+Type pack_bytes4_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
   check_arity(args, 1, ctx);
   const TensorType& x = tensor_arg(args, 0, "the input", ctx);
   if (x.dtype != DType::Int8 && x.dtype != DType::UInt8)
     ctx.fail("the input is " + to_string(x) + " but nn.pack_bytes4 packs int8 or uint8 bytes");
   if (x.ndim() < 1) ctx.fail("the input must have at least 1 dimension");
+  const int64_t axis = normalize_axis(attr_int(attrs, "axis"), x.ndim(), ctx);
+  attrs = attrs.with("axis", axis);
   std::vector<int64_t> shape = x.shape;
-  shape.back() = (shape.back() + 3) / 4;
+  shape[axis] = (shape[axis] + 3) / 4;
   return TensorType{shape, DType::Int32};
 }
 
-Tensor pack_bytes4_compute(const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {
+Tensor pack_bytes4_compute(const std::vector<Tensor>& in, const Attrs& attrs,
+                           const TensorType& out) {
   const Tensor& x = in[0];
-  const int64_t k = x.shape().back();
+  const auto axis = static_cast<size_t>(attr_int(attrs, "axis"));
+  const int64_t k = x.shape()[axis];
   return compute("bytes4", out.shape, [&](const std::vector<PrimVar>& i) {
     std::vector<PrimExpr> xi(i.begin(), i.end());
     PrimExpr word = make_const(DType::Int32, 0);
     for (int64_t j = 0; j < 4; ++j) {
-      PrimExpr at = i.back() * idx(4) + idx(j);
-      xi.back() = min(at, idx(k - 1));
+      PrimExpr at = i[axis] * idx(4) + idx(j);
+      xi[axis] = min(at, idx(k - 1));
       PrimExpr byte =
           binary(BinaryOp::BitAnd, cast(DType::Int32, x(xi)), make_const(DType::Int32, 255));
       if (k % 4 != 0) byte = select(at < idx(k), byte, make_const(DType::Int32, 0));
@@ -125,8 +130,9 @@ Tensor dense_u8s8_packed_compute(const std::vector<Tensor>& in, const Attrs&,
                   [&](PrimExpr n, PrimExpr k) { return w({n / idx(block), k, n % idx(block)}); });
 }
 
-[[maybe_unused]] const Op* kPackBytes4 =
-    register_op({"nn.pack_bytes4", 1, OpPattern::Injective, pack_bytes4_rel, pack_bytes4_compute});
+[[maybe_unused]] const Op* kPackBytes4 = register_op(
+    with_attrs({"nn.pack_bytes4", 1, OpPattern::Injective, pack_bytes4_rel, pack_bytes4_compute},
+               {int_attr("axis", -1, "the axis whose bytes are packed, four to a word")}));
 [[maybe_unused]] const Op* kDenseU8S8 = register_op(family(
     {"nn.dense_u8s8", 2, OpPattern::OutEWiseFusable, dense_u8s8_rel, dense_u8s8_compute}, "dense"));
 [[maybe_unused]] const Op* kDenseU8S8Packed = register_op(with_attrs(

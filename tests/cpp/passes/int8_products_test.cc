@@ -1,6 +1,6 @@
-// Int8Dense: before/after on the graph a PT2E linear layer imports as, with and without a
+// Int8Products: before/after on the graph a PT2E linear layer imports as, with and without a
 // machine that has int8 dot products, and its near misses.
-#include "ember/passes/int8_dense.h"
+#include "ember/passes/int8_products.h"
 
 #include <gtest/gtest.h>
 
@@ -45,12 +45,12 @@ int count_calls(const Function& f, const std::string& op) {
   return n;
 }
 
-TEST(Int8Dense, Pt2eLinearBecomesTheInt8ProductOnVnniMachines) {
+TEST(Int8Products, Pt2eLinearBecomesTheInt8ProductOnVnniMachines) {
   Expr q = var("q", TensorType{{3, 8}, DType::UInt8});
   Expr w = filled({6, 8}, DType::Int8, 3);
   const bool vnni = true, plain = false;
   Function f = pt2e_linear(q, w, 128, 0);
-  Function got = int8_dense(f, vnni);
+  Function got = int8_products(f, vnni, 512);
   EXPECT_EQ(count_calls(got, "nn.dense"), 0) << to_string(Expr(got));
   EXPECT_EQ(count_calls(got, "nn.dense_u8s8"), 1);
   EXPECT_EQ(count_calls(got, "nn.pack_bytes4"), 2);
@@ -58,14 +58,43 @@ TEST(Int8Dense, Pt2eLinearBecomesTheInt8ProductOnVnniMachines) {
   EXPECT_EQ(got->body->type, f->body->type);
   // Without int8 dot products (AVX2, AVX-512 before VNNI), or a weight zero point that is not
   // 0, or float activations: unchanged.
-  EXPECT_TRUE(structural_equal(int8_dense(f, plain), f));
+  EXPECT_TRUE(structural_equal(int8_products(f, plain, 512), f));
   Function shifted = pt2e_linear(q, w, 128, 1);
-  EXPECT_TRUE(structural_equal(int8_dense(shifted, vnni), shifted));
+  EXPECT_TRUE(structural_equal(int8_products(shifted, vnni, 512), shifted));
   // A zero point of 0 needs no row sums.
-  EXPECT_EQ(count_calls(int8_dense(pt2e_linear(q, w, 0, 0), vnni), "sum"), 0);
+  EXPECT_EQ(count_calls(int8_products(pt2e_linear(q, w, 0, 0), vnni, 512), "sum"), 0);
   Expr fq = var("q", TensorType{{3, 8}, DType::Int32});
   Function ints = pt2e_linear(fq, w, 0, 0);
-  EXPECT_TRUE(structural_equal(int8_dense(ints, vnni), ints));
+  EXPECT_TRUE(structural_equal(int8_products(ints, vnni, 512), ints));
+}
+
+// A conv of a dequantized uint8 image by dequantized int8 weights becomes the int8 conv over
+// words of four channels, padded with the zero point, where its rows hold a vector (16
+// int32 lanes at 512 bits); a 7-wide image or a grouped conv keeps the float conv.
+TEST(Int8Products, Pt2eConvBecomesTheInt8ConvWhereItsRowsHoldAVector) {
+  auto conv = [](int64_t width, int64_t groups) {
+    Expr q = var("q", TensorType{{1, 8, 4, width}, DType::UInt8});
+    Expr x =
+        call("multiply",
+             {call("subtract", {call("cast", {q}, to("float32")), filled({}, DType::Float32, 3)}),
+              filled({}, DType::Float32, 0.5)});
+    Expr w = call("multiply",
+                  {call("cast", {filled({4, 8 / groups, 3, 3}, DType::Int8, 2)}, to("float32")),
+                   filled({4, 1, 1, 1}, DType::Float32, 0.25)});
+    Attrs attrs({{"padding", std::vector<int64_t>{1}}, {"groups", groups}});
+    return function({q}, call("nn.conv2d", {x, w}, attrs, "conv"));
+  };
+  Function wide = conv(20, 1);
+  Function got = int8_products(wide, true, 512);
+  EXPECT_EQ(count_calls(got, "nn.conv2d_u8s8"), 1) << to_string(Expr(got));
+  EXPECT_EQ(count_calls(got, "nn.conv2d"), 0);
+  EXPECT_EQ(got->body->type, wide->body->type);
+  for (auto& e : post_order(got->body))
+    if (auto* c = as<CallNode>(e); c && c->op && c->op->name == "nn.conv2d_u8s8")
+      EXPECT_EQ(c->attrs.get_int("pad_word", 0), 0x03030303);
+  for (Function f : {conv(7, 1), conv(20, 2)})
+    EXPECT_TRUE(structural_equal(int8_products(f, true, 512), f));
+  EXPECT_EQ(count_calls(int8_products(conv(8, 1), true, 256), "nn.conv2d_u8s8"), 1);
 }
 
 }  // namespace

@@ -1,0 +1,30 @@
+#pragma once
+#include "ember/ir/graph.h"
+
+namespace ember::passes {
+
+/// Int8Products (opt level 3, CPU targets whose machine model has int8_dot): a dense or conv
+/// whose operands are dequantized 8-bit tensors, as a PT2E model imports a quantized layer,
+///
+///   nn.dense((cast(Q) - zx) * sx, (cast(W) - zw) * sw)   Q uint8 [..., K], zx and sx numbers;
+///                                                        W a constant int8 [N, K], zw all 0,
+///                                                        sw [N, 1] (per output channel)
+///
+/// becomes the exact int8 product and its float scale:
+///
+///   cast(nn.dense_u8s8(pack_bytes4(Q), pack_bytes4(W)) - zx * sum_k W[n, k]) * (sx * sw[n])
+///
+/// and likewise nn.conv2d (groups 1, Q [N, C, H, W], W [O, C, KH, KW], sw [O, 1, 1, 1]) becomes
+/// nn.conv2d_u8s8 over words of four channels, its padding the zero point (so that the
+/// correction is one constant per channel), where the output rows hold at least one int32
+/// vector (its NCHW vectors run along them). The int32 difference is exact (|sum| < 2^31
+/// for K up to 16384), so the result is rounded once, where the float product rounded each
+/// term. Everything but the product and the activations' packing is constant and
+/// FoldConstant evaluates it; the scale (and what follows: bias, activation, the next
+/// quantize) is the kernel's epilogue. Elsewhere (no VNNI at the target's width, where the
+/// int8 kernel would be slower than float32) and for any other form the op is left as it is.
+/// `int8_dot`: the target's MachineModel::int8_dot (or the config's override, PassEnv);
+/// `vector_bits`: the target's vector width.
+ir::Function int8_products(const ir::Function& f, bool int8_dot, int vector_bits);
+
+}  // namespace ember::passes
