@@ -15,24 +15,18 @@ import pytest
 import torch
 
 import ember
+import models
 from ember import EmberError
 
-pt2e = pytest.importorskip("torchao.quantization.pt2e.quantize_pt2e")
-x86 = pytest.importorskip("torchao.quantization.pt2e.quantizer.x86_inductor_quantizer")
+pytest.importorskip("torchao.quantization.pt2e.quantize_pt2e")
 
 
 def quantize(model, example, calibration):
-    """The PT2E flow a user runs: export, prepare, calibrate, convert; then the
-    ExportedProgram of the converted module (what from_pytorch takes)."""
+    """The PT2E flow a user runs (models.pt2e_quantize: export, prepare, calibrate, convert);
+    then the ExportedProgram of the converted module (what from_pytorch takes)."""
+    converted = models.pt2e_quantize(model, example, [(x,) for x in calibration])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        graph = torch.export.export(model, example).module()
-        quantizer = x86.X86InductorQuantizer()
-        quantizer.set_global(x86.get_default_x86_inductor_quantization_config())
-        prepared = pt2e.prepare_pt2e(graph, quantizer)
-        for x in calibration:
-            prepared(x)
-        converted = pt2e.convert_pt2e(prepared)
         return converted, torch.export.export(converted, example)
 
 
