@@ -341,26 +341,32 @@ def ratio(a, b):
     return "-" if a is None or b is None else f"{a / b:.2f}"
 
 
-def print_table(rows, threads):
+def print_table(rows, threads, engines=ENGINES, labels=None, reference="torch",
+                error_header="max error abs/rel vs eager"):
+    """The rows at `threads` as a Markdown table: each engine's median ms (columns in
+    `engines` order, headed by `labels`, default ENGINE_LABEL), each other engine's ratio to
+    `reference`, and the errors in each row's "check"."""
+    labels = labels or ENGINE_LABEL
+    others = [e for e in engines if e != reference]
     print(f"\n### {threads} thread{'s' if threads > 1 else ''}\n")
-    print("| model | batch | threads | Ember ms | PyTorch ms | compile ms | ORT ms "
-          "| Ember/PyTorch | compile/PyTorch | ORT/PyTorch | max error abs/rel vs eager |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("| model | batch | threads | " + " | ".join(f"{labels[e]} ms" for e in engines) + " | "
+          + " | ".join(f"{labels[e]}/{labels[reference]}" for e in others)
+          + f" | {error_header} |")
+    print("|---|---:|---:|" + "---:|" * (len(engines) + len(others)) + "---|")
     for r in rows:
         if r["threads"] != threads:
             continue
         ms = r["ms"]
         errs = []
-        for eng in ("ember", "compile", "ort"):
+        for eng in others:
             if eng in r["check"]:
                 c = r["check"][eng]
-                errs.append(f"{ENGINE_LABEL[eng]} {c['abs']:.1e}/{c['rel']:.1e}"
+                errs.append(f"{labels[eng]} {c['abs']:.1e}/{c['rel']:.1e}"
                             + ("" if c["ok"] else " MISMATCH"))
-        print(f"| {r['model']} | {r['batch']} | {r['threads']} | {fmt_ms(ms.get('ember'))} "
-              f"| {fmt_ms(ms.get('torch'))} | {fmt_ms(ms.get('compile'))} "
-              f"| {fmt_ms(ms.get('ort'))} | {ratio(ms.get('ember'), ms.get('torch'))} "
-              f"| {ratio(ms.get('compile'), ms.get('torch'))} "
-              f"| {ratio(ms.get('ort'), ms.get('torch'))} | {'; '.join(errs) or '-'} |")
+        print(f"| {r['model']} | {r['batch']} | {r['threads']} | "
+              + " | ".join(fmt_ms(ms.get(e)) for e in engines) + " | "
+              + " | ".join(ratio(ms.get(e), ms.get(reference)) for e in others)
+              + f" | {'; '.join(errs) or '-'} |")
 
 
 def print_setup(setups):

@@ -380,3 +380,36 @@ def make(family, batch=1, seed=0):
     model = make_model()
     torch.manual_seed(seed + 1)
     return model, make_inputs(batch)
+
+
+# ---------------------------------------------------------------------- PT2E quantization
+
+def pt2e_quantize(model, example, calibration):
+    """The PT2E post-training flow of torchao (issue 45): capture, prepare_pt2e with the
+    default X86InductorQuantizer config, one call per tensor tuple of `calibration`,
+    convert_pt2e. Returns the converted torch.fx.GraphModule (quantized_decomposed Q/DQ
+    around fp32 ops, BatchNorm folded into the convolutions), which runs as PyTorch's
+    reference and which from_pytorch takes as it is or re-exported.
+
+    The capture is torch.export with strict=True (TorchDynamo), as torchao's own x86 lowering
+    (lower_pt2e_quantized_to_x86) does. The default non-strict capture records no
+    source_fn_stack, so torch's get_source_partitions falls back to the module path and
+    makes one partition of every call of a module object used twice, such as the ResNet
+    blocks' shared `self.relu` (torchvision's layout too): X86InductorQuantizer's conv + add
+    + relu annotation then fails with "Input partition has more than one output node"
+    (pytorch/ao#4478 reports it for a reused nn.Linear). Strict capture names each call."""
+    import warnings
+
+    from torchao.quantization.pt2e import quantize_pt2e
+    from torchao.quantization.pt2e.quantizer import x86_inductor_quantizer as x86
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        graph = torch.export.export(model.eval(), tuple(example), strict=True).module()
+        quantizer = x86.X86InductorQuantizer()
+        quantizer.set_global(x86.get_default_x86_inductor_quantization_config())
+        prepared = quantize_pt2e.prepare_pt2e(graph, quantizer)
+        with torch.no_grad():
+            for inputs in calibration:
+                prepared(*inputs)
+        return quantize_pt2e.convert_pt2e(prepared)

@@ -15,24 +15,18 @@ import pytest
 import torch
 
 import ember
+import models
 from ember import EmberError
 
-pt2e = pytest.importorskip("torchao.quantization.pt2e.quantize_pt2e")
-x86 = pytest.importorskip("torchao.quantization.pt2e.quantizer.x86_inductor_quantizer")
+pytest.importorskip("torchao.quantization.pt2e.quantize_pt2e")
 
 
 def quantize(model, example, calibration):
-    """The PT2E flow a user runs: export, prepare, calibrate, convert; then the
-    ExportedProgram of the converted module (what from_pytorch takes)."""
+    """The PT2E flow a user runs (models.pt2e_quantize: export, prepare, calibrate, convert);
+    then the ExportedProgram of the converted module (what from_pytorch takes)."""
+    converted = models.pt2e_quantize(model, example, [(x,) for x in calibration])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        graph = torch.export.export(model, example).module()
-        quantizer = x86.X86InductorQuantizer()
-        quantizer.set_global(x86.get_default_x86_inductor_quantization_config())
-        prepared = pt2e.prepare_pt2e(graph, quantizer)
-        for x in calibration:
-            prepared(x)
-        converted = pt2e.convert_pt2e(prepared)
         return converted, torch.export.export(converted, example)
 
 
@@ -83,6 +77,51 @@ def test_pt2e_model_matches_the_quantized_reference(family):
         assert np.abs(got - want).max() <= 0.1 * quantization_error, (family, seed)
         np.testing.assert_allclose(unfused(x.numpy()).numpy(), got,
                                    atol=0.1 * quantization_error, rtol=0)
+
+
+def test_pt2e_resnet_matches_the_quantized_reference():
+    """models.py's ResNet-18 (width 8): its blocks call one `self.relu` twice, which the
+    X86InductorQuantizer's conv + add + relu annotation takes only from a strict capture
+    (models.pt2e_quantize). Imported as the converted GraphModule itself."""
+    model, (x,) = models.make("resnet18", batch=16)
+    converted = models.pt2e_quantize(model, (x,), [(x,)])
+    names = [str(n.target) for n in converted.graph.nodes if n.op == "call_function"]
+    assert not any("batch_norm" in n for n in names)  # folded into the convolutions
+    assert names.count("quantized_decomposed.quantize_per_tensor.default") >= 20
+    mod, params = ember.frontend.from_pytorch(converted, (x,))
+    with ember.transform.PassContext(opt_level=3):
+        m = ember.GraphModule(ember.build(mod, target="llvm", params=params))
+    x = torch.randn(x.shape, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        want, fp32 = converted(x).numpy(), model(x).numpy()
+    got = m(x.numpy()).numpy()
+    quantization_error = np.abs(want - fp32).max()
+    assert quantization_error > 0
+    assert np.abs(got - want).max() <= 0.1 * quantization_error
+    # Top-1 over the batch of 16 random images: the same class as the reference's.
+    assert (got.argmax(1) == want.argmax(1)).mean() >= 15 / 16
+
+
+@pytest.mark.parametrize("kind", ["exported", "converted"])
+def test_from_pytorch_takes_a_graph_module_that_refuses_eval(kind):
+    """torch.export's ExportedProgram.module() and torchao's convert_pt2e output raise
+    NotImplementedError on eval() / train(); from_pytorch exports them as they are and
+    leaves them as it found them."""
+    torch.manual_seed(0)
+    model, example = ConvNet().eval(), (torch.randn(2, 3, 16, 16),)
+    if kind == "exported":
+        graph = torch.export.export(model, example).module()
+    else:
+        graph = models.pt2e_quantize(model, example, [example])
+    with pytest.raises(NotImplementedError):
+        graph.eval()
+    mod, params = ember.frontend.from_pytorch(graph, example)
+    with pytest.raises(NotImplementedError):
+        graph.eval()  # still refused: from_pytorch replaced nothing
+    m = ember.GraphModule(ember.build(mod, target="llvm", params=params))
+    with torch.no_grad():
+        want = graph(*example).numpy()
+    np.testing.assert_allclose(m(example[0].numpy()).numpy(), want, atol=1e-4, rtol=0)
 
 
 def test_run_time_scales_are_a_clear_error():

@@ -132,7 +132,7 @@ def _export(model, inputs, dynamic_shapes=None):
     afterwards (a wrapper in training mode around an eval model stays so)."""
     _check_arity(model, inputs)
     modes = [(m, m.training) for m in model.modules()]
-    model.eval()
+    _eval(model)
     try:
         with torch.no_grad():
             return torch.export.export(model, inputs, dynamic_shapes=dynamic_shapes)
@@ -141,6 +141,19 @@ def _export(model, inputs, dynamic_shapes=None):
     finally:
         for m, training in modes:
             m.training = training
+
+
+def _eval(model):
+    """model.eval(). A graph module that torch.export made (ExportedProgram.module(), and
+    torchao's prepare_pt2e / convert_pt2e output) refuses train() and eval() with
+    NotImplementedError: its graph was captured in one mode, which the flag cannot change.
+    Such a module, or a model holding one, gets every submodule's flag set instead (what
+    eval() does) and is exported as it is."""
+    try:
+        model.eval()
+    except NotImplementedError:
+        for m in model.modules():
+            m.training = False
 
 
 def _export_failure(model, error):
