@@ -98,8 +98,12 @@ def test_pt2e_resnet_matches_the_quantized_reference():
     quantization_error = np.abs(want - fp32).max()
     assert quantization_error > 0
     assert np.abs(got - want).max() <= 0.1 * quantization_error
-    # Top-1 over the batch of 16 random images: the same class as the reference's.
-    assert (got.argmax(1) == want.argmax(1)).mean() >= 15 / 16
+    # Top-1 over the batch of 16 random images. With random weights every image gets the
+    # same class, so each model's logits are taken less their mean over the batch (the part
+    # that depends on the image), which gives several classes.
+    top, top_want = (got - got.mean(0)).argmax(1), (want - want.mean(0)).argmax(1)
+    assert len(set(top_want.tolist())) >= 4
+    assert (top == top_want).mean() >= 15 / 16
 
 
 @pytest.mark.parametrize("kind", ["exported", "converted"])
