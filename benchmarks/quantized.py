@@ -15,9 +15,10 @@ int8 per-channel weights, uint8 per-tensor activations).
 Engines (timed as e2e.py times them: warm-up, interleaved rounds, the engine order rotated
 each round, medians of all calls; every engine at the same thread count):
   ember    Ember's build of the fp32 model
-  ember_q  Ember's build of the converted GraphModule (from_pytorch takes it as it is); the
-           quantize / dequantize nodes are computed in float32 and fused into their
-           neighbours' kernels, the convolutions are fp32 (no int8 kernels yet)
+  ember_q  Ember's build of the converted GraphModule (from_pytorch takes it as it is); on
+           CPUs with VNNI the convs whose rows hold a vector and the classifier run as int8
+           products (Int8Products), the rest computes in float32 between the quantize /
+           dequantize nodes, which fuse into their neighbours' kernels
   torch    PyTorch eager, fp32 model (the reference of the ratios)
   torch_q  PyTorch eager running the converted module: the reference of the quantized
            numerics (fp32 ops between Q/DQ nodes, not an int8 runtime)
