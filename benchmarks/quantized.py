@@ -3,7 +3,8 @@ PyTorch eager and ONNX Runtime, with the accuracy of the quantized build.
 
     PYTHONPATH=python python3 benchmarks/quantized.py
         [--models resnet18,resnet50,mobilenet_v2] [--threads 1,2] [--samples 100]
-        [--calibration 4] [--engines ember,ember_q,torch,torch_q,ort_q] [--rounds 5]
+        [--calibration 4] [--engines ember,ember_q,ember_qf,torch,torch_q,ort_q]
+        [--rounds 5]
         [--repeat N] [--quick] [--target "llvm"] [--json out.json]
 
 Models: e2e.py's ResNet-18, ResNet-50 and MobileNetV2 (e2e.make: full size, random but fixed
@@ -19,6 +20,8 @@ each round, medians of all calls; every engine at the same thread count):
            CPUs with VNNI the convs whose rows hold a vector and the classifier run as int8
            products (Int8Products), the rest computes in float32 between the quantize /
            dequantize nodes, which fuse into their neighbours' kernels
+  ember_qf the same graph built with the int8 products off (config Int8Products.int8_dot
+           off): every layer in float32 between the Q/DQ nodes
   torch    PyTorch eager, fp32 model (the reference of the ratios)
   torch_q  PyTorch eager running the converted module: the reference of the quantized
            numerics (fp32 ops between Q/DQ nodes, not an int8 runtime)
@@ -26,8 +29,9 @@ each round, medians of all calls; every engine at the same thread count):
            which ORT runs with its int8 kernels); skipped, with the exporter's reason, when
            the export fails
 
-Accuracy, over --samples random images (fresh ones, not the calibration's), at the largest
---threads: the largest |ember_q - torch_q| over all logits, relative to the range of
+Accuracy of ember_q, over --samples random images (fresh ones, not the calibration's), at 1
+thread (the engines called in turn at more threads wait for each other's spinning workers on
+a small machine): the largest |ember_q - torch_q| over all logits, relative to the range of
 torch_q's output and as a fraction of the quantization's own error (the largest
 |torch_q - fp32 model| over the same images); X86InductorQuantizer leaves the classifier's
 output in fp32 (no quantize after the last linear), so there is no output scale to count in.
@@ -56,9 +60,10 @@ import e2e  # noqa: E402  (its models, engines, measuring and table; puts tests/
 import models  # noqa: E402
 
 MODELS = ("resnet18", "resnet50", "mobilenet_v2")
-ENGINES = ("ember", "ember_q", "torch", "torch_q", "ort_q")
-LABELS = {"ember": "Ember fp32", "ember_q": "Ember PT2E", "torch": "PyTorch fp32",
-          "torch_q": "PyTorch PT2E", "ort_q": "ORT QDQ"}
+ENGINES = ("ember", "ember_q", "ember_qf", "torch", "torch_q", "ort_q")
+LABELS = {"ember": "Ember fp32", "ember_q": "Ember PT2E", "ember_qf": "Ember PT2E float",
+          "torch": "PyTorch fp32", "torch_q": "PyTorch PT2E", "ort_q": "ORT QDQ"}
+INT8_OFF = {"Int8Products.int8_dot": "off"}  # ember_qf's build config
 SENSITIVITY_SAMPLES = 20
 
 
@@ -68,12 +73,14 @@ def _engine(engine, name):
     return engine
 
 
-def _build(model, inputs, target):
-    """Ember's library of `model`, its import and build seconds."""
+def _build(model, inputs, target, config=None):
+    """Ember's library of `model` (built with the pass `config`), its import and build
+    seconds."""
     t0 = time.perf_counter()
     mod, params = ember.frontend.from_pytorch(model, inputs)
     t1 = time.perf_counter()
-    lib = ember.build(mod, target=target, params=params)
+    with ember.transform.PassContext(opt_level=3, config=config):
+        lib = ember.build(mod, target=target, params=params)
     return lib, t1 - t0, time.perf_counter() - t1
 
 
@@ -179,15 +186,18 @@ def print_accuracy(rows):
 def print_setup(setups):
     print("\n### Setup times (s)\n")
     print("| model | quantize (export, prepare, calibrate, convert) | Ember fp32 import, build "
-          "| Ember PT2E import, build | ONNX export | kernels fp32 / PT2E |")
-    print("|---|---:|---:|---:|---:|---:|")
+          "| Ember PT2E import, build | Ember PT2E float import, build | ONNX export "
+          "| kernels fp32 / PT2E / PT2E float |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for s in setups:
         def pair(key):
             return "-" if key + "_import_s" not in s else (
                 f"{s[key + '_import_s']:.1f}, {s[key + '_build_s']:.1f}")
         onnx = f"{s['onnx_export_s']:.1f}" if "onnx_export_s" in s else "-"
+        kernels = " / ".join(str(s.get(k + "_kernels", "-"))
+                             for k in ("ember", "ember_q", "ember_qf"))
         print(f"| {s['model']} | {s['quantize_s']:.1f} | {pair('ember')} | {pair('ember_q')} "
-              f"| {onnx} | {s.get('ember_kernels', '-')} / {s.get('ember_q_kernels', '-')} |")
+              f"| {pair('ember_qf')} | {onnx} | {kernels} |")
 
 
 def main():
@@ -196,8 +206,8 @@ def main():
                    help=f"comma list (default all): {', '.join(MODELS)}")
     p.add_argument("--threads", default="1,2", help="comma list of thread counts (default 1,2)")
     p.add_argument("--engines", default=",".join(ENGINES),
-                   help="comma list of ember,ember_q,torch,torch_q,ort_q to time (torch, the "
-                        "reference of the ratios, always runs)")
+                   help=f"comma list of {','.join(ENGINES)} to time (torch, the reference of "
+                        "the ratios, always runs)")
     p.add_argument("--samples", type=int, default=None,
                    help="random images of the accuracy pass (default 100, 20 with --quick; 0 "
                         "skips it)")
@@ -261,11 +271,12 @@ def main():
             expected, reference = e2e._as_list(model(*inputs)), e2e._as_list(converted(*inputs))
 
         libs = {}
-        for key, source in (("ember", model), ("ember_q", converted)):
+        for key, source, config in (("ember", model, None), ("ember_q", converted, None),
+                                    ("ember_qf", converted, INT8_OFF)):
             if key not in engines and not (key == "ember_q" and samples):
                 continue
-            lib, setup[key + "_import_s"], setup[key + "_build_s"] = _build(source, inputs,
-                                                                             args.target)
+            lib, setup[key + "_import_s"], setup[key + "_build_s"] = _build(
+                source, inputs, args.target, config)
             setup[key + "_kernels"] = len(lib.fusion_report())
             libs[key] = lib
             print(f"  {LABELS[key]}: import {setup[key + '_import_s']:.1f} s, build "
@@ -290,7 +301,7 @@ def main():
             ember.set_num_threads(threads)
             torch.set_num_threads(threads)
             built = []
-            for key in ("ember", "ember_q"):
+            for key in ("ember", "ember_q", "ember_qf"):
                 if key in engines:
                     built.append(_engine(e2e.ember_engine(libs[key], inputs), key))
             built.append(e2e.torch_engine(model, inputs))
@@ -305,7 +316,7 @@ def main():
                 if eng.name == "ember":
                     a, r, ok = e2e.check(eng.outputs(), expected)
                     checks["ember"] = {"abs": a, "rel": r, "ok": bool(ok)}
-                elif eng.name in ("ember_q", "ort_q"):
+                elif eng.name in ("ember_q", "ember_qf", "ort_q"):
                     checks[eng.name] = _quantized_check(eng.outputs(), reference, expected)
             rows.append({"model": name, "batch": 1, "threads": threads, "rounds": rounds,
                          "ms": {k: v[0] for k, v in result.items()},
@@ -317,8 +328,7 @@ def main():
 
         if samples:
             t0 = time.perf_counter()
-            acc = accuracy(model, converted, libs["ember_q"], ort_path, samples,
-                           max(thread_counts))
+            acc = accuracy(model, converted, libs["ember_q"], ort_path, samples, 1)
             accuracy_rows.append({"model": name, "accuracy": acc})
             print(f"  accuracy over {samples} images in {time.perf_counter() - t0:.0f} s: "
                   f"max abs error {acc['max_abs']:.1e} ({acc['of_quantization_error']:.2f} of "
