@@ -138,17 +138,8 @@ class Blocker {
     return memo;
   }
 
-  // The 8-bit x blocked and packed into int32 words of four channels along the block, once
-  // however many int8 convs read it (a block's first conv and its downsample).
-  Expr words(const Expr& x, int64_t block) {
-    Expr& memo = words_[{x.get(), block}];
-    if (!memo)
-      memo = call("nn.pack_bytes4", {(*this)(x, block)}, Attrs().with("axis", int64_t{4}), x->name);
-    return memo;
-  }
-
  private:
-  std::map<std::pair<const ExprNode*, int64_t>, Expr> memo_, words_;
+  std::map<std::pair<const ExprNode*, int64_t>, Expr> memo_;
 };
 
 // Whether a conv has one group per input channel and one output channel per group.
@@ -238,10 +229,11 @@ int64_t int8_conv_in_block(const MachineModel& machine, int64_t channels) {
   return block % 4 == 0 ? block : 0;
 }
 
-// nn.conv2d_u8s8 of packed bytes by constant weight words, on the blocked layout: its bytes
-// blocked in int32 lanes' channel blocks (the block of the int8 conv before it, whose
-// quantizing epilogue then stays blocked in between) and packed into words along the block.
-// Wherever the channel block takes whole words: the NCHW form's vectors run along the rows,
+// nn.conv2d_u8s8 of packed bytes by constant weight words, on the blocked layout: it reads
+// the bytes blocked in int32 lanes' channel blocks (the block of the int8 conv before it,
+// whose quantizing epilogue then stays blocked in between), four at a time as a word, so no
+// packing kernel runs. Wherever the channel block takes whole words: the NCHW form's vectors
+// run along the rows,
 // which narrow images leave mostly empty (a 7 x 7 stage ran at a fifth of the float32
 // blocked conv's speed on Zen 4).
 Expr block_conv_u8s8(const CallNode* c, const std::vector<Expr>& in, const MachineModel& machine,
@@ -253,7 +245,7 @@ Expr block_conv_u8s8(const CallNode* c, const std::vector<Expr>& in, const Machi
   const int64_t ci = int8_conv_in_block(machine, bytes->type.tensor().shape[1]);
   const int64_t co = channel_block_for(machine, channels_of(c), DType::Int32);
   if (!ci || !co) return nullptr;
-  Expr words = to_blocked.words(bytes, ci);
+  Expr words = to_blocked(bytes, ci);
   Expr packed = call("nn.pack_conv_weight", {in[1]},
                      Attrs().with("in_block", ci / 4).with("out_block", co), in[1]->name);
   Attrs attrs = c->attrs;

@@ -148,24 +148,25 @@ Tensor conv2d_u8s8_compute(const std::vector<Tensor>& in, const Attrs& attrs,
   });
 }
 
-// nn.conv2d_u8s8 on the blocked layout (AlterOpLayout): data [N, ceil(C/c), H, W, c/4],
-// words of the NCHW[c]c bytes (nn.pack_bytes4 along the block), weight
-// [ceil(O/o), ceil(C/c), KH, KW, c/4, o] (nn.pack_conv_weight of the OIHW words), output
-// [N, ceil(O/o), OH, OW, o] int32. A vector of o output channels then multiplies o
-// contiguous weight words by one broadcast data word (one vpdpbusd), at any image width,
-// where the NCHW form's vectors run along the rows. Pad channels' weights are zero, so pad
-// channel bytes add nothing; groups 1.
+// nn.conv2d_u8s8 on the blocked layout (AlterOpLayout): data the uint8 NCHW[c]c bytes
+// [N, ceil(C/c), H, W, c] (c a multiple of 4), read four at a time as a little-endian word
+// (one 32-bit load: no packing kernel), weight [ceil(O/o), ceil(C/c), KH, KW, c/4, o]
+// (nn.pack_conv_weight of the OIHW words), output [N, ceil(O/o), OH, OW, o] int32. A vector
+// of o output channels then multiplies o contiguous weight words by one broadcast data word
+// (one vpdpbusd), at any image width, where the NCHW form's vectors run along the rows.
+// Padding reads the low byte of `pad_word`; pad channels' weights are zero, so pad channel
+// bytes add nothing; groups 1.
 Type conv2d_u8s8_blocked_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
   check_arity(args, 2, ctx);
   const TensorType& data = tensor_arg(args, 0, "data", ctx);
   const TensorType& weight = tensor_arg(args, 1, "weight", ctx);
-  check_rank(data, 5, "data (NCHW[c]c words)", ctx);
+  check_rank(data, 5, "data (NCHW[c]c bytes)", ctx);
   check_rank(weight, 6, "the packed weight words", ctx);
-  for (const TensorType* t : {&data, &weight})
-    if (t->dtype != DType::Int32)
-      ctx.fail(to_string(*t) + " is not int32 words of four channels' bytes");
+  if (data.dtype != DType::UInt8) ctx.fail("data " + to_string(data) + " is not uint8");
+  if (weight.dtype != DType::Int32)
+    ctx.fail(to_string(weight) + " is not int32 words of four channels' bytes");
   if (attr_int(attrs, "groups") != 1) ctx.fail("nn.conv2d_u8s8_blocked takes groups = 1 only");
-  if (data.shape[1] != weight.shape[1] || data.shape[4] != weight.shape[4])
+  if (data.shape[1] != weight.shape[1] || data.shape[4] != 4 * weight.shape[4])
     ctx.fail("data " + to_string(data) + " does not match the packed weight " +
              ints_str(weight.shape) + ": both need the same channel blocks of words");
   auto [oh, ow] = conv_out_hw(data, weight.shape[2], weight.shape[3], attrs, ctx);
@@ -178,18 +179,24 @@ Tensor conv2d_u8s8_blocked_compute(const std::vector<Tensor>& in, const Attrs& a
   const ConvAttrs a(attrs);
   const auto &s = a.strides, &d = a.dilation;
   int64_t kh = weight.shape()[2], kw = weight.shape()[3];
-  Tensor padded = padded_for_windows(
-      data, a, out, kh, kw,
-      make_const(DType::Int32, static_cast<double>(attr_int(attrs, "pad_word"))));
+  const auto pad_byte = static_cast<double>(attr_int(attrs, "pad_word") & 255);
+  Tensor padded = padded_for_windows(data, a, out, kh, kw, make_const(DType::UInt8, pad_byte));
   IterVar rc = reduce_axis(weight.shape()[1], "rc"), ry = reduce_axis(kh, "ry"),
           rx = reduce_axis(kw, "rx"), rl = reduce_axis(weight.shape()[4], "rl");
   return compute("conv2d_u8s8", out.shape, [&](const std::vector<PrimVar>& i) {
     PrimExpr y = i[2] * idx(s[0]) + ry->var * idx(d[0]);
     PrimExpr x = i[3] * idx(s[1]) + rx->var * idx(d[1]);
-    return sum(prim_call(Intrinsic::DotU8S8,
-                         {make_const(DType::Int32, 0), padded({i[0], rc->var, y, x, rl->var}),
-                          weight({i[1], rc->var, ry->var, rx->var, rl->var, i[4]})}),
-               {rc, ry, rx, rl});
+    // Four consecutive bytes as one word (LLVM loads them as one).
+    PrimExpr word = make_const(DType::Int32, 0);
+    for (int64_t j = 0; j < 4; ++j) {
+      PrimExpr byte = cast(DType::Int32, padded({i[0], rc->var, y, x, rl->var * idx(4) + idx(j)}));
+      word = binary(BinaryOp::BitOr, word,
+                    binary(BinaryOp::Shl, byte, make_const(DType::Int32, 8 * j)));
+    }
+    return sum(
+        prim_call(Intrinsic::DotU8S8, {make_const(DType::Int32, 0), word,
+                                       weight({i[1], rc->var, ry->var, rx->var, rl->var, i[4]})}),
+        {rc, ry, rx, rl});
   });
 }
 
