@@ -406,6 +406,22 @@ bool island_runs_plain(const std::vector<const CallNode*>& island, const Machine
   return plain > 0 && plain * kPlainMargin < blocked;
 }
 
+// Whether `c` packs the bytes of an int8 conv that runs blocked (block_conv_u8s8): its
+// input is then blocked in the same channel block as a float conv's of as many channels.
+bool feeds_blocked_int8_conv(
+    const CallNode* c, const std::map<const ExprNode*, std::vector<const CallNode*>>& readers,
+    const MachineModel& machine) {
+  if (!c->op || c->op->name != "nn.pack_bytes4" || c->attrs.get_int("axis", -1) != 1)
+    return false;
+  auto it = readers.find(c);
+  if (it == readers.end()) return false;
+  for (const CallNode* r : it->second)
+    if (r->op && r->op->name == "nn.conv2d_u8s8" && as<ConstantNode>(r->args[1]) &&
+        blocks_int8_conv(machine, c->args[0]->type.tensor().shape[1], channels_of(r)))
+      return true;
+  return false;
+}
+
 // The convs to run blocked: those that can (conv_blocks) and that reach another such conv
 // through elementwise ops and poolings (a chain, a residual block, a stem and its max
 // pooling). A lone conv keeps NCHW when converting its input and output, two passes over
@@ -450,6 +466,8 @@ std::set<const ExprNode*> convs_to_block(const Function& f, const MachineModel& 
           out.insert(first);
           out.insert(r);
           parent[root(index[first])] = root(index[r]);
+        } else if (feeds_blocked_int8_conv(r, readers, machine)) {
+          out.insert(first);  // a float depthwise conv between int8 convs (MobileNetV2)
         } else if (elementwise(r) || is_pooling(r)) {
           todo.push_back(r);
         }
