@@ -408,11 +408,10 @@ bool island_runs_plain(const std::vector<const CallNode*>& island, const Machine
 
 // Whether `c` packs the bytes of an int8 conv that runs blocked (block_conv_u8s8): its
 // input is then blocked in the same channel block as a float conv's of as many channels.
-bool feeds_blocked_int8_conv(
-    const CallNode* c, const std::map<const ExprNode*, std::vector<const CallNode*>>& readers,
-    const MachineModel& machine) {
-  if (!c->op || c->op->name != "nn.pack_bytes4" || c->attrs.get_int("axis", -1) != 1)
-    return false;
+bool feeds_blocked_int8_conv(const CallNode* c,
+                             const std::map<const ExprNode*, std::vector<const CallNode*>>& readers,
+                             const MachineModel& machine) {
+  if (!c->op || c->op->name != "nn.pack_bytes4" || c->attrs.get_int("axis", -1) != 1) return false;
   auto it = readers.find(c);
   if (it == readers.end()) return false;
   for (const CallNode* r : it->second)

@@ -215,3 +215,40 @@ def test_pt2e_convolutions_run_as_int8_convs_and_match_the_reference(size):
         for mode, lib in builds.items():
             got = ember.GraphModule(lib)(x.numpy()).numpy()
             assert np.abs(got - want).max() <= 0.1 * quantization_error, (mode, seed)
+
+
+def test_pt2e_inverted_residual_runs_its_depthwise_conv_blocked_between_int8_convs():
+    """MobileNetV2's block under PT2E: 1x1 expand, 3x3 depthwise, 1x1 project, residual. With
+    the int8 kernels forced on, the 1x1 convs are blocked int8 products and the depthwise conv
+    (float32 between its dequantize and quantize) runs blocked beside them; the outputs match
+    the converted module within a small part of its quantization error."""
+    import torch
+    from test_quantized import quantize
+
+    class InvertedResidual(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.expand = torch.nn.Sequential(torch.nn.Conv2d(16, 64, 1), torch.nn.ReLU6())
+            self.depthwise = torch.nn.Sequential(
+                torch.nn.Conv2d(64, 64, 3, padding=1, groups=64), torch.nn.ReLU6())
+            self.project = torch.nn.Conv2d(64, 16, 1)
+
+        def forward(self, x):
+            return x + self.project(self.depthwise(self.expand(x)))
+
+    torch.manual_seed(0)
+    model, shape = InvertedResidual().eval(), (1, 16, 10, 10)
+    example = (torch.randn(shape),)
+    converted, program = quantize(model, example, [torch.randn(shape) for _ in range(4)])
+    mod, params = ember.frontend.from_pytorch(program, example)
+    with ember.transform.PassContext(opt_level=3, config={"Int8Products.int8_dot": "on"}):
+        lib = ember.build(mod, params=params)
+    kernels = [" ".join(k.ops) for k in lib.fusion_report()]
+    assert " ".join(kernels).count("nn.conv2d_u8s8_blocked") == 2, kernels
+    assert any("nn.conv2d_blocked" in k for k in kernels), kernels
+    for seed in range(3):
+        x = torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+        with torch.no_grad():
+            want, fp32 = converted(x).numpy(), model(x).numpy()
+        got = ember.GraphModule(lib)(x.numpy()).numpy()
+        assert np.abs(got - want).max() <= 0.1 * np.abs(want - fp32).max(), seed

@@ -84,6 +84,24 @@ TEST(AlterOpLayout, Int8ConvsRunBlockedWithTheirEpilogueBetweenThem) {
       structural_equal(alter_op_layout(narrow, MachineModel::for_vector_bits(512)), narrow));
 }
 
+// A float depthwise conv (MobileNetV2's, between dequantize and quantize) whose output feeds
+// an int8 conv that runs blocked runs blocked too, in the same block: no conversion between.
+TEST(AlterOpLayout, FloatDepthwiseConvBeforeABlockedInt8ConvRunsBlocked) {
+  Expr x = var("x", TensorType{{1, 32, 14, 14}, DType::Float32});
+  Expr dw = constant(runtime::NDArray::empty({32, 1, 3, 3}, DType::Float32), "dw");
+  Expr y = call("nn.conv2d", {x, dw},
+                Attrs({{"padding", std::vector<int64_t>{1}}, {"groups", int64_t{32}}}));
+  Expr q = call("cast", {y}, Attrs().with("dtype", std::string("uint8")));
+  Expr packed = call("nn.pack_bytes4", {q}, Attrs().with("axis", int64_t{1}));
+  Expr w = constant(runtime::NDArray::empty({64, 8, 1, 1}, DType::Int32), "w");
+  Function f = function({x}, call("nn.conv2d_u8s8", {packed, w}, Attrs()));
+  Function got = alter_op_layout(f, MachineModel::for_vector_bits(512));
+  EXPECT_EQ(count_calls(got, "nn.conv2d_blocked"), 1) << to_string(Expr(got));
+  EXPECT_EQ(count_calls(got, "nn.conv2d_u8s8_blocked"), 1);
+  EXPECT_EQ(count_calls(got, "to_blocked"), 1);    // x's
+  EXPECT_EQ(count_calls(got, "from_blocked"), 1);  // the output's
+}
+
 TEST(AlterOpLayout, BlockIsTheWidestVectorThatDividesTheUnits) {
   Expr x = var("x", TensorType{{2, 16}, DType::Float32});
   auto block_for = [&](int64_t n, int bits) {
