@@ -15,13 +15,6 @@ using namespace ir;
 
 namespace {
 
-// The value of a one-element constant, or none.
-std::optional<double> number(const Expr& e) {
-  auto* c = as<ConstantNode>(e);
-  if (!c || c->value.numel() != 1) return std::nullopt;
-  return c->value.element(0);
-}
-
 // `e` without the reshapes and casts around it.
 Expr peel(Expr e) {
   while (auto* c = as<CallNode>(e)) {
@@ -48,12 +41,12 @@ struct Activations {
 // erases a zero point of 0).
 std::optional<Activations> dequantized_activations(const Expr& e) {
   auto* mul = op_call(e, "multiply");
-  auto scale = mul ? number(mul->args[1]) : std::nullopt;
+  auto scale = mul ? scalar_constant(mul->args[1]) : std::nullopt;
   if (!scale) return std::nullopt;
   if (Expr q = widened(mul->args[0], DType::UInt8)) return Activations{q, 0, *scale};
   auto* sub = op_call(mul->args[0], "subtract");
   Expr q = sub ? widened(sub->args[0], DType::UInt8) : nullptr;
-  auto zero = q ? number(sub->args[1]) : std::nullopt;
+  auto zero = q ? scalar_constant(sub->args[1]) : std::nullopt;
   if (!zero || *zero != std::floor(*zero)) return std::nullopt;
   return Activations{q, static_cast<int64_t>(*zero), *scale};
 }
