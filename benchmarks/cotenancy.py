@@ -127,10 +127,7 @@ def main():
                         "session.intra_op.allow_spinning=0), to see what its spinning costs")
     p.add_argument("--json", metavar="PATH", help="also write the rows as JSON here")
     args = p.parse_args()
-    names = [m for m in args.models.split(",") if m]
-    unknown = [m for m in names if m not in e2e.MODELS]
-    if unknown:
-        p.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(e2e.MODELS)}")
+    names = e2e.chosen(p, args.models, e2e.MODELS, "model")
 
     if args.threading:
         results = {}

@@ -360,14 +360,8 @@ def parse_args():
     e2e.add_measuring_args(p, seconds=0.3,
                            quick="two shapes per model, 3 rounds of about 0.05 s per engine")
     args = p.parse_args()
-    args.models = [m for m in args.models.split(",") if m]
-    unknown = [m for m in args.models if m not in MODELS]
-    if unknown:
-        p.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(MODELS)}")
-    args.engines = [e for e in args.engines.split(",") if e]
-    bad = [e for e in args.engines if e not in ENGINES]
-    if bad:
-        p.error(f"unknown engine(s) {', '.join(bad)}; known: {', '.join(ENGINES)}")
+    args.models = e2e.chosen(p, args.models, MODELS, "model")
+    args.engines = e2e.chosen(p, args.engines, ENGINES, "engine")
     if args.shapes:
         args.shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",") if s]
         for m in args.models:

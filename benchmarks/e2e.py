@@ -386,6 +386,16 @@ def print_setup(setups):
 
 # ------------------------------------------------------------------------------------ main
 
+def chosen(p, value, known, what):
+    """The comma list `value`, every item one of `known`; else the parser's error, which names
+    the unknown ones and the known."""
+    items = [v for v in value.split(",") if v]
+    bad = [v for v in items if v not in known]
+    if bad:
+        p.error(f"unknown {what}(s) {', '.join(bad)}; known: {', '.join(known)}")
+    return items
+
+
 def add_measuring_args(p, seconds, quick):
     """The options every interleaved benchmark takes (e2e.py, dynamic.py): rounds, calls
     per round, --quick, the target and the JSON output."""
@@ -412,16 +422,10 @@ def main():
     add_measuring_args(p, seconds=0.5, quick="3 rounds of about 0.1 s per engine, short warm-up")
     args = p.parse_args()
 
-    names = [m for m in args.models.split(",") if m]
-    unknown = [m for m in names if m not in MODELS]
-    if unknown:
-        p.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(MODELS)}")
+    names = chosen(p, args.models, MODELS, "model")
     batches = [int(b) for b in args.batch.split(",") if b]
     thread_counts = [int(t) for t in args.threads.split(",") if t]
-    engines = [e for e in args.engines.split(",") if e]
-    bad = [e for e in engines if e not in ENGINES]
-    if bad:
-        p.error(f"unknown engine(s) {', '.join(bad)}; known: {', '.join(ENGINES)}")
+    engines = chosen(p, args.engines, ENGINES, "engine")
     if "torch" not in engines:
         engines.append("torch")  # the reference for the numerics and the ratios
     engines = [e for e in ENGINES if e in engines]

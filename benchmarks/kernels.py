@@ -266,10 +266,7 @@ def main():
     args = p.parse_args()
     cpu = args.cpu if args.cpu is not None else min(os.sched_getaffinity(0))
     os.sched_setaffinity(0, {cpu})
-    names = [m for m in args.models.split(",") if m]
-    unknown = [m for m in names if m not in e2e.MODELS]
-    if unknown:
-        p.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(e2e.MODELS)}")
+    names = e2e.chosen(p, args.models, e2e.MODELS, "model")
     repeat = args.repeat or (3 if args.quick else 15)
 
     ember.set_num_threads(1)

@@ -217,15 +217,9 @@ def main():
                            "warm-up, 20 accuracy samples unless --samples says otherwise")
     args = p.parse_args()
 
-    names = [m for m in args.models.split(",") if m]
-    unknown = [m for m in names if m not in MODELS]
-    if unknown:
-        p.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(MODELS)}")
+    names = e2e.chosen(p, args.models, MODELS, "model")
     thread_counts = [int(t) for t in args.threads.split(",") if t]
-    engines = [e for e in args.engines.split(",") if e]
-    bad = [e for e in engines if e not in ENGINES]
-    if bad:
-        p.error(f"unknown engine(s) {', '.join(bad)}; known: {', '.join(ENGINES)}")
+    engines = e2e.chosen(p, args.engines, ENGINES, "engine")
     engines = [e for e in ENGINES if e in engines or e == "torch"]
     rounds = args.rounds or (3 if args.quick else 5)
     seconds = args.seconds or (0.1 if args.quick else 0.5)

@@ -113,10 +113,7 @@ def main():
                    help="about this many seconds per engine per round (default 0.3)")
     p.add_argument("--json", metavar="PATH", help="also write the rows as JSON here")
     args = p.parse_args()
-    names = [m for m in args.models.split(",") if m]
-    unknown = [m for m in names if m not in ZOO]
-    if unknown:
-        p.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(ZOO)}")
+    names = e2e.chosen(p, args.models, ZOO, "model")
     args.thread_counts = [int(t) for t in args.threads.split(",") if t]
     engines = args.engines.split(",")
     import transformers
