@@ -206,14 +206,21 @@ bool sums_a_broadcast_product(const Schedule& sch, const Stage& r) {
   return along && broadcast;
 }
 
-// Is `r` a sum of products of two tensors (a conv's or a GEMM's, not a pooling's)?
+// Is `r` a sum of products of two tensors (a conv's or a GEMM's, not a pooling's)? An int8
+// product's sum of dot_u8s8(0, a, b) is one too.
 bool sums_products(const Stage& r) {
   auto* red = r.body().as<ReduceNode>();
-  auto* mul = red && red->op == ReduceOp::Sum ? red->source.as<BinaryNode>() : nullptr;
-  if (!mul || mul->op != BinaryOp::Mul) return false;
+  if (!red || red->op != ReduceOp::Sum) return false;
+  PrimExpr factors[2];
+  if (auto* mul = red->source.as<BinaryNode>(); mul && mul->op == BinaryOp::Mul)
+    factors[0] = mul->a, factors[1] = mul->b;
+  else if (auto* dot = red->source.as<PrimCallNode>(); dot && dot->op == Intrinsic::DotU8S8)
+    factors[0] = dot->args[1], factors[1] = dot->args[2];
+  else
+    return false;
   std::set<const void*> read[2];
   for (int side = 0; side < 2; ++side)
-    visit_prim(side ? mul->b : mul->a, [&](const PrimExpr& e) {
+    visit_prim(factors[side], [&](const PrimExpr& e) {
       if (auto* p = e.as<ProducerLoadNode>()) read[side].insert(p->producer.get());
     });
   if (read[0].empty() || read[1].empty()) return false;
