@@ -187,12 +187,9 @@ Tensor conv2d_u8s8_blocked_compute(const std::vector<Tensor>& in, const Attrs& a
     PrimExpr y = i[2] * idx(s[0]) + ry->var * idx(d[0]);
     PrimExpr x = i[3] * idx(s[1]) + rx->var * idx(d[1]);
     // Four consecutive bytes as one word (LLVM loads them as one).
-    PrimExpr word = make_const(DType::Int32, 0);
-    for (int64_t j = 0; j < 4; ++j) {
-      PrimExpr byte = cast(DType::Int32, padded({i[0], rc->var, y, x, rl->var * idx(4) + idx(j)}));
-      word = binary(BinaryOp::BitOr, word,
-                    binary(BinaryOp::Shl, byte, make_const(DType::Int32, 8 * j)));
-    }
+    PrimExpr word = word_of_bytes([&](int64_t j) {
+      return cast(DType::Int32, padded({i[0], rc->var, y, x, rl->var * idx(4) + idx(j)}));
+    });
     return sum(
         prim_call(Intrinsic::DotU8S8, {make_const(DType::Int32, 0), word,
                                        weight({i[1], rc->var, ry->var, rx->var, rl->var, i[4]})}),

@@ -40,17 +40,13 @@ Tensor pack_bytes4_compute(const std::vector<Tensor>& in, const Attrs& attrs,
   const int64_t k = x.shape()[axis];
   return compute("bytes4", out.shape, [&](const std::vector<PrimVar>& i) {
     std::vector<PrimExpr> xi(i.begin(), i.end());
-    PrimExpr word = make_const(DType::Int32, 0);
-    for (int64_t j = 0; j < 4; ++j) {
+    return word_of_bytes([&](int64_t j) {
       PrimExpr at = i[axis] * idx(4) + idx(j);
       xi[axis] = min(at, idx(k - 1));
       PrimExpr byte =
           binary(BinaryOp::BitAnd, cast(DType::Int32, x(xi)), make_const(DType::Int32, 255));
-      if (k % 4 != 0) byte = select(at < idx(k), byte, make_const(DType::Int32, 0));
-      word = binary(BinaryOp::BitOr, word,
-                    binary(BinaryOp::Shl, byte, make_const(DType::Int32, 8 * j)));
-    }
-    return word;
+      return k % 4 != 0 ? select(at < idx(k), byte, make_const(DType::Int32, 0)) : byte;
+    });
   });
 }
 

@@ -164,6 +164,17 @@ inline Op family(Op op, const std::string& name) {
 
 inline PrimExpr idx(int64_t v) { return PrimExpr(v); }
 
+// An int32 word of four bytes, byte(j) (an int32 in [0, 255]) at bits 8j to 8j + 7: the
+// little-endian word one 32-bit load of the bytes reads (int8 products' operands).
+template <typename ByteFn>
+PrimExpr word_of_bytes(ByteFn byte) {
+  PrimExpr word = make_const(DType::Int32, 0);
+  for (int64_t j = 0; j < 4; ++j)
+    word = binary(BinaryOp::BitOr, word,
+                  binary(BinaryOp::Shl, byte(j), make_const(DType::Int32, 8 * j)));
+  return word;
+}
+
 inline std::vector<PrimExpr> as_exprs(const std::vector<PrimVar>& v) {
   return std::vector<PrimExpr>(v.begin(), v.end());
 }
