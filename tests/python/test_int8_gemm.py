@@ -188,8 +188,9 @@ def test_int8_products_are_chosen_where_the_cpu_multiplies_int8_in_one_instructi
     assert ("nn.dense_u8s8_packed" in kernels_of(lib)) == int8, cpu
 
 
-@pytest.mark.parametrize("size", [16, 6])
-def test_pt2e_convolutions_run_as_int8_convs_and_match_the_reference(size):
+@pytest.mark.parametrize("size,target", [(16, "llvm"), (6, "llvm"),
+                                         (6, "llvm -vector-bits=256")])
+def test_pt2e_convolutions_run_as_int8_convs_and_match_the_reference(size, target):
     """A PT2E conv net (conv + BN + ReLU stem, a residual conv, pooling, a classifier) at
     16 x 16 and 6 x 6: with the int8 kernels forced on, its convs and the classifier are int8
     products (blocked: 16 channels are an int32 block at either vector width, the RGB stem one
@@ -205,7 +206,7 @@ def test_pt2e_convolutions_run_as_int8_convs_and_match_the_reference(size):
     builds = {}
     for mode in ("on", "off"):
         with ember.transform.PassContext(opt_level=3, config={"Int8Products.int8_dot": mode}):
-            builds[mode] = ember.build(mod, params=params)
+            builds[mode] = ember.build(mod, target=target, params=params)
     assert kernels_of(builds["on"]).count("nn.conv2d_u8s8_blocked") == 2, kernels_of(builds["on"])
     for seed in range(3):
         x = torch.randn(shape, generator=torch.Generator().manual_seed(seed))
