@@ -13,6 +13,7 @@
 #include "llvm/IR/IntrinsicsX86.h"
 #include "llvm/IR/MDBuilder.h"
 #include "llvm/IR/Metadata.h"
+#include "llvm/Support/MathExtras.h"
 
 namespace ember::codegen {
 
@@ -579,7 +580,60 @@ Value* LLVMCodeGen::emit_dot_u8s8(const std::vector<Value*>& args) {
     return b_.CreateIntrinsic(n == 8 ? llvm::Intrinsic::x86_avx512_vpdpbusd_256
                                      : llvm::Intrinsic::x86_avx512_vpdpbusd_128,
                               {}, {acc, a, b});
-  // Exact elsewhere: u8 * s8 widened to int32, then each group of four bytes summed.
+  // Without VNNI, exact on vpmaddwd (pairs of int16 products summed into int32 lanes): the
+  // words seen as 2n int16 lanes, a's bytes zero-extended (the even ones by a mask, the odd
+  // ones by a logical shift), b's sign-extended (two shifts, one), and two vpmaddwd, one of
+  // the even bytes, one of the odd. Each lane sums two u8 * s8 products: |sum| <= 65280, far
+  // from the one case vpmaddwd saturates (-32768 * -32768 twice). vpmaddubsw would take the
+  // bytes as they are but saturates its int16 pair sums (255 * 127 * 2 > 32767); made exact
+  // (a split at bit 7) it costs four multiplies per vector where this takes two. A vector
+  // wider than the CPU's widest pmaddwd goes in pieces of that width.
+  auto fits = [&](unsigned w, const char* feature) {  // n is w times a power of two
+    return n % w == 0 && llvm::isPowerOf2_32(n / w) && has_feature(features_, feature);
+  };
+  const unsigned piece = fits(16, "avx512bw") ? 16 : fits(8, "avx2") ? 8 : fits(4, "sse2") ? 4 : 0;
+  if (piece) {
+    const auto madd = piece == 16  ? llvm::Intrinsic::x86_avx512_pmaddw_d_512
+                      : piece == 8 ? llvm::Intrinsic::x86_avx2_pmadd_wd
+                                   : llvm::Intrinsic::x86_sse2_pmadd_wd;
+    auto* halves = llvm::FixedVectorType::get(b_.getInt16Ty(), 2 * n);
+    Value* eight = llvm::ConstantInt::get(halves, 8);
+    Value* a16 = b_.CreateBitCast(a, halves);
+    Value* b16 = b_.CreateBitCast(b, halves);
+    Value* a_even = b_.CreateAnd(a16, llvm::ConstantInt::get(halves, 0xFF));
+    Value* a_odd = b_.CreateLShr(a16, eight);
+    Value* b_even = b_.CreateAShr(b_.CreateShl(b16, eight), eight);
+    Value* b_odd = b_.CreateAShr(b16, eight);
+    auto part = [&](Value* v, unsigned first, unsigned count) {  // lanes [first, first+count)
+      if (count == 2 * n) return v;
+      llvm::SmallVector<int, 32> pick;
+      for (unsigned l = 0; l < count; ++l) pick.push_back(static_cast<int>(first + l));
+      return b_.CreateShuffleVector(v, pick);
+    };
+    llvm::SmallVector<Value*, 4> sums;
+    for (unsigned p = 0; p < n; p += piece) {
+      Value* even = b_.CreateIntrinsic(
+          madd, {}, {part(a_even, 2 * p, 2 * piece), part(b_even, 2 * p, 2 * piece)});
+      Value* odd = b_.CreateIntrinsic(
+          madd, {}, {part(a_odd, 2 * p, 2 * piece), part(b_odd, 2 * p, 2 * piece)});
+      Value* acc_part = piece == n ? acc : part(acc, p, piece);
+      sums.push_back(b_.CreateAdd(b_.CreateAdd(acc_part, even), odd));
+    }
+    while (sums.size() > 1) {  // concatenate the pieces, pairwise
+      llvm::SmallVector<Value*, 4> joined;
+      for (size_t i = 0; i + 1 < sums.size(); i += 2) {
+        const unsigned lanes =
+            2 * llvm::cast<llvm::FixedVectorType>(sums[i]->getType())->getNumElements();
+        llvm::SmallVector<int, 32> all;
+        for (unsigned l = 0; l < lanes; ++l) all.push_back(static_cast<int>(l));
+        joined.push_back(b_.CreateShuffleVector(sums[i], sums[i + 1], all));
+      }
+      sums = joined;
+    }
+    return sums[0];
+  }
+  // Exact elsewhere (scalar code, widths no pmaddwd covers): u8 * s8 widened to int32, then
+  // each group of four bytes summed.
   auto bytes = [&](Value* v, bool is_signed) {
     Value* x = b_.CreateBitCast(v, llvm::FixedVectorType::get(b_.getInt8Ty(), 4 * n));
     auto* wide = llvm::FixedVectorType::get(b_.getInt32Ty(), 4 * n);
