@@ -712,7 +712,7 @@ PrimFunc dot_u8s8_func(int64_t rows, int64_t lanes) {
 // or AVX-VNNI's VEX form at 256 bits), vpmaddwd elsewhere (the next test; compile only here).
 TEST(CodegenCpu, DotU8S8IsExactAndVnniWhereTheCpuHasIt) {
   const int64_t rows = 6;
-  for (int64_t lanes : {1, 8, 16}) {
+  for (int64_t lanes : {1, 8, 12, 16}) {  // 12: in pieces of 8, the last padded
     const int64_t n = rows * lanes;
     std::vector<int32_t> acc(n), a(n), b(n), out(n, 0);
     const uint8_t extremes[] = {0, 1, 127, 128, 255, 200, 3, 64};
@@ -739,8 +739,9 @@ TEST(CodegenCpu, DotU8S8IsExactAndVnniWhereTheCpuHasIt) {
     const char* cpu;
     int64_t lanes;
     const char* vnni;  // the register vpdpbusd works on, or null: no vpdpbusd
-  } cases[] = {{"znver4", 16, "zmm"}, {"cascadelake", 16, "zmm"}, {"alderlake", 8, "ymm"},
-               {"znver4", 8, "ymm"},  {"znver3", 8, nullptr},     {"skylake-avx512", 16, nullptr}};
+  } cases[] = {{"znver4", 16, "zmm"},          {"cascadelake", 16, "zmm"}, {"alderlake", 8, "ymm"},
+               {"znver4", 8, "ymm"},           {"znver4", 12, "ymm"},      {"znver3", 8, nullptr},
+               {"skylake-avx512", 16, nullptr}};
   for (const auto& c : cases) {
     CpuOptions options;
     options.cpu = c.cpu;
@@ -762,18 +763,18 @@ bool host_has(const std::vector<std::string>& names) {
 }
 
 // Without VNNI: two vpmaddwd per vector of the CPU's width (AVX2 at 8 lanes, AVX-512BW at
-// 16, SSE2 at 4; 16 lanes on AVX2 in two halves), never vpdpbusd nor the saturating
-// vpmaddubsw. Compiled for named CPUs on every host; run where this host has the extensions
-// the CPU's code may use, exact against the formula for every pair of bytes in every byte of the
-// word, and for the words of the extremes (4 * 255 * -128 and 4 * 255 * 127).
+// 16, SSE2 at 4; other widths in pieces of those, the last padded), never vpdpbusd nor the
+// saturating vpmaddubsw. Compiled for named CPUs on every host; run where this host has the
+// extensions the CPU's code may use, exact against the formula for every pair of bytes in every
+// byte of the word, and for the words of the extremes (4 * 255 * -128 and 4 * 255 * 127).
 TEST(CodegenCpu, DotU8S8WithoutVnniIsTwoVpmaddwdAndExact) {
   const int64_t pairs = 256 * 256, extremes = 16;
-  const int64_t words = pairs + extremes;  // every pair in each of the four byte positions
+  const int64_t words = extremes + pairs;  // every pair in each of the four byte positions
   std::vector<int32_t> acc(words), a(words), b(words);
   for (int64_t w = 0; w < words; ++w) {
     uint32_t ua = 0, ub = 0;
-    if (w < pairs) {  // word w holds pairs base .. base + 3, rotated by w / (pairs / 4)
-      const int64_t base = 4 * (w % (pairs / 4)), rotation = w / (pairs / 4);
+    if (w >= extremes) {  // pairs base .. base + 3, rotated by p / (pairs / 4)
+      const int64_t p = w - extremes, base = 4 * (p % (pairs / 4)), rotation = p / (pairs / 4);
       for (int j = 0; j < 4; ++j) {
         const int64_t k = base + (j + rotation) % 4;
         ua |= static_cast<uint32_t>(k & 255) << (8 * j);
@@ -816,11 +817,15 @@ TEST(CodegenCpu, DotU8S8WithoutVnniIsTwoVpmaddwdAndExact) {
                {"skylake-avx512", 16, 512, "zmm", avx512bw},
                {"skylake-avx512", 8, 256, "ymm", avx512bw},
                {"znver3", 16, 512, "ymm", avx2},
+               {"znver3", 28, 256, "ymm", avx2},
+               {"znver3", 2, 256, "xmm", avx2},
+               {"skylake-avx512", 20, 512, "zmm", avx512bw},
                {"x86-64", 4, 128, "xmm", sse2}};
   for (const auto& c : cases) {
     CpuOptions options;
     options.cpu = c.cpu;
     options.vector_bits = c.vector_bits;
+    const int64_t used = words / c.lanes * c.lanes;  // the words the vectors cover
     const PrimFunc f = dot_u8s8_func(words / c.lanes, c.lanes);
     auto m = compile_cpu({f}, options);
     const std::string asm_text = m->get_source("asm"),
@@ -833,7 +838,7 @@ TEST(CodegenCpu, DotU8S8WithoutVnniIsTwoVpmaddwdAndExact) {
     std::vector<void*> args = {acc.data(), a.data(), b.data(), out.data()};
     m->get_function(f.name)(args.data());
     int64_t wrong = 0;
-    for (int64_t w = 0; w < words; ++w)
+    for (int64_t w = 0; w < used; ++w)
       if (out[w] != want[w] && wrong++ < 5)
         ADD_FAILURE() << at << ": word " << w << " is " << out[w] << ", not " << want[w];
     EXPECT_EQ(wrong, 0) << at;
