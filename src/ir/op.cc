@@ -132,6 +132,13 @@ std::string op_family(const Op& op) {
   return op.family.empty() ? bare_op_name(op.name) : op.family;
 }
 
+std::optional<double> scalar_constant(const Expr& e, bool floats_only) {
+  auto* c = as<ConstantNode>(e);
+  if (!c || c->value.numel() != 1 || (floats_only && !is_float(c->value.dtype())))
+    return std::nullopt;
+  return c->value.element(0);
+}
+
 const CallNode* op_call(const Expr& e, const std::string& op) {
   auto* c = as<CallNode>(e);
   return c && c->op && c->op->name == op ? c : nullptr;

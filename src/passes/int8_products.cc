@@ -7,19 +7,13 @@
 #include <vector>
 
 #include "ember/ir/op.h"
+#include "ember/passes/alter_op_layout.h"
 
 namespace ember::passes {
 
 using namespace ir;
 
 namespace {
-
-// The value of a one-element constant, or none.
-std::optional<double> number(const Expr& e) {
-  auto* c = as<ConstantNode>(e);
-  if (!c || c->value.numel() != 1) return std::nullopt;
-  return c->value.element(0);
-}
 
 // `e` without the reshapes and casts around it.
 Expr peel(Expr e) {
@@ -47,12 +41,12 @@ struct Activations {
 // erases a zero point of 0).
 std::optional<Activations> dequantized_activations(const Expr& e) {
   auto* mul = op_call(e, "multiply");
-  auto scale = mul ? number(mul->args[1]) : std::nullopt;
+  auto scale = mul ? scalar_constant(mul->args[1]) : std::nullopt;
   if (!scale) return std::nullopt;
   if (Expr q = widened(mul->args[0], DType::UInt8)) return Activations{q, 0, *scale};
   auto* sub = op_call(mul->args[0], "subtract");
   Expr q = sub ? widened(sub->args[0], DType::UInt8) : nullptr;
-  auto zero = q ? number(sub->args[1]) : std::nullopt;
+  auto zero = q ? scalar_constant(sub->args[1]) : std::nullopt;
   if (!zero || *zero != std::floor(*zero)) return std::nullopt;
   return Activations{q, static_cast<int64_t>(*zero), *scale};
 }
@@ -134,12 +128,15 @@ Expr int8_dense(const CallNode* dense) {
   return scaled(acc, *x, *w, {w->w->type.tensor().shape[0]}, name);
 }
 
-// A conv in NCHW over words of four channels: its vectors run along the output's rows, so
-// it takes images at least one vector wide (narrower rows waste most lanes: a 7 x 7 stage
-// ran at a fifth of the float32 blocked conv's speed on Zen 4).
-Expr int8_conv(const CallNode* conv, int64_t lanes) {
+// A conv over words of four channels, where AlterOpLayout blocks it (any image size) or
+// its NCHW vectors, which run along the output's rows, fill (narrower rows waste most lanes:
+// a 7 x 7 stage ran at a fifth of the float32 blocked conv's speed on Zen 4).
+Expr int8_conv(const CallNode* conv, const MachineModel& machine) {
   const TensorType& out = conv->type.tensor();
-  if (conv->attrs.get_int("groups", 1) != 1 || out.shape[3] < lanes) return nullptr;
+  if (conv->attrs.get_int("groups", 1) != 1) return nullptr;
+  if (!blocks_int8_conv(machine, conv->args[0]->type.tensor().shape[1], out.shape[1]) &&
+      out.shape[3] < machine.lanes(DType::Int32))
+    return nullptr;
   auto x = dequantized_activations(conv->args[0]);
   auto w = dequantized_weights(conv->args[1], 4);
   if (!x || !w) return nullptr;
@@ -155,25 +152,24 @@ Expr int8_conv(const CallNode* conv, int64_t lanes) {
   return scaled(acc, *x, *w, {w->w->type.tensor().shape[0], 1, 1}, name);
 }
 
-Expr int8_product(const CallNode* c, int64_t lanes) {
+Expr int8_product(const CallNode* c, const MachineModel& machine) {
   if (!c->op || c->args.size() != 2) return nullptr;
   if (c->op->name == "nn.dense") return int8_dense(c);
-  if (c->op->name == "nn.conv2d") return int8_conv(c, lanes);
+  if (c->op->name == "nn.conv2d") return int8_conv(c, machine);
   return nullptr;
 }
 
 }  // namespace
 
-Function int8_products(const Function& f, bool int8_dot, int vector_bits) {
+Function int8_products(const Function& f, bool int8_dot, const MachineModel& machine) {
   if (!int8_dot) return f;
-  const int64_t lanes = register_lanes(DType::Int32, vector_bits);
   return rewrite(f, [&](const Expr& e, const std::vector<Expr>& in) -> Expr {
     auto* c = as<CallNode>(e);
     if (!c || !c->op) return nullptr;
     bool changed = false;
     for (size_t k = 0; k < in.size(); ++k) changed |= in[k] != c->args[k];
     Expr node = changed ? call(c->op, in, c->attrs, c->name) : e;
-    if (Expr r = int8_product(as<CallNode>(node), lanes)) return r;
+    if (Expr r = int8_product(as<CallNode>(node), machine)) return r;
     return changed ? node : nullptr;
   });
 }

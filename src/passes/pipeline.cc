@@ -47,7 +47,7 @@ const std::vector<GraphPass>& graph_passes() {
       // Before FoldConstant evaluates the weights' dequantization into float32.
       {"Int8Products", 3, true,
        [](const Function& f, const PassEnv& env) {
-         return int8_products(f, env.int8_dot, env.target.machine.vector_bits);
+         return int8_products(f, env.int8_dot, env.target.machine);
        }},
       {"FoldPadIntoConv", 2, false, graph_only<fold_pad_into_conv>},
       {"FoldConstant", 2, false, fold_constants},

@@ -33,15 +33,9 @@ namespace {
 
 // The value of a one-element float constant.
 bool scalar_value(const Expr& e, double* out) {
-  auto* c = as<ConstantNode>(e);
-  if (!c || c->value.numel() != 1) return false;
-  if (c->value.dtype() == DType::Float32)
-    *out = *c->value.data_as<float>();
-  else if (c->value.dtype() == DType::Float64)
-    *out = *c->value.data_as<double>();
-  else
-    return false;
-  return true;
+  auto s = scalar_constant(e, true);
+  if (s) *out = *s;
+  return s.has_value();
 }
 
 bool is_neg_inf(const Expr& e) {

@@ -24,15 +24,9 @@ namespace {
 
 // The value of a one-element float constant.
 bool scalar(const Expr& e, double* v) {
-  auto* c = as<ConstantNode>(e);
-  if (!c || c->value.numel() != 1) return false;
-  if (c->value.dtype() == DType::Float32)
-    *v = c->value.data_as<float>()[0];
-  else if (c->value.dtype() == DType::Float64)
-    *v = c->value.data_as<double>()[0];
-  else
-    return false;
-  return true;
+  auto s = scalar_constant(e, true);
+  if (s) *v = *s;
+  return s.has_value();
 }
 
 bool near(double a, double b) { return std::fabs(a - b) <= 1e-4 * std::fabs(b); }

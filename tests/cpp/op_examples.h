@@ -47,6 +47,13 @@ inline std::map<std::string, std::function<Expr(std::vector<Expr>&)>> examples()
          return call("nn.conv2d_u8s8", {x, w},
                      Attrs({{"padding", std::vector<int64_t>{1}}, {"pad_word", int64_t{7}}}));
        }},
+      {"nn.conv2d_u8s8_blocked",
+       [](auto& p) {
+         Expr x = p.emplace_back(var("x", TensorType{{1, 2, 9, 7, 8}, DType::UInt8}));
+         Expr w = p.emplace_back(var("w4", TensorType{{3, 2, 3, 3, 2, 16}, DType::Int32}));
+         return call("nn.conv2d_u8s8_blocked", {x, w},
+                     Attrs({{"padding", std::vector<int64_t>{1}}, {"pad_word", int64_t{7}}}));
+       }},
       {"nn.dense_u8s8",
        [](auto& p) {
          Expr x = p.emplace_back(var("x4", TensorType{{3, 10}, DType::Int32}));

@@ -119,6 +119,39 @@ def test_int8_conv_is_exact_with_the_zero_point_as_padding(c, h, w, o, k, stride
     np.testing.assert_array_equal(got, want.astype(np.int64))
 
 
+@pytest.mark.parametrize("c,h,w,o,k,stride,pad,zero", [(32, 7, 7, 64, 3, 1, 1, 9),
+                                                       (64, 14, 14, 48, 1, 1, 0, 3),
+                                                       (3, 20, 20, 32, 7, 2, 3, 128),
+                                                       (36, 9, 9, 40, 3, 2, 1, 255),
+                                                       (32, 8, 8, 16, 1, 2, 0, 5)])
+def test_blocked_int8_conv_is_exact_at_any_image_size(c, h, w, o, k, stride, pad, zero):
+    """AlterOpLayout runs an int8 conv whose channels take an int32 block of whole words on
+    the blocked layout (nn.conv2d_u8s8_blocked: a broadcast data word times a vector of
+    output channels), at 256 bits on any host: narrow images, an RGB stem (3 channels as one
+    padded word), padded channel blocks (36 -> 40), a strided 1x1 (subsampled first). Exact
+    against a float64 conv of the image padded with the zero point."""
+    import torch
+    rng = np.random.default_rng(c + o)
+    xq = rng.integers(0, 256, (2, c, h, w)).astype(np.uint8)
+    wq = rng.integers(-128, 128, (o, c, k, k)).astype(np.int8)
+    x = ir.var("x", xq.shape, "uint8")
+    word = int(np.array(zero * 0x01010101, np.uint32).view(np.int32))
+    y = op.nn.conv2d_u8s8(op.nn.pack_bytes4(x, axis=1), op.nn.pack_bytes4(ir.const(wq), axis=1),
+                          strides=[stride, stride], padding=[pad, pad], pad_word=word)
+    lib = ember.build(ir.Function([x], y), target="llvm -vector-bits=256")
+    assert "nn.conv2d_u8s8_blocked" in kernels_of(lib), kernels_of(lib)
+    got = ember.GraphModule(lib)(xq).numpy()
+    padded = torch.nn.functional.pad(torch.from_numpy(xq.astype(np.float64)), [pad] * 4,
+                                     value=zero)
+    want = torch.nn.functional.conv2d(padded, torch.from_numpy(wq.astype(np.float64)),
+                                      stride=stride).numpy()
+    np.testing.assert_array_equal(got, want.astype(np.int64))
+
+
+def kernels_of(lib):
+    return " ".join(" ".join(k.ops) for k in lib.fusion_report())
+
+
 def test_bad_operands_are_clear_errors():
     f = ir.var("f", (2, 8))
     assert "packs int8 or uint8 bytes" in error_of(lambda: op.nn.pack_bytes4(f))
@@ -153,10 +186,6 @@ def pt2e_mlp():
         program = torch.export.export(converted, example)
     mod, params = ember.frontend.from_pytorch(program, example)
     return model, converted, mod, params
-
-
-def kernels_of(lib):
-    return " ".join(" ".join(k.ops) for k in lib.fusion_report())
 
 
 def test_pt2e_linear_layers_run_as_int8_products_and_match_the_reference():
@@ -195,15 +224,17 @@ def test_int8_products_are_chosen_where_the_cpu_multiplies_int8_in_one_instructi
     assert ("nn.dense_u8s8_packed" in kernels_of(lib)) == int8, cpu
 
 
-def test_pt2e_convolutions_run_as_int8_convs_and_match_the_reference():
+@pytest.mark.parametrize("size", [16, 6])
+def test_pt2e_convolutions_run_as_int8_convs_and_match_the_reference(size):
     """A PT2E conv net (conv + BN + ReLU stem, a residual conv, pooling, a classifier) at
-    16 x 16: with the int8 kernels forced on, its convs and the classifier are int8 products
-    (at either vector width the rows hold a vector); the outputs match the converted module
-    within a small part of its quantization error, as the float build does."""
+    16 x 16 and 6 x 6: with the int8 kernels forced on, its convs and the classifier are int8
+    products (blocked: 16 channels are an int32 block at either vector width, the RGB stem one
+    word), the residual block's quantizing epilogue between them; the outputs match the
+    converted module within a small part of its quantization error, as the float build does."""
     import torch
     from test_quantized import ConvNet, quantize
     torch.manual_seed(0)
-    model, shape = ConvNet().eval(), (2, 3, 16, 16)
+    model, shape = ConvNet().eval(), (2, 3, size, size)
     example = (torch.randn(shape),)
     converted, program = quantize(model, example, [torch.randn(shape) for _ in range(4)])
     mod, params = ember.frontend.from_pytorch(program, example)
@@ -211,7 +242,7 @@ def test_pt2e_convolutions_run_as_int8_convs_and_match_the_reference():
     for mode in ("on", "off"):
         with ember.transform.PassContext(opt_level=3, config={"Int8Products.int8_dot": mode}):
             builds[mode] = ember.build(mod, params=params)
-    assert kernels_of(builds["on"]).count("nn.conv2d_u8s8") == 2, kernels_of(builds["on"])
+    assert kernels_of(builds["on"]).count("nn.conv2d_u8s8_blocked") == 2, kernels_of(builds["on"])
     for seed in range(3):
         x = torch.randn(shape, generator=torch.Generator().manual_seed(seed))
         with torch.no_grad():
@@ -220,6 +251,43 @@ def test_pt2e_convolutions_run_as_int8_convs_and_match_the_reference():
         for mode, lib in builds.items():
             got = ember.GraphModule(lib)(x.numpy()).numpy()
             assert np.abs(got - want).max() <= 0.1 * quantization_error, (mode, seed)
+
+
+def test_pt2e_inverted_residual_runs_its_depthwise_conv_blocked_between_int8_convs():
+    """MobileNetV2's block under PT2E: 1x1 expand, 3x3 depthwise, 1x1 project, residual. With
+    the int8 kernels forced on, the 1x1 convs are blocked int8 products and the depthwise conv
+    (float32 between its dequantize and quantize) runs blocked beside them; the outputs match
+    the converted module within a small part of its quantization error."""
+    import torch
+    from test_quantized import quantize
+
+    class InvertedResidual(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.expand = torch.nn.Sequential(torch.nn.Conv2d(16, 64, 1), torch.nn.ReLU6())
+            self.depthwise = torch.nn.Sequential(
+                torch.nn.Conv2d(64, 64, 3, padding=1, groups=64), torch.nn.ReLU6())
+            self.project = torch.nn.Conv2d(64, 16, 1)
+
+        def forward(self, x):
+            return x + self.project(self.depthwise(self.expand(x)))
+
+    torch.manual_seed(0)
+    model, shape = InvertedResidual().eval(), (1, 16, 10, 10)
+    example = (torch.randn(shape),)
+    converted, program = quantize(model, example, [torch.randn(shape) for _ in range(4)])
+    mod, params = ember.frontend.from_pytorch(program, example)
+    with ember.transform.PassContext(opt_level=3, config={"Int8Products.int8_dot": "on"}):
+        lib = ember.build(mod, params=params)
+    kernels = [" ".join(k.ops) for k in lib.fusion_report()]
+    assert " ".join(kernels).count("nn.conv2d_u8s8_blocked") == 2, kernels
+    assert any("nn.conv2d_blocked" in k for k in kernels), kernels
+    for seed in range(3):
+        x = torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+        with torch.no_grad():
+            want, fp32 = converted(x).numpy(), model(x).numpy()
+        got = ember.GraphModule(lib)(x.numpy()).numpy()
+        assert np.abs(got - want).max() <= 0.1 * np.abs(want - fp32).max(), seed
 
 
 @pytest.mark.parametrize("target", [t for t, _ in NO_VNNI])
@@ -248,7 +316,7 @@ def test_pt2e_models_with_int8_products_without_vnni(target):
     mod, params = ember.frontend.from_pytorch(program, example)
     with ember.transform.PassContext(opt_level=3, config=on):
         lib = ember.build(mod, target=target, params=params)
-    assert kernels_of(lib).count("nn.conv2d_u8s8") == 2, kernels_of(lib)
+    assert kernels_of(lib).count("nn.conv2d_u8s8_blocked") == 2, kernels_of(lib)
     x = torch.randn(shape, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         want, fp32 = converted(x).numpy(), model(x).numpy()

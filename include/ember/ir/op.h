@@ -128,6 +128,10 @@ std::string op_family(const Op& op);
 /// The call `e` when it is a call of the op named `op`, else nullptr.
 const CallNode* op_call(const Expr& e, const std::string& op);
 
+/// The value of `e` when it is a one-element constant (`floats_only`: of a float dtype),
+/// else none.
+std::optional<double> scalar_constant(const Expr& e, bool floats_only = false);
+
 /// Registers an op (at static-initialisation time, from src/ir/ops/*.cc).
 const Op* register_op(Op op);
 /// Looks an op up by name; ember::Error listing similar names when it is unknown.

@@ -1,5 +1,6 @@
 #pragma once
 #include "ember/ir/graph.h"
+#include "ember/passes/machine_model.h"
 
 namespace ember::passes {
 
@@ -16,15 +17,16 @@ namespace ember::passes {
 ///
 /// and likewise nn.conv2d (groups 1, Q [N, C, H, W], W [O, C, KH, KW], sw [O, 1, 1, 1]) becomes
 /// nn.conv2d_u8s8 over words of four channels, its padding the zero point (so that the
-/// correction is one constant per channel), where the output rows hold at least one int32
-/// vector (its NCHW vectors run along them). The int32 difference is exact (|sum| < 2^31
+/// correction is one constant per channel), where AlterOpLayout runs it blocked
+/// (blocks_int8_conv) or the output rows hold at least one int32 vector (the NCHW form's
+/// vectors run along them). The int32 difference is exact (|sum| < 2^31
 /// for K up to 16384), so the result is rounded once, where the float product rounded each
 /// term. Everything but the product and the activations' packing is constant and
 /// FoldConstant evaluates it; the scale (and what follows: bias, activation, the next
 /// quantize) is the kernel's epilogue. Elsewhere (no VNNI at the target's width, where the
 /// int8 kernel would be slower than float32) and for any other form the op is left as it is.
 /// `int8_dot`: the target's MachineModel::int8_dot (or the config's override, PassEnv);
-/// `vector_bits`: the target's vector width.
-ir::Function int8_products(const ir::Function& f, bool int8_dot, int vector_bits);
+/// `machine`: the target's model (its vector width and channel blocks).
+ir::Function int8_products(const ir::Function& f, bool int8_dot, const MachineModel& machine);
 
 }  // namespace ember::passes

@@ -47,6 +47,16 @@ struct ConvAttrs {
         groups(attr_int(a, "groups")) {}
 };
 
+// The data a kh x kw window reads, padded with `fill` (the rows and columns some window
+// reads: dims 2 and 3).
+Tensor padded_for_windows(const Tensor& data, const ConvAttrs& a, const TensorType& out, int64_t kh,
+                          int64_t kw, PrimExpr fill) {
+  const auto &s = a.strides, &d = a.dilation, &p = a.padding;
+  int64_t hp = (out.shape[2] - 1) * s[0] + d[0] * (kh - 1) + 1;
+  int64_t wp = (out.shape[3] - 1) * s[1] + d[1] * (kw - 1) + 1;
+  return pad_nchw("conv2d_pad", data, p[0], p[1], hp, wp, std::move(fill));
+}
+
 Type conv2d_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
   check_arity(args, 2, ctx);
   const TensorType& data = tensor_arg(args, 0, "data", ctx);
@@ -73,14 +83,12 @@ Type conv2d_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& 
 Tensor conv2d_compute(const std::vector<Tensor>& in, const Attrs& attrs, const TensorType& out) {
   const Tensor &data = in[0], &weight = in[1];
   const ConvAttrs a(attrs);
-  const auto &s = a.strides, &d = a.dilation, &p = a.padding;
+  const auto &s = a.strides, &d = a.dilation;
   const int64_t groups = a.groups;
   int64_t group_in = weight.shape()[1], kh = weight.shape()[2], kw = weight.shape()[3];
   int64_t group_out = weight.shape()[0] / groups;
   // Only the rows and columns that some window reads.
-  int64_t hp = (out.shape[2] - 1) * s[0] + d[0] * (kh - 1) + 1;
-  int64_t wp = (out.shape[3] - 1) * s[1] + d[1] * (kw - 1) + 1;
-  Tensor padded = pad_nchw("conv2d_pad", data, p[0], p[1], hp, wp, make_const(data.dtype(), 0.0));
+  Tensor padded = padded_for_windows(data, a, out, kh, kw, make_const(data.dtype(), 0.0));
   IterVar rc = reduce_axis(group_in, "rc"), ry = reduce_axis(kh, "ry"), rx = reduce_axis(kw, "rx");
   return compute("conv2d", out.shape, [&](const std::vector<PrimVar>& i) {
     // Output channel o belongs to group o / group_out, which reads input channels
@@ -124,12 +132,11 @@ Tensor conv2d_u8s8_compute(const std::vector<Tensor>& in, const Attrs& attrs,
                            const TensorType& out) {
   const Tensor &data = in[0], &weight = in[1];
   const ConvAttrs a(attrs);
-  const auto &s = a.strides, &d = a.dilation, &p = a.padding;
+  const auto &s = a.strides, &d = a.dilation;
   int64_t words = weight.shape()[1], kh = weight.shape()[2], kw = weight.shape()[3];
-  int64_t hp = (out.shape[2] - 1) * s[0] + d[0] * (kh - 1) + 1;
-  int64_t wp = (out.shape[3] - 1) * s[1] + d[1] * (kw - 1) + 1;
-  const PrimExpr pad = make_const(DType::Int32, static_cast<double>(attr_int(attrs, "pad_word")));
-  Tensor padded = pad_nchw("conv2d_pad", data, p[0], p[1], hp, wp, pad);
+  Tensor padded = padded_for_windows(
+      data, a, out, kh, kw,
+      make_const(DType::Int32, static_cast<double>(attr_int(attrs, "pad_word"))));
   IterVar rc = reduce_axis(words, "rc"), ry = reduce_axis(kh, "ry"), rx = reduce_axis(kw, "rx");
   return compute("conv2d_u8s8", out.shape, [&](const std::vector<PrimVar>& i) {
     PrimExpr y = i[2] * idx(s[0]) + ry->var * idx(d[0]);
@@ -138,6 +145,58 @@ Tensor conv2d_u8s8_compute(const std::vector<Tensor>& in, const Attrs& attrs,
         prim_call(Intrinsic::DotU8S8, {make_const(DType::Int32, 0), padded({i[0], rc->var, y, x}),
                                        weight({i[1], rc->var, ry->var, rx->var})}),
         {rc, ry, rx});
+  });
+}
+
+// nn.conv2d_u8s8 on the blocked layout (AlterOpLayout): data the uint8 NCHW[c]c bytes
+// [N, ceil(C/c), H, W, c] (c a multiple of 4), read four at a time as a little-endian word
+// (one 32-bit load: no packing kernel), weight [ceil(O/o), ceil(C/c), KH, KW, c/4, o]
+// (nn.pack_conv_weight of the OIHW words), output [N, ceil(O/o), OH, OW, o] int32. A vector
+// of o output channels then multiplies o contiguous weight words by one broadcast data word
+// (one vpdpbusd), at any image width, where the NCHW form's vectors run along the rows.
+// Padding reads the low byte of `pad_word`; pad channels' weights are zero, so pad channel
+// bytes add nothing; groups 1.
+Type conv2d_u8s8_blocked_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_arity(args, 2, ctx);
+  const TensorType& data = tensor_arg(args, 0, "data", ctx);
+  const TensorType& weight = tensor_arg(args, 1, "weight", ctx);
+  check_rank(data, 5, "data (NCHW[c]c bytes)", ctx);
+  check_rank(weight, 6, "the packed weight words", ctx);
+  if (data.dtype != DType::UInt8) ctx.fail("data " + to_string(data) + " is not uint8");
+  if (weight.dtype != DType::Int32)
+    ctx.fail(to_string(weight) + " is not int32 words of four channels' bytes");
+  if (attr_int(attrs, "groups") != 1) ctx.fail("nn.conv2d_u8s8_blocked takes groups = 1 only");
+  if (data.shape[1] != weight.shape[1] || data.shape[4] != 4 * weight.shape[4])
+    ctx.fail("data " + to_string(data) + " does not match the packed weight " +
+             ints_str(weight.shape) + ": both need the same channel blocks of words");
+  auto [oh, ow] = conv_out_hw(data, weight.shape[2], weight.shape[3], attrs, ctx);
+  return TensorType{{data.shape[0], weight.shape[0], oh, ow, weight.shape[5]}, DType::Int32};
+}
+
+Tensor conv2d_u8s8_blocked_compute(const std::vector<Tensor>& in, const Attrs& attrs,
+                                   const TensorType& out) {
+  const Tensor &data = in[0], &weight = in[1];
+  const ConvAttrs a(attrs);
+  const auto &s = a.strides, &d = a.dilation;
+  int64_t kh = weight.shape()[2], kw = weight.shape()[3];
+  const auto pad_byte = static_cast<double>(attr_int(attrs, "pad_word") & 255);
+  Tensor padded = padded_for_windows(data, a, out, kh, kw, make_const(DType::UInt8, pad_byte));
+  IterVar rc = reduce_axis(weight.shape()[1], "rc"), ry = reduce_axis(kh, "ry"),
+          rx = reduce_axis(kw, "rx"), rl = reduce_axis(weight.shape()[4], "rl");
+  return compute("conv2d_u8s8", out.shape, [&](const std::vector<PrimVar>& i) {
+    PrimExpr y = i[2] * idx(s[0]) + ry->var * idx(d[0]);
+    PrimExpr x = i[3] * idx(s[1]) + rx->var * idx(d[1]);
+    // Four consecutive bytes as one word (LLVM loads them as one).
+    PrimExpr word = make_const(DType::Int32, 0);
+    for (int64_t j = 0; j < 4; ++j) {
+      PrimExpr byte = cast(DType::Int32, padded({i[0], rc->var, y, x, rl->var * idx(4) + idx(j)}));
+      word = binary(BinaryOp::BitOr, word,
+                    binary(BinaryOp::Shl, byte, make_const(DType::Int32, 8 * j)));
+    }
+    return sum(
+        prim_call(Intrinsic::DotU8S8, {make_const(DType::Int32, 0), word,
+                                       weight({i[1], rc->var, ry->var, rx->var, rl->var, i[4]})}),
+        {rc, ry, rx, rl});
   });
 }
 
@@ -208,11 +267,9 @@ Tensor conv2d_blocked_compute(const std::vector<Tensor>& in, const Attrs& attrs,
                               const TensorType& out) {
   const Tensor &data = in[0], &weight = in[1];
   const ConvAttrs a(attrs);
-  const auto &s = a.strides, &d = a.dilation, &p = a.padding;
+  const auto &s = a.strides, &d = a.dilation;
   int64_t kh = weight.shape()[2], kw = weight.shape()[3];
-  int64_t hp = (out.shape[2] - 1) * s[0] + d[0] * (kh - 1) + 1;
-  int64_t wp = (out.shape[3] - 1) * s[1] + d[1] * (kw - 1) + 1;
-  Tensor padded = pad_nchw("conv2d_pad", data, p[0], p[1], hp, wp, make_const(data.dtype(), 0.0));
+  Tensor padded = padded_for_windows(data, a, out, kh, kw, make_const(data.dtype(), 0.0));
   IterVar rc = reduce_axis(weight.shape()[1], "rc"), ry = reduce_axis(kh, "ry"),
           rx = reduce_axis(kw, "rx"), rl = reduce_axis(weight.shape()[4], "rl");
   const bool depthwise = a.groups > 1 && weight.shape()[4] == 1;
@@ -266,14 +323,17 @@ Op conv2d_op() {
                                    conv2d_blocked_rel, conv2d_blocked_compute},
                                   "conv2d"),
                            kConvAttrs));
-[[maybe_unused]] const Op* kConv2dU8S8 = [] {
+// An int8 conv: nn.conv2d's attributes and the word that padding reads.
+const Op* register_u8s8_conv(Op op) {
   std::vector<AttrSpec> attrs = kConvAttrs;
   attrs.push_back(int_attr("pad_word", 0, "the int32 word a padded position reads"));
-  return register_op(with_attrs(family({"nn.conv2d_u8s8", 2, OpPattern::OutEWiseFusable,
-                                        conv2d_u8s8_rel, conv2d_u8s8_compute},
-                                       "conv2d"),
-                                attrs));
-}();
+  return register_op(with_attrs(family(std::move(op), "conv2d"), attrs));
+}
+[[maybe_unused]] const Op* kConv2dU8S8 = register_u8s8_conv(
+    {"nn.conv2d_u8s8", 2, OpPattern::OutEWiseFusable, conv2d_u8s8_rel, conv2d_u8s8_compute});
+[[maybe_unused]] const Op* kConv2dU8S8Blocked =
+    register_u8s8_conv({"nn.conv2d_u8s8_blocked", 2, OpPattern::OutEWiseFusable,
+                        conv2d_u8s8_blocked_rel, conv2d_u8s8_blocked_compute});
 [[maybe_unused]] const Op* kPackConvWeight = register_op(
     with_attrs({"nn.pack_conv_weight", 1, OpPattern::Injective, pack_conv_weight_rel,
                 pack_conv_weight_compute},

@@ -76,15 +76,16 @@ void clip_windows_past_the_input(const TensorType& data, PoolParams& p, Attrs& a
   if (clipped) attrs = attrs.with("pool_size", p.kernel);
 }
 
-Type pool_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx,
-              bool has_dilation) {
+// Max pooling takes integers too (exact; AlterOpLayout subsamples an int8 conv's words by a
+// 1 x 1 max pooling); an average needs floats.
+Type pool_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx, bool is_max) {
   check_arity(args, 1, ctx);
   const TensorType& data = tensor_arg(args, 0, "data", ctx);
   // NCHW, or NCHW[c]c (AlterOpLayout's blocked layout: the windows slide over H and W and
   // the channel block rides along).
   if (data.ndim() != 5) check_rank(data, 4, "data", ctx);
-  check_float(data, "data", ctx);
-  PoolParams p = pool_attrs(attrs, has_dilation, ctx);
+  if (!is_max || data.dtype == DType::Bool) check_float(data, "data", ctx);
+  PoolParams p = pool_attrs(attrs, is_max, ctx);
   clip_windows_past_the_input(data, p, attrs);
   int64_t oh = window_out_size(data.shape[2], p.pad[0], p.pad[2], p.kernel[0], p.strides[0],
                                p.dilation[0], p.ceil_mode, "height", ctx);

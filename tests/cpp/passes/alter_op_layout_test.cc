@@ -50,6 +50,58 @@ TEST(AlterOpLayout, Int8DenseWeightWordsArePackedInVectorPanels) {
   EXPECT_TRUE(structural_equal(alter_op_layout(input, MachineModel::for_vector_bits(512)), input));
 }
 
+// Two int8 convs (Int8Products' form: conv2d_u8s8 of packed bytes by constant weight words)
+// with a quantizing epilogue between them: both run blocked in 32-channel int32 blocks (512
+// bits) on the bytes themselves, the epilogue stays blocked, and the only conversions are
+// the input's to_blocked and the output's from_blocked. A conv whose output channels take
+// no block (5) keeps the NCHW form.
+TEST(AlterOpLayout, Int8ConvsRunBlockedWithTheirEpilogueBetweenThem) {
+  auto words = [](int64_t o, int64_t c) {
+    return constant(runtime::NDArray::empty({o, c / 4, 3, 3}, DType::Int32), "w");
+  };
+  auto conv = [](const Expr& bytes, const Expr& w) {
+    Expr packed = call("nn.pack_bytes4", {bytes}, Attrs().with("axis", int64_t{1}));
+    return call("nn.conv2d_u8s8", {packed, w},
+                Attrs({{"padding", std::vector<int64_t>{1}}, {"pad_word", int64_t{0}}}));
+  };
+  Expr q = var("q", TensorType{{1, 32, 7, 7}, DType::UInt8});
+  Expr y = conv(q, words(64, 32));
+  Expr requantized =
+      call("cast",
+           {call("clip", {call("cast", {y}, Attrs().with("dtype", std::string("float32")))},
+                 Attrs({{"a_min", 0.0}, {"a_max", 255.0}}))},
+           Attrs().with("dtype", std::string("uint8")));
+  Function f = function({q}, conv(requantized, words(32, 64)));
+  Function got = alter_op_layout(f, MachineModel::for_vector_bits(512));
+  EXPECT_EQ(count_calls(got, "nn.conv2d_u8s8_blocked"), 2) << to_string(Expr(got));
+  EXPECT_EQ(count_calls(got, "nn.conv2d_u8s8"), 0);
+  EXPECT_EQ(count_calls(got, "nn.pack_bytes4"), 0);
+  EXPECT_EQ(count_calls(got, "to_blocked"), 1);
+  EXPECT_EQ(count_calls(got, "from_blocked"), 1);
+  EXPECT_EQ(got->body->type, f->body->type);
+  Function narrow = function({q}, conv(q, words(5, 32)));
+  EXPECT_TRUE(
+      structural_equal(alter_op_layout(narrow, MachineModel::for_vector_bits(512)), narrow));
+}
+
+// A float depthwise conv (MobileNetV2's, between dequantize and quantize) whose output feeds
+// an int8 conv that runs blocked runs blocked too, in the same block: no conversion between.
+TEST(AlterOpLayout, FloatDepthwiseConvBeforeABlockedInt8ConvRunsBlocked) {
+  Expr x = var("x", TensorType{{1, 32, 14, 14}, DType::Float32});
+  Expr dw = constant(runtime::NDArray::empty({32, 1, 3, 3}, DType::Float32), "dw");
+  Expr y = call("nn.conv2d", {x, dw},
+                Attrs({{"padding", std::vector<int64_t>{1}}, {"groups", int64_t{32}}}));
+  Expr q = call("cast", {y}, Attrs().with("dtype", std::string("uint8")));
+  Expr packed = call("nn.pack_bytes4", {q}, Attrs().with("axis", int64_t{1}));
+  Expr w = constant(runtime::NDArray::empty({64, 8, 1, 1}, DType::Int32), "w");
+  Function f = function({x}, call("nn.conv2d_u8s8", {packed, w}, Attrs()));
+  Function got = alter_op_layout(f, MachineModel::for_vector_bits(512));
+  EXPECT_EQ(count_calls(got, "nn.conv2d_blocked"), 1) << to_string(Expr(got));
+  EXPECT_EQ(count_calls(got, "nn.conv2d_u8s8_blocked"), 1);
+  EXPECT_EQ(count_calls(got, "to_blocked"), 1);    // x's
+  EXPECT_EQ(count_calls(got, "from_blocked"), 1);  // the output's
+}
+
 TEST(AlterOpLayout, BlockIsTheWidestVectorThatDividesTheUnits) {
   Expr x = var("x", TensorType{{2, 16}, DType::Float32});
   auto block_for = [&](int64_t n, int bits) {

@@ -38,6 +38,8 @@ Function pt2e_linear(Expr q, Expr w, double zx, double zw) {
   return function({q}, call("nn.dense", {x, wd}, {}, "fc"));
 }
 
+const MachineModel k512 = MachineModel::for_vector_bits(512);
+
 int count_calls(const Function& f, const std::string& op) {
   int n = 0;
   for (auto& e : post_order(f->body))
@@ -50,7 +52,7 @@ TEST(Int8Products, Pt2eLinearBecomesTheInt8ProductOnVnniMachines) {
   Expr w = filled({6, 8}, DType::Int8, 3);
   const bool vnni = true, plain = false;
   Function f = pt2e_linear(q, w, 128, 0);
-  Function got = int8_products(f, vnni, 512);
+  Function got = int8_products(f, vnni, k512);
   EXPECT_EQ(count_calls(got, "nn.dense"), 0) << to_string(Expr(got));
   EXPECT_EQ(count_calls(got, "nn.dense_u8s8"), 1);
   EXPECT_EQ(count_calls(got, "nn.pack_bytes4"), 2);
@@ -58,34 +60,36 @@ TEST(Int8Products, Pt2eLinearBecomesTheInt8ProductOnVnniMachines) {
   EXPECT_EQ(got->body->type, f->body->type);
   // Without int8 dot products (AVX2, AVX-512 before VNNI), or a weight zero point that is not
   // 0, or float activations: unchanged.
-  EXPECT_TRUE(structural_equal(int8_products(f, plain, 512), f));
+  EXPECT_TRUE(structural_equal(int8_products(f, plain, k512), f));
   Function shifted = pt2e_linear(q, w, 128, 1);
-  EXPECT_TRUE(structural_equal(int8_products(shifted, vnni, 512), shifted));
+  EXPECT_TRUE(structural_equal(int8_products(shifted, vnni, k512), shifted));
   // A zero point of 0 needs no row sums.
-  EXPECT_EQ(count_calls(int8_products(pt2e_linear(q, w, 0, 0), vnni, 512), "sum"), 0);
+  EXPECT_EQ(count_calls(int8_products(pt2e_linear(q, w, 0, 0), vnni, k512), "sum"), 0);
   Expr fq = var("q", TensorType{{3, 8}, DType::Int32});
   Function ints = pt2e_linear(fq, w, 0, 0);
-  EXPECT_TRUE(structural_equal(int8_products(ints, vnni, 512), ints));
+  EXPECT_TRUE(structural_equal(int8_products(ints, vnni, k512), ints));
 }
 
 // A conv of a dequantized uint8 image by dequantized int8 weights becomes the int8 conv over
 // words of four channels, padded with the zero point, where its rows hold a vector (16
-// int32 lanes at 512 bits); a 7-wide image or a grouped conv keeps the float conv.
-TEST(Int8Products, Pt2eConvBecomesTheInt8ConvWhereItsRowsHoldAVector) {
-  auto conv = [](int64_t width, int64_t groups) {
-    Expr q = var("q", TensorType{{1, 8, 4, width}, DType::UInt8});
+// int32 lanes at 512 bits) or AlterOpLayout blocks it (channels in int32 blocks of whole
+// words: 32 -> 32); a 7-wide image of 8 -> 4 channels or a grouped conv keeps the float conv.
+TEST(Int8Products, Pt2eConvBecomesTheInt8ConvWhereItsRowsHoldAVectorOrItRunsBlocked) {
+  auto conv = [](int64_t width, int64_t groups, int64_t channels = 8, int64_t out = 4) {
+    Expr q = var("q", TensorType{{1, channels, 4, width}, DType::UInt8});
     Expr x =
         call("multiply",
              {call("subtract", {call("cast", {q}, to("float32")), filled({}, DType::Float32, 3)}),
               filled({}, DType::Float32, 0.5)});
-    Expr w = call("multiply",
-                  {call("cast", {filled({4, 8 / groups, 3, 3}, DType::Int8, 2)}, to("float32")),
-                   filled({4, 1, 1, 1}, DType::Float32, 0.25)});
+    Expr w =
+        call("multiply",
+             {call("cast", {filled({out, channels / groups, 3, 3}, DType::Int8, 2)}, to("float32")),
+              filled({out, 1, 1, 1}, DType::Float32, 0.25)});
     Attrs attrs({{"padding", std::vector<int64_t>{1}}, {"groups", groups}});
     return function({q}, call("nn.conv2d", {x, w}, attrs, "conv"));
   };
   Function wide = conv(20, 1);
-  Function got = int8_products(wide, true, 512);
+  Function got = int8_products(wide, true, k512);
   EXPECT_EQ(count_calls(got, "nn.conv2d_u8s8"), 1) << to_string(Expr(got));
   EXPECT_EQ(count_calls(got, "nn.conv2d"), 0);
   EXPECT_EQ(got->body->type, wide->body->type);
@@ -93,8 +97,11 @@ TEST(Int8Products, Pt2eConvBecomesTheInt8ConvWhereItsRowsHoldAVector) {
     if (auto* c = as<CallNode>(e); c && c->op && c->op->name == "nn.conv2d_u8s8")
       EXPECT_EQ(c->attrs.get_int("pad_word", 0), 0x03030303);
   for (Function f : {conv(7, 1), conv(20, 2)})
-    EXPECT_TRUE(structural_equal(int8_products(f, true, 512), f));
-  EXPECT_EQ(count_calls(int8_products(conv(8, 1), true, 256), "nn.conv2d_u8s8"), 1);
+    EXPECT_TRUE(structural_equal(int8_products(f, true, k512), f));
+  EXPECT_EQ(count_calls(int8_products(conv(8, 1), true, MachineModel::for_vector_bits(256)),
+                        "nn.conv2d_u8s8"),
+            1);
+  EXPECT_EQ(count_calls(int8_products(conv(7, 1, 32, 32), true, k512), "nn.conv2d_u8s8"), 1);
 }
 
 }  // namespace
