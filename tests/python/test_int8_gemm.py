@@ -216,7 +216,7 @@ def test_pt2e_linear_layers_run_as_int8_products_and_match_the_reference():
 def test_int8_products_are_chosen_where_the_cpu_multiplies_int8_in_one_instruction(cpu, int8):
     """Compiled for a named CPU (not run): VNNI CPUs take the int8 kernels, the others keep
     the float32 product: two vpmaddwd and the bytes' widening per vector run no faster than
-    four FMAs on Zen 1, Zen 2 and Haswell, and slower in 3x3 convs on Zen 3 (issue 45)."""
+    four FMAs on Zen 1, Zen 2 and Haswell, and barely faster on Zen 3 (issue 45)."""
     _, _, mod, params = pt2e_mlp()
     target = f"llvm -mcpu={cpu}"
     assert ember.target.machine_model(target).int8_dot == int8
