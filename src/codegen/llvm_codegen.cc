@@ -6,6 +6,7 @@
 #include "ember/ir/loop_sums.h"
 #include "ember/ir/transposed_loads.h"
 #include "ember/support/error.h"
+#include "llvm/Analysis/VectorUtils.h"
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/DerivedTypes.h"
 #include "llvm/IR/Function.h"
@@ -573,13 +574,69 @@ Value* LLVMCodeGen::emit_dot_u8s8(const std::vector<Value*>& args) {
   const bool vnni = has_feature(features_, "avx512vnni");
   const bool narrow_vnni =
       (vnni && has_feature(features_, "avx512vl")) || has_feature(features_, "avxvnni");
-  if (n == 16 && vnni)
-    return b_.CreateIntrinsic(llvm::Intrinsic::x86_avx512_vpdpbusd_512, {}, {acc, a, b});
-  if ((n == 8 || n == 4) && narrow_vnni)
-    return b_.CreateIntrinsic(n == 8 ? llvm::Intrinsic::x86_avx512_vpdpbusd_256
-                                     : llvm::Intrinsic::x86_avx512_vpdpbusd_128,
-                              {}, {acc, a, b});
-  // Exact elsewhere: u8 * s8 widened to int32, then each group of four bytes summed.
+  // Without VNNI, exact on vpmaddwd (pairs of int16 products summed into int32 lanes): the
+  // words seen as int16 lanes, a's bytes zero-extended (the even ones by a mask, the odd
+  // ones by a logical shift), b's sign-extended (two shifts, one), and two vpmaddwd, one of
+  // the even bytes, one of the odd. Each lane sums two u8 * s8 products: |sum| <= 65280, far
+  // from the one case vpmaddwd saturates (-32768 * -32768 twice). vpmaddubsw would take the
+  // bytes as they are but saturates its int16 pair sums (255 * 127 * 2 > 32767); made exact
+  // (a split at bit 7) it costs four multiplies per vector where this takes two.
+  auto has_vnni_at = [&](unsigned w) { return w == 16 ? vnni : narrow_vnni; };
+  auto has_madd_at = [&](unsigned w) {
+    return has_feature(features_, w == 16 ? "avx512bw" : w == 8 ? "avx2" : "sse2");
+  };
+  // One instruction's width (a VNNI one before the pmaddwd pair): the widest no wider than
+  // the vector (four lanes at least); a vector of another width goes in such pieces, its
+  // last one padded with zero words.
+  unsigned piece = 0;
+  bool use_vnni = false;
+  for (bool with_vnni : {true, false})
+    for (unsigned w : {16u, 8u, 4u})
+      if (n > 1 && !piece && w <= std::max(n, 4u) &&
+          (with_vnni ? has_vnni_at(w) : has_madd_at(w))) {
+        piece = w;
+        use_vnni = with_vnni;
+      }
+  auto one_piece = [&](Value* acc, Value* a, Value* b) -> Value* {
+    if (use_vnni)
+      return b_.CreateIntrinsic(piece == 16  ? llvm::Intrinsic::x86_avx512_vpdpbusd_512
+                                : piece == 8 ? llvm::Intrinsic::x86_avx512_vpdpbusd_256
+                                             : llvm::Intrinsic::x86_avx512_vpdpbusd_128,
+                                {}, {acc, a, b});
+    const auto madd = piece == 16  ? llvm::Intrinsic::x86_avx512_pmaddw_d_512
+                      : piece == 8 ? llvm::Intrinsic::x86_avx2_pmadd_wd
+                                   : llvm::Intrinsic::x86_sse2_pmadd_wd;
+    auto* halves = llvm::FixedVectorType::get(b_.getInt16Ty(), 2 * piece);
+    Value* eight = llvm::ConstantInt::get(halves, 8);
+    Value* a16 = b_.CreateBitCast(a, halves);
+    Value* b16 = b_.CreateBitCast(b, halves);
+    Value* a_even = b_.CreateAnd(a16, llvm::ConstantInt::get(halves, 0xFF));
+    Value* a_odd = b_.CreateLShr(a16, eight);
+    Value* b_even = b_.CreateAShr(b_.CreateShl(b16, eight), eight);
+    Value* b_odd = b_.CreateAShr(b16, eight);
+    Value* even = b_.CreateIntrinsic(madd, {}, {a_even, b_even});
+    Value* odd = b_.CreateIntrinsic(madd, {}, {a_odd, b_odd});
+    return b_.CreateAdd(b_.CreateAdd(acc, even), odd);
+  };
+  if (piece == n) return one_piece(acc, a, b);
+  if (piece) {
+    const unsigned padded = (n + piece - 1) / piece * piece;
+    auto lanes = [&](Value* v, unsigned first, unsigned count) {  // zero past lane n
+      llvm::SmallVector<int, 64> pick;
+      for (unsigned l = first; l < first + count; ++l)
+        pick.push_back(static_cast<int>(l < n ? l : n));  // lane n: the zero vector's first
+      return b_.CreateShuffleVector(v, llvm::Constant::getNullValue(v->getType()), pick);
+    };
+    llvm::SmallVector<Value*, 8> sums;
+    for (unsigned p = 0; p < padded; p += piece)
+      sums.push_back(one_piece(lanes(acc, p, piece), lanes(a, p, piece), lanes(b, p, piece)));
+    Value* all = llvm::concatenateVectors(b_, sums);
+    llvm::SmallVector<int, 64> first_n;
+    for (unsigned l = 0; l < n; ++l) first_n.push_back(static_cast<int>(l));
+    return b_.CreateShuffleVector(all, first_n);
+  }
+  // Exact elsewhere (scalar code; no SSE2): u8 * s8 widened to int32, then each group of
+  // four bytes summed.
   auto bytes = [&](Value* v, bool is_signed) {
     Value* x = b_.CreateBitCast(v, llvm::FixedVectorType::get(b_.getInt8Ty(), 4 * n));
     auto* wide = llvm::FixedVectorType::get(b_.getInt32Ty(), 4 * n);

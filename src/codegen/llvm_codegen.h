@@ -47,7 +47,8 @@ class LLVMCodeGen {
   /// Intrinsic::AsyncCopy, AsyncCommit, AsyncWait: here a plain copy (cp.async on a GPU).
   virtual llvm::Value* emit_async_copy(const ir::PrimCallNode* op);
   /// Intrinsic::DotU8S8 over (acc, a, b): vpdpbusd where the CPU has VNNI at this width,
-  /// else the four byte products widened to int32 and summed.
+  /// else two vpmaddwd of the bytes widened to int16 (AVX-512BW, AVX2, SSE2), else (scalar
+  /// code) the four byte products widened to int32 and summed. Exact in every form.
   llvm::Value* emit_dot_u8s8(const std::vector<llvm::Value*>& args);
   /// Intrinsic::Prefetch: llvm.prefetch of the load's element address (reads nothing).
   llvm::Value* emit_prefetch(const ir::PrimCallNode* op);

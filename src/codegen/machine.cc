@@ -129,7 +129,12 @@ std::string scheduling_facts(const std::string& cpu, bool native, int bits,
   const bool avx512 = has("avx512f"), avx = has("avx");
   const int widest = widest_vector_bits(avx512, avx), width = std::min(bits, widest);
   // As the code generator emits DotU8S8: vpdpbusd on 16 lanes with AVX-512 VNNI, on 8 or 4
-  // with AVX512VL too or AVX-VNNI.
+  // with AVX512VL too or AVX-VNNI. Elsewhere it is two vpmaddwd per vector and the bytes
+  // widened to int16 around them (exact): no faster than the float32 FMAs it replaces where
+  // vpmaddwd issues once a cycle or less (Zen 1, Zen 2, Haswell) or shares two ports with
+  // the widening (Skylake-X at 512 bits): llvm-mca of the GEMM and blocked 3x3 conv kernels
+  // says 0.65-1x; 1.1-1.2x on Zen 3's four pipes (znver3 code timed on Zen 4: 1.35-1.4x;
+  // issue 45). So VNNI only.
   m.int8_dot =
       bits >= 512 ? has("avx512vnni") : has("avxvnni") || (has("avx512vnni") && has("avx512vl"));
   const char* fma = width == 512   ? "VFMADD231PSZr"

@@ -32,6 +32,7 @@ struct MachineModel {
   int load_ports = 2;  // vector loads and broadcasts per cycle
   // One instruction adds four int8 products into each int32 lane at vector_bits (VNNI's
   // vpdpbusd: AVX-512 VNNI, or AVX-VNNI at 256 bits): the int8 kernels pay off (Int8Products).
+  // Without it they are exact too (two vpmaddwd per vector) but no faster than float32.
   bool int8_dot = false;
   // Bytes per cycle that one core streams from the L3: a register tile whose vector loads
   // come from there needs rows enough to wait for them (ResNet-50's 14x14 1024 -> 256 1x1

@@ -10,6 +10,7 @@
 #include <limits>
 #include <numeric>
 #include <regex>
+#include <string>
 #include <vector>
 
 #include "ember/ir/loop.h"
@@ -708,10 +709,10 @@ PrimFunc dot_u8s8_func(int64_t rows, int64_t lanes) {
 
 // Exact (no saturation, unlike vpmaddubsw) in scalar and vector code on the host, at every
 // extreme byte; one vpdpbusd per vector where the CPU has VNNI at that width (AVX-512 VNNI,
-// or AVX-VNNI's VEX form at 256 bits), widened products elsewhere (compile only there).
+// or AVX-VNNI's VEX form at 256 bits), vpmaddwd elsewhere (the next test; compile only here).
 TEST(CodegenCpu, DotU8S8IsExactAndVnniWhereTheCpuHasIt) {
   const int64_t rows = 6;
-  for (int64_t lanes : {1, 8, 16}) {
+  for (int64_t lanes : {1, 8, 12, 16}) {  // 12: in pieces of 8, the last padded
     const int64_t n = rows * lanes;
     std::vector<int32_t> acc(n), a(n), b(n), out(n, 0);
     const uint8_t extremes[] = {0, 1, 127, 128, 255, 200, 3, 64};
@@ -738,8 +739,9 @@ TEST(CodegenCpu, DotU8S8IsExactAndVnniWhereTheCpuHasIt) {
     const char* cpu;
     int64_t lanes;
     const char* vnni;  // the register vpdpbusd works on, or null: no vpdpbusd
-  } cases[] = {{"znver4", 16, "zmm"}, {"cascadelake", 16, "zmm"}, {"alderlake", 8, "ymm"},
-               {"znver4", 8, "ymm"},  {"znver3", 8, nullptr},     {"skylake-avx512", 16, nullptr}};
+  } cases[] = {{"znver4", 16, "zmm"},          {"cascadelake", 16, "zmm"}, {"alderlake", 8, "ymm"},
+               {"znver4", 8, "ymm"},           {"znver4", 12, "ymm"},      {"znver3", 8, nullptr},
+               {"skylake-avx512", 16, nullptr}};
   for (const auto& c : cases) {
     CpuOptions options;
     options.cpu = c.cpu;
@@ -750,6 +752,96 @@ TEST(CodegenCpu, DotU8S8IsExactAndVnniWhereTheCpuHasIt) {
     if (c.vnni)
       EXPECT_TRUE(std::regex_search(asm_text, std::regex(std::string("vpdpbusd[^\\n]*%") + c.vnni)))
           << c.cpu;
+  }
+}
+
+// Whether this host has each of the instruction-set features `names` (LLVM's names).
+bool host_has(const std::vector<std::string>& names) {
+  for (const std::string& name : names)
+    if (runtime::host_has_cpu_feature(name) != true) return false;
+  return true;
+}
+
+// Without VNNI: two vpmaddwd per vector of the CPU's width (AVX2 at 8 lanes, AVX-512BW at
+// 16, SSE2 at 4; other widths in pieces of those, the last padded), never vpdpbusd nor the
+// saturating vpmaddubsw. Compiled for named CPUs on every host; run where this host has the
+// extensions the CPU's code may use, exact against the formula for every pair of bytes in every
+// byte of the word, and for the words of the extremes (4 * 255 * -128 and 4 * 255 * 127).
+TEST(CodegenCpu, DotU8S8WithoutVnniIsTwoVpmaddwdAndExact) {
+  const int64_t pairs = 256 * 256, extremes = 16;
+  const int64_t words = extremes + pairs;  // every pair in each of the four byte positions
+  std::vector<int32_t> acc(words), a(words), b(words);
+  for (int64_t w = 0; w < words; ++w) {
+    uint32_t ua = 0, ub = 0;
+    if (w >= extremes) {  // pairs base .. base + 3, rotated by p / (pairs / 4)
+      const int64_t p = w - extremes, base = 4 * (p % (pairs / 4)), rotation = p / (pairs / 4);
+      for (int j = 0; j < 4; ++j) {
+        const int64_t k = base + (j + rotation) % 4;
+        ua |= static_cast<uint32_t>(k & 255) << (8 * j);
+        ub |= static_cast<uint32_t>(k >> 8) << (8 * j);
+      }
+    } else {
+      const uint32_t as[] = {0xFFFFFFFF, 0xFFFFFFFF, 0, 0x80808080};
+      const uint32_t bs[] = {0x80808080, 0x7F7F7F7F, 0x80808080, 0x807F807F};
+      ua = as[w % 4];
+      ub = bs[w % 4];
+    }
+    std::memcpy(&a[w], &ua, 4);
+    std::memcpy(&b[w], &ub, 4);
+    acc[w] = static_cast<int32_t>((w * 7919) % 2000003 - 1000000);
+  }
+  std::vector<int64_t> want(words);
+  for (int64_t w = 0; w < words; ++w) {
+    want[w] = acc[w];
+    for (int j = 0; j < 4; ++j)
+      want[w] += int64_t{static_cast<uint8_t>(static_cast<uint32_t>(a[w]) >> (8 * j))} *
+                 static_cast<int8_t>(static_cast<uint32_t>(b[w]) >> (8 * j));
+  }
+  // The instruction-set extensions each CPU's code may use: the numerics run where this
+  // host has them (not every feature LLVM lists for the CPU: a virtual machine hides system
+  // ones such as pku or mwaitx, which kernels never use).
+  const std::vector<std::string> avx2 = {"avx",  "avx2",  "fma",   "f16c",  "bmi",
+                                         "bmi2", "lzcnt", "movbe", "popcnt"};
+  const std::vector<std::string> sse2;  // every x86-64 CPU
+  std::vector<std::string> avx512bw = avx2;
+  avx512bw.insert(avx512bw.end(), {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd"});
+  const struct {
+    const char* cpu;
+    int64_t lanes;
+    int vector_bits;
+    const char* reg;  // the register vpmaddwd works on
+    const std::vector<std::string>& isa;
+  } cases[] = {{"znver3", 8, 256, "ymm", avx2},
+               {"haswell", 8, 256, "ymm", avx2},
+               {"znver1", 8, 256, "ymm", avx2},
+               {"skylake-avx512", 16, 512, "zmm", avx512bw},
+               {"skylake-avx512", 8, 256, "ymm", avx512bw},
+               {"znver3", 16, 512, "ymm", avx2},
+               {"znver3", 28, 256, "ymm", avx2},
+               {"znver3", 2, 256, "xmm", avx2},
+               {"skylake-avx512", 20, 512, "zmm", avx512bw},
+               {"x86-64", 4, 128, "xmm", sse2}};
+  for (const auto& c : cases) {
+    CpuOptions options;
+    options.cpu = c.cpu;
+    options.vector_bits = c.vector_bits;
+    const int64_t used = words / c.lanes * c.lanes;  // the words the vectors cover
+    const PrimFunc f = dot_u8s8_func(words / c.lanes, c.lanes);
+    auto m = compile_cpu({f}, options);
+    const std::string asm_text = m->get_source("asm"),
+                      at = std::string(c.cpu) + " " + std::to_string(c.lanes) + " lanes";
+    EXPECT_TRUE(std::regex_search(asm_text, std::regex(std::string("pmaddwd[^\\n]*%") + c.reg)))
+        << at;
+    EXPECT_FALSE(std::regex_search(asm_text, std::regex("vpdpbusd|pmaddubsw"))) << at;
+    if (!host_has(c.isa)) continue;
+    std::vector<int32_t> out(words, 0);
+    std::vector<void*> args = {acc.data(), a.data(), b.data(), out.data()};
+    m->get_function(f.name)(args.data());
+    int64_t wrong = 0;
+    for (int64_t w = 0; w < used; ++w)
+      if (out[w] != want[w] && wrong++ < 5)
+        ADD_FAILURE() << at << ": word " << w << " is " << out[w] << ", not " << want[w];
+    EXPECT_EQ(wrong, 0) << at;
   }
 }
 
