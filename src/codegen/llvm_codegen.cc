@@ -169,11 +169,14 @@ llvm::Type* LLVMCodeGen::value_type(DType t) {
     case DType::Int8:
     case DType::UInt8:
       return b_.getInt8Ty();
+    case DType::BFloat16:
+      return b_.getFloatTy();  // computed in float32; rounded where stored or cast to
   }
   EMBER_CHECK(false, "unknown dtype");
 }
 
 llvm::Type* LLVMCodeGen::memory_type(DType t) {
+  if (t == DType::BFloat16) return b_.getInt16Ty();  // the bits, rounded with integer ops
   return t == DType::Bool ? b_.getInt8Ty() : value_type(t);
 }
 
@@ -207,15 +210,39 @@ Value* LLVMCodeGen::element_ptr(const Buffer& b, Value* index) {
   return b_.CreateInBoundsGEP(memory_type(b->dtype), buffer_ptr(b), index);
 }
 
-// Bool is i1 in registers and i8 in memory; `v` may be a scalar or a vector.
+// Bool is i1 in registers and i8 in memory, bfloat16 float in registers and i16 in memory;
+// `v` may be a scalar or a vector.
 Value* LLVMCodeGen::to_memory(DType t, Value* v) {
+  if (t == DType::BFloat16) return bf16_bits(v);
   if (t != DType::Bool) return v;
   return b_.CreateZExt(v, shaped_like(b_.getInt8Ty(), v));
 }
 
 Value* LLVMCodeGen::from_memory(DType t, Value* v) {
+  if (t == DType::BFloat16) return bf16_widen(v);
   if (t != DType::Bool) return v;
   return b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
+}
+
+// Round to nearest even with integer operations, as PyTorch's c10::BFloat16 does (and
+// ember::bf16_bits, which constant folding uses): bits + 0x7FFF + (bit 16), upper half; NaN
+// gives the quiet NaN 0x7FC0. Integer code vectorizes on every x86 CPU (an fptrunc to
+// bfloat is a library call per element without AVX512_BF16, which also flushes subnormals).
+Value* LLVMCodeGen::bf16_bits(Value* v) {
+  llvm::Type* i32 = shaped_like(b_.getInt32Ty(), v);
+  llvm::Type* i16 = shaped_like(b_.getInt16Ty(), v);
+  auto c32 = [&](uint32_t x) { return llvm::ConstantInt::get(i32, x); };
+  Value* u = b_.CreateBitCast(v, i32);
+  Value* odd = b_.CreateAnd(b_.CreateLShr(u, c32(16)), c32(1));
+  Value* rounded = b_.CreateLShr(b_.CreateAdd(b_.CreateAdd(u, c32(0x7FFF)), odd), c32(16));
+  Value* nan = b_.CreateFCmpUNO(v, v);
+  return b_.CreateTrunc(b_.CreateSelect(nan, c32(0x7FC0), rounded), i16);
+}
+
+Value* LLVMCodeGen::bf16_widen(Value* bits) {
+  llvm::Type* i32 = shaped_like(b_.getInt32Ty(), bits);
+  Value* u = b_.CreateShl(b_.CreateZExt(bits, i32), llvm::ConstantInt::get(i32, 16));
+  return b_.CreateBitCast(u, shaped_like(b_.getFloatTy(), bits));
 }
 
 llvm::AllocaInst* LLVMCodeGen::entry_alloca(llvm::Type* t, const std::string& name) {
@@ -281,8 +308,11 @@ Value* LLVMCodeGen::emit(const PrimExpr& e) {
   switch (e.kind()) {
     case PrimKind::IntImm:
       return llvm::ConstantInt::get(value_type(e.dtype()), e.as<IntImmNode>()->value, true);
-    case PrimKind::FloatImm:
-      return llvm::ConstantFP::get(value_type(e.dtype()), e.as<FloatImmNode>()->value);
+    case PrimKind::FloatImm: {
+      double v = e.as<FloatImmNode>()->value;
+      if (e.dtype() == DType::BFloat16) v = round_bf16(v);
+      return llvm::ConstantFP::get(value_type(e.dtype()), v);
+    }
     case PrimKind::Var: {
       auto it = vars_.find(e.as<PrimVarNode>());
       EMBER_CHECK(it != vars_.end(), "unbound variable ", e.as<PrimVarNode>()->name, " in ",
@@ -290,6 +320,9 @@ Value* LLVMCodeGen::emit(const PrimExpr& e) {
       return it->second;
     }
     case PrimKind::Binary:
+      // bfloat16 arithmetic: float32's, rounded (PyTorch's bfloat16 op on one element).
+      if (e.dtype() == DType::BFloat16)
+        return bf16_widen(bf16_bits(emit_binary(e.as<BinaryNode>())));
       return emit_binary(e.as<BinaryNode>());
     case PrimKind::Compare:
       return emit_compare(e.as<CompareNode>());
@@ -321,6 +354,8 @@ Value* LLVMCodeGen::emit(const PrimExpr& e) {
     case PrimKind::Load:
       return emit_load(e.as<LoadNode>());
     case PrimKind::Call:
+      if (e.dtype() == DType::BFloat16)
+        return bf16_widen(bf16_bits(emit_call(e.as<PrimCallNode>())));
       return emit_call(e.as<PrimCallNode>());
     case PrimKind::Let: {
       auto* op = e.as<LetNode>();
@@ -423,6 +458,10 @@ Value* LLVMCodeGen::emit_compare(const CompareNode* op) {
 
 Value* LLVMCodeGen::emit_cast(DType to, DType from, Value* v) {
   if (to == from) return v;
+  // bfloat16 is a float32 in registers: from it, a float32's cast; to it, float32's
+  // (double rounds to float32 first, as PyTorch's conversion does), rounded.
+  if (from == DType::BFloat16) return emit_cast(to, DType::Float32, v);
+  if (to == DType::BFloat16) return bf16_widen(bf16_bits(emit_cast(DType::Float32, from, v)));
   llvm::Type* ty = shaped_like(value_type(to), v);
   if (to == DType::Bool) {
     // x != 0; NaN is true, as in C and PyTorch.
@@ -480,7 +519,7 @@ Value* LLVMCodeGen::emit_async_copy(const PrimCallNode* op) {
   Value* value = emit(op->args[1]);
   Value* index = emit(dst->index);
   EMBER_CHECK(!is_vec(index) && !is_vec(value), "async_copy of vectors in ", func_name_);
-  b_.CreateStore(value, element_ptr(dst->buffer, index));
+  b_.CreateStore(to_memory(dst->buffer->dtype, value), element_ptr(dst->buffer, index));
   return b_.getInt32(0);
 }
 

@@ -139,6 +139,10 @@ class LLVMCodeGen {
   /// Integer value stored / loaded from memory (Bool: i1 <-> i8).
   llvm::Value* to_memory(DType t, llvm::Value* v);
   llvm::Value* from_memory(DType t, llvm::Value* v);
+  /// A float32 value (scalar or vector) rounded to the nearest bfloat16, as its 16 bits.
+  llvm::Value* bf16_bits(llvm::Value* v);
+  /// 16 bfloat16 bits (scalar or vector) as the float32 they hold.
+  llvm::Value* bf16_widen(llvm::Value* bits);
   llvm::AllocaInst* entry_alloca(llvm::Type* t, const std::string& name);
   llvm::Function* make_function(const std::string& name, llvm::FunctionType* type, bool external);
   /// Creates `name.impl` with noalias buffer parameters, always inlined into its caller, so

@@ -13,6 +13,7 @@
 #include "ember/passes/fold_scale_axis.h"
 #include "ember/passes/fuse_ops.h"
 #include "ember/passes/int8_products.h"
+#include "ember/passes/legalize_bf16.h"
 #include "ember/passes/recognize_attention.h"
 #include "ember/passes/recognize_patterns.h"
 #include "ember/passes/simplify_expr.h"
@@ -39,6 +40,8 @@ Function fold_constants(const Function& f, const PassEnv& env) {
 
 const std::vector<GraphPass>& graph_passes() {
   static const std::vector<GraphPass> passes = {
+      // First: every later pass sees bfloat16 ops as float32 ones between casts.
+      {"LegalizeBF16", 0, false, graph_only<legalize_bf16>},
       {"SimplifyInference", 0, false, graph_only<simplify_inference>},
       // Fusion-catalog rewrites: erase and merge first, then recognise composites, before
       // FoldConstant and FuseOps see the graph.

@@ -753,6 +753,61 @@ TEST(CodegenCpu, DotU8S8IsExactAndVnniWhereTheCpuHasIt) {
   }
 }
 
+// bfloat16 (issue 45): float32 in registers, 16 bits in memory. Loads widen exactly, stores
+// and casts round to nearest even with NaN kept (c10::BFloat16's rounding, ember::bf16_bits),
+// arithmetic on bfloat16 values is float32's rounded; the same in scalar and vector code,
+// and constant folding (make_const) agrees with the generated cast.
+TEST(CodegenCpu, BFloat16RoundsToNearestEvenAsFolding) {
+  const int64_t n = 70;
+  auto x = make_buffer("x", DType::Float32, {n});
+  auto b = make_buffer("b", DType::BFloat16, {n});
+  auto rounded = make_buffer("rounded", DType::BFloat16, {n});
+  auto widened = make_buffer("widened", DType::Float32, {n});
+  auto sum = make_buffer("sum", DType::BFloat16, {n});
+  auto to_int = make_buffer("to_int", DType::Int32, {n});
+  auto folded = make_buffer("folded", DType::BFloat16, {n});
+  std::vector<float> xv(n);
+  const float special[] = {
+      1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -(1.0f + 0x1p-8f), 3.4e38f, 1e-40f, -0.0f,
+      0.1f,           std::nanf(""),      INFINITY};
+  for (int64_t j = 0; j < n; ++j) xv[j] = j < 9 ? special[j] : (j - 35) * 7.123f;
+  for (ForKind kind : {ForKind::Serial, ForKind::Vectorized}) {
+    PrimVar i("i");
+    PrimExpr bv = load(b, i);
+    std::vector<Stmt> stores = {store(rounded, i, cast(DType::BFloat16, load(x, i))),
+                                store(widened, i, cast(DType::Float32, bv)),
+                                store(sum, i, bv + bv * bv),
+                                store(to_int, i, cast(DType::Int32, bv))};
+    for (int64_t j = 0; j < 9; ++j)  // constants the builder folds, one per element
+      stores.push_back(store(folded, make_const(DType::Int64, j),
+                             cast(DType::BFloat16, make_const(DType::Float32, special[j]))));
+    PrimFunc f = make_func("bf16", {x, b, rounded, widened, sum, to_int, folded}, 3,
+                           seq({for_loop(i, 0, n, kind, seq(stores))}));
+    std::vector<uint16_t> bh(n), rh(n), sh(n), fh(n);
+    std::vector<float> wh(n);
+    std::vector<int32_t> ih(n);
+    for (int64_t j = 0; j < n; ++j) bh[j] = bf16_bits(xv[j]);
+    std::vector<void*> args = {xv.data(), bh.data(), rh.data(), wh.data(),
+                               sh.data(), ih.data(), fh.data()};
+    run(f, args);
+    EXPECT_EQ(bf16_bits(1.0f + 0x1p-8f), 0x3F80);      // a tie rounds to even (down)
+    EXPECT_EQ(bf16_bits(1.0f + 3 * 0x1p-8f), 0x3F82);  // and up
+    EXPECT_EQ(bf16_bits(std::nanf("")), 0x7FC0);
+    EXPECT_EQ(bf16_bits(3.4e38f), 0x7F80);  // past the largest: infinity
+    for (int64_t j = 0; j < n; ++j) {
+      const float b_value = bf16_to_float(bh[j]);
+      EXPECT_EQ(rh[j], bf16_bits(xv[j])) << j;
+      EXPECT_EQ(std::isnan(wh[j]), std::isnan(b_value)) << j;
+      if (!std::isnan(b_value)) EXPECT_EQ(wh[j], b_value) << j;
+      const float s = b_value + bf16_to_float(bf16_bits(b_value * b_value));
+      EXPECT_EQ(sh[j], bf16_bits(s)) << j;
+      if (std::isfinite(b_value) && std::fabs(b_value) < 1e9f)
+        EXPECT_EQ(ih[j], static_cast<int32_t>(b_value)) << j;
+      if (j < 9) EXPECT_EQ(fh[j], bf16_bits(special[j])) << j;
+    }
+  }
+}
+
 TEST(CodegenCpu, MathIntrinsicsAndUnroll) {
   const int64_t lanes = native_vector_lanes(DType::Float32);
   auto x = make_buffer("x", DType::Float32, {lanes});
