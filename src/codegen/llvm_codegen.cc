@@ -592,6 +592,12 @@ Value* LLVMCodeGen::emit_call(const PrimCallNode* op) {
                       op->args[2].dtype() == DType::Int32,
                   "dot_u8s8 of non-int32 values in ", func_name_);
       return emit_dot_u8s8(args);
+    case Intrinsic::DotBF16:
+      arity(3);
+      EMBER_CHECK(t == DType::Float32 && op->args[1].dtype() == DType::Int32 &&
+                      op->args[2].dtype() == DType::Int32,
+                  "dot_bf16 of other than a float32 and int32 words in ", func_name_);
+      return emit_dot_bf16(args);
     case Intrinsic::Barrier:
     case Intrinsic::Prefetch:
     case Intrinsic::MmaSync:
@@ -634,6 +640,36 @@ Value* LLVMCodeGen::emit_dot_u8s8(const std::vector<Value*>& args) {
     sum = b_.CreateAdd(sum, part);
   }
   return sum;
+}
+
+Value* LLVMCodeGen::emit_dot_bf16(const std::vector<Value*>& args) {
+  Value *acc = args[0], *a = args[1], *b = args[2];
+  const unsigned n =
+      is_vec(acc) ? llvm::cast<llvm::FixedVectorType>(acc->getType())->getNumElements() : 1;
+  // AVX512_BF16: 512 bits, and 256 or 128 with AVX512VL.
+  const bool bf16 = has_feature(features_, "avx512bf16");
+  const bool narrow = bf16 && has_feature(features_, "avx512vl");
+  if ((n == 16 && bf16) || ((n == 8 || n == 4) && narrow)) {
+    const llvm::Intrinsic::ID id = n == 16  ? llvm::Intrinsic::x86_avx512bf16_dpbf16ps_512
+                                   : n == 8 ? llvm::Intrinsic::x86_avx512bf16_dpbf16ps_256
+                                            : llvm::Intrinsic::x86_avx512bf16_dpbf16ps_128;
+    llvm::Function* fn = llvm::Intrinsic::getDeclaration(module_, id);
+    llvm::FunctionType* ft = fn->getFunctionType();
+    return b_.CreateCall(fn, {acc, b_.CreateBitCast(a, ft->getParamType(1)),
+                              b_.CreateBitCast(b, ft->getParamType(2))});
+  }
+  // Elsewhere the halves widened to float32 (exact) and two FMAs in vdpbf16ps's order: the
+  // same sums, but subnormals are kept.
+  llvm::Type* i32 = shaped_like(b_.getInt32Ty(), a);
+  llvm::Type* f32 = shaped_like(b_.getFloatTy(), a);
+  auto hi = [&](Value* w) {
+    return b_.CreateBitCast(b_.CreateAnd(w, llvm::ConstantInt::get(i32, 0xFFFF0000u)), f32);
+  };
+  auto lo = [&](Value* w) {
+    return b_.CreateBitCast(b_.CreateShl(w, llvm::ConstantInt::get(i32, 16)), f32);
+  };
+  Value* sum = b_.CreateIntrinsic(llvm::Intrinsic::fma, {f32}, {hi(a), hi(b), acc});
+  return b_.CreateIntrinsic(llvm::Intrinsic::fma, {f32}, {lo(a), lo(b), sum});
 }
 
 Value* LLVMCodeGen::emit_prefetch(const PrimCallNode* op) {

@@ -49,6 +49,9 @@ class LLVMCodeGen {
   /// Intrinsic::DotU8S8 over (acc, a, b): vpdpbusd where the CPU has VNNI at this width,
   /// else the four byte products widened to int32 and summed.
   llvm::Value* emit_dot_u8s8(const std::vector<llvm::Value*>& args);
+  /// Intrinsic::DotBF16 over (acc, a, b): vdpbf16ps where the CPU has AVX512_BF16 at this
+  /// width, two FMAs of the widened halves elsewhere.
+  llvm::Value* emit_dot_bf16(const std::vector<llvm::Value*>& args);
   /// Intrinsic::Prefetch: llvm.prefetch of the load's element address (reads nothing).
   llvm::Value* emit_prefetch(const ir::PrimCallNode* op);
   /// Intrinsic::CheckIndex: the index wrapped and checked; 0 where it is out of range.

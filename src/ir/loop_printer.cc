@@ -92,6 +92,8 @@ const char* intrinsic_name(Intrinsic op) {
       return "async_wait";
     case Intrinsic::DotU8S8:
       return "dot_u8s8";
+    case Intrinsic::DotBF16:
+      return "dot_bf16";
   }
   return "?";
 }

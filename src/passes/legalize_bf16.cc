@@ -13,12 +13,13 @@ using namespace ir;
 
 namespace {
 
-// Ops that move elements without computing on them: exact in bfloat16.
+// Ops that move elements without computing on them (exact in bfloat16), and those made for
+// bfloat16 operands (nn.pack_bf16_pairs, the bfloat16 GEMM's packing).
 bool moves_only(const std::string& op) {
   static const std::set<std::string> kOps = {
-      "cast",         "reshape",     "flatten", "transpose",     "to_blocked",
-      "from_blocked", "concatenate", "squeeze", "strided_slice", "expand_dims",
-      "broadcast_to", "take",        "gather",  "adv_index"};
+      "nn.pack_bf16_pairs", "cast",         "reshape",     "flatten", "transpose",
+      "to_blocked",         "from_blocked", "concatenate", "squeeze", "strided_slice",
+      "expand_dims",        "broadcast_to", "take",        "gather",  "adv_index"};
   return kOps.count(op) != 0;
 }
 

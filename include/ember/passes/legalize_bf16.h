@@ -13,7 +13,7 @@ namespace ember::passes {
 /// which is how PyTorch computes a bfloat16 op on the CPU (one rounding per op). FuseOps
 /// then puts the casts into the kernels around them: tensors between kernels stay
 /// bfloat16. Ops that only move elements (reshape, transpose, concatenate, slices, take,
-/// gather, ...) and cast keep their bfloat16 operands.
+/// gather, ...), cast and nn.pack_bf16_pairs keep their bfloat16 operands.
 ir::Function legalize_bf16(const ir::Function& f);
 
 }  // namespace ember::passes

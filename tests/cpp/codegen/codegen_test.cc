@@ -753,6 +753,77 @@ TEST(CodegenCpu, DotU8S8IsExactAndVnniWhereTheCpuHasIt) {
   }
 }
 
+// out[i] = dot_bf16(acc[i], a[i], b[i]) over `rows` vectors of `lanes` float32 lanes (serial
+// when lanes is 1).
+PrimFunc dot_bf16_func(int64_t rows, int64_t lanes) {
+  const int64_t n = rows * lanes;
+  auto acc = make_buffer("acc", DType::Float32, {n});
+  auto a = make_buffer("a", DType::Int32, {n});
+  auto b = make_buffer("b", DType::Int32, {n});
+  auto out = make_buffer("out", DType::Float32, {n});
+  PrimVar r("r"), l("l");
+  PrimExpr i = r * lanes + l;
+  Stmt body = for_loop(
+      r, 0, rows, ForKind::Serial,
+      for_loop(
+          l, 0, lanes, lanes > 1 ? ForKind::Vectorized : ForKind::Serial,
+          store(out, i, prim_call(Intrinsic::DotBF16, {load(acc, i), load(a, i), load(b, i)}))));
+  return make_func("dot_bf16", {acc, a, b, out}, 3, body);
+}
+
+// acc + a.hi * b.hi, then + a.lo * b.lo, each sum rounded to float32: vdpbf16ps's order, and
+// the fallback's two FMAs (normal values: vdpbf16ps flushes subnormals); in scalar and vector
+// code on the host. vdpbf16ps where the CPU has AVX512_BF16 at that width (Zen 4, Sapphire
+// Rapids; 256 bits with AVX512VL), FMAs elsewhere (Zen 3, Skylake-X; compiled only).
+TEST(CodegenCpu, DotBF16SumsPairsInOrderAndIsVdpbf16psWhereTheCpuHasIt) {
+  const int64_t rows = 6;
+  for (int64_t lanes : {1, 8, 16}) {
+    const int64_t n = rows * lanes;
+    std::vector<float> acc(n), out(n, 0);
+    std::vector<int32_t> a(n), b(n);
+    auto word = [](float lo, float hi) {
+      const uint32_t w = uint32_t{bf16_bits(lo)} | (uint32_t{bf16_bits(hi)} << 16);
+      int32_t s;
+      std::memcpy(&s, &w, 4);
+      return s;
+    };
+    for (int64_t i = 0; i < n; ++i) {
+      acc[i] = (i % 2 ? 1.0f : -1.0f) * (1.0f + i / 7.0f);
+      a[i] = word(0.3f * (i % 11) - 1.5f, 1.0f / (i + 3));
+      b[i] = word(1000.0f / (i + 1), -0.7f * (i % 5) + 0.01f);
+    }
+    run(dot_bf16_func(rows, lanes), {acc.data(), a.data(), b.data(), out.data()});
+    for (int64_t i = 0; i < n; ++i) {
+      auto half = [](int32_t w, int k) {
+        return bf16_to_float(static_cast<uint16_t>(static_cast<uint32_t>(w) >> (16 * k)));
+      };
+      const float want =
+          std::fmaf(half(a[i], 0), half(b[i], 0), std::fmaf(half(a[i], 1), half(b[i], 1), acc[i]));
+      EXPECT_EQ(out[i], want) << "lanes " << lanes << " element " << i;
+    }
+  }
+  const struct {
+    const char* cpu;
+    int64_t lanes;
+    const char* reg;  // the register vdpbf16ps works on, or null: no vdpbf16ps
+  } cases[] = {{"znver4", 16, "zmm"},
+               {"sapphirerapids", 16, "zmm"},
+               {"znver4", 8, "ymm"},
+               {"znver3", 8, nullptr},
+               {"skylake-avx512", 16, nullptr}};
+  for (const auto& c : cases) {
+    CpuOptions options;
+    options.cpu = c.cpu;
+    const std::string asm_text =
+        compile_cpu({dot_bf16_func(rows, c.lanes)}, options)->get_source("asm");
+    const bool found = asm_text.find("vdpbf16ps") != std::string::npos;
+    EXPECT_EQ(found, c.reg != nullptr) << c.cpu << " at " << c.lanes << " lanes";
+    if (c.reg)
+      EXPECT_TRUE(std::regex_search(asm_text, std::regex(std::string("vdpbf16ps[^\\n]*%") + c.reg)))
+          << c.cpu;
+  }
+}
+
 // bfloat16 (issue 45): float32 in registers, 16 bits in memory. Loads widen exactly, stores
 // and casts round to nearest even with NaN kept (c10::BFloat16's rounding, ember::bf16_bits),
 // arithmetic on bfloat16 values is float32's rounded; the same in scalar and vector code,
