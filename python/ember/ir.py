@@ -50,8 +50,9 @@ def var(name, shape, dtype="float32"):
 
 def const(value, name=""):
     """A constant holding a copy of `value` (a NumPy array or scalar, or a CPU torch
-    tensor), in the array's own dtype (float32, float64, int32, int64, bool, int8 or uint8)
-    and shape (a 0-d array or np.float32(2) stays 0-d)."""
+    tensor), in the array's own dtype (float32, float64, int32, int64, bool, int8, uint8, or
+    bfloat16 for a torch tensor: NumPy has none) and shape (a 0-d array or np.float32(2)
+    stays 0-d)."""
     if not isinstance(name, str):
         raise EmberError(f"ir.const: name must be a string, got {type(name).__name__} {name!r}")
     what = f"ir.const('{name}'): the value" if name else "ir.const: the value"
@@ -77,6 +78,8 @@ def scalar_const(value, dtype, what):
                              f"to {hi}); use a smaller number or cast the tensor to a wider "
                              "dtype first")
         return const(np.asarray(int(value), dtype=dtype))
+    if dtype == "bfloat16":  # NumPy has no bfloat16: a float32 constant's cast (folded)
+        return _ember.call("cast", [scalar_const(value, "float32", what)], {"dtype": dtype}, "")
     try:
         with np.errstate(over="ignore"):  # a float too large for float32 is inf, as in torch
             return const(np.asarray(float(value) if dtype != "bool" else bool(value),
@@ -101,7 +104,7 @@ def _scalar_operands(op_name, expr, number):
         kind = "int"
     else:
         kind = "float"
-    if kind == "float" and dtype not in ("float32", "float64"):
+    if kind == "float" and dtype not in ("float32", "float64", "bfloat16"):
         dtype = "float32"
     elif kind == "int" and dtype == "bool":
         dtype = "int64"

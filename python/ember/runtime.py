@@ -15,7 +15,7 @@ _LIBRARY_TYPES = tuple(t for t in (getattr(_ember, "Library", None),
 __all__ = ["GraphModule", "Tensor", "BenchmarkResult", "set_num_threads", "get_num_threads",
            "cuda_available"]
 
-DTYPES = ("float32", "float64", "int32", "int64", "bool", "int8", "uint8")
+DTYPES = ("float32", "float64", "int32", "int64", "bool", "int8", "uint8", "bfloat16")
 
 
 def _describe(value):
@@ -34,9 +34,10 @@ def _is_torch_tensor(value):
 def as_array(value, what):
     """A C-contiguous NumPy array of an Ember dtype for `value` (a NumPy array or scalar, a
     CPU torch tensor, or an ember Tensor), sharing memory where it can. Values are never
-    cast: an unsupported dtype is an EmberError naming `what`."""
+    cast: an unsupported dtype is an EmberError naming `what`. NumPy has no bfloat16: a
+    bfloat16 torch tensor (or ember Tensor) comes back as an ember Tensor, through DLPack."""
     if isinstance(value, Tensor):
-        return np.asarray(value)
+        return value if value.dtype == "bfloat16" else np.asarray(value)
     if _is_torch_tensor(value):
         if value.device.type != "cpu":
             raise EmberError(f"{what} is a torch tensor on {value.device}; move it to the CPU "
@@ -45,6 +46,8 @@ def as_array(value, what):
         if dtype not in DTYPES:
             raise EmberError(f"{what} has dtype {value.dtype}, which Ember does not support; "
                              f"use one of {', '.join(DTYPES)}")
+        if dtype == "bfloat16":
+            return Tensor.from_dlpack(value.detach().contiguous())
         value = value.detach().resolve_conj().resolve_neg().numpy()
     elif isinstance(value, np.generic):
         value = np.asarray(value)

@@ -27,6 +27,7 @@ class MachineModel:
     l2_bytes: int           # per core
     l3_bytes: int           # shared
     int8_dot: bool          # VNNI at this width: int8 products run as int8 kernels
+    bf16_dot: bool          # AVX512_BF16 at this width: bfloat16 denses run as vdpbf16ps
 
     def __str__(self):
         def size(b):
@@ -35,7 +36,8 @@ class MachineModel:
                 f"registers): FMA {self.fma_per_cycle}/cycle, latency {self.fma_latency}, "
                 f"{self.fma_datapath_bits}-bit datapath; {self.loads_per_cycle} vector "
                 f"loads/cycle; L1d {size(self.l1_bytes)}, L2 {size(self.l2_bytes)}, "
-                f"L3 {size(self.l3_bytes)}{'; int8 dot products (VNNI)' if self.int8_dot else ''} "
+                f"L3 {size(self.l3_bytes)}{'; int8 dot products (VNNI)' if self.int8_dot else ''}"
+                f"{'; bfloat16 dot products' if self.bf16_dot else ''} "
                 f"({self.source})")
 
 

@@ -72,6 +72,10 @@ DType dtype_of_numpy(const py::dtype& dt, const std::string& what) {
        "uint8");
 }
 
+constexpr const char* kNoNumpyBF16 =
+    "a bfloat16 tensor has no NumPy dtype (NumPy has no bfloat16): share it with "
+    "torch.from_dlpack(t), or cast the model's output to float32";
+
 const char* buffer_format(DType t) {
   switch (t) {
     case DType::Float32:
@@ -88,6 +92,8 @@ const char* buffer_format(DType t) {
       return "b";
     case DType::UInt8:
       return "B";
+    case DType::BFloat16:
+      fail(kNoNumpyBF16);
   }
   EMBER_CHECK(false, "unknown dtype");
 }
@@ -171,6 +177,8 @@ DLDataType dl_dtype(DType t) {
       return {0, 8, 1};
     case DType::UInt8:
       return {1, 8, 1};
+    case DType::BFloat16:
+      return {4, 16, 1};  // kDLBfloat
   }
   EMBER_CHECK(false, "unknown dtype");
 }
@@ -227,9 +235,11 @@ DType dtype_of_dl(DLDataType t) {
     if (t.code == 6 && t.bits == 8) return DType::Bool;
     if (t.code == 0 && t.bits == 8) return DType::Int8;
     if (t.code == 1 && t.bits == 8) return DType::UInt8;
+    if (t.code == 4 && t.bits == 16) return DType::BFloat16;
   }
   fail("a DLPack tensor of type code ", int(t.code), " with ", int(t.bits), " bits and ", t.lanes,
-       " lanes is not an Ember dtype; use float32, float64, int32, int64, bool, int8 or uint8");
+       " lanes is not an Ember dtype; use float32, float64, int32, int64, bool, int8, uint8 or "
+       "bfloat16");
 }
 
 // Imports a DLPack capsule (CPU or CUDA) without copying: the NDArray owns the producer's
@@ -345,6 +355,7 @@ static void bind_tensor(py::module_& m) {
           throw py::buffer_error("this ember Tensor is on " + device_str(t) +
                                  ": copy it to the host with .numpy(), or share it with "
                                  "torch.from_dlpack(t)");
+        if (t.dtype() == DType::BFloat16) throw py::buffer_error(kNoNumpyBF16);
         return py::buffer_info(t.data(), dtype_bytes(t.dtype()), buffer_format(t.dtype()), t.ndim(),
                                std::vector<py::ssize_t>(t.shape().begin(), t.shape().end()),
                                byte_strides(t), /*readonly=*/false);
@@ -382,6 +393,7 @@ static void bind_tensor(py::module_& m) {
               throw py::buffer_error("this ember Tensor is on " + device_str(t) +
                                      ": copy it to the host with .numpy(), or share it with "
                                      "torch.from_dlpack(t)");
+            if (t.dtype() == DType::BFloat16) fail(kNoNumpyBF16);
             return py::module_::import("numpy").attr("asarray")(py::memoryview(py::cast(t)));
           },
           "dtype"_a = py::none(), py::kw_only(), "copy"_a = py::none())

@@ -170,11 +170,14 @@ llvm::Type* LLVMCodeGen::value_type(DType t) {
     case DType::Int8:
     case DType::UInt8:
       return b_.getInt8Ty();
+    case DType::BFloat16:
+      return b_.getFloatTy();  // computed in float32; rounded where stored or cast to
   }
   EMBER_CHECK(false, "unknown dtype");
 }
 
 llvm::Type* LLVMCodeGen::memory_type(DType t) {
+  if (t == DType::BFloat16) return b_.getInt16Ty();  // the bits, rounded with integer ops
   return t == DType::Bool ? b_.getInt8Ty() : value_type(t);
 }
 
@@ -208,15 +211,39 @@ Value* LLVMCodeGen::element_ptr(const Buffer& b, Value* index) {
   return b_.CreateInBoundsGEP(memory_type(b->dtype), buffer_ptr(b), index);
 }
 
-// Bool is i1 in registers and i8 in memory; `v` may be a scalar or a vector.
+// Bool is i1 in registers and i8 in memory, bfloat16 float in registers and i16 in memory;
+// `v` may be a scalar or a vector.
 Value* LLVMCodeGen::to_memory(DType t, Value* v) {
+  if (t == DType::BFloat16) return bf16_bits(v);
   if (t != DType::Bool) return v;
   return b_.CreateZExt(v, shaped_like(b_.getInt8Ty(), v));
 }
 
 Value* LLVMCodeGen::from_memory(DType t, Value* v) {
+  if (t == DType::BFloat16) return bf16_widen(v);
   if (t != DType::Bool) return v;
   return b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
+}
+
+// Round to nearest even with integer operations, as PyTorch's c10::BFloat16 does (and
+// ember::bf16_bits, which constant folding uses): bits + 0x7FFF + (bit 16), upper half; NaN
+// gives the quiet NaN 0x7FC0. Integer code vectorizes on every x86 CPU (an fptrunc to
+// bfloat is a library call per element without AVX512_BF16, which also flushes subnormals).
+Value* LLVMCodeGen::bf16_bits(Value* v) {
+  llvm::Type* i32 = shaped_like(b_.getInt32Ty(), v);
+  llvm::Type* i16 = shaped_like(b_.getInt16Ty(), v);
+  auto c32 = [&](uint32_t x) { return llvm::ConstantInt::get(i32, x); };
+  Value* u = b_.CreateBitCast(v, i32);
+  Value* odd = b_.CreateAnd(b_.CreateLShr(u, c32(16)), c32(1));
+  Value* rounded = b_.CreateLShr(b_.CreateAdd(b_.CreateAdd(u, c32(0x7FFF)), odd), c32(16));
+  Value* nan = b_.CreateFCmpUNO(v, v);
+  return b_.CreateTrunc(b_.CreateSelect(nan, c32(0x7FC0), rounded), i16);
+}
+
+Value* LLVMCodeGen::bf16_widen(Value* bits) {
+  llvm::Type* i32 = shaped_like(b_.getInt32Ty(), bits);
+  Value* u = b_.CreateShl(b_.CreateZExt(bits, i32), llvm::ConstantInt::get(i32, 16));
+  return b_.CreateBitCast(u, shaped_like(b_.getFloatTy(), bits));
 }
 
 llvm::AllocaInst* LLVMCodeGen::entry_alloca(llvm::Type* t, const std::string& name) {
@@ -282,8 +309,11 @@ Value* LLVMCodeGen::emit(const PrimExpr& e) {
   switch (e.kind()) {
     case PrimKind::IntImm:
       return llvm::ConstantInt::get(value_type(e.dtype()), e.as<IntImmNode>()->value, true);
-    case PrimKind::FloatImm:
-      return llvm::ConstantFP::get(value_type(e.dtype()), e.as<FloatImmNode>()->value);
+    case PrimKind::FloatImm: {
+      double v = e.as<FloatImmNode>()->value;
+      if (e.dtype() == DType::BFloat16) v = round_bf16(v);
+      return llvm::ConstantFP::get(value_type(e.dtype()), v);
+    }
     case PrimKind::Var: {
       auto it = vars_.find(e.as<PrimVarNode>());
       EMBER_CHECK(it != vars_.end(), "unbound variable ", e.as<PrimVarNode>()->name, " in ",
@@ -291,6 +321,9 @@ Value* LLVMCodeGen::emit(const PrimExpr& e) {
       return it->second;
     }
     case PrimKind::Binary:
+      // bfloat16 arithmetic: float32's, rounded (PyTorch's bfloat16 op on one element).
+      if (e.dtype() == DType::BFloat16)
+        return bf16_widen(bf16_bits(emit_binary(e.as<BinaryNode>())));
       return emit_binary(e.as<BinaryNode>());
     case PrimKind::Compare:
       return emit_compare(e.as<CompareNode>());
@@ -322,6 +355,8 @@ Value* LLVMCodeGen::emit(const PrimExpr& e) {
     case PrimKind::Load:
       return emit_load(e.as<LoadNode>());
     case PrimKind::Call:
+      if (e.dtype() == DType::BFloat16)
+        return bf16_widen(bf16_bits(emit_call(e.as<PrimCallNode>())));
       return emit_call(e.as<PrimCallNode>());
     case PrimKind::Let: {
       auto* op = e.as<LetNode>();
@@ -424,6 +459,10 @@ Value* LLVMCodeGen::emit_compare(const CompareNode* op) {
 
 Value* LLVMCodeGen::emit_cast(DType to, DType from, Value* v) {
   if (to == from) return v;
+  // bfloat16 is a float32 in registers: from it, a float32's cast; to it, float32's
+  // (double rounds to float32 first, as PyTorch's conversion does), rounded.
+  if (from == DType::BFloat16) return emit_cast(to, DType::Float32, v);
+  if (to == DType::BFloat16) return bf16_widen(bf16_bits(emit_cast(DType::Float32, from, v)));
   llvm::Type* ty = shaped_like(value_type(to), v);
   if (to == DType::Bool) {
     // x != 0; NaN is true, as in C and PyTorch.
@@ -481,7 +520,7 @@ Value* LLVMCodeGen::emit_async_copy(const PrimCallNode* op) {
   Value* value = emit(op->args[1]);
   Value* index = emit(dst->index);
   EMBER_CHECK(!is_vec(index) && !is_vec(value), "async_copy of vectors in ", func_name_);
-  b_.CreateStore(value, element_ptr(dst->buffer, index));
+  b_.CreateStore(to_memory(dst->buffer->dtype, value), element_ptr(dst->buffer, index));
   return b_.getInt32(0);
 }
 
@@ -554,6 +593,12 @@ Value* LLVMCodeGen::emit_call(const PrimCallNode* op) {
                       op->args[2].dtype() == DType::Int32,
                   "dot_u8s8 of non-int32 values in ", func_name_);
       return emit_dot_u8s8(args);
+    case Intrinsic::DotBF16:
+      arity(3);
+      EMBER_CHECK(t == DType::Float32 && op->args[1].dtype() == DType::Int32 &&
+                      op->args[2].dtype() == DType::Int32,
+                  "dot_bf16 of other than a float32 and int32 words in ", func_name_);
+      return emit_dot_bf16(args);
     case Intrinsic::Barrier:
     case Intrinsic::Prefetch:
     case Intrinsic::MmaSync:
@@ -652,6 +697,36 @@ Value* LLVMCodeGen::emit_dot_u8s8(const std::vector<Value*>& args) {
     sum = b_.CreateAdd(sum, part);
   }
   return sum;
+}
+
+Value* LLVMCodeGen::emit_dot_bf16(const std::vector<Value*>& args) {
+  Value *acc = args[0], *a = args[1], *b = args[2];
+  const unsigned n =
+      is_vec(acc) ? llvm::cast<llvm::FixedVectorType>(acc->getType())->getNumElements() : 1;
+  // AVX512_BF16: 512 bits, and 256 or 128 with AVX512VL.
+  const bool bf16 = has_feature(features_, "avx512bf16");
+  const bool narrow = bf16 && has_feature(features_, "avx512vl");
+  if ((n == 16 && bf16) || ((n == 8 || n == 4) && narrow)) {
+    const llvm::Intrinsic::ID id = n == 16  ? llvm::Intrinsic::x86_avx512bf16_dpbf16ps_512
+                                   : n == 8 ? llvm::Intrinsic::x86_avx512bf16_dpbf16ps_256
+                                            : llvm::Intrinsic::x86_avx512bf16_dpbf16ps_128;
+    llvm::Function* fn = llvm::Intrinsic::getDeclaration(module_, id);
+    llvm::FunctionType* ft = fn->getFunctionType();
+    return b_.CreateCall(fn, {acc, b_.CreateBitCast(a, ft->getParamType(1)),
+                              b_.CreateBitCast(b, ft->getParamType(2))});
+  }
+  // Elsewhere the halves widened to float32 (exact) and two FMAs in vdpbf16ps's order: the
+  // same sums, but subnormals are kept.
+  llvm::Type* i32 = shaped_like(b_.getInt32Ty(), a);
+  llvm::Type* f32 = shaped_like(b_.getFloatTy(), a);
+  auto hi = [&](Value* w) {
+    return b_.CreateBitCast(b_.CreateAnd(w, llvm::ConstantInt::get(i32, 0xFFFF0000u)), f32);
+  };
+  auto lo = [&](Value* w) {
+    return b_.CreateBitCast(b_.CreateShl(w, llvm::ConstantInt::get(i32, 16)), f32);
+  };
+  Value* sum = b_.CreateIntrinsic(llvm::Intrinsic::fma, {f32}, {hi(a), hi(b), acc});
+  return b_.CreateIntrinsic(llvm::Intrinsic::fma, {f32}, {lo(a), lo(b), sum});
 }
 
 Value* LLVMCodeGen::emit_prefetch(const PrimCallNode* op) {

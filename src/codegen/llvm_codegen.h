@@ -50,6 +50,9 @@ class LLVMCodeGen {
   /// else two vpmaddwd of the bytes widened to int16 (AVX-512BW, AVX2, SSE2), else (scalar
   /// code) the four byte products widened to int32 and summed. Exact in every form.
   llvm::Value* emit_dot_u8s8(const std::vector<llvm::Value*>& args);
+  /// Intrinsic::DotBF16 over (acc, a, b): vdpbf16ps where the CPU has AVX512_BF16 at this
+  /// width, two FMAs of the widened halves elsewhere.
+  llvm::Value* emit_dot_bf16(const std::vector<llvm::Value*>& args);
   /// Intrinsic::Prefetch: llvm.prefetch of the load's element address (reads nothing).
   llvm::Value* emit_prefetch(const ir::PrimCallNode* op);
   /// Intrinsic::CheckIndex: the index wrapped and checked; 0 where it is out of range.
@@ -140,6 +143,10 @@ class LLVMCodeGen {
   /// Integer value stored / loaded from memory (Bool: i1 <-> i8).
   llvm::Value* to_memory(DType t, llvm::Value* v);
   llvm::Value* from_memory(DType t, llvm::Value* v);
+  /// A float32 value (scalar or vector) rounded to the nearest bfloat16, as its 16 bits.
+  llvm::Value* bf16_bits(llvm::Value* v);
+  /// 16 bfloat16 bits (scalar or vector) as the float32 they hold.
+  llvm::Value* bf16_widen(llvm::Value* bits);
   llvm::AllocaInst* entry_alloca(llvm::Type* t, const std::string& name);
   llvm::Function* make_function(const std::string& name, llvm::FunctionType* type, bool external);
   /// Creates `name.impl` with noalias buffer parameters, always inlined into its caller, so

@@ -137,6 +137,8 @@ std::string scheduling_facts(const std::string& cpu, bool native, int bits,
   // issue 45). So VNNI only.
   m.int8_dot =
       bits >= 512 ? has("avx512vnni") : has("avxvnni") || (has("avx512vnni") && has("avx512vl"));
+  // As the code generator emits DotBF16: vdpbf16ps with AVX512_BF16 (and AVX512VL below 512).
+  m.bf16_dot = has("avx512bf16") && (bits >= 512 || has("avx512vl"));
   const char* fma = width == 512   ? "VFMADD231PSZr"
                     : width == 256 ? "VFMADD231PSYr"
                                    : "VFMADD231PSr";

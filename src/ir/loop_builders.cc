@@ -59,6 +59,8 @@ int64_t saturating_int(DType t, double value) {
 }  // namespace
 
 PrimExpr make_const(DType t, double value) {
+  // A bfloat16 constant holds its rounded value, as the generated code's cast rounds.
+  if (t == DType::BFloat16) value = round_bf16(value);
   if (is_float(t)) return PrimExpr(std::make_shared<FloatImmNode>(t, value));
   if (t == DType::Bool) return PrimExpr(std::make_shared<IntImmNode>(t, value != 0));
   return PrimExpr(std::make_shared<IntImmNode>(t, saturating_int(t, value)));

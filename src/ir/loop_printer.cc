@@ -92,6 +92,8 @@ const char* intrinsic_name(Intrinsic op) {
       return "async_wait";
     case Intrinsic::DotU8S8:
       return "dot_u8s8";
+    case Intrinsic::DotBF16:
+      return "dot_bf16";
   }
   return "?";
 }
@@ -122,7 +124,7 @@ void print_expr(std::ostream& os, const PrimExpr& e) {
       s << op->value;
       std::string t = s.str();
       if (t.find_first_of(".eni") == std::string::npos) t += ".0";
-      os << t << (op->dtype == DType::Float32 ? "f" : "");
+      os << t << (op->dtype == DType::Float32 ? "f" : op->dtype == DType::BFloat16 ? "bf" : "");
       return;
     }
     case PrimKind::Var:

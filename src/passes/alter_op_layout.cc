@@ -15,7 +15,8 @@ using namespace ir;
 
 namespace {
 
-// nn.dense_u8s8 by a constant weight [N, K/4], packed in panels as a float dense's: each k
+// nn.dense_u8s8 (nn.dense_bf16) by a constant weight [N, K/4] ([N, K/2]) of int32 words,
+// packed in panels as a float dense's: each k
 // step of its register tile then loads a vector of contiguous words.
 Expr pack_dense_u8s8(const CallNode* c, const std::vector<Expr>& in, const MachineModel& machine) {
   if (!as<ConstantNode>(in[1])) return nullptr;
@@ -23,7 +24,7 @@ Expr pack_dense_u8s8(const CallNode* c, const std::vector<Expr>& in, const Machi
   int64_t block = vector_lanes_for(machine, n, DType::Int32);
   if (n % block != 0 && n <= 4 * machine.lanes(DType::Int32)) block = n;
   Expr packed = call("nn.pack_dense_weight", {in[1]}, Attrs().with("block", block), in[1]->name);
-  return call("nn.dense_u8s8_packed", {in[0], packed}, c->attrs.with("units", n), c->name);
+  return call(c->op->name + "_packed", {in[0], packed}, c->attrs.with("units", n), c->name);
 }
 
 // nn.dense, and nn.matmul by a constant [K, N] matrix (x @ W in a hand-written module), with
@@ -31,7 +32,9 @@ Expr pack_dense_u8s8(const CallNode* c, const std::vector<Expr>& in, const Machi
 // register tile would touch a new cache line and page (calibration: dense weight panels).
 Expr pack_dense(const CallNode* c, const std::vector<Expr>& in, const MachineModel& machine) {
   if (!c->op || in.size() != 2) return nullptr;
-  if (c->op->name == "nn.dense_u8s8") return pack_dense_u8s8(c, in, machine);
+  // nn.dense_bf16's weight words (two bfloat16 along K) pack as the int8 words do.
+  if (c->op->name == "nn.dense_u8s8" || c->op->name == "nn.dense_bf16")
+    return pack_dense_u8s8(c, in, machine);
   const bool matmul = c->op->name == "nn.matmul";
   if (!matmul && c->op->name != "nn.dense") return nullptr;
   auto* w = as<ConstantNode>(in[1]);

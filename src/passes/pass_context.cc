@@ -26,8 +26,9 @@ std::string canonical(const std::string& name) {
 
 const std::vector<std::string>& known_config_keys() {
   static const std::vector<std::string> keys = {
-      "FuseOps.max_depth", "FuseOps.cost_model",    "dump_ir",
-      "tuning_log",        "cuda.matmul_precision", "Int8Products.int8_dot"};
+      "FuseOps.max_depth",    "FuseOps.cost_model",    "dump_ir",
+      "tuning_log",           "cuda.matmul_precision", "Int8Products.int8_dot",
+      "BF16Products.bf16_dot"};
   return keys;
 }
 

@@ -8,11 +8,13 @@
 
 #include "ember/passes/alter_op_layout.h"
 #include "ember/passes/batch_shared_dense.h"
+#include "ember/passes/bf16_products.h"
 #include "ember/passes/fold_constant.h"
 #include "ember/passes/fold_pad_into_conv.h"
 #include "ember/passes/fold_scale_axis.h"
 #include "ember/passes/fuse_ops.h"
 #include "ember/passes/int8_products.h"
+#include "ember/passes/legalize_bf16.h"
 #include "ember/passes/recognize_attention.h"
 #include "ember/passes/recognize_patterns.h"
 #include "ember/passes/simplify_expr.h"
@@ -39,6 +41,8 @@ Function fold_constants(const Function& f, const PassEnv& env) {
 
 const std::vector<GraphPass>& graph_passes() {
   static const std::vector<GraphPass> passes = {
+      // First: every later pass sees bfloat16 ops as float32 ones between casts.
+      {"LegalizeBF16", 0, false, graph_only<legalize_bf16>},
       {"SimplifyInference", 0, false, graph_only<simplify_inference>},
       // Fusion-catalog rewrites: erase and merge first, then recognise composites, before
       // FoldConstant and FuseOps see the graph.
@@ -49,6 +53,9 @@ const std::vector<GraphPass>& graph_passes() {
        [](const Function& f, const PassEnv& env) {
          return int8_products(f, env.int8_dot, env.target.machine);
        }},
+      // Before FoldConstant widens the bfloat16 weights to float32.
+      {"BF16Products", 3, true,
+       [](const Function& f, const PassEnv& env) { return bf16_products(f, env.bf16_dot); }},
       {"FoldPadIntoConv", 2, false, graph_only<fold_pad_into_conv>},
       {"FoldConstant", 2, false, fold_constants},
       {"FoldScaleAxis", 3, false, graph_only<fold_scale_axis>},
@@ -129,12 +136,16 @@ ir::Function run_pipeline(const ir::Function& input, const PassContext& raw_ctx,
   const std::string int8 = ctx.config_value("Int8Products.int8_dot", "target");
   if (int8 != "target" && int8 != "on" && int8 != "off")
     fail("config Int8Products.int8_dot must be \"target\", \"on\" or \"off\", got '", int8, "'");
+  const std::string bf16 = ctx.config_value("BF16Products.bf16_dot", "target");
+  if (bf16 != "target" && bf16 != "on" && bf16 != "off")
+    fail("config BF16Products.bf16_dot must be \"target\", \"on\" or \"off\", got '", bf16, "'");
   const PassEnv env{target,
                     evaluate,
                     static_cast<int>(max_depth),
                     target.gpu || cost_model == "none" ? nullptr : &cost_machine,
                     fusion_decisions,
-                    int8 == "target" ? target.machine.int8_dot : int8 == "on"};
+                    int8 == "target" ? target.machine.int8_dot : int8 == "on",
+                    bf16 == "target" ? target.machine.bf16_dot : bf16 == "on"};
 
   ir::Function f = input;
   for (const GraphPass& pass : graph_passes()) {

@@ -1,5 +1,7 @@
 #include "ember/runtime/dtype.h"
 
+#include <cstring>
+
 #include "ember/support/error.h"
 
 namespace ember {
@@ -12,9 +14,9 @@ struct DTypeInfo {
 };
 // One table so names, sizes and the error message's list of valid names cannot drift.
 constexpr DTypeInfo kDTypes[] = {
-    {DType::Float32, "float32", 4}, {DType::Float64, "float64", 8}, {DType::Int32, "int32", 4},
-    {DType::Int64, "int64", 8},     {DType::Bool, "bool", 1},       {DType::Int8, "int8", 1},
-    {DType::UInt8, "uint8", 1},
+    {DType::Float32, "float32", 4}, {DType::Float64, "float64", 8},   {DType::Int32, "int32", 4},
+    {DType::Int64, "int64", 8},     {DType::Bool, "bool", 1},         {DType::Int8, "int8", 1},
+    {DType::UInt8, "uint8", 1},     {DType::BFloat16, "bfloat16", 2},
 };
 
 const DTypeInfo& info(DType t) {
@@ -53,6 +55,20 @@ int64_t wrap_int(DType t, int64_t v) {
     default:
       return v;
   }
+}
+
+uint16_t bf16_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if (f != f) return 0x7FC0;
+  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+float bf16_to_float(uint16_t bits) {
+  const uint32_t u = uint32_t{bits} << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
 }
 
 const char* dtype_name(DType t) { return info(t).name; }

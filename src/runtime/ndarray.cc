@@ -89,6 +89,8 @@ double NDArray::element(int64_t i) const {
       return data_as<uint8_t>()[i];
     case DType::Int8:
       return data_as<int8_t>()[i];
+    case DType::BFloat16:
+      return bf16_to_float(data_as<uint16_t>()[i]);
   }
   EMBER_CHECK(false, "unknown dtype");
 }

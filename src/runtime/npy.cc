@@ -32,6 +32,10 @@ const char* npy_descr(DType t) {
       return "|i1";
     case DType::UInt8:
       return "|u1";
+    case DType::BFloat16:
+      fail(
+          "save_npy: NumPy has no bfloat16, so a .npy file cannot hold a bfloat16 tensor; "
+          "cast it to float32 first (model files do hold bfloat16 weights)");
   }
   EMBER_CHECK(false, "unknown dtype");
 }

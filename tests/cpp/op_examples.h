@@ -60,6 +60,17 @@ inline std::map<std::string, std::function<Expr(std::vector<Expr>&)>> examples()
          Expr w = p.emplace_back(var("w4", TensorType{{7, 10}, DType::Int32}));
          return call("nn.dense_u8s8", {x, w});
        }},
+      {"nn.pack_bf16_pairs",
+       [](auto& p) {
+         return call("nn.pack_bf16_pairs",
+                     {p.emplace_back(var("b", TensorType{{3, 17}, DType::BFloat16}))});
+       }},
+      {"nn.dense_bf16",
+       [](auto& p) {
+         Expr x = p.emplace_back(var("x2", TensorType{{3, 10}, DType::Int32}));
+         Expr w = p.emplace_back(var("w2", TensorType{{7, 10}, DType::Int32}));
+         return call("nn.dense_bf16", {x, w});
+       }},
       {"nn.dense",
        [](auto& p) {
          Expr x = p.emplace_back(f32("x", {3, 40})), w = p.emplace_back(f32("w", {10, 40}));
@@ -312,6 +323,14 @@ inline std::map<std::string, std::function<Expr(std::vector<Expr>&)>> cpu_layout
                        {p.emplace_back(var("w4", TensorType{{10, 16}, DType::Int32}))},
                        Attrs({{"block", i(4)}}));
          return call("nn.dense_u8s8_packed", {x, w}, Attrs({{"units", i(10)}}));
+       }},
+      {"nn.dense_bf16_packed",
+       [=](auto& p) {
+         Expr x = p.emplace_back(var("x2", TensorType{{3, 16}, DType::Int32}));
+         Expr w = call("nn.pack_dense_weight",
+                       {p.emplace_back(var("w2", TensorType{{10, 16}, DType::Int32}))},
+                       Attrs({{"block", i(4)}}));
+         return call("nn.dense_bf16_packed", {x, w}, Attrs({{"units", i(10)}}));
        }},
   };
 }

@@ -258,24 +258,37 @@ def test_constant_computations_ember_cannot_express_are_computed_by_pytorch():
 
 def test_constants_in_dtypes_ember_lacks_stay_in_pytorch_until_cast_back():
     """Falcon's alibi slopes go through bfloat16 (built from constants, multiplied, cast
-    back to float32): every call on the bfloat16 values is computed by PyTorch at import,
-    so the model gets exactly PyTorch's rounded table. A bfloat16 value meeting the
-    model's inputs is refused with a reason."""
+    back to float32): Ember's bfloat16 rounds as PyTorch's, so the model gets exactly
+    PyTorch's rounded table, and a bfloat16 constant may meet the model's inputs (torch's
+    promotion: float32). A float16 table (a dtype Ember lacks) is computed by PyTorch at
+    import; meeting the model's inputs it is refused with a reason."""
     class Alibi(nn.Module):
+        def __init__(self, dtype):
+            super().__init__()
+            self.dtype = dtype
+
         def forward(self, x):
-            slopes = torch.pow(0.5, torch.arange(1, 5, dtype=torch.float32)).bfloat16()
+            slopes = torch.pow(0.5, torch.arange(1, 5, dtype=torch.float32)).to(self.dtype)
             positions = torch.arange(x.shape[-1])
             table = (slopes[:, None] * positions[None, :]).reshape(4, -1)
             return x + table.float()
 
     x = torch.randn(4, 9)
-    mod, params = from_pytorch(Alibi(), (x,))
-    got = np.asarray(ember.GraphModule(ember.build(mod, params=params))(x.numpy()))
-    np.testing.assert_array_equal(got, Alibi()(x).numpy())
+    for dtype in (torch.bfloat16, torch.float16):
+        mod, params = from_pytorch(Alibi(dtype), (x,))
+        got = np.asarray(ember.GraphModule(ember.build(mod, params=params))(x.numpy()))
+        np.testing.assert_array_equal(got, Alibi(dtype)(x).numpy())
 
     class Mixed(nn.Module):
-        def forward(self, x):
-            return (x * torch.ones(9).bfloat16()).float()
+        def __init__(self, dtype):
+            super().__init__()
+            self.dtype = dtype
 
-    with pytest.raises(ember.EmberError, match="bfloat16"):
-        from_pytorch(Mixed(), (x,))
+        def forward(self, x):
+            return (x * (torch.ones(9) / 3).to(self.dtype)).float()
+
+    mod, params = from_pytorch(Mixed(torch.bfloat16), (x,))
+    got = np.asarray(ember.GraphModule(ember.build(mod, params=params))(x.numpy()))
+    np.testing.assert_array_equal(got, Mixed(torch.bfloat16)(x).numpy())
+    with pytest.raises(ember.EmberError, match="float16"):
+        from_pytorch(Mixed(torch.float16), (x,))

@@ -206,6 +206,11 @@ struct LoadNode : PrimExprNode {
 /// unsigned 8-bit value times byte j of `b` as a signed one: an int8 product's four-deep
 /// step (u8 activations, s8 weights), one vpdpbusd per vector on AVX-512 VNNI and AVX-VNNI
 /// CPUs, exact everywhere (no saturation). The int8 kernels' building block (issue 45).
+/// DotBF16(acc, a, b) (acc Float32, a and b Int32 words of two bfloat16 values, element 2k
+/// in the low half) is acc + a.hi * b.hi + a.lo * b.lo, each product exact and each sum
+/// rounded to float32 in that order: vdpbf16ps on AVX512_BF16 CPUs (which also flushes
+/// subnormal inputs and results to zero), two FMAs of the widened halves elsewhere. The
+/// bfloat16 GEMM's step (issue 45).
 enum class Intrinsic {
   Sqrt,
   Floor,
@@ -221,7 +226,8 @@ enum class Intrinsic {
   AsyncCopy,
   AsyncCommit,
   AsyncWait,
-  DotU8S8
+  DotU8S8,
+  DotBF16
 };
 
 /// The precision of a float32 GEMM on tensor cores: Highest keeps float32 FMAs (no tensor

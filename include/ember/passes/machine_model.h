@@ -34,6 +34,9 @@ struct MachineModel {
   // vpdpbusd: AVX-512 VNNI, or AVX-VNNI at 256 bits): the int8 kernels pay off (Int8Products).
   // Without it they are exact too (two vpmaddwd per vector) but no faster than float32.
   bool int8_dot = false;
+  // One instruction adds two bfloat16 products into each float32 lane at vector_bits
+  // (vdpbf16ps: AVX512_BF16, with AVX512VL below 512 bits): BF16Products uses it.
+  bool bf16_dot = false;
   // Bytes per cycle that one core streams from the L3: a register tile whose vector loads
   // come from there needs rows enough to wait for them (ResNet-50's 14x14 1024 -> 256 1x1
   // convs, 1 MB of weights re-read for every tile of pixels; calibration:

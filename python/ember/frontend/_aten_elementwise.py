@@ -9,7 +9,7 @@ import numpy as np
 
 from .._ember import Constant, EmberError, Expr
 from ._aten_registry import (CONVERTERS, Args, _is_float, _promote, binary, cast, promoted,
-                            converts, scalar_dtype)
+                            converts, number_in_float32, scalar_dtype)
 
 _UNARY = {"relu": "nn.relu", "sigmoid": "sigmoid", "tanh": "tanh", "exp": "exp",
           "sqrt": "sqrt", "rsqrt": "rsqrt", "erf": "erf", "log": "log", "abs": "abs",
@@ -129,6 +129,7 @@ def _clamp(cx, a):
 
 
 def _arith(ember_op, python_op):
+    @number_in_float32
     def convert(cx, a):
         x, y = a[0], a[1]
         alpha = a["alpha"]
@@ -177,6 +178,7 @@ def _integer_operands(x, y):
 
 
 @converts("div", "divide", "true_divide", "floor_divide", "floordiv")
+@number_in_float32
 def _div(cx, a):
     x, y = a[0], a[1]
     mode = "floor" if a.op in ("floor_divide", "floordiv") else a["rounding_mode"]

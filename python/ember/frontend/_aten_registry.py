@@ -28,7 +28,7 @@ _SCALAR_TYPES = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 
                  15: torch.bfloat16}
 # Type promotion order of Ember's dtypes (torch's, restricted to them; promoted() handles
 # the one pair it does not order, uint8 with int8).
-_PROMOTION = ["bool", "uint8", "int8", "int32", "int64", "float32", "float64"]
+_PROMOTION = ["bool", "uint8", "int8", "int32", "int64", "bfloat16", "float32", "float64"]
 
 
 # Operators Ember refuses, with the reason the importer gives and docs/core_aten.md lists.
@@ -104,6 +104,8 @@ class Converter:
         return _ember.call(op, list(args), attrs, self.name)
 
     def const(self, value, dtype="float32"):
+        if dtype == "bfloat16":  # NumPy has no bfloat16: float32's, cast (FoldConstant folds it)
+            return self.emit("cast", [self.const(value, "float32")], dtype=dtype)
         try:
             if dtype in ("int8", "uint8") and isinstance(value, int):
                 value = np.asarray(value).astype(dtype)  # torch wraps a number into them
@@ -119,15 +121,20 @@ class Converter:
             tensor = self._tensors[name].detach().cpu()
             # No copy (a ResNet-50 copy costs half a second): ember.build copies params.
             # (np.asarray, not np.ascontiguousarray: a 0-d weight stays 0-d.)
-            array = np.asarray(tensor.numpy(), order="C") if tensor.dtype != torch.bfloat16 \
-                else None
+            # bfloat16 (NumPy has none) stays a torch tensor: ember.build takes it through
+            # DLPack.
+            bf16 = tensor.dtype == torch.bfloat16
+            array = tensor.contiguous() if bf16 else \
+                np.asarray(tensor.numpy(), order="C") if tensor.dtype != torch.float16 else None
             # int16 widens to int32, which holds its values (Ember has no int16).
-            if array is not None and array.dtype.name == "int16":
+            if array is not None and not bf16 and array.dtype.name == "int16":
                 array = array.astype(np.int32)
-            if array is None or array.dtype.name not in _PROMOTION:
+            dtype = "bfloat16" if bf16 else None if array is None else array.dtype.name
+            if dtype not in _PROMOTION:
                 raise EmberError(f"weight '{name}' has dtype {tensor.dtype}, which Ember does "
-                                 "not support; convert the model with model.float() first")
-            var = ir.var(name, array.shape, array.dtype.name)
+                                 "not support; convert the model with model.float() (or "
+                                 "model.to(torch.bfloat16)) first")
+            var = ir.var(name, tuple(array.shape), dtype)
             self._weight_vars[name] = var
             self.params[name] = array
             self.weights.append(var)
@@ -394,7 +401,7 @@ def promoted(dtypes):
 
 
 def _is_float(dtype):
-    return dtype.startswith("float")
+    return dtype.startswith("float") or dtype == "bfloat16"
 
 
 def _axis(axis, rank):
@@ -513,7 +520,35 @@ def _promote(cx, a, b):
     return cast(cx, a, dtype), cast(cx, b, dtype)
 
 
+def _bf16_with_number(a, b):
+    """Whether a binary op's operands are a bfloat16 tensor and a Python number."""
+    for x, y in ((a, b), (b, a)):
+        if isinstance(x, Expr) and x.dtype == "bfloat16" and isinstance(y, numbers.Number) \
+                and not isinstance(y, bool):
+            return True
+    return False
+
+
+def number_in_float32(convert):
+    """A binary converter (operands a[0], a[1]) that computes a bfloat16 tensor with a Python
+    number as torch does: in float32 with the number unrounded, the result rounded to
+    bfloat16 (x * 0.1 multiplies by float32's 0.1, not bfloat16's 0.10009765625)."""
+    def wrapped(cx, a):
+        if not _bf16_with_number(a[0], a[1]):
+            return convert(cx, a)
+        values = [cast(cx, v, "float32") if isinstance(v, Expr) and v.dtype == "bfloat16"
+                  else v for v in a.values]
+        out = convert(cx, Args(a.op, a.names, values))
+        return cast(cx, out, "bfloat16") if out.dtype == "float32" else out
+    return wrapped
+
+
 def binary(cx, op, a, b):
+    if _bf16_with_number(a, b):  # see number_in_float32
+        x = a if isinstance(a, Expr) else b
+        f = cast(cx, x, "float32")
+        out = binary(cx, op, f if a is x else a, f if b is x else b)
+        return cast(cx, out, "bfloat16") if out.dtype == "float32" else out
     a, b = _promote(cx, a, b)
     return cx.emit(op, [a, b])
 

@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from .._ember import EmberError
-from ._aten_registry import converts, take_const
+from ._aten_registry import Args, cast, converts, take_const
 
 _LINEAR = ("upsample_linear1d", "upsample_bilinear2d", "upsample_trilinear3d")
 _NEAREST = ("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d")
@@ -202,8 +202,19 @@ def _resample(cx, x, taps_per_axis):
     return x
 
 
+def _in_float32(convert):
+    """A resampling converter on a bfloat16 image: computed in float32 and rounded once, as
+    PyTorch's CPU kernels compute it (float32 weights and sums)."""
+    def wrapped(cx, a):
+        if a[0].dtype != "bfloat16":
+            return convert(cx, a)
+        values = [cast(cx, a[0], "float32")] + list(a.values[1:])
+        return cast(cx, convert(cx, Args(a.op, a.names, values)), "bfloat16")
+    return wrapped
+
+
 def _float_type(x, op):
-    if not x.dtype.startswith("float"):
+    if not (x.dtype.startswith("float") or x.dtype == "bfloat16"):
         raise EmberError(f"{op} interpolates {x.dtype} values; cast the input to float32 "
                          "first (PyTorch's CPU kernels take float tensors too)")
     return np.dtype(x.dtype).type
@@ -228,6 +239,7 @@ def _upsample_nearest(cx, a):
 
 
 @converts(*_LINEAR)
+@_in_float32
 def _upsample_linear(cx, a):
     x = a[0]
     size, scales = _sizes_and_scales(a, x, _SPATIAL[a.op])
@@ -237,6 +249,7 @@ def _upsample_linear(cx, a):
 
 
 @converts("upsample_bicubic2d")
+@_in_float32
 def _upsample_bicubic(cx, a):
     x = a[0]
     size, scales = _sizes_and_scales(a, x, 2)
@@ -246,6 +259,7 @@ def _upsample_bicubic(cx, a):
 
 
 @converts("_upsample_bilinear2d_aa", "_upsample_bicubic2d_aa")
+@_in_float32
 def _upsample_antialias(cx, a):
     """F.interpolate(..., antialias=True): bilinear (a triangle filter of radius 1) or
     bicubic (Keys' with A = -0.5, radius 2), stretched when downsampling."""

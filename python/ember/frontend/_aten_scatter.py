@@ -40,7 +40,7 @@ def scatter(cx, x, axis, index, src, reduce, include_self=True):
     count = scatter(cx, cx.const(start(x.shape), x.dtype), axis, index,
                     cx.const(np.ones(index.shape), x.dtype), "sum")
     count = cx.emit("maximum", [count, cx.const(1, x.dtype)])  # never written: itself
-    return cx.emit("divide" if x.dtype.startswith("float") else "floor_divide", [total, count])
+    return cx.emit("divide" if (x.dtype.startswith("float") or x.dtype == "bfloat16") else "floor_divide", [total, count])
 
 
 @converts("scatter", "scatter_add", "scatter_reduce")

@@ -24,10 +24,12 @@ enum class Accept { Any, NotBool, Float, Float32, Float32OrInt, Int, IntOrBool }
 void check_accept(Accept accept, const TensorType& t, const std::string& what,
                   const TypeContext& ctx) {
   if (accept == Accept::Float) check_float(t, what, ctx);
-  if (accept == Accept::Float32 && t.dtype != DType::Float32)
+  // bfloat16 passes: LegalizeBF16 computes it in float32.
+  const bool f32 = t.dtype == DType::Float32 || t.dtype == DType::BFloat16;
+  if (accept == Accept::Float32 && !f32)
     ctx.fail(what + " is " + to_string(t) + " but the op is implemented for float32 only; " +
              "cast it to float32");
-  if (accept == Accept::Float32OrInt && t.dtype != DType::Float32 && !is_int(t.dtype))
+  if (accept == Accept::Float32OrInt && !f32 && !is_int(t.dtype))
     ctx.fail(what + " is " + to_string(t) + " but the op is implemented for float32 and " +
              "integer tensors only; cast it to float32");
   if (accept == Accept::Int && !is_int(t.dtype))
@@ -482,8 +484,9 @@ Type cast_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ct
   try {
     to = dtype_from_name(name);
   } catch (const Error&) {
-    ctx.fail("dtype '" + name +
-             "' is not supported; use float32, float64, int32, int64, bool, int8 or uint8");
+    ctx.fail(
+        "dtype '" + name +
+        "' is not supported; use float32, float64, int32, int64, bool, int8, uint8 or bfloat16");
   }
   return TensorType{x.shape, to};
 }

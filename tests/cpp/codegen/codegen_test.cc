@@ -845,6 +845,132 @@ TEST(CodegenCpu, DotU8S8WithoutVnniIsTwoVpmaddwdAndExact) {
   }
 }
 
+// out[i] = dot_bf16(acc[i], a[i], b[i]) over `rows` vectors of `lanes` float32 lanes (serial
+// when lanes is 1).
+PrimFunc dot_bf16_func(int64_t rows, int64_t lanes) {
+  const int64_t n = rows * lanes;
+  auto acc = make_buffer("acc", DType::Float32, {n});
+  auto a = make_buffer("a", DType::Int32, {n});
+  auto b = make_buffer("b", DType::Int32, {n});
+  auto out = make_buffer("out", DType::Float32, {n});
+  PrimVar r("r"), l("l");
+  PrimExpr i = r * lanes + l;
+  Stmt body = for_loop(
+      r, 0, rows, ForKind::Serial,
+      for_loop(
+          l, 0, lanes, lanes > 1 ? ForKind::Vectorized : ForKind::Serial,
+          store(out, i, prim_call(Intrinsic::DotBF16, {load(acc, i), load(a, i), load(b, i)}))));
+  return make_func("dot_bf16", {acc, a, b, out}, 3, body);
+}
+
+// acc + a.hi * b.hi, then + a.lo * b.lo, each sum rounded to float32: vdpbf16ps's order, and
+// the fallback's two FMAs (normal values: vdpbf16ps flushes subnormals); in scalar and vector
+// code on the host. vdpbf16ps where the CPU has AVX512_BF16 at that width (Zen 4, Sapphire
+// Rapids; 256 bits with AVX512VL), FMAs elsewhere (Zen 3, Skylake-X; compiled only).
+TEST(CodegenCpu, DotBF16SumsPairsInOrderAndIsVdpbf16psWhereTheCpuHasIt) {
+  const int64_t rows = 6;
+  for (int64_t lanes : {1, 8, 16}) {
+    const int64_t n = rows * lanes;
+    std::vector<float> acc(n), out(n, 0);
+    std::vector<int32_t> a(n), b(n);
+    auto word = [](float lo, float hi) {
+      const uint32_t w = uint32_t{bf16_bits(lo)} | (uint32_t{bf16_bits(hi)} << 16);
+      int32_t s;
+      std::memcpy(&s, &w, 4);
+      return s;
+    };
+    for (int64_t i = 0; i < n; ++i) {
+      acc[i] = (i % 2 ? 1.0f : -1.0f) * (1.0f + i / 7.0f);
+      a[i] = word(0.3f * (i % 11) - 1.5f, 1.0f / (i + 3));
+      b[i] = word(1000.0f / (i + 1), -0.7f * (i % 5) + 0.01f);
+    }
+    run(dot_bf16_func(rows, lanes), {acc.data(), a.data(), b.data(), out.data()});
+    for (int64_t i = 0; i < n; ++i) {
+      auto half = [](int32_t w, int k) {
+        return bf16_to_float(static_cast<uint16_t>(static_cast<uint32_t>(w) >> (16 * k)));
+      };
+      const float want =
+          std::fmaf(half(a[i], 0), half(b[i], 0), std::fmaf(half(a[i], 1), half(b[i], 1), acc[i]));
+      EXPECT_EQ(out[i], want) << "lanes " << lanes << " element " << i;
+    }
+  }
+  const struct {
+    const char* cpu;
+    int64_t lanes;
+    const char* reg;  // the register vdpbf16ps works on, or null: no vdpbf16ps
+  } cases[] = {{"znver4", 16, "zmm"},
+               {"sapphirerapids", 16, "zmm"},
+               {"znver4", 8, "ymm"},
+               {"znver3", 8, nullptr},
+               {"skylake-avx512", 16, nullptr}};
+  for (const auto& c : cases) {
+    CpuOptions options;
+    options.cpu = c.cpu;
+    const std::string asm_text =
+        compile_cpu({dot_bf16_func(rows, c.lanes)}, options)->get_source("asm");
+    const bool found = asm_text.find("vdpbf16ps") != std::string::npos;
+    EXPECT_EQ(found, c.reg != nullptr) << c.cpu << " at " << c.lanes << " lanes";
+    if (c.reg)
+      EXPECT_TRUE(std::regex_search(asm_text, std::regex(std::string("vdpbf16ps[^\\n]*%") + c.reg)))
+          << c.cpu;
+  }
+}
+
+// bfloat16 (issue 45): float32 in registers, 16 bits in memory. Loads widen exactly, stores
+// and casts round to nearest even with NaN kept (c10::BFloat16's rounding, ember::bf16_bits),
+// arithmetic on bfloat16 values is float32's rounded; the same in scalar and vector code,
+// and constant folding (make_const) agrees with the generated cast.
+TEST(CodegenCpu, BFloat16RoundsToNearestEvenAsFolding) {
+  const int64_t n = 70;
+  auto x = make_buffer("x", DType::Float32, {n});
+  auto b = make_buffer("b", DType::BFloat16, {n});
+  auto rounded = make_buffer("rounded", DType::BFloat16, {n});
+  auto widened = make_buffer("widened", DType::Float32, {n});
+  auto sum = make_buffer("sum", DType::BFloat16, {n});
+  auto to_int = make_buffer("to_int", DType::Int32, {n});
+  auto folded = make_buffer("folded", DType::BFloat16, {n});
+  std::vector<float> xv(n);
+  const float special[] = {
+      1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -(1.0f + 0x1p-8f), 3.4e38f, 1e-40f, -0.0f,
+      0.1f,           std::nanf(""),      INFINITY};
+  for (int64_t j = 0; j < n; ++j) xv[j] = j < 9 ? special[j] : (j - 35) * 7.123f;
+  for (ForKind kind : {ForKind::Serial, ForKind::Vectorized}) {
+    PrimVar i("i");
+    PrimExpr bv = load(b, i);
+    std::vector<Stmt> stores = {store(rounded, i, cast(DType::BFloat16, load(x, i))),
+                                store(widened, i, cast(DType::Float32, bv)),
+                                store(sum, i, bv + bv * bv),
+                                store(to_int, i, cast(DType::Int32, bv))};
+    for (int64_t j = 0; j < 9; ++j)  // constants the builder folds, one per element
+      stores.push_back(store(folded, make_const(DType::Int64, j),
+                             cast(DType::BFloat16, make_const(DType::Float32, special[j]))));
+    PrimFunc f = make_func("bf16", {x, b, rounded, widened, sum, to_int, folded}, 3,
+                           seq({for_loop(i, 0, n, kind, seq(stores))}));
+    std::vector<uint16_t> bh(n), rh(n), sh(n), fh(n);
+    std::vector<float> wh(n);
+    std::vector<int32_t> ih(n);
+    for (int64_t j = 0; j < n; ++j) bh[j] = bf16_bits(xv[j]);
+    std::vector<void*> args = {xv.data(), bh.data(), rh.data(), wh.data(),
+                               sh.data(), ih.data(), fh.data()};
+    run(f, args);
+    EXPECT_EQ(bf16_bits(1.0f + 0x1p-8f), 0x3F80);      // a tie rounds to even (down)
+    EXPECT_EQ(bf16_bits(1.0f + 3 * 0x1p-8f), 0x3F82);  // and up
+    EXPECT_EQ(bf16_bits(std::nanf("")), 0x7FC0);
+    EXPECT_EQ(bf16_bits(3.4e38f), 0x7F80);  // past the largest: infinity
+    for (int64_t j = 0; j < n; ++j) {
+      const float b_value = bf16_to_float(bh[j]);
+      EXPECT_EQ(rh[j], bf16_bits(xv[j])) << j;
+      EXPECT_EQ(std::isnan(wh[j]), std::isnan(b_value)) << j;
+      if (!std::isnan(b_value)) EXPECT_EQ(wh[j], b_value) << j;
+      const float s = b_value + bf16_to_float(bf16_bits(b_value * b_value));
+      EXPECT_EQ(sh[j], bf16_bits(s)) << j;
+      if (std::isfinite(b_value) && std::fabs(b_value) < 1e9f)
+        EXPECT_EQ(ih[j], static_cast<int32_t>(b_value)) << j;
+      if (j < 9) EXPECT_EQ(fh[j], bf16_bits(special[j])) << j;
+    }
+  }
+}
+
 TEST(CodegenCpu, MathIntrinsicsAndUnroll) {
   const int64_t lanes = native_vector_lanes(DType::Float32);
   auto x = make_buffer("x", DType::Float32, {lanes});

@@ -243,6 +243,20 @@ TEST(LoopIR, EightBitConstantsWrapAsTheGeneratedCode) {
   EXPECT_EQ(dtype_bytes(DType::Int8), 1);
 }
 
+// bfloat16 constants hold their rounded value (round to nearest even through float32), as
+// the generated cast computes it.
+TEST(LoopIR, BFloat16ConstantsRound) {
+  auto value = [](const PrimExpr& e) { return e.as<FloatImmNode>()->value; };
+  EXPECT_EQ(value(make_const(DType::BFloat16, 1.0 + 0x1p-8)), 1.0);
+  EXPECT_EQ(value(make_const(DType::BFloat16, 1.0 + 3 * 0x1p-8)), 1.0 + 4 * 0x1p-8);
+  EXPECT_EQ(value(cast(DType::BFloat16, make_const(DType::Float32, 0.1))), 0.10009765625);
+  EXPECT_EQ(value(cast(DType::BFloat16, make_const(DType::Int32, 257))), 256.0);
+  EXPECT_TRUE(std::isnan(value(make_const(DType::BFloat16, std::nan("")))));
+  EXPECT_TRUE(is_float(DType::BFloat16));
+  EXPECT_STREQ(dtype_name(dtype_from_name("bfloat16")), "bfloat16");
+  EXPECT_EQ(dtype_bytes(DType::BFloat16), 2);
+}
+
 // A visitor sees every node once, pre-order, through the method of its kind; a method that
 // does not call the base version prunes the walk below it.
 TEST(LoopIR, VisitorHasOneMethodPerNodeKind) {

@@ -201,6 +201,9 @@ TEST(Artifact, NpyRoundTripAndErrors) {
   for (int i = 0; i < 3; ++i) ints.data_as<int64_t>()[i] = -i;
   runtime::save_npy(path, ints);
   EXPECT_TRUE(same_bits(runtime::load_npy(path), ints));
+  // NumPy has no bfloat16: refused, pointing at float32 (model files hold bfloat16).
+  EXPECT_ERROR_WITH(runtime::save_npy(path, NDArray::empty({2}, DType::BFloat16)),
+                    "NumPy has no bfloat16", "float32");
   write_bytes(path, "hello");
   EXPECT_ERROR_WITH(runtime::load_npy(path), "not a .npy file");
   runtime::save_npy(path, random_tensor({100}, 1));
