@@ -206,15 +206,16 @@ bool sums_a_broadcast_product(const Schedule& sch, const Stage& r) {
   return along && broadcast;
 }
 
-// Is `r` a sum of products of two tensors (a conv's or a GEMM's, not a pooling's)? An int8
-// product's sum of dot_u8s8(0, a, b) is one too.
+// Is `r` a sum of products of two tensors (a conv's or a GEMM's, not a pooling's)? An int8 or
+// bfloat16 product's sum of dot_u8s8(0, a, b) or dot_bf16(0, a, b) is one too.
 bool sums_products(const Stage& r) {
   auto* red = r.body().as<ReduceNode>();
   if (!red || red->op != ReduceOp::Sum) return false;
   PrimExpr factors[2];
   if (auto* mul = red->source.as<BinaryNode>(); mul && mul->op == BinaryOp::Mul)
     factors[0] = mul->a, factors[1] = mul->b;
-  else if (auto* dot = red->source.as<PrimCallNode>(); dot && dot->op == Intrinsic::DotU8S8)
+  else if (auto* dot = red->source.as<PrimCallNode>();
+           dot && (dot->op == Intrinsic::DotU8S8 || dot->op == Intrinsic::DotBF16))
     factors[0] = dot->args[1], factors[1] = dot->args[2];
   else
     return false;
