@@ -351,6 +351,15 @@ Expr rewrite(const Expr& root, const RewriteFn& fn) {
   return done.at(root.get());
 }
 
+Expr with_inputs(const Expr& node, const std::vector<Expr>& new_inputs) {
+  auto* c = as<CallNode>(node);
+  EMBER_CHECK(c && c->args.size() == new_inputs.size(), "with_inputs of a non-call or a call of ",
+              "another arity");
+  for (size_t k = 0; k < new_inputs.size(); ++k)
+    if (new_inputs[k] != c->args[k]) return call(c->op, new_inputs, c->attrs, c->name);
+  return node;
+}
+
 Function rewrite(const Function& f, const RewriteFn& fn) {
   Expr body = rewrite(f->body, fn);
   if (body == f->body) return f;

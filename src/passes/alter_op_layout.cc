@@ -204,6 +204,17 @@ Expr subsample_for_pointwise(const CallNode* c, const Expr& x) {
   return call("nn.max_pool2d", {x}, a, c->name + " subsample");
 }
 
+// `op`, a blocked conv, of x and the packed weight with c's attributes, back in NCHW; a
+// strided 1x1 reads x subsampled (subsample_for_pointwise).
+Expr blocked_conv_call(const std::string& op, const CallNode* c, Expr x, const Expr& packed) {
+  Attrs attrs = c->attrs;
+  if (Expr sub = subsample_for_pointwise(c, x)) {
+    x = sub;
+    attrs = attrs.with("strides", std::vector<int64_t>{1, 1});
+  }
+  return from_blocked(call(op, {x, packed}, attrs, c->name), channels_of(c), c->name);
+}
+
 Expr block_conv(const CallNode* c, const std::vector<Expr>& in, const MachineModel& machine,
                 Blocker& to_blocked) {
   auto [ci, co] = conv_blocks(c, machine);
@@ -213,14 +224,7 @@ Expr block_conv(const CallNode* c, const std::vector<Expr>& in, const MachineMod
   Expr packed = call("nn.pack_conv_weight", {in[1]},
                      Attrs().with("in_block", depthwise ? int64_t{1} : ci).with("out_block", co),
                      in[1]->name);
-  Expr x = to_blocked(in[0], ci);
-  Attrs attrs = c->attrs;
-  if (Expr sub = subsample_for_pointwise(c, x)) {
-    x = sub;
-    attrs = attrs.with("strides", std::vector<int64_t>{1, 1});
-  }
-  Expr y = call("nn.conv2d_blocked", {x, packed}, attrs, c->name);
-  return from_blocked(y, channels_of(c), c->name);
+  return blocked_conv_call("nn.conv2d_blocked", c, to_blocked(in[0], ci), packed);
 }
 
 // The input channel block of a blocked int8 conv (whole words of four channels), or 0: the
@@ -236,9 +240,8 @@ int64_t int8_conv_in_block(const MachineModel& machine, int64_t channels) {
 // the bytes blocked in int32 lanes' channel blocks (the block of the int8 conv before it,
 // whose quantizing epilogue then stays blocked in between), four at a time as a word, so no
 // packing kernel runs. Wherever the channel block takes whole words: the NCHW form's vectors
-// run along the rows,
-// which narrow images leave mostly empty (a 7 x 7 stage ran at a fifth of the float32
-// blocked conv's speed on Zen 4).
+// run along the rows, which narrow images leave mostly empty (a 7 x 7 stage ran at a fifth
+// of the float32 blocked conv's speed on Zen 4).
 Expr block_conv_u8s8(const CallNode* c, const std::vector<Expr>& in, const MachineModel& machine,
                      Blocker& to_blocked) {
   if (!c->op || c->op->name != "nn.conv2d_u8s8" || !as<ConstantNode>(in[1])) return nullptr;
@@ -248,16 +251,9 @@ Expr block_conv_u8s8(const CallNode* c, const std::vector<Expr>& in, const Machi
   const int64_t ci = int8_conv_in_block(machine, bytes->type.tensor().shape[1]);
   const int64_t co = channel_block_for(machine, channels_of(c), DType::Int32);
   if (!ci || !co) return nullptr;
-  Expr words = to_blocked(bytes, ci);
   Expr packed = call("nn.pack_conv_weight", {in[1]},
                      Attrs().with("in_block", ci / 4).with("out_block", co), in[1]->name);
-  Attrs attrs = c->attrs;
-  if (Expr sub = subsample_for_pointwise(c, words)) {
-    words = sub;
-    attrs = attrs.with("strides", std::vector<int64_t>{1, 1});
-  }
-  Expr y = call("nn.conv2d_u8s8_blocked", {words, packed}, attrs, c->name);
-  return from_blocked(y, channels_of(c), c->name);
+  return blocked_conv_call("nn.conv2d_u8s8_blocked", c, to_blocked(bytes, ci), packed);
 }
 
 // The other operand of an elementwise op on a blocked value, blocked too: a tensor of the

@@ -42,11 +42,9 @@ Function bf16_products(const Function& f, bool bf16_dot) {
   return rewrite(f, [&](const Expr& e, const std::vector<Expr>& in) -> Expr {
     auto* c = as<CallNode>(e);
     if (!c || !c->op) return nullptr;
-    bool changed = false;
-    for (size_t k = 0; k < in.size(); ++k) changed |= in[k] != c->args[k];
-    Expr node = changed ? call(c->op, in, c->attrs, c->name) : e;
+    Expr node = with_inputs(e, in);
     if (Expr r = bf16_dense(as<CallNode>(node))) return r;
-    return changed ? node : nullptr;
+    return node != e ? node : nullptr;
   });
 }
 

@@ -166,11 +166,9 @@ Function int8_products(const Function& f, bool int8_dot, const MachineModel& mac
   return rewrite(f, [&](const Expr& e, const std::vector<Expr>& in) -> Expr {
     auto* c = as<CallNode>(e);
     if (!c || !c->op) return nullptr;
-    bool changed = false;
-    for (size_t k = 0; k < in.size(); ++k) changed |= in[k] != c->args[k];
-    Expr node = changed ? call(c->op, in, c->attrs, c->name) : e;
+    Expr node = with_inputs(e, in);
     if (Expr r = int8_product(as<CallNode>(node), machine)) return r;
-    return changed ? node : nullptr;
+    return node != e ? node : nullptr;
   });
 }
 

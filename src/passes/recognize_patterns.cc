@@ -284,17 +284,14 @@ Function recognize_patterns(const Function& f) {
     auto* c = as<CallNode>(e);
     if (!c || !c->op) return nullptr;
     // Match on the node rebuilt over its rewritten inputs, so inner patterns come first.
-    Expr node = e;
-    bool changed = false;
-    for (size_t k = 0; k < in.size(); ++k) changed |= in[k] != c->args[k];
-    if (changed) node = call(c->op, in, c->attrs, c->name);
+    Expr node = with_inputs(e, in);
     auto* n = as<CallNode>(node);
     if (Expr r = gelu(node)) return r;
     if (Expr r = reduction(n, node)) return r;
     if (Expr r = stable_log_sum_exp(n, node)) return r;
     if (Expr r = softmax_topk(n, node, e, uses)) return r;
     if (Expr r = narrow_weight_dense(n, node)) return r;
-    return changed ? node : nullptr;
+    return node != e ? node : nullptr;
   });
 }
 

@@ -231,6 +231,10 @@ using RewriteFn = std::function<Expr(const Expr& node, const std::vector<Expr>& 
 Expr rewrite(const Expr& root, const RewriteFn& fn);
 Function rewrite(const Function& f, const RewriteFn& fn);
 
+/// The call `node` rebuilt over `new_inputs` where any differs from its arguments, else
+/// `node` itself: what a rewrite rule matches on, so that inner rewrites come first.
+Expr with_inputs(const Expr& node, const std::vector<Expr>& new_inputs);
+
 /// Same graph shape, ops, attributes, types and constant values; Vars match by position in
 /// the function parameters (or by identity outside a function).
 bool structural_equal(const Expr& a, const Expr& b);

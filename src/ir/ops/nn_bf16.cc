@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "op_util.h"
+#include "word_dense.h"
 
 namespace ember::ir {
 namespace {
@@ -54,76 +55,23 @@ Tensor pack_bf16_pairs_compute(const std::vector<Tensor>& in, const Attrs&, cons
 
 // ---------------------------------------------------------------- dense_bf16
 
-// x2 [..., K2] and a weight of `rank` dimensions, both int32 words of bfloat16 pairs.
-std::pair<const TensorType&, const TensorType&> pair_args(const std::vector<Type>& args,
-                                                          int64_t rank, const char* what,
-                                                          const TypeContext& ctx) {
-  check_arity(args, 2, ctx);
-  const TensorType& x = tensor_arg(args, 0, "the activations", ctx);
-  const TensorType& w = tensor_arg(args, 1, "the weight", ctx);
-  for (const TensorType* t : {&x, &w})
-    if (t->dtype != DType::Int32)
-      ctx.fail(to_string(*t) +
-               " is not int32 words of two bfloat16 values; pack the bfloat16 activations "
-               "and weights with nn.pack_bf16_pairs");
-  check_rank(w, rank, what, ctx);
-  if (x.ndim() < 1) ctx.fail("the activations must have at least 1 dimension");
-  return {x, w};
-}
+// x2 [..., K/2] by w2 [N, K/2] (or its panels), words of bfloat16 pairs; float32 sums.
+const WordDense kBF16{"dense_bf16", Intrinsic::DotBF16, DType::Float32,
+                      "int32 words of two bfloat16 values; pack the bfloat16 activations and "
+                      "weights with nn.pack_bf16_pairs"};
 
-TensorType pair_out(const TensorType& x, int64_t units) {
-  std::vector<int64_t> shape(x.shape.begin(), x.shape.end() - 1);
-  shape.push_back(units);
-  return TensorType{shape, DType::Float32};
+Type dense_bf16_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  return word_dense_rel(kBF16, args, attrs, ctx, false);
 }
-
-void check_words(const TensorType& x, int64_t words, const TypeContext& ctx) {
-  if (x.shape.back() != words)
-    ctx.fail("the activations have " + std::to_string(x.shape.back()) +
-             " words of K but the weight " + std::to_string(words));
-}
-
-Type dense_bf16_rel(const std::vector<Type>& args, Attrs&, const TypeContext& ctx) {
-  auto [x, w] = pair_args(args, 2, "the weight [N, K/2]", ctx);
-  check_words(x, w.shape[1], ctx);
-  return pair_out(x, w.shape[0]);
-}
-
-// The float32 sum over words k of dot_bf16(0, x2[..., k], weight word(n, k)).
-Tensor pair_sum(const Tensor& x, int64_t words, const TensorType& out,
-                const std::function<PrimExpr(PrimExpr n, PrimExpr k)>& weight) {
-  IterVar k = reduce_axis(words, "k");
-  return compute("dense_bf16", out.shape, [&](const std::vector<PrimVar>& i) {
-    std::vector<PrimExpr> xi(i.begin(), i.end() - 1);
-    xi.push_back(k->var);
-    return sum(prim_call(Intrinsic::DotBF16,
-                         {make_const(DType::Float32, 0), x(xi), weight(i.back(), k->var)}),
-               {k});
-  });
-}
-
 Tensor dense_bf16_compute(const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {
-  const Tensor &x = in[0], &w = in[1];
-  return pair_sum(x, w.shape()[1], out, [&](PrimExpr n, PrimExpr k) { return w({n, k}); });
+  return word_dense_compute(kBF16, in, out, false);
 }
-
-// The weight in nn.pack_dense_weight's panels [ceil(N / block), K/2, block].
 Type dense_bf16_packed_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
-  auto [x, w] = pair_args(args, 3, "the packed weight [N / block, K/2, block]", ctx);
-  const int64_t units = attr_int(attrs, "units"), block = w.shape[2];
-  if (units < 1 || (units + block - 1) / block != w.shape[0])
-    ctx.fail("units = " + std::to_string(units) + " does not match the packed weight " +
-             ints_str(w.shape) + "; pack the weight with nn.pack_dense_weight");
-  check_words(x, w.shape[1], ctx);
-  return pair_out(x, units);
+  return word_dense_rel(kBF16, args, attrs, ctx, true);
 }
-
 Tensor dense_bf16_packed_compute(const std::vector<Tensor>& in, const Attrs&,
                                  const TensorType& out) {
-  const Tensor &x = in[0], &w = in[1];
-  const int64_t block = w.shape()[2];
-  return pair_sum(x, w.shape()[1], out,
-                  [&](PrimExpr n, PrimExpr k) { return w({n / idx(block), k, n % idx(block)}); });
+  return word_dense_compute(kBF16, in, out, true);
 }
 
 [[maybe_unused]] const Op* kPackBF16Pairs = register_op(

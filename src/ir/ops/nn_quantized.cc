@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "op_util.h"
+#include "word_dense.h"
 
 namespace ember::ir {
 namespace {
@@ -52,78 +53,23 @@ Tensor pack_bytes4_compute(const std::vector<Tensor>& in, const Attrs& attrs,
 
 // ---------------------------------------------------------------- dense_u8s8
 
-// x4 [..., K4] and a weight of `rank` dimensions, both int32 words of bytes.
-std::pair<const TensorType&, const TensorType&> u8s8_args(const std::vector<Type>& args,
-                                                          int64_t rank, const char* what,
-                                                          const TypeContext& ctx) {
-  check_arity(args, 2, ctx);
-  const TensorType& x = tensor_arg(args, 0, "the activations", ctx);
-  const TensorType& w = tensor_arg(args, 1, "the weight", ctx);
-  for (const TensorType* t : {&x, &w})
-    if (t->dtype != DType::Int32)
-      ctx.fail(to_string(*t) +
-               " is not int32 words of four bytes; pack the uint8 activations "
-               "and int8 weights with nn.pack_bytes4");
-  check_rank(w, rank, what, ctx);
-  if (x.ndim() < 1) ctx.fail("the activations must have at least 1 dimension");
-  return {x, w};
-}
+// x4 [..., K/4] by w4 [N, K/4] (or its panels), words of uint8 activations and int8 weights.
+const WordDense kU8S8{"dense_u8s8", Intrinsic::DotU8S8, DType::Int32,
+                      "int32 words of four bytes; pack the uint8 activations and int8 weights "
+                      "with nn.pack_bytes4"};
 
-TensorType u8s8_out(const TensorType& x, int64_t units) {
-  std::vector<int64_t> shape(x.shape.begin(), x.shape.end() - 1);
-  shape.push_back(units);
-  return TensorType{shape, DType::Int32};
+Type dense_u8s8_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  return word_dense_rel(kU8S8, args, attrs, ctx, false);
 }
-
-Type dense_u8s8_rel(const std::vector<Type>& args, Attrs&, const TypeContext& ctx) {
-  auto [x, w] = u8s8_args(args, 2, "the weight [N, K/4]", ctx);
-  if (x.shape.back() != w.shape[1])
-    ctx.fail("the activations have " + std::to_string(x.shape.back()) +
-             " words of K but the "
-             "weight " +
-             std::to_string(w.shape[1]));
-  return u8s8_out(x, w.shape[0]);
-}
-
-// The sum over words k of dot_u8s8(0, x4[..., k], weight word(n, k)).
-Tensor u8s8_sum(const Tensor& x, int64_t words, const TensorType& out,
-                const std::function<PrimExpr(PrimExpr n, PrimExpr k)>& weight) {
-  IterVar k = reduce_axis(words, "k");
-  return compute("dense_u8s8", out.shape, [&](const std::vector<PrimVar>& i) {
-    std::vector<PrimExpr> xi(i.begin(), i.end() - 1);
-    xi.push_back(k->var);
-    return sum(prim_call(Intrinsic::DotU8S8,
-                         {make_const(DType::Int32, 0), x(xi), weight(i.back(), k->var)}),
-               {k});
-  });
-}
-
 Tensor dense_u8s8_compute(const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {
-  const Tensor &x = in[0], &w = in[1];
-  return u8s8_sum(x, w.shape()[1], out, [&](PrimExpr n, PrimExpr k) { return w({n, k}); });
+  return word_dense_compute(kU8S8, in, out, false);
 }
-
-// The weight in nn.pack_dense_weight's panels [ceil(N / block), K/4, block].
 Type dense_u8s8_packed_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
-  auto [x, w] = u8s8_args(args, 3, "the packed weight [N / block, K/4, block]", ctx);
-  const int64_t units = attr_int(attrs, "units"), block = w.shape[2];
-  if (units < 1 || (units + block - 1) / block != w.shape[0])
-    ctx.fail("units = " + std::to_string(units) + " does not match the packed weight " +
-             ints_str(w.shape) + "; pack the weight with nn.pack_dense_weight");
-  if (x.shape.back() != w.shape[1])
-    ctx.fail("the activations have " + std::to_string(x.shape.back()) +
-             " words of K but the "
-             "weight " +
-             std::to_string(w.shape[1]));
-  return u8s8_out(x, units);
+  return word_dense_rel(kU8S8, args, attrs, ctx, true);
 }
-
 Tensor dense_u8s8_packed_compute(const std::vector<Tensor>& in, const Attrs&,
                                  const TensorType& out) {
-  const Tensor &x = in[0], &w = in[1];
-  const int64_t block = w.shape()[2];
-  return u8s8_sum(x, w.shape()[1], out,
-                  [&](PrimExpr n, PrimExpr k) { return w({n / idx(block), k, n % idx(block)}); });
+  return word_dense_compute(kU8S8, in, out, true);
 }
 
 [[maybe_unused]] const Op* kPackBytes4 = register_op(

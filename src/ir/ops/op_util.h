@@ -4,6 +4,7 @@
 // builders for compute rules. Internal to src/ir/ops.
 #include <fmt/format.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <variant>
