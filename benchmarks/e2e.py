@@ -386,6 +386,19 @@ def print_setup(setups):
 
 # ------------------------------------------------------------------------------------ main
 
+def drop_ort_if_missing(engines, name):
+    """Prints ONNX Runtime's version, or that it is skipped (removing `name` from `engines`)
+    where it is not installed."""
+    if name not in engines:
+        return
+    try:
+        import onnxruntime
+        print(f"# onnxruntime {onnxruntime.__version__}")
+    except ImportError as e:
+        print(f"ORT skipped: onnxruntime is not installed ({e}); scripts/setup.sh installs it")
+        engines.remove(name)
+
+
 def chosen(p, value, known, what):
     """The comma list `value`, every item one of `known`; else the parser's error, which names
     the unknown ones and the known."""
@@ -443,13 +456,7 @@ def main():
         print(f"# WARNING: load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores before "
               "this run: other processes compete for the cores, so timings (above all at more "
               "than 1 thread) are noisy")
-    if "ort" in engines:
-        try:
-            import onnxruntime
-            print(f"# onnxruntime {onnxruntime.__version__}")
-        except ImportError as e:
-            print(f"ORT skipped: onnxruntime is not installed ({e}); scripts/setup.sh installs it")
-            engines.remove("ort")
+    drop_ort_if_missing(engines, "ort")
 
     rows, setups, failed_reasons = [], [], set()
     t_total = time.perf_counter()

@@ -240,13 +240,7 @@ def main():
         print(f"# torchao {torchao.__version__}")
     except ImportError as e:
         sys.exit(f"torchao is not installed ({e}); scripts/setup.sh installs it")
-    if "ort_q" in engines:
-        try:
-            import onnxruntime
-            print(f"# onnxruntime {onnxruntime.__version__}")
-        except ImportError as e:
-            print(f"ORT skipped: onnxruntime is not installed ({e})")
-            engines.remove("ort_q")
+    e2e.drop_ort_if_missing(engines, "ort_q")
 
     rows, setups, accuracy_rows = [], [], []
     t_total = time.perf_counter()

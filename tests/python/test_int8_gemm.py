@@ -69,30 +69,41 @@ def test_vnni_cpus_run_the_products_as_vpdpbusd(cpu, instruction, register):
 NO_VNNI = [("llvm -mcpu=x86-64-v3", "ymm"), ("llvm -mcpu=x86-64", "xmm")]
 
 
+def int8_conv_case(c, h, w, o, k, stride, pad, zero, seed, extremes=False):
+    """(the function of nn.conv2d_u8s8 over packed words of a uint8 image and int8 weights,
+    padded with the zero point in every byte; its input; the exact result: a float64 conv of
+    the image padded with the zero point). `extremes`: one pixel of 255s and one output
+    channel's weights all -128."""
+    import torch
+    rng = np.random.default_rng(seed)
+    xq = rng.integers(0, 256, (2, c, h, w)).astype(np.uint8)
+    wq = rng.integers(-128, 128, (o, c, k, k)).astype(np.int8)
+    if extremes:
+        xq[0, :, 0, 0], wq[0] = 255, -128
+    x = ir.var("x", xq.shape, "uint8")
+    word = int(np.array(zero * 0x01010101, np.uint32).view(np.int32))
+    y = op.nn.conv2d_u8s8(op.nn.pack_bytes4(x, axis=1), op.nn.pack_bytes4(ir.const(wq), axis=1),
+                          strides=[stride, stride], padding=[pad, pad], pad_word=word)
+    padded = torch.nn.functional.pad(torch.from_numpy(xq.astype(np.float64)), [pad] * 4,
+                                     value=zero)
+    want = torch.nn.functional.conv2d(padded, torch.from_numpy(wq.astype(np.float64)),
+                                      stride=stride).numpy()
+    return ir.Function([x], y), xq, want.astype(np.int64)
+
+
 @pytest.mark.parametrize("target,register", NO_VNNI)
 def test_int8_products_without_vnni_are_exact(target, register):
     """The vpmaddwd form (no vpdpbusd) of the dense and the conv gives exactly the int64
     product, and what the host's build gives (vpdpbusd where the host has VNNI)."""
-    import torch
     for m, n, k in [(48, 96, 512), (5, 10, 67)]:
         f, args, want = int8_products(m, n, k)
         lib = ember.build(f, target=target)
         assert re.search(r"pmaddwd\s+[^\n]*%" + register, lib.get_source("asm"))
         assert "vpdpbusd" not in lib.get_source("asm")
         np.testing.assert_array_equal(ember.GraphModule(lib)(*args).numpy(), want)
-    rng = np.random.default_rng(1)
-    xq = rng.integers(0, 256, (2, 16, 8, 8)).astype(np.uint8)
-    wq = rng.integers(-128, 128, (7, 16, 3, 3)).astype(np.int8)
-    xq[0, :, 0, 0], wq[0] = 255, -128  # the extremes
-    x = ir.var("x", xq.shape, "uint8")
-    word = int(np.array(200 * 0x01010101, np.uint32).view(np.int32))
-    f = ir.Function([x], op.nn.conv2d_u8s8(op.nn.pack_bytes4(x, axis=1),
-                                           op.nn.pack_bytes4(ir.const(wq), axis=1),
-                                           strides=[1, 1], padding=[1, 1], pad_word=word))
+    f, xq, want = int8_conv_case(16, 8, 8, 7, 3, 1, 1, 200, seed=1, extremes=True)
     got, host = (ember.GraphModule(ember.build(f, target=t))(xq).numpy() for t in (target, "llvm"))
-    padded = torch.nn.functional.pad(torch.from_numpy(xq.astype(np.float64)), [1] * 4, value=200)
-    want = torch.nn.functional.conv2d(padded, torch.from_numpy(wq.astype(np.float64))).numpy()
-    np.testing.assert_array_equal(got, want.astype(np.int64))
+    np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(got, host)
 
 
@@ -103,20 +114,9 @@ def test_int8_conv_is_exact_with_the_zero_point_as_padding(c, h, w, o, k, stride
     """nn.conv2d_u8s8 over words of four channels (a channel count four does not divide: zero
     bytes in the last word, against zero weights), padded with the zero point in every byte,
     against a float64 conv of the image padded with the zero point."""
-    import torch
-    rng = np.random.default_rng(c)
-    xq = rng.integers(0, 256, (2, c, h, w)).astype(np.uint8)
-    wq = rng.integers(-128, 128, (o, c, k, k)).astype(np.int8)
-    x = ir.var("x", xq.shape, "uint8")
-    word = int(np.array(zero * 0x01010101, np.uint32).view(np.int32))
-    y = op.nn.conv2d_u8s8(op.nn.pack_bytes4(x, axis=1), op.nn.pack_bytes4(ir.const(wq), axis=1),
-                          strides=[stride, stride], padding=[pad, pad], pad_word=word)
-    got = ember.GraphModule(ember.build(ir.Function([x], y)))(xq).numpy()
-    padded = torch.nn.functional.pad(torch.from_numpy(xq.astype(np.float64)), [pad] * 4,
-                                     value=zero)
-    want = torch.nn.functional.conv2d(padded, torch.from_numpy(wq.astype(np.float64)),
-                                      stride=stride).numpy()
-    np.testing.assert_array_equal(got, want.astype(np.int64))
+    f, xq, want = int8_conv_case(c, h, w, o, k, stride, pad, zero, seed=c)
+    got = ember.GraphModule(ember.build(f))(xq).numpy()
+    np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("c,h,w,o,k,stride,pad,zero", [(32, 7, 7, 64, 3, 1, 1, 9),
@@ -130,22 +130,11 @@ def test_blocked_int8_conv_is_exact_at_any_image_size(c, h, w, o, k, stride, pad
     output channels), at 256 bits on any host: narrow images, an RGB stem (3 channels as one
     padded word), padded channel blocks (36 -> 40), a strided 1x1 (subsampled first). Exact
     against a float64 conv of the image padded with the zero point."""
-    import torch
-    rng = np.random.default_rng(c + o)
-    xq = rng.integers(0, 256, (2, c, h, w)).astype(np.uint8)
-    wq = rng.integers(-128, 128, (o, c, k, k)).astype(np.int8)
-    x = ir.var("x", xq.shape, "uint8")
-    word = int(np.array(zero * 0x01010101, np.uint32).view(np.int32))
-    y = op.nn.conv2d_u8s8(op.nn.pack_bytes4(x, axis=1), op.nn.pack_bytes4(ir.const(wq), axis=1),
-                          strides=[stride, stride], padding=[pad, pad], pad_word=word)
-    lib = ember.build(ir.Function([x], y), target="llvm -vector-bits=256")
+    f, xq, want = int8_conv_case(c, h, w, o, k, stride, pad, zero, seed=c + o)
+    lib = ember.build(f, target="llvm -vector-bits=256")
     assert "nn.conv2d_u8s8_blocked" in kernels_of(lib), kernels_of(lib)
     got = ember.GraphModule(lib)(xq).numpy()
-    padded = torch.nn.functional.pad(torch.from_numpy(xq.astype(np.float64)), [pad] * 4,
-                                     value=zero)
-    want = torch.nn.functional.conv2d(padded, torch.from_numpy(wq.astype(np.float64)),
-                                      stride=stride).numpy()
-    np.testing.assert_array_equal(got, want.astype(np.int64))
+    np.testing.assert_array_equal(got, want)
 
 
 def kernels_of(lib):
