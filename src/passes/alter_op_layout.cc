@@ -227,33 +227,60 @@ Expr block_conv(const CallNode* c, const std::vector<Expr>& in, const MachineMod
   return blocked_conv_call("nn.conv2d_blocked", c, to_blocked(in[0], ci), packed);
 }
 
-// The input channel block of a blocked int8 conv (whole words of four channels), or 0: the
-// int32 lanes' block, or fewer channels than a vector (the RGB stem) as one block of
-// them padded to a word, read pixel by pixel as a float stem is.
-int64_t int8_conv_in_block(const MachineModel& machine, int64_t channels) {
-  if (channels < machine.lanes(DType::Int32)) return (channels + 3) / 4 * 4;
-  const int64_t block = channel_block_for(machine, channels, DType::Int32);
-  return block % 4 == 0 ? block : 0;
+// The convs over 32-bit words of channels that the products passes write (Int8Products,
+// BF16Products): the op, the op packing its activations' channels into words, the channels
+// per word, and its blocked form.
+struct WordConvForm {
+  const char* op;
+  const char* pack;
+  int64_t per_word;
+  const char* blocked;
+};
+constexpr WordConvForm kWordConvs[] = {
+    {"nn.conv2d_u8s8", "nn.pack_bytes4", 4, "nn.conv2d_u8s8_blocked"},
+    {"nn.conv2d_bf16", "nn.pack_bf16_pairs", 2, "nn.conv2d_bf16_blocked"}};
+
+const WordConvForm* word_conv_form(const CallNode* c) {
+  for (const WordConvForm& form : kWordConvs)
+    if (c->op && c->op->name == form.op) return &form;
+  return nullptr;
 }
 
-// nn.conv2d_u8s8 of packed bytes by constant weight words, on the blocked layout: it reads
-// the bytes blocked in int32 lanes' channel blocks (the block of the int8 conv before it,
-// whose quantizing epilogue then stays blocked in between), four at a time as a word, so no
-// packing kernel runs. Wherever the channel block takes whole words: the NCHW form's vectors
-// run along the rows, which narrow images leave mostly empty (a 7 x 7 stage ran at a fifth
-// of the float32 blocked conv's speed on Zen 4).
-Expr block_conv_u8s8(const CallNode* c, const std::vector<Expr>& in, const MachineModel& machine,
+// The input channel block of a blocked word conv (whole words of `per_word` channels), or 0:
+// the 32-bit lanes' block, or fewer channels than a vector (the RGB stem) as one block of
+// them padded to a word, read pixel by pixel as a float stem is.
+int64_t word_conv_in_block(const MachineModel& machine, int64_t channels, int64_t per_word) {
+  if (channels < machine.lanes(DType::Int32))
+    return (channels + per_word - 1) / per_word * per_word;
+  const int64_t block = channel_block_for(machine, channels, DType::Int32);
+  return block % per_word == 0 ? block : 0;
+}
+
+// The activations whose channels a word conv's words pack (pack(X, axis=1)), or null.
+Expr packed_channels(const Expr& words, const WordConvForm& form) {
+  const CallNode* pack = op_call(words, form.pack);
+  return pack && pack->attrs.get_int("axis", -1) == 1 ? pack->args[0] : nullptr;
+}
+
+// A word conv (nn.conv2d_u8s8, nn.conv2d_bf16) of packed channels by constant weight words,
+// on the blocked layout: it reads the elements (bytes, bfloat16 values) blocked in 32-bit
+// lanes' channel blocks (the block of the conv before it, whose epilogue then stays blocked
+// in between), a word at a time, so no packing kernel runs. Wherever the channel block takes
+// whole words: the NCHW form's vectors run along the rows, which narrow images leave mostly
+// empty (an int8 7 x 7 stage ran at a fifth of the float32 blocked conv's speed on Zen 4).
+Expr block_word_conv(const CallNode* c, const std::vector<Expr>& in, const MachineModel& machine,
                      Blocker& to_blocked) {
-  if (!c->op || c->op->name != "nn.conv2d_u8s8" || !as<ConstantNode>(in[1])) return nullptr;
-  const CallNode* pack = op_call(in[0], "nn.pack_bytes4");
-  if (!pack || pack->attrs.get_int("axis", -1) != 1) return nullptr;
-  const Expr& bytes = pack->args[0];
-  const int64_t ci = int8_conv_in_block(machine, bytes->type.tensor().shape[1]);
+  const WordConvForm* form = word_conv_form(c);
+  if (!form || !as<ConstantNode>(in[1])) return nullptr;
+  const Expr x = packed_channels(in[0], *form);
+  if (!x) return nullptr;
+  const int64_t ci = word_conv_in_block(machine, x->type.tensor().shape[1], form->per_word);
   const int64_t co = channel_block_for(machine, channels_of(c), DType::Int32);
   if (!ci || !co) return nullptr;
-  Expr packed = call("nn.pack_conv_weight", {in[1]},
-                     Attrs().with("in_block", ci / 4).with("out_block", co), in[1]->name);
-  return blocked_conv_call("nn.conv2d_u8s8_blocked", c, to_blocked(bytes, ci), packed);
+  Expr packed =
+      call("nn.pack_conv_weight", {in[1]},
+           Attrs().with("in_block", ci / form->per_word).with("out_block", co), in[1]->name);
+  return blocked_conv_call(form->blocked, c, to_blocked(x, ci), packed);
 }
 
 // The other operand of an elementwise op on a blocked value, blocked too: a tensor of the
@@ -307,6 +334,8 @@ bool keeps_pad_finite(const CallNode* c) {
       "negative", "abs",          "clip",           "nn.relu",    "nn.leaky_relu", "nn.gelu",
       "nn.silu",  "nn.hardswish", "nn.hardsigmoid", "sigmoid",    "tanh",          "nn.elu",
       "nn.selu",  "nn.celu",      "nn.mish",        "nn.softplus"};
+  // A cast to a float type (a bfloat16 model's rounding between its convs) keeps them finite.
+  if (c->op->name == "cast") return is_float(c->type.tensor().dtype);
   return ops.count(c->op->name) > 0;
 }
 
@@ -405,18 +434,21 @@ bool island_runs_plain(const std::vector<const CallNode*>& island, const Machine
   return plain > 0 && plain * kPlainMargin < blocked;
 }
 
-// Whether `c` packs the bytes of an int8 conv that runs blocked (block_conv_u8s8): its
+// Whether `c` packs the channels of a word conv that runs blocked (block_word_conv): its
 // input is then blocked in the same channel block as a float conv's of as many channels.
-bool feeds_blocked_int8_conv(const CallNode* c,
+bool feeds_blocked_word_conv(const CallNode* c,
                              const std::map<const ExprNode*, std::vector<const CallNode*>>& readers,
                              const MachineModel& machine) {
-  if (!c->op || c->op->name != "nn.pack_bytes4" || c->attrs.get_int("axis", -1) != 1) return false;
   auto it = readers.find(c);
   if (it == readers.end()) return false;
-  for (const CallNode* r : it->second)
-    if (r->op && r->op->name == "nn.conv2d_u8s8" && as<ConstantNode>(r->args[1]) &&
-        blocks_int8_conv(machine, c->args[0]->type.tensor().shape[1], channels_of(r)))
+  for (const CallNode* r : it->second) {
+    const WordConvForm* form = word_conv_form(r);
+    if (form && r->args[0].get() == c && packed_channels(r->args[0], *form) &&
+        as<ConstantNode>(r->args[1]) &&
+        blocks_word_conv(machine, c->args[0]->type.tensor().shape[1], channels_of(r),
+                         form->per_word))
       return true;
+  }
   return false;
 }
 
@@ -464,8 +496,8 @@ std::set<const ExprNode*> convs_to_block(const Function& f, const MachineModel& 
           out.insert(first);
           out.insert(r);
           parent[root(index[first])] = root(index[r]);
-        } else if (feeds_blocked_int8_conv(r, readers, machine)) {
-          out.insert(first);  // a float depthwise conv between int8 convs (MobileNetV2)
+        } else if (feeds_blocked_word_conv(r, readers, machine)) {
+          out.insert(first);  // a float depthwise conv between int8 or bfloat16 convs
         } else if (elementwise(r) || is_pooling(r)) {
           todo.push_back(r);
         }
@@ -483,8 +515,9 @@ std::set<const ExprNode*> convs_to_block(const Function& f, const MachineModel& 
 
 }  // namespace
 
-bool blocks_int8_conv(const MachineModel& machine, int64_t channels, int64_t out_channels) {
-  return int8_conv_in_block(machine, channels) &&
+bool blocks_word_conv(const MachineModel& machine, int64_t channels, int64_t out_channels,
+                      int64_t per_word) {
+  return word_conv_in_block(machine, channels, per_word) &&
          channel_block_for(machine, out_channels, DType::Int32);
 }
 
@@ -498,7 +531,7 @@ Function alter_op_layout(const Function& f, const MachineModel& machine) {
     if (Expr r = pack_grouped(c, in, machine)) return r;
     if (blocked.count(c))
       if (Expr r = block_conv(c, in, machine, to_blocked)) return r;
-    if (Expr r = block_conv_u8s8(c, in, machine, to_blocked)) return r;
+    if (Expr r = block_word_conv(c, in, machine, to_blocked)) return r;
     if (Expr r = through_pooling(c, in)) return r;
     return through_elementwise(c, in, to_blocked);
   });

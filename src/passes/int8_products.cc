@@ -134,7 +134,7 @@ Expr int8_dense(const CallNode* dense) {
 Expr int8_conv(const CallNode* conv, const MachineModel& machine) {
   const TensorType& out = conv->type.tensor();
   if (conv->attrs.get_int("groups", 1) != 1) return nullptr;
-  if (!blocks_int8_conv(machine, conv->args[0]->type.tensor().shape[1], out.shape[1]) &&
+  if (!blocks_word_conv(machine, conv->args[0]->type.tensor().shape[1], out.shape[1], 4) &&
       out.shape[3] < machine.lanes(DType::Int32))
     return nullptr;
   auto x = dequantized_activations(conv->args[0]);

@@ -14,13 +14,14 @@ using namespace ir;
 namespace {
 
 // Ops that move elements without computing on them (exact in bfloat16), and those made for
-// bfloat16 operands (nn.pack_bf16_pairs, the bfloat16 GEMM's packing).
+// bfloat16 operands (nn.pack_bf16_pairs, the bfloat16 products' packing, and the blocked
+// bfloat16 conv, which reads its activations' pairs as words).
 bool moves_only(const std::string& op) {
   static const std::set<std::string> kOps = {
       "nn.pack_bf16_pairs", "cast",         "reshape",     "flatten", "transpose",
       "to_blocked",         "from_blocked", "concatenate", "squeeze", "strided_slice",
       "expand_dims",        "broadcast_to", "take",        "gather",  "adv_index"};
-  return kOps.count(op) != 0;
+  return kOps.count(op) != 0 || op == "nn.conv2d_bf16_blocked";
 }
 
 bool is_bf16(const TensorType& t) { return t.dtype == DType::BFloat16; }

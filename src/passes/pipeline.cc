@@ -55,7 +55,9 @@ const std::vector<GraphPass>& graph_passes() {
        }},
       // Before FoldConstant widens the bfloat16 weights to float32.
       {"BF16Products", 3, true,
-       [](const Function& f, const PassEnv& env) { return bf16_products(f, env.bf16_dot); }},
+       [](const Function& f, const PassEnv& env) {
+         return bf16_products(f, env.bf16_dot, env.target.machine);
+       }},
       {"FoldPadIntoConv", 2, false, graph_only<fold_pad_into_conv>},
       {"FoldConstant", 2, false, fold_constants},
       {"FoldScaleAxis", 3, false, graph_only<fold_scale_axis>},

@@ -54,6 +54,19 @@ inline std::map<std::string, std::function<Expr(std::vector<Expr>&)>> examples()
          return call("nn.conv2d_u8s8_blocked", {x, w},
                      Attrs({{"padding", std::vector<int64_t>{1}}, {"pad_word", int64_t{7}}}));
        }},
+      {"nn.conv2d_bf16",
+       [](auto& p) {
+         Expr x = p.emplace_back(var("x2", TensorType{{1, 3, 9, 7}, DType::Int32}));
+         Expr w = p.emplace_back(var("w2", TensorType{{5, 3, 3, 3}, DType::Int32}));
+         return call("nn.conv2d_bf16", {x, w}, Attrs({{"padding", std::vector<int64_t>{1}}}));
+       }},
+      {"nn.conv2d_bf16_blocked",
+       [](auto& p) {
+         Expr x = p.emplace_back(var("x", TensorType{{1, 2, 9, 7, 8}, DType::BFloat16}));
+         Expr w = p.emplace_back(var("w2", TensorType{{3, 2, 3, 3, 4, 16}, DType::Int32}));
+         return call("nn.conv2d_bf16_blocked", {x, w},
+                     Attrs({{"padding", std::vector<int64_t>{1}}}));
+       }},
       {"nn.dense_u8s8",
        [](auto& p) {
          Expr x = p.emplace_back(var("x4", TensorType{{3, 10}, DType::Int32}));

@@ -20,10 +20,12 @@ namespace ember::passes {
 ///    in to_blocked and in the packed weight, dropped by from_blocked (attr channels). An
 ///    RGB stem reads its 3 channels as one block; a conv whose channels get no block keeps
 ///    NCHW.
-///  * nn.conv2d_u8s8 (int8 products, Int8Products) of pack_bytes4(Q) by constant weight words
-///    becomes nn.conv2d_u8s8_blocked wherever blocks_int8_conv holds: Q blocked in the int32
-///    lanes' channel block, packed into words along it, the weight words packed by
-///    nn.pack_conv_weight; the quantizing epilogue between two int8 convs stays blocked.
+///  * nn.conv2d_u8s8 (int8 products, Int8Products) of pack_bytes4(Q, axis=1) and
+///    nn.conv2d_bf16 (BF16Products) of pack_bf16_pairs(X, axis=1) by constant weight words
+///    become nn.conv2d_u8s8_blocked / nn.conv2d_bf16_blocked wherever blocks_word_conv
+///    holds: Q (X) blocked in the 32-bit lanes' channel block and read a word at a time, the
+///    weight words packed by nn.pack_conv_weight; the epilogue between two such convs (the
+///    next quantize, the bfloat16 rounding) stays blocked, so no packing kernel runs.
 ///  * Elementwise ops keep the blocked layout: op(from_blocked(a), b) becomes
 ///    from_blocked(op(a, b')), where b' is b blocked (a residual of the same shape, a
 ///    per-channel constant [C, 1, 1]) or b itself (a scalar). A padded value stays blocked
@@ -37,9 +39,11 @@ namespace ember::passes {
 /// keep their names; the fusion report shows the blocked or packed op as a kernel's anchor.
 ir::Function alter_op_layout(const ir::Function& f, const MachineModel& machine);
 
-/// Whether AlterOpLayout runs an int8 conv of `channels` input and `out_channels` output
-/// channels blocked: where channel_block_for gives both int32 blocks, the input's in whole
-/// words of four channels.
-bool blocks_int8_conv(const MachineModel& machine, int64_t channels, int64_t out_channels);
+/// Whether AlterOpLayout runs a conv over words of `per_word` channels (4 for an int8 conv,
+/// 2 for a bfloat16 one) of `channels` input and `out_channels` output channels blocked:
+/// where channel_block_for gives both 32-bit lanes' blocks, the input's in whole words (an
+/// RGB stem's 3 channels as one block padded to whole words).
+bool blocks_word_conv(const MachineModel& machine, int64_t channels, int64_t out_channels,
+                      int64_t per_word);
 
 }  // namespace ember::passes

@@ -18,7 +18,7 @@ namespace ember::passes {
 /// and likewise nn.conv2d (groups 1, Q [N, C, H, W], W [O, C, KH, KW], sw [O, 1, 1, 1]) becomes
 /// nn.conv2d_u8s8 over words of four channels, its padding the zero point (so that the
 /// correction is one constant per channel), where AlterOpLayout runs it blocked
-/// (blocks_int8_conv) or the output rows hold at least one int32 vector (the NCHW form's
+/// (blocks_word_conv) or the output rows hold at least one int32 vector (the NCHW form's
 /// vectors run along them). The int32 difference is exact (|sum| < 2^31
 /// for K up to 16384), so the result is rounded once, where the float product rounded each
 /// term. Everything but the product and the activations' packing is constant and

@@ -19,37 +19,34 @@ using namespace ops;
 
 // ---------------------------------------------------------------- pack_bf16_pairs
 
-// x (bfloat16) [..., K] -> int32 [..., ceil(K / 2)]: word k holds x[2k] in its low half and
-// x[2k + 1] in its high half, zero past K.
-Type pack_bf16_pairs_rel(const std::vector<Type>& args, Attrs&, const TypeContext& ctx) {
+// x (bfloat16) [..., K, ...] -> int32 with ceil(K / 2) along `axis` (default the last): word
+// k holds x[2k] in its low half and x[2k + 1] in its high half, zero past K.
+Type pack_bf16_pairs_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
   check_arity(args, 1, ctx);
   const TensorType& x = tensor_arg(args, 0, "the input", ctx);
   if (x.dtype != DType::BFloat16)
     ctx.fail("the input is " + to_string(x) + " but nn.pack_bf16_pairs packs bfloat16 values");
   if (x.ndim() < 1) ctx.fail("the input must have at least 1 dimension");
+  const int64_t axis = normalize_axis(attr_int(attrs, "axis"), x.ndim(), ctx);
+  attrs = attrs.with("axis", axis);
   std::vector<int64_t> shape = x.shape;
-  shape.back() = (shape.back() + 1) / 2;
+  shape[axis] = (shape[axis] + 1) / 2;
   return TensorType{shape, DType::Int32};
 }
 
-Tensor pack_bf16_pairs_compute(const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {
+Tensor pack_bf16_pairs_compute(const std::vector<Tensor>& in, const Attrs& attrs,
+                               const TensorType& out) {
   const Tensor& x = in[0];
-  const int64_t k = x.shape().back();
+  const auto axis = static_cast<size_t>(attr_int(attrs, "axis"));
+  const int64_t k = x.shape()[axis];
   return compute("bf16_pairs", out.shape, [&](const std::vector<PrimVar>& i) {
     std::vector<PrimExpr> xi(i.begin(), i.end());
-    // A bfloat16 value's bits are the upper half of its float32 (whose lower half is zero).
-    auto bits = [&](int64_t j) {
-      PrimExpr at = i.back() * idx(2) + idx(j);
-      xi.back() = min(at, idx(k - 1));
-      PrimExpr word = reinterpret(DType::Int32, cast(DType::Float32, x(xi)));
-      if (k % 2 != 0 && j == 1) word = select(at < idx(k), word, make_const(DType::Int32, 0));
-      return word;
-    };
-    PrimExpr low =
-        binary(BinaryOp::BitAnd, binary(BinaryOp::Shr, bits(0), make_const(DType::Int32, 16)),
-               make_const(DType::Int32, 0xFFFF));
-    PrimExpr high = binary(BinaryOp::BitAnd, bits(1), make_const(DType::Int32, -65536));
-    return binary(BinaryOp::BitOr, low, high);
+    return word_of_bf16_pair([&](int64_t j) {
+      PrimExpr at = i[axis] * idx(2) + idx(j);
+      xi[axis] = min(at, idx(k - 1));
+      PrimExpr v = x(xi);
+      return k % 2 != 0 && j == 1 ? select(at < idx(k), v, make_const(DType::BFloat16, 0.0)) : v;
+    });
   });
 }
 
@@ -74,8 +71,9 @@ Tensor dense_bf16_packed_compute(const std::vector<Tensor>& in, const Attrs&,
   return word_dense_compute(kBF16, in, out, true);
 }
 
-[[maybe_unused]] const Op* kPackBF16Pairs = register_op(
-    {"nn.pack_bf16_pairs", 1, OpPattern::Injective, pack_bf16_pairs_rel, pack_bf16_pairs_compute});
+[[maybe_unused]] const Op* kPackBF16Pairs = register_op(with_attrs(
+    {"nn.pack_bf16_pairs", 1, OpPattern::Injective, pack_bf16_pairs_rel, pack_bf16_pairs_compute},
+    {int_attr("axis", -1, "the axis whose values are packed, two to a word")}));
 [[maybe_unused]] const Op* kDenseBF16 = register_op(family(
     {"nn.dense_bf16", 2, OpPattern::OutEWiseFusable, dense_bf16_rel, dense_bf16_compute}, "dense"));
 [[maybe_unused]] const Op* kDenseBF16Packed = register_op(with_attrs(

@@ -1,7 +1,9 @@
 // Convolution (NCHW layout, OIHW weights): nn.conv2d, nn.conv2d_blocked on the blocked
-// layout NCHW[c]c and nn.pack_conv_weight, which packs its weight. Shapes and numerics follow
-// torch.nn.functional.conv2d.
+// layout NCHW[c]c and nn.pack_conv_weight, which packs its weight; the int8 and bfloat16
+// products' convs over words of channels (nn.conv2d_u8s8, nn.conv2d_bf16 and their blocked
+// forms). Shapes and numerics follow torch.nn.functional.conv2d.
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -101,99 +103,138 @@ Tensor conv2d_compute(const std::vector<Tensor>& in, const Attrs& attrs, const T
   });
 }
 
-// ---------------------------------------------------------------- int8 conv2d
+// ---------------------------------------------------------------- word convs
 
-// nn.conv2d of int8 products (issue 45): data x4 [N, C/4, H, W] and weight w4 [O, C/4, KH, KW],
-// int32 words of four channels' bytes (nn.pack_bytes4 along axis 1: uint8 activations,
-// int8 weights); the exact int32 sum of the byte products, each step one dot_u8s8 (vpdpbusd
-// on VNNI CPUs). Padding reads `pad_word`: the activations' zero point in each byte, so that
-// a padded tap adds what a tap of the value 0 would (zero point times the weight), the same
-// at every position. Groups 1; strides and dilation as nn.conv2d.
-Type conv2d_u8s8_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+// Convs of products over 32-bit words of consecutive channels (issue 45): int8 products
+// (nn.conv2d_u8s8: four channels' bytes a word, uint8 activations and int8 weights, each
+// step one dot_u8s8, vpdpbusd on VNNI CPUs, into exact int32 sums) and bfloat16 pairs
+// (nn.conv2d_bf16: two channels' bfloat16 values a word, each step one dot_bf16, vdpbf16ps
+// on AVX512_BF16 CPUs, into float32 sums). One relation and compute rule serve both kinds.
+struct WordConv {
+  const char* name;   // the compute's name; the NCHW op is nn.<name>
+  Intrinsic dot;      // acc + the products of one word pair
+  DType acc;          // the sums' type
+  DType element;      // the blocked form's activations (one channel each)
+  int64_t per_word;   // channels per word
+  bool pad_attr;      // whether padding reads attr pad_word (else the word 0)
+  const char* words;  // what the words hold and how to pack them, for errors
+  PrimExpr (*word)(const std::function<PrimExpr(int64_t)>& element);  // the word of elements
+};
+
+const WordConv kU8S8{"conv2d_u8s8",
+                     Intrinsic::DotU8S8,
+                     DType::Int32,
+                     DType::UInt8,
+                     4,
+                     true,
+                     "int32 words of four channels' bytes; pack them with nn.pack_bytes4 along "
+                     "axis 1",
+                     [](const std::function<PrimExpr(int64_t)>& byte) {
+                       return word_of_bytes([&](int64_t j) { return cast(DType::Int32, byte(j)); });
+                     }};
+const WordConv kBF16{
+    "conv2d_bf16",
+    Intrinsic::DotBF16,
+    DType::Float32,
+    DType::BFloat16,
+    2,
+    false,
+    "int32 words of two channels' bfloat16 values; pack them with "
+    "nn.pack_bf16_pairs along axis 1",
+    [](const std::function<PrimExpr(int64_t)>& value) { return word_of_bf16_pair(value); }};
+
+int64_t pad_word(const WordConv& kind, const Attrs& attrs) {
+  return kind.pad_attr ? attr_int(attrs, "pad_word") : 0;
+}
+
+// data [N, C', H, W] and weight [O, C', KH, KW] of words along the channels -> [N, O, OH, OW]
+// sums. Padding reads the word pad_word: for int8 products the activations' zero point in
+// each byte, so that a padded tap adds what a tap of the value 0 would (zero point times
+// the weight), the same at every position. Groups 1; strides and dilation as nn.conv2d.
+Type word_conv_rel(const WordConv& kind, const std::vector<Type>& args, Attrs& attrs,
+                   const TypeContext& ctx) {
   check_arity(args, 2, ctx);
   const TensorType& data = tensor_arg(args, 0, "data", ctx);
   const TensorType& weight = tensor_arg(args, 1, "weight", ctx);
-  check_rank(data, 4, "data (N, C/4, H, W words)", ctx);
-  check_rank(weight, 4, "the weight (O, C/4, KH, KW words)", ctx);
+  check_rank(data, 4, "data (N, C', H, W words)", ctx);
+  check_rank(weight, 4, "the weight (O, C', KH, KW words)", ctx);
   for (const TensorType* t : {&data, &weight})
-    if (t->dtype != DType::Int32)
-      ctx.fail(to_string(*t) +
-               " is not int32 words of four channels' bytes; pack them with "
-               "nn.pack_bytes4 along axis 1");
-  if (attr_int(attrs, "groups") != 1) ctx.fail("nn.conv2d_u8s8 takes groups = 1 only");
+    if (t->dtype != DType::Int32) ctx.fail(to_string(*t) + " is not " + kind.words);
+  if (attr_int(attrs, "groups") != 1)
+    ctx.fail("nn." + std::string(kind.name) + " takes groups = 1 only");
   if (data.shape[1] != weight.shape[1])
     ctx.fail("data has " + std::to_string(data.shape[1]) + " channel words but the weight " +
              std::to_string(weight.shape[1]));
   auto [oh, ow] = conv_out_hw(data, weight.shape[2], weight.shape[3], attrs, ctx);
-  return TensorType{{data.shape[0], weight.shape[0], oh, ow}, DType::Int32};
+  return TensorType{{data.shape[0], weight.shape[0], oh, ow}, kind.acc};
 }
 
-Tensor conv2d_u8s8_compute(const std::vector<Tensor>& in, const Attrs& attrs,
-                           const TensorType& out) {
+Tensor word_conv_compute(const WordConv& kind, const std::vector<Tensor>& in, const Attrs& attrs,
+                         const TensorType& out) {
   const Tensor &data = in[0], &weight = in[1];
   const ConvAttrs a(attrs);
   const auto &s = a.strides, &d = a.dilation;
   int64_t words = weight.shape()[1], kh = weight.shape()[2], kw = weight.shape()[3];
   Tensor padded = padded_for_windows(
-      data, a, out, kh, kw,
-      make_const(DType::Int32, static_cast<double>(attr_int(attrs, "pad_word"))));
+      data, a, out, kh, kw, make_const(DType::Int32, static_cast<double>(pad_word(kind, attrs))));
   IterVar rc = reduce_axis(words, "rc"), ry = reduce_axis(kh, "ry"), rx = reduce_axis(kw, "rx");
-  return compute("conv2d_u8s8", out.shape, [&](const std::vector<PrimVar>& i) {
+  return compute(kind.name, out.shape, [&](const std::vector<PrimVar>& i) {
     PrimExpr y = i[2] * idx(s[0]) + ry->var * idx(d[0]);
     PrimExpr x = i[3] * idx(s[1]) + rx->var * idx(d[1]);
-    return sum(
-        prim_call(Intrinsic::DotU8S8, {make_const(DType::Int32, 0), padded({i[0], rc->var, y, x}),
-                                       weight({i[1], rc->var, ry->var, rx->var})}),
-        {rc, ry, rx});
+    return sum(prim_call(kind.dot, {make_const(kind.acc, 0), padded({i[0], rc->var, y, x}),
+                                    weight({i[1], rc->var, ry->var, rx->var})}),
+               {rc, ry, rx});
   });
 }
 
-// nn.conv2d_u8s8 on the blocked layout (AlterOpLayout): data the uint8 NCHW[c]c bytes
-// [N, ceil(C/c), H, W, c] (c a multiple of 4), read four at a time as a little-endian word
-// (one 32-bit load: no packing kernel), weight [ceil(O/o), ceil(C/c), KH, KW, c/4, o]
-// (nn.pack_conv_weight of the OIHW words), output [N, ceil(O/o), OH, OW, o] int32. A vector
-// of o output channels then multiplies o contiguous weight words by one broadcast data word
-// (one vpdpbusd), at any image width, where the NCHW form's vectors run along the rows.
-// Padding reads the low byte of `pad_word`; pad channels' weights are zero, so pad channel
-// bytes add nothing; groups 1.
-Type conv2d_u8s8_blocked_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+// A word conv on the blocked layout (AlterOpLayout): data the NCHW[c]c elements
+// [N, ceil(C/c), H, W, c] (c a multiple of the channels per word: uint8 bytes, bfloat16
+// values), read a word at a time (one 32-bit load: no packing kernel), weight
+// [ceil(O/o), ceil(C/c), KH, KW, c/per_word, o] (nn.pack_conv_weight of the OIHW words),
+// output [N, ceil(O/o), OH, OW, o] sums. A vector of o output channels then multiplies o
+// contiguous weight words by one broadcast data word (one vpdpbusd or vdpbf16ps), at any
+// image width, where the NCHW form's vectors run along the rows. Padding reads the low byte
+// of pad_word (int8; bfloat16 pads with zeros); pad channels' weights are zero, so pad
+// channels add nothing; groups 1.
+Type word_conv_blocked_rel(const WordConv& kind, const std::vector<Type>& args, Attrs& attrs,
+                           const TypeContext& ctx) {
   check_arity(args, 2, ctx);
   const TensorType& data = tensor_arg(args, 0, "data", ctx);
   const TensorType& weight = tensor_arg(args, 1, "weight", ctx);
-  check_rank(data, 5, "data (NCHW[c]c bytes)", ctx);
+  const std::string op = "nn." + std::string(kind.name) + "_blocked";
+  check_rank(data, 5, "data (NCHW[c]c)", ctx);
   check_rank(weight, 6, "the packed weight words", ctx);
-  if (data.dtype != DType::UInt8) ctx.fail("data " + to_string(data) + " is not uint8");
-  if (weight.dtype != DType::Int32)
-    ctx.fail(to_string(weight) + " is not int32 words of four channels' bytes");
-  if (attr_int(attrs, "groups") != 1) ctx.fail("nn.conv2d_u8s8_blocked takes groups = 1 only");
-  if (data.shape[1] != weight.shape[1] || data.shape[4] != 4 * weight.shape[4])
+  if (data.dtype != kind.element)
+    ctx.fail("data " + to_string(data) + " is not " + dtype_name(kind.element));
+  if (weight.dtype != DType::Int32) ctx.fail(to_string(weight) + " is not " + kind.words);
+  if (attr_int(attrs, "groups") != 1) ctx.fail(op + " takes groups = 1 only");
+  if (data.shape[1] != weight.shape[1] || data.shape[4] != kind.per_word * weight.shape[4])
     ctx.fail("data " + to_string(data) + " does not match the packed weight " +
              ints_str(weight.shape) + ": both need the same channel blocks of words");
   auto [oh, ow] = conv_out_hw(data, weight.shape[2], weight.shape[3], attrs, ctx);
-  return TensorType{{data.shape[0], weight.shape[0], oh, ow, weight.shape[5]}, DType::Int32};
+  return TensorType{{data.shape[0], weight.shape[0], oh, ow, weight.shape[5]}, kind.acc};
 }
 
-Tensor conv2d_u8s8_blocked_compute(const std::vector<Tensor>& in, const Attrs& attrs,
-                                   const TensorType& out) {
+Tensor word_conv_blocked_compute(const WordConv& kind, const std::vector<Tensor>& in,
+                                 const Attrs& attrs, const TensorType& out) {
   const Tensor &data = in[0], &weight = in[1];
   const ConvAttrs a(attrs);
   const auto &s = a.strides, &d = a.dilation;
   int64_t kh = weight.shape()[2], kw = weight.shape()[3];
-  const auto pad_byte = static_cast<double>(attr_int(attrs, "pad_word") & 255);
-  Tensor padded = padded_for_windows(data, a, out, kh, kw, make_const(DType::UInt8, pad_byte));
+  const auto pad = static_cast<double>(pad_word(kind, attrs) & 255);
+  Tensor padded = padded_for_windows(data, a, out, kh, kw, make_const(kind.element, pad));
   IterVar rc = reduce_axis(weight.shape()[1], "rc"), ry = reduce_axis(kh, "ry"),
           rx = reduce_axis(kw, "rx"), rl = reduce_axis(weight.shape()[4], "rl");
-  return compute("conv2d_u8s8", out.shape, [&](const std::vector<PrimVar>& i) {
+  return compute(kind.name, out.shape, [&](const std::vector<PrimVar>& i) {
     PrimExpr y = i[2] * idx(s[0]) + ry->var * idx(d[0]);
     PrimExpr x = i[3] * idx(s[1]) + rx->var * idx(d[1]);
-    // Four consecutive bytes as one word (LLVM loads them as one).
-    PrimExpr word = word_of_bytes([&](int64_t j) {
-      return cast(DType::Int32, padded({i[0], rc->var, y, x, rl->var * idx(4) + idx(j)}));
+    // Consecutive channels as one word (LLVM loads them as one).
+    PrimExpr word = kind.word([&](int64_t j) {
+      return padded({i[0], rc->var, y, x, rl->var * idx(kind.per_word) + idx(j)});
     });
-    return sum(
-        prim_call(Intrinsic::DotU8S8, {make_const(DType::Int32, 0), word,
-                                       weight({i[1], rc->var, ry->var, rx->var, rl->var, i[4]})}),
-        {rc, ry, rx, rl});
+    return sum(prim_call(kind.dot, {make_const(kind.acc, 0), word,
+                                    weight({i[1], rc->var, ry->var, rx->var, rl->var, i[4]})}),
+               {rc, ry, rx, rl});
   });
 }
 
@@ -320,17 +361,32 @@ Op conv2d_op() {
                                    conv2d_blocked_rel, conv2d_blocked_compute},
                                   "conv2d"),
                            kConvAttrs));
-// An int8 conv: nn.conv2d's attributes and the word that padding reads.
-const Op* register_u8s8_conv(Op op) {
+// A word conv of `kind`, NCHW and blocked: nn.conv2d's attributes (and the word that
+// padding reads).
+bool register_word_convs(const WordConv& kind) {
   std::vector<AttrSpec> attrs = kConvAttrs;
-  attrs.push_back(int_attr("pad_word", 0, "the int32 word a padded position reads"));
-  return register_op(with_attrs(family(std::move(op), "conv2d"), attrs));
+  if (kind.pad_attr)
+    attrs.push_back(int_attr("pad_word", 0, "the int32 word a padded position reads"));
+  const std::string name = "nn." + std::string(kind.name);
+  for (const bool blocked : {false, true}) {
+    TypeRelation rel = [&kind, blocked](const std::vector<Type>& args, Attrs& a,
+                                        const TypeContext& ctx) {
+      return blocked ? word_conv_blocked_rel(kind, args, a, ctx)
+                     : word_conv_rel(kind, args, a, ctx);
+    };
+    ComputeRule rule = [&kind, blocked](const std::vector<Tensor>& in, const Attrs& a,
+                                        const TensorType& out) {
+      return blocked ? word_conv_blocked_compute(kind, in, a, out)
+                     : word_conv_compute(kind, in, a, out);
+    };
+    register_op(with_attrs(
+        family({blocked ? name + "_blocked" : name, 2, OpPattern::OutEWiseFusable, rel, rule},
+               "conv2d"),
+        attrs));
+  }
+  return true;
 }
-[[maybe_unused]] const Op* kConv2dU8S8 = register_u8s8_conv(
-    {"nn.conv2d_u8s8", 2, OpPattern::OutEWiseFusable, conv2d_u8s8_rel, conv2d_u8s8_compute});
-[[maybe_unused]] const Op* kConv2dU8S8Blocked =
-    register_u8s8_conv({"nn.conv2d_u8s8_blocked", 2, OpPattern::OutEWiseFusable,
-                        conv2d_u8s8_blocked_rel, conv2d_u8s8_blocked_compute});
+[[maybe_unused]] const bool kWordConvs = register_word_convs(kU8S8) && register_word_convs(kBF16);
 [[maybe_unused]] const Op* kPackConvWeight = register_op(
     with_attrs({"nn.pack_conv_weight", 1, OpPattern::Injective, pack_conv_weight_rel,
                 pack_conv_weight_compute},

@@ -176,6 +176,19 @@ PrimExpr word_of_bytes(ByteFn byte) {
   return word;
 }
 
+// An int32 word of two bfloat16 values, value(0) in its low half and value(1) in its high
+// half: the little-endian word one 32-bit load of the pair reads (bfloat16 products'
+// operands). A bfloat16 value's bits are the upper half of its float32.
+template <typename ValueFn>
+PrimExpr word_of_bf16_pair(ValueFn value) {
+  auto bits = [&](int64_t j) { return reinterpret(DType::Int32, cast(DType::Float32, value(j))); };
+  PrimExpr low =
+      binary(BinaryOp::BitAnd, binary(BinaryOp::Shr, bits(0), make_const(DType::Int32, 16)),
+             make_const(DType::Int32, 0xFFFF));
+  PrimExpr high = binary(BinaryOp::BitAnd, bits(1), make_const(DType::Int32, -65536));
+  return binary(BinaryOp::BitOr, low, high);
+}
+
 inline std::vector<PrimExpr> as_exprs(const std::vector<PrimVar>& v) {
   return std::vector<PrimExpr>(v.begin(), v.end());
 }

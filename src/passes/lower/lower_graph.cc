@@ -100,8 +100,9 @@ bool windowed_rows_pay(const CallNode* conv, const MachineModel& m) {
 FlatPixels flat_pixels(const Function& group, const MachineModel& machine) {
   const CallNode* conv = nullptr;
   for (auto* c : op_calls(group)) {
-    const bool blocked_conv =
-        c->op->name == "nn.conv2d_blocked" || c->op->name == "nn.conv2d_u8s8_blocked";
+    const bool blocked_conv = c->op->name == "nn.conv2d_blocked" ||
+                              c->op->name == "nn.conv2d_u8s8_blocked" ||
+                              c->op->name == "nn.conv2d_bf16_blocked";
     if (blocked_conv && !conv) {
       conv = c;
       continue;

@@ -80,9 +80,15 @@ std::string run_time_refusal(const CallNode& c) {
                                                "to_blocked",
                                                "from_blocked"};
   if (looped.count(op)) return "";
-  static const std::set<std::string> images = {
-      "nn.conv2d",     "nn.conv2d_blocked", "nn.conv2d_u8s8",        "nn.conv2d_u8s8_blocked",
-      "nn.max_pool2d", "nn.avg_pool2d",     "nn.adaptive_avg_pool2d"};
+  static const std::set<std::string> images = {"nn.conv2d",
+                                               "nn.conv2d_blocked",
+                                               "nn.conv2d_u8s8",
+                                               "nn.conv2d_u8s8_blocked",
+                                               "nn.conv2d_bf16",
+                                               "nn.conv2d_bf16_blocked",
+                                               "nn.max_pool2d",
+                                               "nn.avg_pool2d",
+                                               "nn.adaptive_avg_pool2d"};
   if (images.count(op))
     return batch_only(c) ? "" : "its windows run over a run-time height or width";
   if (op == "mean") {

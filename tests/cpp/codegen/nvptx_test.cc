@@ -81,6 +81,9 @@ runtime::NDArray random_tensor(const TensorType& t, std::mt19937& rng) {
       case DType::Float64:
         x.data_as<double>()[i] = normal(rng);
         break;
+      case DType::BFloat16:
+        x.data_as<uint16_t>()[i] = bf16_bits(static_cast<float>(normal(rng)));
+        break;
       case DType::Int32:
         x.data_as<int32_t>()[i] = static_cast<int32_t>(rng() % 3);
         break;
@@ -101,6 +104,8 @@ double element(const runtime::NDArray& t, int64_t i) {
       return t.data_as<float>()[i];
     case DType::Float64:
       return t.data_as<double>()[i];
+    case DType::BFloat16:
+      return bf16_to_float(t.data_as<uint16_t>()[i]);
     case DType::Int32:
       return t.data_as<int32_t>()[i];
     case DType::Int64:

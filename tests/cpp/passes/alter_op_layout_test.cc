@@ -102,6 +102,67 @@ TEST(AlterOpLayout, FloatDepthwiseConvBeforeABlockedInt8ConvRunsBlocked) {
   EXPECT_EQ(count_calls(got, "from_blocked"), 1);  // the output's
 }
 
+// A bfloat16 conv as BF16Products writes it: nn.conv2d_bf16 of X's channel pairs by
+// constant weight words.
+Expr bf16_conv(const Expr& x, int64_t out, int64_t kernel = 3) {
+  const int64_t channels = x->type.tensor().shape[1];
+  Expr w = constant(
+      runtime::NDArray::empty({out, (channels + 1) / 2, kernel, kernel}, DType::Int32), "w");
+  Expr pairs = call("nn.pack_bf16_pairs", {x}, Attrs().with("axis", int64_t{1}));
+  return call("nn.conv2d_bf16", {pairs, w},
+              Attrs().with("padding", std::vector<int64_t>{kernel / 2}));
+}
+
+// x rounded to bfloat16 and widened again, as LegalizeBF16 leaves each op of a bfloat16 model.
+Expr rounded(const Expr& x) {
+  return call("cast", {call("cast", {x}, Attrs().with("dtype", std::string("bfloat16")))},
+              Attrs().with("dtype", std::string("float32")));
+}
+
+// An RGB stem and two bfloat16 convs with their bias, relu and roundings between them: all
+// three run blocked on bfloat16 values read a pair at a time (the stem's 3 channels as one
+// block of two words), the epilogues stay blocked, through channels padded 24 -> 32 at 512
+// bits too, and the only conversions are the input's to_blocked and the output's
+// from_blocked: no packing kernel between the convs.
+TEST(AlterOpLayout, Bf16ConvsRunBlockedWithTheirRoundingBetweenThem) {
+  for (int64_t mid : {64, 24}) {
+    Expr x = var("x", TensorType{{1, 3, 14, 14}, DType::BFloat16});
+    auto epilogue = [&](const Expr& y, int64_t channels) {
+      Expr b = constant(runtime::NDArray::empty({channels, 1, 1}, DType::Float32), "b");
+      Expr r = call("nn.relu", {rounded(call("add", {rounded(y), b}))});
+      return call("cast", {r}, Attrs().with("dtype", std::string("bfloat16")));
+    };
+    Expr y = epilogue(bf16_conv(x, 32), 32);
+    y = epilogue(bf16_conv(y, mid), mid);
+    Function f = function({x}, bf16_conv(y, 32, 1));
+    Function got = alter_op_layout(f, MachineModel::for_vector_bits(512));
+    EXPECT_EQ(count_calls(got, "nn.conv2d_bf16_blocked"), 3) << to_string(Expr(got));
+    EXPECT_EQ(count_calls(got, "nn.conv2d_bf16"), 0);
+    EXPECT_EQ(count_calls(got, "nn.pack_bf16_pairs"), 0);
+    // x's and the two biases' (constants: folded at build time)
+    EXPECT_EQ(count_calls(got, "to_blocked"), 3) << to_string(Expr(got));
+    EXPECT_EQ(count_calls(got, "from_blocked"), 1);
+    EXPECT_EQ(got->body->type, f->body->type);
+  }
+}
+
+// A float depthwise conv between two bfloat16 convs (MobileNetV2 cast to bfloat16: its
+// depthwise convs keep the float32 path) runs blocked in their block: no conversion between.
+TEST(AlterOpLayout, FloatDepthwiseConvBetweenBf16ConvsRunsBlocked) {
+  Expr x = var("x", TensorType{{1, 16, 14, 14}, DType::BFloat16});
+  Expr dw = constant(runtime::NDArray::empty({32, 1, 3, 3}, DType::Float32), "dw");
+  Expr y = call("cast", {bf16_conv(x, 32, 1)}, Attrs().with("dtype", std::string("bfloat16")));
+  y = call("nn.conv2d", {call("cast", {y}, Attrs().with("dtype", std::string("float32"))), dw},
+           Attrs({{"padding", std::vector<int64_t>{1}}, {"groups", int64_t{32}}}));
+  y = call("cast", {y}, Attrs().with("dtype", std::string("bfloat16")));
+  Function f = function({x}, bf16_conv(y, 16, 1));
+  Function got = alter_op_layout(f, MachineModel::for_vector_bits(512));
+  EXPECT_EQ(count_calls(got, "nn.conv2d_blocked"), 1) << to_string(Expr(got));
+  EXPECT_EQ(count_calls(got, "nn.conv2d_bf16_blocked"), 2);
+  EXPECT_EQ(count_calls(got, "to_blocked"), 1);    // x's
+  EXPECT_EQ(count_calls(got, "from_blocked"), 1);  // the output's
+}
+
 TEST(AlterOpLayout, BlockIsTheWidestVectorThatDividesTheUnits) {
   Expr x = var("x", TensorType{{2, 16}, DType::Float32});
   auto block_for = [&](int64_t n, int bits) {
