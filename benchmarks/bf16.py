@@ -1,13 +1,14 @@
-"""bfloat16 (issue 45): BERT-base-sized dense layers and e2e models cast with
+"""bfloat16 (issue 45): BERT-base-sized dense layers, ResNet convs and e2e models cast with
 model.to(torch.bfloat16), Ember's bfloat16 build with the bfloat16 products on (vdpbf16ps,
 BF16Products) and off (float32 products of the widened values, still bfloat16 between
 kernels), Ember's float32 build and PyTorch eager in both dtypes.
 
-    PYTHONPATH=python python3 benchmarks/bf16.py [--models dense_128x768x768,bert_s128]
+    PYTHONPATH=python python3 benchmarks/bf16.py [--models dense_128x768x768,resnet50]
         [--threads 1]
 
-Rows: dense_MxKxN is one nn.Linear(K, N) on M rows, with its GFLOP/s; the others are
-benchmarks/e2e.py's models (batch 1). Times are interleaved rounds (e2e.measure), medians.
+Rows: dense_MxKxN is one nn.Linear(K, N) on M rows, convKxK_HxCxO one nn.Conv2d(C, O, K)
+(stride 1, same padding) on an HxH image, both with their GFLOP/s; the others are
+benchmarks/e2e.py's models (batch 1; resnet18 and resnet50 at 224x224). Times are interleaved rounds (e2e.measure), medians.
 The bfloat16 builds' outputs are compared with PyTorch's bfloat16 eager and with the float32
 model (max abs error over the output's max abs). On a CPU without AVX512_BF16 the "on" column
 is the FMA fallback (forced with config BF16Products.bf16_dot = "on"). Never part of the
@@ -27,6 +28,20 @@ import e2e  # noqa: E402
 
 DENSE = {"dense_128x768x768": (128, 768, 768), "dense_128x768x3072": (128, 768, 3072),
          "dense_128x3072x768": (128, 3072, 768)}
+# ResNet-50's 3x3 convs at 56x56 and 14x14 and a 1x1 of its last stage: (H, C, O, K).
+CONV = {"conv3x3_56x64x64": (56, 64, 64, 3), "conv3x3_14x256x256": (14, 256, 256, 3),
+        "conv1x1_7x2048x512": (7, 2048, 512, 1)}
+
+
+def flop(name):
+    """The multiply-adds of a layer row, twice; None for a model."""
+    if name in DENSE:
+        m, k, n = DENSE[name]
+        return 2 * m * k * n
+    if name in CONV:
+        h, c, o, k = CONV[name]
+        return 2 * h * h * c * o * k * k
+    return None
 
 
 def make(name):
@@ -34,6 +49,9 @@ def make(name):
     if name in DENSE:
         m, k, n = DENSE[name]
         return torch.nn.Linear(k, n).eval(), (torch.randn(m, k),)
+    if name in CONV:
+        h, c, o, k = CONV[name]
+        return torch.nn.Conv2d(c, o, k, padding=k // 2).eval(), (torch.randn(1, c, h, h),)
     return e2e.make(name, 1)
 
 
@@ -68,7 +86,8 @@ def torch_engine(name, model, inputs):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default=",".join(list(DENSE) + ["bert_s128", "mlp"]))
+    ap.add_argument("--models", default=",".join(list(DENSE) + list(CONV) + [
+        "bert_s128", "mlp", "resnet18", "resnet50"]))
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=0.3)
@@ -93,10 +112,9 @@ def main():
         err = lambda a, b: float((outs[a] - outs[b]).abs().max()) / scale  # noqa: E731
         row = " ".join(f"{times[e.name][0]:>9.3f}m" for e in engines)
         flops = ""
-        if name in DENSE:
-            m, k, n = DENSE[name]
+        if flop(name):
             flops = "  GFLOP/s " + " ".join(
-                f"{2 * m * k * n / times[e][0] / 1e6:.0f}" for e in ("ember fp32", "bf16 on"))
+                f"{flop(name) / times[e][0] / 1e6:.0f}" for e in ("ember fp32", "bf16 on"))
         print(f"{name:22} {row}   {err('bf16 on', 'torch bf16'):>17.2e} "
               f"{err('bf16 on', 'ember fp32'):>11.2e}{flops}")
 
