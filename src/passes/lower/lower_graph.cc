@@ -404,7 +404,7 @@ PrimFunc lower_group(const Function& group, const std::string& func_name,
 const std::vector<LoopPass>& cpu_loop_passes() {
   static const std::vector<LoopPass> passes = {
       {"RollLongEpilogues",
-       [](const PrimFunc& f, const MachineModel&) { return roll_long_epilogues(f); }},
+       [](const PrimFunc& f, const MachineModel& m) { return roll_long_epilogues(f, m); }},
       {"VectorizeRowInvariants", vectorize_row_invariants},
       {"AnnotateLoops", annotate_loops},
       {"SerialBelowParallelGrain", serial_below_parallel_grain},

@@ -4,7 +4,10 @@
 // per call is rolled: in a kernel of many tiles, the unrolled epilogue overlaps the next
 // tile's accumulation and its spills cost less than a call per tile; at real sizes (matmul
 // -> celu over 128 x 3072, conv -> elu over 56 x 56) the two forms run the same
-// (calibration: rolled epilogues).
+// (calibration: rolled epilogues). A tile that fills the registers and rounds its epilogue to
+// bfloat16 is rolled however many tiles the kernel has: the rounding's vector constants
+// outgrow the four registers the tile leaves free, and LLVM spilled accumulators inside the
+// reduction loop (calibration: bfloat16 rounding epilogues).
 #include "ember/passes/rolled_epilogues.h"
 
 #include <map>
@@ -50,7 +53,31 @@ Stmt rebuild(const EpilogueNest& n, Stmt body, ForKind kind) {
   return body;
 }
 
+// The vector registers of the register tiles the epilogue nest `n` reads (local buffers
+// other than the one it stores): a row of `extent` lanes takes ceil(extent / lanes).
+int64_t tile_registers(const EpilogueNest& n, const std::set<const BufferNode*>& local,
+                       const MachineModel& m) {
+  int64_t extent = 1, registers = 0;
+  as_int(n.loops.back()->extent, &extent);
+  std::set<const BufferNode*> tiles;
+  visit_prim(n.store->value, [&](const PrimExpr& e) {
+    auto* l = e.as<LoadNode>();
+    if (l && local.count(l->buffer.get()) && l->buffer != n.store->buffer)
+      tiles.insert(l->buffer.get());
+  });
+  for (const BufferNode* b : tiles) {
+    int64_t numel = 1, d = 0;
+    for (const PrimExpr& x : b->shape) numel *= as_int(x, &d) ? d : 1;
+    const int64_t lanes = m.lanes(b->dtype);
+    registers += numel / std::max<int64_t>(extent, 1) * ((extent + lanes - 1) / lanes);
+  }
+  return registers;
+}
+
 class RollEpilogues : public PrimMutator {
+ public:
+  explicit RollEpilogues(const MachineModel& m) : machine_(m) {}
+
  protected:
   Stmt visit_allocate(const Stmt& s, const AllocateNode* op) override {
     local_.insert(op->buffer.get());
@@ -62,14 +89,18 @@ class RollEpilogues : public PrimMutator {
   Stmt visit_for(const Stmt& s, const ForNode* op) override {
     int64_t rows = 0;
     const bool repeats = !as_int(op->extent, &rows) || rows > 1;
-    if (op->for_kind != ForKind::Unrolled || rows < 2 || repeated_ > 0) {
+    auto descend = [&] {
       repeated_ += repeats;
       Stmt out = PrimMutator::visit_for(s, op);
       repeated_ -= repeats;
       return out;
-    }
+    };
+    if (op->for_kind != ForKind::Unrolled || rows < 2) return descend();
     EpilogueNest n = nest_under(op);
-    if (!n.store || chain_length(n.store->value) < kLongChain) return s;
+    const bool long_once = n.store && repeated_ == 0 && chain_length(n.store->value) >= kLongChain;
+    const bool rounds_full_tile = n.store && n.store->buffer->dtype == DType::BFloat16 &&
+                                  fills_accumulators(machine_, tile_registers(n, local_, machine_));
+    if (!long_once && !rounds_full_tile) return repeated_ > 0 ? descend() : s;
     // The register tiles it reads, and each distinct element index of them it reads (an
     // index through a variable the value binds itself cannot be copied outside it).
     std::set<const PrimVarNode*> lets;
@@ -104,15 +135,16 @@ class RollEpilogues : public PrimMutator {
   }
 
  private:
+  const MachineModel& machine_;
   std::set<const BufferNode*> local_;
   int repeated_ = 0;  // loops of more than one iteration around the statement visited
 };
 
 }  // namespace
 
-PrimFunc roll_long_epilogues(const PrimFunc& f) {
+PrimFunc roll_long_epilogues(const PrimFunc& f, const MachineModel& machine) {
   PrimFunc out = f;
-  out.body = RollEpilogues().mutate(f.body);
+  out.body = RollEpilogues(machine).mutate(f.body);
   return out;
 }
 

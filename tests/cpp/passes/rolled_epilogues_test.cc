@@ -18,26 +18,30 @@ namespace {
 using namespace ir;
 
 constexpr int64_t kRows = 3, kLanes = 8;
+const MachineModel k256 = MachineModel::for_vector_bits(256);
 
-// A 3 x 8 register tile `acc` += 2 x, then out = epilogue(acc), the epilogue's loop `kind`.
+// A `rows` x 8 register tile `acc` += 2 x, then out (of type `out_type`) = epilogue(acc),
+// the epilogue's loop `kind`.
 PrimFunc tile_func(const std::function<PrimExpr(PrimExpr)>& epilogue,
-                   ForKind kind = ForKind::Unrolled) {
-  Buffer x = make_buffer("x", DType::Float32, {kRows * kLanes});
-  Buffer out = make_buffer("out", DType::Float32, {kRows * kLanes});
-  Buffer acc = make_buffer("acc", DType::Float32, {kRows * kLanes}, BufferScope::Local);
+                   ForKind kind = ForKind::Unrolled, int64_t rows = kRows,
+                   DType out_type = DType::Float32) {
+  Buffer x = make_buffer("x", DType::Float32, {rows * kLanes});
+  Buffer out = make_buffer("out", out_type, {rows * kLanes});
+  Buffer acc = make_buffer("acc", DType::Float32, {rows * kLanes}, BufferScope::Local);
   PrimVar i("i"), j("j"), ei("ei"), ej("ej");
   auto at = [](PrimExpr r, PrimExpr c) { return r * kLanes + c; };
   auto tile_loop = [&](PrimExpr value) {
-    return for_loop(i, 0, kRows, ForKind::Unrolled,
+    return for_loop(i, 0, rows, ForKind::Unrolled,
                     for_loop(j, 0, kLanes, ForKind::Vectorized, store(acc, at(i, j), value)));
   };
   // Zeroed, then accumulated (the code generator calls rolled loops in such kernels).
   Stmt fill =
       seq({tile_loop(make_const(DType::Float32, 0)),
            tile_loop(load(acc, at(i, j)) + load(x, at(i, j)) * make_const(DType::Float32, 2))});
-  Stmt apply = for_loop(ei, 0, kRows, kind,
-                        for_loop(ej, 0, kLanes, ForKind::Vectorized,
-                                 store(out, at(ei, ej), epilogue(load(acc, at(ei, ej))))));
+  Stmt apply =
+      for_loop(ei, 0, rows, kind,
+               for_loop(ej, 0, kLanes, ForKind::Vectorized,
+                        store(out, at(ei, ej), cast(out_type, epilogue(load(acc, at(ei, ej)))))));
   PrimFunc f;
   f.name = "tile";
   f.params = {x, out};
@@ -59,7 +63,7 @@ std::vector<float> run(const PrimFunc& f, std::string* ll = nullptr) {
 
 TEST(RolledEpilogues, ALongEpilogueRunsRolledOverACopyOfTheTile) {
   PrimFunc f = tile_func([](PrimExpr v) { return exp(v); });
-  PrimFunc g = roll_long_epilogues(f);
+  PrimFunc g = roll_long_epilogues(f, k256);
   // The epilogue now reads a copy of the tile in a serial loop the code generator keeps rolled.
   const ForNode* epilogue = nullptr;
   bool copied = false;
@@ -90,7 +94,7 @@ TEST(RolledEpilogues, ALongEpilogueRunsRolledOverACopyOfTheTile) {
 
 TEST(RolledEpilogues, LeavesShortEpiloguesRolledLoopsAndRepeatedTiles) {
   auto unchanged = [](const PrimFunc& f) {
-    return roll_long_epilogues(f).body.get() == f.body.get();
+    return roll_long_epilogues(f, k256).body.get() == f.body.get();
   };
   EXPECT_TRUE(unchanged(tile_func([](PrimExpr v) { return v + make_const(DType::Float32, 1); })));
   EXPECT_TRUE(unchanged(tile_func([](PrimExpr v) { return exp(v); }, ForKind::Serial)));
@@ -146,6 +150,23 @@ TEST(RolledEpilogues, AReductionsProducerBeforeItsAccumulationStaysInline) {
   double want = 0;
   for (int64_t i = 0; i < kRows * kLanes; ++i) want += std::exp(0.1 * static_cast<double>(i) - 1);
   EXPECT_NEAR(got[0], want, 1e-5 * want);
+}
+
+// A tile that fills the registers (12 vectors of 8 of AVX2's 16) rounded to bfloat16 in its
+// epilogue is rolled in a kernel of many tiles too (its rounding's constants spilled the
+// accumulators inside the reduction loop); a smaller tile, or one stored as float32, is not.
+TEST(RolledEpilogues, AFullTileRoundedToBfloat16IsRolledInAnyKernel) {
+  auto repeated = [](int64_t rows, DType out) {
+    PrimFunc f = tile_func([](PrimExpr v) { return v; }, ForKind::Unrolled, rows, out);
+    f.body = for_loop(PrimVar("t"), 0, 2, ForKind::Serial, f.body);
+    return f;
+  };
+  auto rolled = [](const PrimFunc& f) {
+    return roll_long_epilogues(f, k256).body.get() != f.body.get();
+  };
+  EXPECT_TRUE(rolled(repeated(12, DType::BFloat16)));
+  EXPECT_FALSE(rolled(repeated(3, DType::BFloat16)));
+  EXPECT_FALSE(rolled(repeated(12, DType::Float32)));
 }
 
 }  // namespace
