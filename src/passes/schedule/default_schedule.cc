@@ -83,6 +83,20 @@ bool weights_from_l3(const Stage& r, const MachineModel& m, int64_t cols) {
 
 constexpr int64_t kCacheLineBytes = 64;
 
+// The machine a register tile of `r` is sized for. A sum of dot_bf16 steps where the CPU has
+// no vdpbf16ps (BF16Products forced on) runs each as two FMAs of the words' widened halves,
+// so each loaded vector and the broadcast take two registers: 12 accumulators with AVX2's
+// 16 registers spilled inside the reduction loop (calibration: bfloat16 FMA tiles). Modelled
+// as four registers fewer.
+MachineModel tile_machine(const Stage& r, const MachineModel& m) {
+  auto* red = r.body().as<ReduceNode>();
+  auto* dot = red ? red->source.as<PrimCallNode>() : nullptr;
+  if (m.bf16_dot || !dot || dot->op != Intrinsic::DotBF16) return m;
+  MachineModel tight = m;
+  tight.vector_registers -= 4;
+  return tight;
+}
+
 // Does `r` read every input along its innermost axis (a sum of a tensor over another axis,
 // no GEMV-like broadcast operand), and no other reduction?
 bool sums_one_tensor(const Schedule& sch, const Stage& r) {
@@ -211,8 +225,8 @@ void OutputTiling::size_register_tile() {
     // The accumulators' type sizes the tile: an epilogue that narrows the output (a
     // quantize's cast to uint8) still computes in the anchor's float32 (or int32) lanes.
     const DType t = reds[0]->tensor().dtype();
-    rt = choose_register_tile(machine, choose_rows, last->extent, t, rows_share,
-                              weights_from_l3(*reds[0], machine, last->extent), panel_k,
+    rt = choose_register_tile(tile_machine(*reds[0], machine), choose_rows, last->extent, t,
+                              rows_share, weights_from_l3(*reds[0], machine, last->extent), panel_k,
                               shift_columns);
     // A one-row tile (a GEMV: a batch-1 dense streams its weights once) may take any number
     // of vectors (the last column tile shifted back), and its reduction may run as partial

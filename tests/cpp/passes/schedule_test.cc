@@ -299,6 +299,31 @@ TEST(Schedule, DefaultScheduleComputesTheAnchorTileInsideTheEpilogueLoop) {
   EXPECT_EQ(count_stmts(fn.body, StmtKind::IfThenElse), 0) << fn;
 }
 
+// A sum of dot_bf16 steps (nn.dense_bf16) where the CPU has no vdpbf16ps runs each as two
+// FMAs of the words' widened halves, which take a register more per loaded vector and per
+// broadcast: its register tile is sized for four registers fewer (AVX2: 4 x 2 vectors, 8
+// accumulators, not 12, whose tile spilled inside the reduction loop).
+TEST(Schedule, Bf16DotSumsWithoutVdpbf16psTakeSmallerTiles) {
+  auto tile = [](bool bf16_dot) {
+    ir::Tensor x = placeholder("x", {64, 32}, DType::Int32);
+    ir::Tensor w = placeholder("w", {96, 32}, DType::Int32);
+    IterVar k = reduce_axis(32, "k");
+    ir::Tensor dense = compute("dense_bf16", {64, 96}, [&](const std::vector<PrimVar>& i) {
+      return sum(prim_call(Intrinsic::DotBF16,
+                           {make_const(DType::Float32, 0), x({i[0], k->var}), w({i[1], k->var})}),
+                 {k});
+    });
+    Schedule sch({dense});
+    MachineModel m = MachineModel::for_vector_bits(256);
+    m.bf16_dot = bf16_dot;
+    apply_default_schedule(sch, m);
+    auto allocs = allocations(lower_schedule(sch, "dense_bf16", {x, w}).body);
+    return allocs.size() == 1 ? allocs[0]->numel() / m.lanes(DType::Float32) : 0;
+  };
+  EXPECT_EQ(tile(true), 12);
+  EXPECT_EQ(tile(false), 8);
+}
+
 // One row whose weights are [N, K] rows (a GEMV that AlterOpLayout left unpacked): a
 // register tile along N would gather each vector of w across 16 rows. Each output is a dot
 // product instead: at 512 bits its reduction loop innermost over contiguous rows of x and w
