@@ -136,3 +136,101 @@ def test_the_int8_gemv_reads_whole_vectors_of_weights_on_each_cpu(cpu):
     else:
         assert re.search(r"vpmovsxbd\s+[^\n]*%ymm", asm), cpu
         assert re.search(r"vcvtdq2ps\s+%ymm", asm), cpu
+
+
+# ---------------------------------------------------------------- 4-bit weights in groups
+
+def quantized_int4(model, group):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        quantization.quantize_(model, quantization.IntxWeightOnlyConfig(
+            weight_dtype=torch.int4, granularity=quantization.PerGroup(group)))
+    return model
+
+
+@pytest.mark.parametrize("group", [32, 64])
+def test_int4_gemv_matches_torchao_within_the_activations_rounding(group):
+    """torchao's 4-bit weights with a scale per group (IntxWeightOnlyConfig) at batch 1:
+    on VNNI CPUs (int8_dot on) one nn.dense_int4 kernel reads the weights as nibbles (an
+    eighth of float32's bytes) with x in 16 bits; each output is within the bound of x's
+    rounding (max|x| / 32767 / 2 times the sum of its |dequantized weights|) of torchao's
+    model in eager, plus float32 rounding. The same build without FuseOps, or without
+    AlterOpLayout (the unpacked op), gives the same numbers; int8_dot off folds the weights to
+    float32 (float32 rounding only)."""
+    torch.manual_seed(2)
+    q = quantized_int4(torch.nn.Linear(256, 48).eval(), group)
+    x = torch.randn(4, 256)
+    x[1] = 0
+    x[2, 5] = 500
+    on = {"config": {"Int8Products.int8_dot": "on"}}
+    lib = build(q, (x[:1],), **on)
+    assert "nn.dense_int4_packed(" in str(lib.function)
+    with torch.no_grad():
+        want = q(x).numpy()
+    w = q.weight.dequantize().abs().numpy()
+    bound = (x.abs().amax(dim=1, keepdim=True).numpy() / 32767 / 2) @ w.sum(1, keepdims=True).T
+    slack = 2e-6 * np.abs(want).max()
+    for extra in ({}, {"disabled_passes": ["FuseOps"]}, {"disabled_passes": ["AlterOpLayout"]}):
+        m = ember.GraphModule(build(q, (x[:1],), **on, **extra) if extra else lib)
+        got = np.concatenate([m(x[i:i + 1].numpy()).numpy() for i in range(4)])
+        assert np.all(np.abs(got - want) <= bound + slack), (extra, got - want, bound)
+        assert np.all(got[1] == want[1])  # a zero row is its bias
+    off = build(q, (x[:1],), config={"Int8Products.int8_dot": "off"})
+    assert "dense_int4" not in str(off.function)
+    got = ember.GraphModule(off)(x[:1].numpy()).numpy()
+    np.testing.assert_allclose(got, want[:1], rtol=0, atol=1e-5 * np.abs(want).max())
+
+
+def test_an_int4_mlp_and_its_near_misses():
+    """Two int4 layers with a GELU between agree with torchao far below the 4-bit weights'
+    quantization error. More rows (a GEMM) and 8-bit groups keep the float32 weights."""
+    torch.manual_seed(3)
+    fp = mlp(64, 128, 32)
+    q = quantized_int4(mlp(64, 128, 32), 32)
+    x = torch.randn(1, 64)
+    lib = build(q, (x,))
+    with torch.no_grad():
+        want, fp32 = q(x).numpy(), fp(x).numpy()
+    got = ember.GraphModule(lib)(x.numpy()).numpy()
+    scale = np.abs(want).max()
+    assert np.abs(got - want).max() <= 1e-4 * scale < 0.01 * np.abs(want - fp32).max()
+    if "nn.dense_int4" in str(lib.function):  # the host has VNNI
+        assert str(lib.function).count("nn.dense_int4_packed(") == 2
+    rows = build(q, (torch.randn(3, 64),), config={"Int8Products.int8_dot": "on"})
+    assert "dense_int4" not in str(rows.function)
+    g8 = mlp(64, 128, 32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        quantization.quantize_(g8, quantization.IntxWeightOnlyConfig(
+            weight_dtype=torch.int8, granularity=quantization.PerGroup(32)))
+    lib8 = build(g8, (x,), config={"Int8Products.int8_dot": "on"})
+    assert "dense_int4" not in str(lib8.function)
+    with torch.no_grad():
+        want8 = g8(x).numpy()
+    np.testing.assert_allclose(ember.GraphModule(lib8)(x.numpy()).numpy(), want8,
+                               rtol=0, atol=1e-5 * np.abs(want8).max())
+
+
+@pytest.mark.parametrize("cpu", ["znver4", "sapphirerapids"])
+def test_the_int4_gemv_unpacks_nibbles_into_vpdpbusd_on_each_vnni_cpu(cpu):
+    """Compiled for a named VNNI CPU (never run): the 4-bit dense masks and shifts each
+    vector of weight words into nibbles and multiplies them with vpdpbusd on 512-bit vectors."""
+    q = quantized_int4(torch.nn.Linear(256, 64).eval(), 32)
+    lib = build(q, (torch.randn(1, 256),), target=f"llvm -mcpu={cpu}")
+    assert "nn.dense_int4_packed(" in str(lib.function)
+    asm = lib.get_source("asm")
+    assert len(re.findall(r"vpdpbusd\s+[^\n]*%zmm", asm)) >= 8, cpu
+    assert re.search(r"vpsrld\s+\$4,[^\n]*%zmm", asm), cpu
+
+
+def test_bad_int4_operands_are_clear_errors():
+    x4, t = ir.var("x", (2, 16), "int32"), ir.var("t", (2,), "int32")
+    w, s = ir.var("w", (12, 8), "int32"), ir.var("s", (2, 12))
+    assert str(op.nn.dense_int4(x4, t, w, s, group=32).type) == "float32[1, 12]"
+    msg = error_of(lambda: op.nn.dense_int4(x4, t, w, s, group=12))
+    assert "nn.dense_int4" in msg and "multiple of 8" in msg
+    msg = error_of(lambda: op.nn.dense_int4(x4, t, ir.var("w", (12, 6), "int32"), s, group=32))
+    assert "do not hold 2 groups of 32" in msg
+    assert "not int32 words" in error_of(lambda: op.nn.dense_int4(x4, t, s, s, group=32))
+    msg = error_of(lambda: op.nn.dense_int4(x4, t, w, ir.var("s", (12, 2)), group=32))
+    assert "are not [2, 12]" in msg

@@ -36,7 +36,14 @@ namespace ember::passes {
 /// rows and nothing is converted, where the float kernel converts every weight (three
 /// instructions a vector). x's rounding adds at most s / 2 an element, 2^-16 of its largest
 /// magnitude (far below the weights' quantization error). More rows keep the float dense
-/// (the GEMM is compute-bound, and the rows of bytes would re-read the weights). Elsewhere (no VNNI at the target's width, where the
+/// (the GEMM is compute-bound, and the rows of bytes would re-read the weights).
+///
+/// torchao's 4-bit weights with a scale per group (IntxWeightOnlyConfig(weight_dtype=int4,
+/// granularity=PerGroup(g)), symmetric: Q int8 of values in [-8, 7], zero points 0) at batch
+/// 1 become nn.dense_int4 of the same two byte rows (the high one signed), each group's sum of
+/// q, the weights as words of eight nibbles q + 8 and the scales [G, N]: an eighth of float32's
+/// weight bytes, the groups' exact sums scaled in float32 (g a multiple of 8, at most 512).
+/// Elsewhere (no VNNI at the target's width, where the
 /// int8 kernel would be slower than float32) and for any other form the op is left as it is.
 /// `int8_dot`: the target's MachineModel::int8_dot (or the config's override, PassEnv);
 /// `machine`: the target's model (its vector width and channel blocks).
