@@ -1,14 +1,16 @@
-"""PT2E-quantized CNNs (issue 45): Ember on torchao's quantized graph against Ember fp32,
-PyTorch eager and ONNX Runtime, with the accuracy of the quantized build.
+"""PT2E-quantized CNNs and BERT-base (issue 45): Ember on torchao's quantized graph against
+Ember fp32, PyTorch eager and ONNX Runtime, with the accuracy of the quantized build.
 
     PYTHONPATH=python python3 benchmarks/quantized.py
-        [--models resnet18,resnet50,mobilenet_v2] [--threads 1,2] [--samples 100]
+        [--models resnet18,resnet50,mobilenet_v2,bert_base] [--threads 1,2] [--samples 100]
         [--calibration 4] [--engines ember,ember_q,ember_qf,torch,torch_q,ort_q]
         [--rounds 5]
         [--repeat N] [--quick] [--target "llvm"] [--json out.json]
 
 Models: e2e.py's ResNet-18, ResNet-50 and MobileNetV2 (e2e.make: full size, random but fixed
-weights), batch 1, 1x3x224x224 fp32. Each is quantized with torchao's PT2E flow
+weights), batch 1, 1x3x224x224 fp32; bert_base: transformers' BertModel (BertConfig's
+defaults: 12 layers, hidden 768, random weights, no pooler) on 128 random token ids, its
+last hidden state the output (the accuracy pass has no top-1 for it). Each is quantized with torchao's PT2E flow
 (models.pt2e_quantize: strict torch.export, prepare_pt2e with the default
 X86InductorQuantizer config, --calibration random images, convert_pt2e; BatchNorm folded,
 int8 per-channel weights, uint8 per-tensor activations).
@@ -59,12 +61,40 @@ sys.path.insert(0, os.path.dirname(__file__))
 import e2e  # noqa: E402  (its models, engines, measuring and table; puts tests/python on the path)
 import models  # noqa: E402
 
-MODELS = ("resnet18", "resnet50", "mobilenet_v2")
+MODELS = ("resnet18", "resnet50", "mobilenet_v2", "bert_base")
+BERT_TOKENS = 128
 ENGINES = ("ember", "ember_q", "ember_qf", "torch", "torch_q", "ort_q")
 LABELS = {"ember": "Ember fp32", "ember_q": "Ember PT2E", "ember_qf": "Ember PT2E float",
           "torch": "PyTorch fp32", "torch_q": "PyTorch PT2E", "ort_q": "ORT QDQ"}
 INT8_OFF = {"Int8Products.int8_dot": "off"}  # ember_qf's build config
 SENSITIVITY_SAMPLES = 20
+
+
+class BertLastHidden(torch.nn.Module):
+    """transformers' BertModel (no pooler: torchao's quantizer fails on its dead tanh) whose
+    output is the last hidden state, a plain tensor."""
+
+    def __init__(self):
+        super().__init__()
+        import transformers
+        torch.manual_seed(0)
+        self.bert = transformers.BertModel(transformers.BertConfig(), add_pooling_layer=False)
+
+    def forward(self, ids):
+        return self.bert(input_ids=ids).last_hidden_state
+
+
+def make(name):
+    """(model, example inputs, sample(i): the i-th random input tuple of the accuracy pass
+    and the calibration)."""
+    if name == "bert_base":
+        def sample(i):
+            g = torch.Generator().manual_seed(i)
+            return (torch.randint(0, 30522, (1, BERT_TOKENS), generator=g),)
+        return BertLastHidden().eval(), sample(1), sample
+    model, inputs = e2e.make(name, 1)
+    return model, inputs, lambda i: (torch.randn(
+        inputs[0].shape, generator=torch.Generator().manual_seed(i)),)
 
 
 def _engine(engine, name):
@@ -101,27 +131,33 @@ def _top1(logits, reference, centred):
     return float((a == b).mean()), len(set(b.tolist()))
 
 
-def accuracy(model, converted, lib, ort_path, samples, threads):
-    """The accuracy figures of the module docstring over `samples` random images."""
+def accuracy(model, converted, lib, ort_path, samples, threads, sample):
+    """The accuracy figures of the module docstring over `samples` random inputs
+    (sample(1000 + i)); top-1 only for classifiers (outputs [1, classes])."""
     ember.set_num_threads(threads)
     torch.set_num_threads(threads)
     m = ember.GraphModule(lib)
     # Not spinning: its idle threads would take the cores from the engines called next.
     sess = e2e.ort_session(ort_path, threads, spinning=False) if ort_path else None
     out = {"fp32": [], "torch_q": [], "ember_q": [], "ort_q": []}
-    sensitivity = 0.0
+    sensitivity = None  # token ids (BERT) cannot be nudged
     with torch.inference_mode():
         for i in range(samples):
-            x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(1000 + i))
-            out["fp32"].append(model(x).numpy())
-            out["torch_q"].append(converted(x).numpy())
-            out["ember_q"].append(m(x.numpy()).numpy())
+            x = sample(1000 + i)[0]
+            flat = lambda a: np.asarray(a).reshape(1, -1)  # noqa: E731
+            y = model(x)
+            classifier = y.ndim == 2  # [1, classes]
+            out["fp32"].append(flat(y))
+            out["torch_q"].append(flat(converted(x)))
+            out["ember_q"].append(flat(m(x.numpy()).numpy()))
             if sess is not None:
-                out["ort_q"].append(sess.run(None, {sess.get_inputs()[0].name: x.numpy()})[0])
-            if i < SENSITIVITY_SAMPLES:
+                out["ort_q"].append(flat(sess.run(None, {sess.get_inputs()[0].name:
+                                                         x.numpy()})[0]))
+            if i < SENSITIVITY_SAMPLES and x.is_floating_point():
                 noise = torch.randn(x.shape, generator=torch.Generator().manual_seed(i))
-                nudged = converted(x * (1 + 1e-7 * noise)).numpy()
-                sensitivity = max(sensitivity, float(np.abs(nudged - out["torch_q"][-1]).max()))
+                nudged = flat(converted(x * (1 + 1e-7 * noise)))
+                change = float(np.abs(nudged - out["torch_q"][-1]).max())
+                sensitivity = max(sensitivity or 0.0, change)
     out = {k: np.concatenate(v).astype(np.float64) for k, v in out.items() if v}
     ref, fp32 = out["torch_q"], out["fp32"]
     err = np.abs(out["ember_q"] - ref).max(1)
@@ -136,7 +172,7 @@ def accuracy(model, converted, lib, ort_path, samples, threads):
     pairs = [("ember_q", "torch_q"), ("ember_q", "fp32"), ("torch_q", "fp32")]
     if "ort_q" in out:
         pairs.append(("ort_q", "torch_q"))
-    for how in ("plain", "centred"):
+    for how in ("plain", "centred") if classifier else ():
         for a, b in pairs:
             key = f"{how} {a}={b}"
             result["top1"][key], result["classes"][key] = _top1(out[a], out[b],
@@ -145,6 +181,10 @@ def accuracy(model, converted, lib, ort_path, samples, threads):
     # over the images.
     result["spread"] = {k: float(v.std(0).mean()) for k, v in out.items()}
     return result
+
+
+def _e(v):
+    return "-" if v is None else f"{v:.1e}"
 
 
 def print_accuracy(rows):
@@ -157,7 +197,7 @@ def print_accuracy(rows):
         a = r["accuracy"]
         ort = f"{a['ort_q_max_abs']:.1e}" if "ort_q_max_abs" in a else "-"
         print(f"| {r['model']} | {a['samples']} | {a['max_abs']:.1e} | {a['max_rel_range']:.1e} "
-              f"| {a['of_quantization_error']:.2f} | {a['torch_q_sensitivity']:.1e} | {ort} "
+              f"| {a['of_quantization_error']:.2f} | {_e(a['torch_q_sensitivity'])} | {ort} "
               f"| {a['spread']['fp32']:.1e} / {a['spread']['torch_q']:.1e} |")
     print("\n(quantization error: the largest |PyTorch PT2E - fp32 model| over the same "
           "images; sensitivity: the largest change of PyTorch PT2E's output for its input "
@@ -246,11 +286,12 @@ def main():
     t_total = time.perf_counter()
     for name in names:
         t_model = time.perf_counter()
-        model, inputs = e2e.make(name, 1)
-        print(f"\n## {name} ({e2e.MODELS[name][0]}), batch 1", flush=True)
+        model, inputs, sample = make(name)
+        title = (f"BERT-base, {BERT_TOKENS} tokens" if name == "bert_base" else
+                 e2e.MODELS[name][0])
+        print(f"\n## {name} ({title}), batch 1", flush=True)
         setup = {"model": name}
-        torch.manual_seed(2)
-        calibration = [(torch.randn(inputs[0].shape),) for _ in range(args.calibration)]
+        calibration = [sample(2 + i) for i in range(args.calibration)]
         t0 = time.perf_counter()
         converted = models.pt2e_quantize(model, inputs, calibration)
         setup["quantize_s"] = time.perf_counter() - t0
@@ -316,7 +357,7 @@ def main():
 
         if samples:
             t0 = time.perf_counter()
-            acc = accuracy(model, converted, libs["ember_q"], ort_path, samples, 1)
+            acc = accuracy(model, converted, libs["ember_q"], ort_path, samples, 1, sample)
             accuracy_rows.append({"model": name, "accuracy": acc})
             print(f"  accuracy over {samples} images in {time.perf_counter() - t0:.0f} s: "
                   f"max abs error {acc['max_abs']:.1e} ({acc['of_quantization_error']:.2f} of "

@@ -1,16 +1,22 @@
-"""Weight-only int8 (issue 45): batch-1 dense layers and a Llama-style decoder step with
-torchao's Int8WeightOnlyConfig, Ember's build of the quantized model against its float32
-build, PyTorch eager (float32) and torchao's quantized model in eager.
+"""Weight-only int8 and int4 (issue 45): batch-1 dense layers and a Llama-style decoder step
+with torchao's Int8WeightOnlyConfig (int8, a scale per output) and IntxWeightOnlyConfig
+(int4: torch.int4 weights with a scale per group of 32), Ember's build of the quantized model
+against its float32 build, PyTorch eager (float32) and torchao's quantized model in eager.
 
-    PYTHONPATH=python python3 benchmarks/weight_only.py [--models dense,llama] [--threads 1,2]
+    PYTHONPATH=python python3 benchmarks/weight_only.py [--models dense,llama]
+        [--weights int8,int4] [--threads 1,2]
 
 The quantized layers import as nn.dense with an int8 weight (RecognizePatterns' "8-bit weight
--> dense"): the kernel reads a quarter of the float32 build's weight bytes and converts them
-as it goes; the per-channel scale and the bias are its epilogue. Rows:
-- dense_NxK: one nn.Linear(K, N) at batch 1, with its GB/s of weights read (int8 bytes for
-  the quantized build, float32 bytes for the float build) against an Ember-compiled
+-> dense"): the kernel reads a quarter of the float32 build's weight bytes; on VNNI CPUs
+(Int8Products) it multiplies them by the activations taken to 16 bits in two bytes, elsewhere
+it converts them as it goes; the per-channel scale and the bias are its epilogue. The int4
+layers run as nn.dense_int4 on VNNI CPUs (words of eight nibbles, the group scales summed in
+float32); elsewhere FoldConstant dequantizes them to float32 weights. Rows:
+- dense_NxK: one nn.Linear(K, N) at batch 1, with its GB/s of weights read (int8 bytes, or
+  int4 nibbles and their float32 group scales, for the quantized build, float32 bytes for the float build) against an Ember-compiled
   streaming sum over the same bytes, measured in the same run (kernels.stream_gbps, warm:
-  back-to-back runs, as the rows are timed);
+  back-to-back runs, as the rows are timed), and cold: the quantized build and the streaming sum
+  each run after evicting the caches, as a decoder reads each layer's weights from memory;
 - llama: transformers' LlamaForCausalLM (hidden 2048, intermediate 5632, 4 layers, 16 heads,
   vocab 32000, random weights) on one token without a cache, every linear layer quantized
   (the lm_head too).
@@ -39,16 +45,26 @@ DENSE = {"dense_4096x4096": (4096, 4096), "dense_11008x4096": (11008, 4096),
          "dense_4096x11008": (4096, 11008)}
 
 
-def quantized(model):
-    from torchao.quantization import Int8WeightOnlyConfig, quantize_
+GROUP = 32  # int4 values per scale
+
+
+def quantized(model, scheme):
+    from torchao.quantization import (Int8WeightOnlyConfig, IntxWeightOnlyConfig, PerGroup,
+                                      quantize_)
+    config = (Int8WeightOnlyConfig() if scheme == "int8" else
+              IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(GROUP)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        quantize_(model, Int8WeightOnlyConfig())
+        quantize_(model, config)
     return model
 
 
-def make(name):
-    """(float model, quantized model, inputs, int8 weight bytes)."""
+def quantized_bytes(numel, scheme):
+    return numel if scheme == "int8" else numel // 2 + 4 * numel // GROUP
+
+
+def make(name, scheme):
+    """(float model, quantized model, inputs, the linear layers' weights)."""
     torch.manual_seed(0)
     if name in DENSE:
         n, k = DENSE[name]
@@ -62,7 +78,7 @@ def make(name):
                                        use_cache=False)
         fp = transformers.LlamaForCausalLM(cfg).eval()
         inputs = (torch.randint(0, cfg.vocab_size, (1, 1)),)
-    q = quantized(_copy(fp))
+    q = quantized(_copy(fp), scheme)
     weights = sum(m.weight.numel() for m in fp.modules() if isinstance(m, torch.nn.Linear))
     return fp, q, inputs, weights
 
@@ -97,12 +113,14 @@ def run(args):
     for name in args.models.split(","):
         names = list(DENSE) if name == "dense" else [name]
         for n in names:
-            rows += one_model(n, args)
+            for scheme in args.weights.split(","):
+                rows += one_model(n, scheme, args)
     return rows
 
 
-def one_model(name, args):
-    fp, q, inputs, weights = make(name)
+def one_model(name, scheme, args):
+    fp, q, inputs, numel = make(name, scheme)
+    weights = quantized_bytes(numel, scheme)
     if name == "llama":
         fp, q = Logits(fp), Logits(q)
     with torch.no_grad():
@@ -116,22 +134,29 @@ def one_model(name, args):
         torch.set_num_threads(threads)
         engines = [e2e.ember_engine(lib_fp, inputs), e2e.ember_engine(lib_q, inputs),
                    e2e.torch_engine(fp, inputs), e2e.torch_engine(q, inputs)]
-        for e, label in zip(engines, ("ember_fp32", "ember_int8", "torch_fp32", "torch_int8")):
+        for e, label in zip(engines, ("ember_fp32", "ember_q", "torch_fp32", "torch_q")):
             e.name = label
         with torch.no_grad():
             res = e2e.measure(engines, args.rounds, 0, args.seconds, 0.5, rotate=True)
         got_fp, got_q = engines[0].outputs()[0], engines[1].outputs()[0]
         scale = float(np.abs(want_q).max())
-        row = {"model": name, "threads": threads, "build_s": (s_fp, s_q),
+        row = {"model": f"{name} {scheme}", "threads": threads, "build_s": (s_fp, s_q),
                "ms": {k: v[0] for k, v in res.items()},
                "err_q": float(np.abs(got_q - want_q).max()) / scale,
                "err_fp": float(np.abs(got_fp - want_fp).max()) / float(np.abs(want_fp).max()),
                "quant_err": float(np.abs(want_q - want_fp).max()) / scale}
         if name in DENSE:  # at this thread count
             row["stream_q"] = kernels.stream_gbps(weights, args.target, False)
-            row["stream_fp"] = kernels.stream_gbps(4 * weights, args.target, False)
-        row["gbps_q"] = weights / (row["ms"]["ember_int8"] * 1e6)
-        row["gbps_fp"] = 4 * weights / (row["ms"]["ember_fp32"] * 1e6)
+            row["stream_fp"] = kernels.stream_gbps(4 * numel, args.target, False)
+            # Cold: each run after evicting the caches, as a decoder's layer reads its
+            # weights from memory (a model's weights do not stay in the L3).
+            m = ember.GraphModule(lib_q)
+            m.set_input(0, inputs[0].numpy())
+            cold_ms = kernels._time_ms(m, True, 20)
+            row["cold_q"] = (weights / (cold_ms * 1e6),
+                             kernels.stream_gbps(weights, args.target, True))
+        row["gbps_q"] = weights / (row["ms"]["ember_q"] * 1e6)
+        row["gbps_fp"] = 4 * numel / (row["ms"]["ember_fp32"] * 1e6)
         rows.append(row)
         print_row(row)
     return rows
@@ -144,29 +169,33 @@ def print_row(r):
         stream = (f" | {r['gbps_q']:.1f} / {r['stream_q']:.1f} ({100 * r['gbps_q'] / r['stream_q']:.0f}%)"
                   f" | {r['gbps_fp']:.1f} / {r['stream_fp']:.1f} "
                   f"({100 * r['gbps_fp'] / r['stream_fp']:.0f}%)")
+        cold, stream_cold = r["cold_q"]
+        stream += f" | {cold:.1f} / {stream_cold:.1f} ({100 * cold / stream_cold:.0f}%)"
     else:
-        stream = " | - | -"
-    print(f"| {r['model']} | {r['threads']} | {e2e.fmt_ms(ms['ember_int8'])} "
-          f"| {e2e.fmt_ms(ms['ember_fp32'])} | {ms['ember_fp32'] / ms['ember_int8']:.2f} "
-          f"| {e2e.fmt_ms(ms['torch_fp32'])} | {e2e.fmt_ms(ms['torch_int8'])}{stream} "
+        stream = " | - | - | -"
+    print(f"| {r['model']} | {r['threads']} | {e2e.fmt_ms(ms['ember_q'])} "
+          f"| {e2e.fmt_ms(ms['ember_fp32'])} | {ms['ember_fp32'] / ms['ember_q']:.2f} "
+          f"| {e2e.fmt_ms(ms['torch_fp32'])} | {e2e.fmt_ms(ms['torch_q'])}{stream} "
           f"| {r['err_q']:.1e} | {r['quant_err']:.1e} | {r['err_fp']:.1e} |", flush=True)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default="dense,llama", help="dense (three layers), llama")
+    p.add_argument("--weights", default="int8,int4", help="int8, int4 (torchao's schemes)")
     p.add_argument("--threads", default="1,2")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--seconds", type=float, default=0.3)
     p.add_argument("--target", default="llvm")
     args = p.parse_args()
-    print(f"# weight-only int8: {platform.processor() or platform.machine()}, target "
+    print(f"# weight-only int8/int4: {platform.processor() or platform.machine()}, target "
           f"{args.target!r}, {args.rounds} interleaved rounds, medians; load average "
           f"{os.getloadavg()[0]:.1f}\n")
-    print("| model | threads | Ember int8 ms | Ember fp32 ms | fp32 / int8 | PyTorch fp32 ms "
-          "| torchao int8 ms | int8 GB/s / stream | fp32 GB/s / stream | error vs torchao "
-          "int8 | int8 vs fp32 (quantization) | fp32 error |")
-    print("|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|")
+    print("| model | threads | Ember quantized ms | Ember fp32 ms | fp32 / quantized "
+          "| PyTorch fp32 ms | torchao ms | quantized GB/s / stream | fp32 GB/s / stream "
+          "| quantized GB/s / stream, cold | error vs torchao | torchao vs fp32 (quantization) "
+          "| fp32 error |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|---|---|---:|---:|---:|")
     run(args)
 
 

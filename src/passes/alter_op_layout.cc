@@ -15,26 +15,29 @@ using namespace ir;
 
 namespace {
 
-// nn.dense_u8s8 (nn.dense_bf16) by a constant weight [N, K/4] ([N, K/2]) of int32 words,
-// packed in panels as a float dense's: each k
-// step of its register tile then loads a vector of contiguous words.
-Expr pack_dense_u8s8(const CallNode* c, const std::vector<Expr>& in, const MachineModel& machine) {
-  if (!as<ConstantNode>(in[1])) return nullptr;
-  const int64_t n = in[1]->type.tensor().shape[0];
+// nn.dense_u8s8 (nn.dense_bf16, nn.dense_int4) by a constant weight [N, K/4] ([N, K/2],
+// [N, K/8]) of int32 words, input `at`, packed in panels as a float dense's: each k step of
+// its register tile then loads a vector of contiguous words.
+Expr pack_word_dense(const CallNode* c, const std::vector<Expr>& in, const MachineModel& machine,
+                     size_t at = 1) {
+  if (!as<ConstantNode>(in[at])) return nullptr;
+  const int64_t n = in[at]->type.tensor().shape[0];
   int64_t block = vector_lanes_for(machine, n, DType::Int32);
   if (n % block != 0 && n <= 4 * machine.lanes(DType::Int32)) block = n;
-  Expr packed = call("nn.pack_dense_weight", {in[1]}, Attrs().with("block", block), in[1]->name);
-  return call(c->op->name + "_packed", {in[0], packed}, c->attrs.with("units", n), c->name);
+  std::vector<Expr> args = in;
+  args[at] = call("nn.pack_dense_weight", {in[at]}, Attrs().with("block", block), in[at]->name);
+  return call(c->op->name + "_packed", args, c->attrs.with("units", n), c->name);
 }
 
 // nn.dense, and nn.matmul by a constant [K, N] matrix (x @ W in a hand-written module), with
 // the weight packed in panels: the matmul's weight rows are N apart, so every k step of its
 // register tile would touch a new cache line and page (calibration: dense weight panels).
 Expr pack_dense(const CallNode* c, const std::vector<Expr>& in, const MachineModel& machine) {
+  if (c->op && c->op->name == "nn.dense_int4") return pack_word_dense(c, in, machine, 2);
   if (!c->op || in.size() != 2) return nullptr;
   // nn.dense_bf16's weight words (two bfloat16 along K) pack as the int8 words do.
   if (c->op->name == "nn.dense_u8s8" || c->op->name == "nn.dense_bf16")
-    return pack_dense_u8s8(c, in, machine);
+    return pack_word_dense(c, in, machine);
   const bool matmul = c->op->name == "nn.matmul";
   if (!matmul && c->op->name != "nn.dense") return nullptr;
   auto* w = as<ConstantNode>(in[1]);

@@ -152,9 +152,175 @@ Expr int8_conv(const CallNode* conv, const MachineModel& machine) {
   return scaled(acc, *x, *w, {w->w->type.tensor().shape[0], 1, 1}, name);
 }
 
+// A batch-1 row x float32 [1, K] (any rank, leading sizes 1) as 16-bit integers
+// q = round(x / s), s = max|x| / 32767 (the row's largest magnitude to the integer's), and
+// q's two bytes, q = 256 hi + lo with lo in [0, 255] and hi in [-128, 127] (float32 values,
+// all exact). x's rounding is at most s / 2 an element, 2^-16 of its largest magnitude.
+struct Row16 {
+  Expr s, q, hi, lo;
+};
+
+Row16 sixteen_bits(const Expr& x, const std::string& name) {
+  const auto rank = static_cast<int64_t>(x->type.tensor().ndim());
+  auto number = [&](double v) { return scalar(DType::Float32, v); };
+  auto with = [&](const char* op, std::vector<Expr> args, Attrs attrs = {}) {
+    return call(op, std::move(args), std::move(attrs), name);
+  };
+  Expr amax = with("max", {with("abs", {x})},
+                   Attrs({{"axis", std::vector<int64_t>{rank - 1}}, {"keepdims", int64_t{1}}}));
+  // An all-zero row keeps a positive scale (its q is 0); a non-finite one stays non-finite.
+  Expr s = with("multiply", {with("maximum", {amax, number(1e-30)}), number(1.0 / 32767)});
+  Expr q = with("round", {with("divide", {x, s})});
+  Expr hi = with("floor", {with("multiply", {q, number(1.0 / 256)})});
+  return {s, q, hi, with("subtract", {q, with("multiply", {hi, number(256)})})};
+}
+
+// Whether x is one static float32 row (a GEMV, bound by reading the weights). With more
+// rows the float32 GEMM was as fast or faster (Zen 4: 0.9x at 3 rows, 0.73x at 128; the
+// register tile's rows of bytes re-read the weights).
+bool one_row(const Expr& x) {
+  const TensorType& t = x->type.tensor();
+  if (t.dtype != DType::Float32 || t.ndim() < 1 || t.symbolic()) return false;
+  for (size_t d = 0; d + 1 < t.ndim(); ++d)
+    if (t.shape[d] != 1) return false;
+  return true;
+}
+
+// A weight-only batch-1 dense: x float32 [1, K] by a constant int8 W [N, K], each weight
+// converted to float as the kernel reads it, three instructions a vector of weights where
+// vpdpbusd takes four bytes of 16 weights in one. With x as 16 bits in two rows of bytes
+// [lo, hi + 128], the dense by W reads each weight word once for both rows, and
+//   x W^T ~ s q W^T = s (256 (z_hi - 128 sum_k W[n, k]) + z_lo).
+Expr weight_only_dense(const CallNode* dense) {
+  const Expr &x = dense->args[0], &w = dense->args[1];
+  auto* wc = as<ConstantNode>(w);
+  if (!wc || w->type.tensor().dtype != DType::Int8 || !one_row(x) ||
+      w->type.tensor().shape[1] > 65536)  // z_hi < 2^31
+    return nullptr;
+  const std::string& name = dense->name;
+  const auto rank = static_cast<int64_t>(x->type.tensor().ndim());
+  auto with = [&](const char* op, std::vector<Expr> args, Attrs attrs = {}) {
+    return call(op, std::move(args), std::move(attrs), name);
+  };
+  const Row16 r = sixteen_bits(x, name);
+  auto row = [&](Expr v) {
+    return with("expand_dims", {with("cast", {v}, Attrs().with("dtype", std::string("uint8")))},
+                Attrs().with("axis", rank - 1));
+  };
+  Expr bytes =
+      with("concatenate", {row(r.lo), row(with("add", {r.hi, scalar(DType::Float32, 128)}))},
+           Attrs().with("axis", rank - 1));
+  Expr z = with("nn.dense_u8s8", {with("nn.pack_bytes4", {bytes}), with("nn.pack_bytes4", {w})});
+  // z_hi's bytes were hi + 128: its correction is 128 times each output's weight sum.
+  const int64_t n = w->type.tensor().shape[0], k = w->type.tensor().shape[1];
+  runtime::NDArray correction = runtime::NDArray::empty({2, n}, DType::Int32);
+  const auto* wv = wc->value.data_as<int8_t>();
+  int32_t* cv = correction.data_as<int32_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    int32_t total = 0;
+    for (int64_t j = 0; j < k; ++j) total += wv[i * k + j];
+    cv[i] = 0;
+    cv[n + i] = 128 * total;
+  }
+  runtime::NDArray weights = runtime::NDArray::empty({2, 1}, DType::Float32);
+  weights.data_as<float>()[0] = 1.0f;
+  weights.data_as<float>()[1] = 256.0f;
+  Expr zf = with("cast", {with("subtract", {z, constant(correction)})},
+                 Attrs().with("dtype", std::string("float32")));
+  Expr sums = with("sum", {with("multiply", {zf, constant(weights)})},
+                   Attrs({{"axis", std::vector<int64_t>{rank - 1}}, {"keepdims", int64_t{0}}}));
+  return with("multiply", {sums, r.s});
+}
+
+// torchao's 4-bit weight with a scale per group of K, as it imports:
+//   reshape((cast(reshape(Q)) - cast(reshape(Z))) * reshape(S), [N, K])
+// Q a constant int8 [N, K] of values in [-8, 7], Z zeros [N, G], S float32 [N, G].
+struct Int4Weights {
+  const ConstantNode *q, *scale;
+  int64_t group;
+};
+
+std::optional<Int4Weights> int4_weights(const Expr& e) {
+  auto* r = op_call(e, "reshape");
+  auto* mul = r ? op_call(r->args[0], "multiply") : nullptr;
+  if (!mul || mul->type.tensor().ndim() != 3) return std::nullopt;
+  Expr centered = mul->args[0];
+  if (auto* sub = op_call(centered, "subtract")) {
+    if (!zeros(sub->args[1])) return std::nullopt;
+    centered = sub->args[0];
+  }
+  auto* q = as<ConstantNode>(peel(centered));
+  auto* scale = as<ConstantNode>(peel(mul->args[1]));
+  const std::vector<int64_t>& grouped = mul->type.tensor().shape;  // [N, G, group]
+  if (!q || !scale || q->type.tensor().dtype != DType::Int8 || q->type.tensor().ndim() != 2 ||
+      scale->type.tensor().dtype != DType::Float32 ||
+      scale->value.numel() != grouped[0] * grouped[1] ||
+      mul->args[1]->type.tensor().shape != std::vector<int64_t>{grouped[0], grouped[1], 1})
+    return std::nullopt;
+  const auto* v = q->value.data_as<int8_t>();
+  for (int64_t i = 0; i < q->value.numel(); ++i)
+    if (v[i] < -8 || v[i] > 7) return std::nullopt;
+  return Int4Weights{q, scale, grouped[2]};
+}
+
+// A weight-only batch-1 dense by 4-bit weights in groups (int4 above) -> nn.dense_int4
+// (nn_int4.cc) of x's 16 bits in two rows of bytes [lo; hi], each group's sum of q, the
+// weights as words of eight nibbles q + 8 and the scales [G, N]; times x's scale.
+Expr weight_only_int4_dense(const CallNode* dense) {
+  const Expr& x = dense->args[0];
+  auto w = one_row(x) ? int4_weights(dense->args[1]) : std::nullopt;
+  // The group's exact sum is an int32 and its sum of q a float32 integer below 2^24.
+  if (!w || w->group % 8 != 0 || w->group > 512) return nullptr;
+  const std::string& name = dense->name;
+  const int64_t n = w->q->type.tensor().shape[0], k = w->q->type.tensor().shape[1];
+  const int64_t groups = k / w->group;
+  auto with = [&](const char* op, std::vector<Expr> args, Attrs attrs = {}) {
+    return call(op, std::move(args), std::move(attrs), name);
+  };
+  auto shaped = [&](Expr e, std::vector<int64_t> shape) {
+    return with("reshape", {e}, Attrs().with("newshape", shape));
+  };
+  const Row16 r = sixteen_bits(shaped(x, {1, k}), name);
+  auto bytes = [&](Expr v, const char* dtype) {
+    return with("nn.pack_bytes4", {with("cast", {v}, Attrs().with("dtype", std::string(dtype)))});
+  };
+  Expr x4 = with("concatenate", {bytes(r.lo, "uint8"), bytes(r.hi, "int8")},
+                 Attrs().with("axis", int64_t{0}));
+  Expr sums = with("cast",
+                   {with("sum", {shaped(r.q, {groups, w->group})},
+                         Attrs({{"axis", std::vector<int64_t>{1}}, {"keepdims", int64_t{0}}}))},
+                   Attrs().with("dtype", std::string("int32")));
+  runtime::NDArray words = runtime::NDArray::empty({n, k / 8}, DType::Int32);
+  runtime::NDArray scales = runtime::NDArray::empty({groups, n}, DType::Float32);
+  const auto* q = w->q->value.data_as<int8_t>();
+  const auto* s = w->scale->value.data_as<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < k / 8; ++j) {
+      uint32_t word = 0;
+      for (int b = 0; b < 4; ++b) {
+        const auto low = static_cast<uint32_t>(q[i * k + 8 * j + b] + 8);
+        const auto high = static_cast<uint32_t>(q[i * k + 8 * j + 4 + b] + 8);
+        word |= (low | high << 4) << (8 * b);
+      }
+      words.data_as<int32_t>()[i * (k / 8) + j] = static_cast<int32_t>(word);
+    }
+    for (int64_t g = 0; g < groups; ++g) scales.data_as<float>()[g * n + i] = s[i * groups + g];
+  }
+  Expr y = with("nn.dense_int4", {x4, sums, constant(words), constant(scales)},
+                Attrs().with("group", w->group));
+  y = with("multiply", {y, r.s});
+  return y->type.tensor().shape == dense->type.tensor().shape
+             ? y
+             : shaped(y, dense->type.tensor().shape);
+}
+
 Expr int8_product(const CallNode* c, const MachineModel& machine) {
   if (!c->op || c->args.size() != 2) return nullptr;
-  if (c->op->name == "nn.dense") return int8_dense(c);
+  if (c->op->name == "nn.dense") {
+    if (Expr r = weight_only_dense(c)) return r;
+    if (Expr r = weight_only_int4_dense(c)) return r;
+    return int8_dense(c);
+  }
   if (c->op->name == "nn.conv2d") return int8_conv(c, machine);
   return nullptr;
 }

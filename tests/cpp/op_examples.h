@@ -73,6 +73,14 @@ inline std::map<std::string, std::function<Expr(std::vector<Expr>&)>> examples()
          Expr w = p.emplace_back(var("w4", TensorType{{7, 10}, DType::Int32}));
          return call("nn.dense_u8s8", {x, w});
        }},
+      {"nn.dense_int4",  // two groups of 16: x4 [2, K/4], sums [G], w [N, K/8], scales [G, N]
+       [](auto& p) {
+         Expr x = p.emplace_back(var("x4", TensorType{{2, 8}, DType::Int32}));
+         Expr t = p.emplace_back(var("t", TensorType{{2}, DType::Int32}));
+         Expr w = p.emplace_back(var("w8", TensorType{{7, 4}, DType::Int32}));
+         Expr s = p.emplace_back(f32("s", {2, 7}));
+         return call("nn.dense_int4", {x, t, w, s}, Attrs({{"group", int64_t{16}}}));
+       }},
       {"nn.pack_bf16_pairs",
        [](auto& p) {
          return call("nn.pack_bf16_pairs",
@@ -336,6 +344,17 @@ inline std::map<std::string, std::function<Expr(std::vector<Expr>&)>> cpu_layout
                        {p.emplace_back(var("w4", TensorType{{10, 16}, DType::Int32}))},
                        Attrs({{"block", i(4)}}));
          return call("nn.dense_u8s8_packed", {x, w}, Attrs({{"units", i(10)}}));
+       }},
+      {"nn.dense_int4_packed",
+       [=](auto& p) {
+         Expr x = p.emplace_back(var("x4", TensorType{{2, 8}, DType::Int32}));
+         Expr t = p.emplace_back(var("t", TensorType{{2}, DType::Int32}));
+         Expr w = call("nn.pack_dense_weight",
+                       {p.emplace_back(var("w8", TensorType{{10, 4}, DType::Int32}))},
+                       Attrs({{"block", i(4)}}));
+         Expr s = p.emplace_back(f32("s", {2, 10}));
+         return call("nn.dense_int4_packed", {x, t, w, s},
+                     Attrs({{"group", i(16)}, {"units", i(10)}}));
        }},
       {"nn.dense_bf16_packed",
        [=](auto& p) {

@@ -23,7 +23,27 @@ namespace ember::passes {
 /// for K up to 16384), so the result is rounded once, where the float product rounded each
 /// term. Everything but the product and the activations' packing is constant and
 /// FoldConstant evaluates it; the scale (and what follows: bias, activation, the next
-/// quantize) is the kernel's epilogue. Elsewhere (no VNNI at the target's width, where the
+/// quantize) is the kernel's epilogue.
+///
+/// A weight-only batch-1 dense, nn.dense(x, W) with x float32 [1, K] and W a constant int8
+/// [N, K] (RecognizePatterns' form of torchao's Int8WeightOnlyConfig), becomes the same
+/// int8 product over x taken to 16-bit integers q = round(x / s), s = max|x| / 32767, split
+/// in two bytes q = 256 hi + lo:
+///
+///   s * sum_r c_r (nn.dense_u8s8(pack_bytes4([lo; hi + 128]), pack_bytes4(W))[r] - z_r)
+///
+/// with c = (1, 256) and z = (0, 128 sum_k W[n, k]): each weight word is read once for both
+/// rows and nothing is converted, where the float kernel converts every weight (three
+/// instructions a vector). x's rounding adds at most s / 2 an element, 2^-16 of its largest
+/// magnitude (far below the weights' quantization error). More rows keep the float dense
+/// (the GEMM is compute-bound, and the rows of bytes would re-read the weights).
+///
+/// torchao's 4-bit weights with a scale per group (IntxWeightOnlyConfig(weight_dtype=int4,
+/// granularity=PerGroup(g)), symmetric: Q int8 of values in [-8, 7], zero points 0) at batch
+/// 1 become nn.dense_int4 of the same two byte rows (the high one signed), each group's sum of
+/// q, the weights as words of eight nibbles q + 8 and the scales [G, N]: an eighth of float32's
+/// weight bytes, the groups' exact sums scaled in float32 (g a multiple of 8, at most 512).
+/// Elsewhere (no VNNI at the target's width, where the
 /// int8 kernel would be slower than float32) and for any other form the op is left as it is.
 /// `int8_dot`: the target's MachineModel::int8_dot (or the config's override, PassEnv);
 /// `machine`: the target's model (its vector width and channel blocks).

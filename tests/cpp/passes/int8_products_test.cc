@@ -104,5 +104,76 @@ TEST(Int8Products, Pt2eConvBecomesTheInt8ConvWhereItsRowsHoldAVectorOrItRunsBloc
   EXPECT_EQ(count_calls(int8_products(conv(7, 1, 32, 32), true, k512), "nn.conv2d_u8s8"), 1);
 }
 
+// A weight-only batch-1 dense (float activations by a constant int8 weight, as
+// RecognizePatterns leaves torchao's Int8WeightOnlyConfig) becomes the int8 product of the
+// row's two bytes (16-bit activations) on VNNI machines: one nn.dense_u8s8 over two rows of
+// words, its high row's correction 128 times each output's weight sum, the float sum of the
+// two rows (256 z_hi + z_lo) times the row's scale. More rows, a float weight or a machine
+// without int8 dot products keep the dense.
+TEST(Int8Products, WeightOnlyGemvTakesTheActivationsToTwoBytes) {
+  auto dense = [](int64_t rows, DType w) {
+    Expr x = var("x", TensorType{{rows, 8}, DType::Float32});
+    return function({x}, call("nn.dense", {x, filled({6, 8}, w, 3)}, {}, "fc"));
+  };
+  Function gemv = dense(1, DType::Int8);
+  Function got = int8_products(gemv, true, k512);
+  EXPECT_EQ(count_calls(got, "nn.dense"), 0) << to_string(Expr(got));
+  EXPECT_EQ(count_calls(got, "nn.dense_u8s8"), 1);
+  EXPECT_EQ(count_calls(got, "nn.pack_bytes4"), 2);
+  EXPECT_EQ(count_calls(got, "max"), 1);  // the row's scale
+  EXPECT_EQ(got->body->type, gemv->body->type);
+  for (auto& e : post_order(got->body)) {
+    auto* c = as<CallNode>(e);
+    if (!c || !c->op || c->op->name != "nn.dense_u8s8") continue;
+    EXPECT_EQ(c->type.tensor().shape, (std::vector<int64_t>{1, 2, 6}));  // [lo, hi] rows
+  }
+  bool corrected = false;
+  for (auto& e : post_order(got->body))
+    if (auto* k = as<ConstantNode>(e); k && k->type.tensor().dtype == DType::Int32 &&
+                                       k->type.tensor().shape == std::vector<int64_t>{2, 6})
+      corrected = k->value.data_as<int32_t>()[0] == 0 && k->value.data_as<int32_t>()[6] == 128 * 24;
+  EXPECT_TRUE(corrected);
+  for (Function f : {dense(3, DType::Int8), dense(1, DType::Float32)})
+    EXPECT_TRUE(structural_equal(int8_products(f, true, k512), f));
+  EXPECT_TRUE(structural_equal(int8_products(gemv, false, k512), gemv));
+}
+
+// torchao's 4-bit weights in groups, as they import: a batch-1 dense becomes nn.dense_int4
+// over words of eight nibbles (q + 8) and the scales [G, N]; weights outside [-8, 7], groups
+// that are not a multiple of 8 and more rows keep the dense.
+TEST(Int8Products, Int4GroupedGemvBecomesTheNibbleDense) {
+  auto grouped = [](int64_t rows, int64_t group, double value) {
+    const int64_t n = 4, k = 32, g = k / group;
+    Expr x = var("x", TensorType{{rows, k}, DType::Float32});
+    auto shaped = [](Expr e, std::vector<int64_t> shape) {
+      return call("reshape", {e}, Attrs().with("newshape", shape));
+    };
+    Expr q =
+        call("cast", {shaped(filled({n, k}, DType::Int8, value), {n, g, group})}, to("float32"));
+    Expr z = call("cast", {shaped(filled({n, g}, DType::Int8, 0), {n, g, 1})}, to("float32"));
+    Expr w = call("multiply", {call("subtract", {q, z}),
+                               shaped(filled({n, g}, DType::Float32, 0.5), {n, g, 1})});
+    return function({x}, call("nn.dense", {x, shaped(w, {n, k})}, {}, "fc"));
+  };
+  Function f = grouped(1, 16, -3);
+  Function got = int8_products(f, true, k512);
+  EXPECT_EQ(count_calls(got, "nn.dense"), 0) << to_string(Expr(got));
+  EXPECT_EQ(count_calls(got, "nn.dense_int4"), 1);
+  EXPECT_EQ(got->body->type, f->body->type);
+  for (auto& e : post_order(got->body)) {
+    auto* c = as<CallNode>(e);
+    if (!c || !c->op || c->op->name != "nn.dense_int4") continue;
+    EXPECT_EQ(c->attrs.get_int("group", 0), 16);
+    auto* words = as<ConstantNode>(c->args[2]);
+    ASSERT_NE(words, nullptr);
+    EXPECT_EQ(words->type.tensor().shape, (std::vector<int64_t>{4, 4}));
+    EXPECT_EQ(static_cast<uint32_t>(words->value.data_as<int32_t>()[0]), 0x55555555u);  // -3 + 8
+    EXPECT_EQ(c->args[3]->type.tensor().shape, (std::vector<int64_t>{2, 4}));           // [G, N]
+  }
+  for (Function near : {grouped(1, 16, 9), grouped(1, 4, -3), grouped(2, 16, -3)})
+    EXPECT_TRUE(structural_equal(int8_products(near, true, k512), near));
+  EXPECT_TRUE(structural_equal(int8_products(f, false, k512), f));
+}
+
 }  // namespace
 }  // namespace ember::passes
