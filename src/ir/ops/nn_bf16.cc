@@ -1,9 +1,10 @@
 // bfloat16 products (issue 45): nn.pack_bf16_pairs, nn.dense_bf16 and its panel-packed form
-// nn.dense_bf16_packed. A bfloat16 GEMM's operands travel as int32 words of two consecutive
-// bfloat16 values along K (element 2k in the low half, as one load of the pair would read
-// them), so that one dot_bf16 (vdpbf16ps on AVX512_BF16 CPUs) adds two products into each
-// float32 lane: x2 [..., K/2] holds the activations, w2 [N, K/2] the weights. The result is
-// float32 (the sums accumulate in float32, as PyTorch's bfloat16 GEMM); the caller rounds.
+// nn.dense_bf16_packed (the conv over words of two channels is nn_conv.cc's nn.conv2d_bf16).
+// A bfloat16 GEMM's operands travel as int32 words of two consecutive bfloat16 values along
+// K (element 2k in the low half, as one load of the pair would read them), so that one
+// dot_bf16 (vdpbf16ps on AVX512_BF16 CPUs) adds two products into each float32 lane: x2
+// [..., K/2] holds the activations, w2 [N, K/2] the weights. The result is float32 (the sums
+// accumulate in float32, as PyTorch's bfloat16 GEMM); the caller rounds.
 #include <functional>
 #include <string>
 #include <utility>
