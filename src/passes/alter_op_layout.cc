@@ -242,9 +242,22 @@ int64_t int8_conv_in_block(const MachineModel& machine, int64_t channels) {
 // packing kernel runs. Wherever the channel block takes whole words: the NCHW form's vectors
 // run along the rows, which narrow images leave mostly empty (a 7 x 7 stage ran at a fifth
 // of the float32 blocked conv's speed on Zen 4).
+// Its depthwise form (uint8 bytes by one int8 weight per channel and tap) runs blocked in
+// the int32 lanes' block of its channels, which the int8 convs around it (MobileNetV2's
+// expand and project) take too: their quantizing epilogues stay blocked in between. Its
+// weight packs as a float depthwise conv's, widened to float32 (whole numbers) once here
+// rather than per tile in the kernel.
 Expr block_conv_u8s8(const CallNode* c, const std::vector<Expr>& in, const MachineModel& machine,
                      Blocker& to_blocked) {
   if (!c->op || c->op->name != "nn.conv2d_u8s8" || !as<ConstantNode>(in[1])) return nullptr;
+  if (is_depthwise(c)) {
+    const int64_t block = channel_block_for(machine, channels_of(c), DType::Int32);
+    if (!block) return nullptr;
+    Expr widened = call("cast", {in[1]}, Attrs().with("dtype", std::string("float32")));
+    Expr packed = call("nn.pack_conv_weight", {widened},
+                       Attrs().with("in_block", int64_t{1}).with("out_block", block), in[1]->name);
+    return blocked_conv_call("nn.conv2d_u8s8_blocked", c, to_blocked(in[0], block), packed);
+  }
   const CallNode* pack = op_call(in[0], "nn.pack_bytes4");
   if (!pack || pack->attrs.get_int("axis", -1) != 1) return nullptr;
   const Expr& bytes = pack->args[0];
@@ -483,9 +496,11 @@ std::set<const ExprNode*> convs_to_block(const Function& f, const MachineModel& 
 
 }  // namespace
 
-bool blocks_int8_conv(const MachineModel& machine, int64_t channels, int64_t out_channels) {
-  return int8_conv_in_block(machine, channels) &&
-         channel_block_for(machine, out_channels, DType::Int32);
+bool blocks_int8_conv(const MachineModel& machine, int64_t channels, int64_t out_channels,
+                      bool depthwise) {
+  const int64_t in_block = depthwise ? channel_block_for(machine, channels, DType::Int32)
+                                     : int8_conv_in_block(machine, channels);
+  return in_block && channel_block_for(machine, out_channels, DType::Int32);
 }
 
 Function alter_op_layout(const Function& f, const MachineModel& machine) {

@@ -23,7 +23,10 @@ namespace ember::passes {
 ///  * nn.conv2d_u8s8 (int8 products, Int8Products) of pack_bytes4(Q) by constant weight words
 ///    becomes nn.conv2d_u8s8_blocked wherever blocks_int8_conv holds: Q blocked in the int32
 ///    lanes' channel block, packed into words along it, the weight words packed by
-///    nn.pack_conv_weight; the quantizing epilogue between two int8 convs stays blocked.
+///    nn.pack_conv_weight; the quantizing epilogue between two int8 convs stays blocked. Its
+///    depthwise form (uint8 bytes by one int8 weight per channel and tap) runs blocked in
+///    the int32 block of its channels, its weight packed as a float depthwise conv's and
+///    widened to float32.
 ///  * Elementwise ops keep the blocked layout: op(from_blocked(a), b) becomes
 ///    from_blocked(op(a, b')), where b' is b blocked (a residual of the same shape, a
 ///    per-channel constant [C, 1, 1]) or b itself (a scalar). A padded value stays blocked
@@ -39,7 +42,9 @@ ir::Function alter_op_layout(const ir::Function& f, const MachineModel& machine)
 
 /// Whether AlterOpLayout runs an int8 conv of `channels` input and `out_channels` output
 /// channels blocked: where channel_block_for gives both int32 blocks, the input's in whole
-/// words of four channels.
-bool blocks_int8_conv(const MachineModel& machine, int64_t channels, int64_t out_channels);
+/// words of four channels (`depthwise`: one group per channel, over the bytes themselves:
+/// any block).
+bool blocks_int8_conv(const MachineModel& machine, int64_t channels, int64_t out_channels,
+                      bool depthwise = false);
 
 }  // namespace ember::passes
