@@ -313,13 +313,20 @@ Expr through_pooling(const CallNode* c, const std::vector<Expr>& in) {
 // Ops that keep the values of pad channels finite (they grow at most linearly) and so may
 // run on them: a blocked conv multiplies pad input channels by zero weights, and 0 * inf is
 // NaN. Others (divide by a zero-padded constant, log, rsqrt, exp, ...) read the plain
-// layout when the blocked value is padded.
+// layout when the blocked value is padded. Rounding keeps a value finite, and so does a
+// cast to or from an integer type (integers have no infinity, and float32 holds every
+// int64 finitely): a quantize's round and cast to uint8 and a dequantize's cast back keep
+// an int8 conv's padded channels blocked (MobileNetV2's 24 in blocks of 16).
 bool keeps_pad_finite(const CallNode* c) {
-  static const std::set<std::string> ops = {
-      "add",      "subtract",     "multiply",       "maximum",    "minimum",       "nn.bias_add",
-      "negative", "abs",          "clip",           "nn.relu",    "nn.leaky_relu", "nn.gelu",
-      "nn.silu",  "nn.hardswish", "nn.hardsigmoid", "sigmoid",    "tanh",          "nn.elu",
-      "nn.selu",  "nn.celu",      "nn.mish",        "nn.softplus"};
+  static const std::set<std::string> ops = {"add",     "subtract",     "multiply",       "maximum",
+                                            "minimum", "nn.bias_add",  "negative",       "abs",
+                                            "clip",    "nn.relu",      "round",          "floor",
+                                            "ceil",    "trunc",        "nn.leaky_relu",  "nn.gelu",
+                                            "nn.silu", "nn.hardswish", "nn.hardsigmoid", "sigmoid",
+                                            "tanh",    "nn.elu",       "nn.selu",        "nn.celu",
+                                            "nn.mish", "nn.softplus"};
+  if (c->op->name == "cast")
+    return !is_float(c->type.tensor().dtype) || !is_float(c->args[0]->type.tensor().dtype);
   return ops.count(c->op->name) > 0;
 }
 
