@@ -297,21 +297,24 @@ def test_pt2e_convolutions_run_as_int8_convs_and_match_the_reference(size, targe
             assert np.abs(got - want).max() <= 0.1 * quantization_error, (mode, seed)
 
 
-@pytest.mark.parametrize("stride,target", [(1, "llvm"), (2, "llvm"),
-                                           (1, "llvm -vector-bits=256")])
-def test_pt2e_inverted_residual_runs_as_int8_convs_in_one_block(stride, target):
+@pytest.mark.parametrize("stride,target,relu6", [(1, "llvm", True), (2, "llvm", True),
+                                                 (1, "llvm -vector-bits=256", True),
+                                                 (1, "llvm", False)])
+def test_pt2e_inverted_residual_runs_as_int8_convs_in_one_block(stride, target, relu6):
     """MobileNetV2's block under PT2E: 1x1 expand, 3x3 depthwise (stride 1 with the residual,
     or 2), 1x1 project. With the int8 kernels forced on, all three are blocked int8 convs
     (the depthwise one over the expand's uint8 bytes, in the same block: no conversion and
     no float conv between them); the outputs match the converted module within a small part
-    of its quantization error."""
+    of its quantization error. Without the expand's ReLU6 the depthwise conv's input has a
+    zero point other than 0 (its padding and the weight sums' correction)."""
     import torch
     from test_quantized import quantize
 
     class InvertedResidual(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.expand = torch.nn.Sequential(torch.nn.Conv2d(16, 64, 1), torch.nn.ReLU6())
+            self.expand = torch.nn.Sequential(
+                torch.nn.Conv2d(16, 64, 1), torch.nn.ReLU6() if relu6 else torch.nn.Identity())
             self.depthwise = torch.nn.Sequential(
                 torch.nn.Conv2d(64, 64, 3, stride=stride, padding=1, groups=64),
                 torch.nn.ReLU6())
@@ -331,6 +334,7 @@ def test_pt2e_inverted_residual_runs_as_int8_convs_in_one_block(stride, target):
     kernels = [" ".join(k.ops) for k in lib.fusion_report()]
     convs = [i for i, k in enumerate(kernels) if "nn.conv2d_u8s8_blocked" in k]
     assert len(convs) == 3 and "nn.conv2d_blocked" not in " ".join(kernels), kernels
+    assert ("subtract" in kernels[convs[1]]) == (not relu6), kernels  # the zero point's
     # expand -> depthwise -> project, one kernel after another, pass NCHW[c]c bytes.
     assert convs == [convs[0], convs[0] + 1, convs[0] + 2], kernels
     assert not any(c in kernels[i] for i in convs[:2] for c in ("to_blocked", "from_blocked"))
