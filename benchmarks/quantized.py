@@ -19,9 +19,10 @@ Engines (timed as e2e.py times them: warm-up, interleaved rounds, the engine ord
 each round, medians of all calls; every engine at the same thread count):
   ember    Ember's build of the fp32 model
   ember_q  Ember's build of the converted GraphModule (from_pytorch takes it as it is); on
-           CPUs with VNNI the convs whose rows hold a vector and the classifier run as int8
-           products (Int8Products), the rest computes in float32 between the quantize /
-           dequantize nodes, which fuse into their neighbours' kernels
+           CPUs with VNNI the convs (blocked, or whose rows hold a vector; depthwise ones
+           too) and the classifier run as int8 products (Int8Products), the rest computes
+           in float32 between the quantize / dequantize nodes, which fuse into their
+           neighbours' kernels
   ember_qf the same graph built with the int8 products off (config Int8Products.int8_dot
            off): every layer in float32 between the Q/DQ nodes
   torch    PyTorch eager, fp32 model (the reference of the ratios)

@@ -1,5 +1,6 @@
 #include "llvm_codegen.h"
 
+#include <algorithm>
 #include <set>
 
 #include "ember/codegen/machine.h"
@@ -342,7 +343,9 @@ Value* LLVMCodeGen::emit(const PrimExpr& e) {
     }
     case PrimKind::Cast: {
       auto* op = e.as<CastNode>();
-      return emit_cast(e.dtype(), op->value.dtype(), emit(op->value));
+      Value* v = emit(op->value);
+      if (Value* r = emit_clipped_cast(e.dtype(), op->value, v)) return r;
+      return emit_cast(e.dtype(), op->value.dtype(), v);
     }
     case PrimKind::Reinterpret: {
       auto* op = e.as<ReinterpretNode>();
@@ -479,6 +482,48 @@ Value* LLVMCodeGen::emit_cast(DType to, DType from, Value* v) {
   if (is_float(from)) return emit_fptosi_sat(ty, v);
   if (is_float(to)) return b_.CreateSIToFP(v, ty);
   return b_.CreateSExtOrTrunc(v, ty);
+}
+
+namespace {
+
+// The range [lo, hi] of a clip with constant bounds (clip's min(max(x, lo), hi), either
+// way round), or false.
+bool clip_range(const PrimExpr& e, double* lo, double* hi) {
+  auto* outer = e.as<BinaryNode>();
+  if (!outer || (outer->op != BinaryOp::Min && outer->op != BinaryOp::Max)) return false;
+  const BinaryOp inner_op = outer->op == BinaryOp::Min ? BinaryOp::Max : BinaryOp::Min;
+  double o, i;
+  for (const PrimExpr* bound : {&outer->b, &outer->a}) {
+    const BinaryNode* inner = (bound == &outer->b ? outer->a : outer->b).as<BinaryNode>();
+    if (!inner || inner->op != inner_op || !as_float(*bound, &o)) continue;
+    if (as_float(inner->b, &i) || as_float(inner->a, &i)) {
+      *lo = std::min(o, i), *hi = std::max(o, i);
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+// A float32 or float64 clipped into the int32 range converts exactly with fptosi (an 8-bit
+// type takes the int32 value, truncated): of the saturating cast (emit_fptosi_sat: a clamp,
+// a compare and select for the top, a NaN test and select) only the NaN select remains,
+// and none where the clip's input is never NaN. A quantize (clip(round(x / s) + z, 0, 255)
+// cast to uint8, every int8 conv's epilogue) is then a conversion and a NaN select where it
+// took six instructions more. Null where the value is not such a clip.
+Value* LLVMCodeGen::emit_clipped_cast(DType to, const PrimExpr& value, Value* v) {
+  const DType from = value.dtype();
+  double lo, hi;
+  if ((from != DType::Float32 && from != DType::Float64) || !is_int(to) || to == DType::Bool ||
+      dtype_bytes(to) > 4 || !clip_range(value, &lo, &hi) || lo < -2147483648.0 ||
+      hi >= 2147483648.0)
+    return nullptr;
+  llvm::Type* i32 = shaped_like(b_.getInt32Ty(), v);
+  Value* r = b_.CreateFPToSI(v, i32);
+  if (!never_nan(value, nan_free_))
+    r = b_.CreateSelect(b_.CreateFCmpUNO(v, v), llvm::Constant::getNullValue(i32), r);
+  return b_.CreateTrunc(r, shaped_like(value_type(to), v));
 }
 
 // llvm.fptosi.sat without the intrinsic: x86 has no saturating conversion, so LLVM 19

@@ -39,6 +39,9 @@ class LLVMCodeGen {
   llvm::Value* emit_compare(const ir::CompareNode* op);
   llvm::Value* emit_cast(DType to, DType from, llvm::Value* v);
   llvm::Value* emit_fptosi_sat(llvm::Type* ty, llvm::Value* v);
+  /// The cast to `to` of `value` (emitted as v) when it is a clip into the int32 range: a
+  /// plain conversion (and a NaN select); null otherwise (emit_cast's saturating one).
+  llvm::Value* emit_clipped_cast(DType to, const ir::PrimExpr& value, llvm::Value* v);
   llvm::Value* emit_call(const ir::PrimCallNode* op);
   /// Intrinsic::Barrier; only a GPU target has one (the CPU target fails an internal check).
   virtual llvm::Value* emit_barrier();

@@ -271,10 +271,23 @@ Expr packed_channels(const Expr& words, const WordConvForm& form) {
 // in between), a word at a time, so no packing kernel runs. Wherever the channel block takes
 // whole words: the NCHW form's vectors run along the rows, which narrow images leave mostly
 // empty (an int8 7 x 7 stage ran at a fifth of the float32 blocked conv's speed on Zen 4).
+// The int8 depthwise form (uint8 bytes by one int8 weight per channel and tap) runs blocked
+// in the int32 lanes' block of its channels, which the int8 convs around it (MobileNetV2's
+// expand and project) take too: their quantizing epilogues stay blocked in between. Its
+// weight packs as a float depthwise conv's, widened to float32 (whole numbers) once here
+// rather than per tile in the kernel.
 Expr block_word_conv(const CallNode* c, const std::vector<Expr>& in, const MachineModel& machine,
                      Blocker& to_blocked) {
   const WordConvForm* form = word_conv_form(c);
   if (!form || !as<ConstantNode>(in[1])) return nullptr;
+  if (is_depthwise(c)) {  // only int8 convs are depthwise (Int8Products)
+    const int64_t block = channel_block_for(machine, channels_of(c), DType::Int32);
+    if (!block) return nullptr;
+    Expr widened = call("cast", {in[1]}, Attrs().with("dtype", std::string("float32")));
+    Expr packed = call("nn.pack_conv_weight", {widened},
+                       Attrs().with("in_block", int64_t{1}).with("out_block", block), in[1]->name);
+    return blocked_conv_call(form->blocked, c, to_blocked(in[0], block), packed);
+  }
   const Expr x = packed_channels(in[0], *form);
   if (!x) return nullptr;
   const int64_t ci = word_conv_in_block(machine, x->type.tensor().shape[1], form->per_word);
@@ -330,15 +343,21 @@ Expr through_pooling(const CallNode* c, const std::vector<Expr>& in) {
 // Ops that keep the values of pad channels finite (they grow at most linearly) and so may
 // run on them: a blocked conv multiplies pad input channels by zero weights, and 0 * inf is
 // NaN. Others (divide by a zero-padded constant, log, rsqrt, exp, ...) read the plain
-// layout when the blocked value is padded.
+// layout when the blocked value is padded. Rounding keeps a value finite, and so does a
+// cast to or from an integer type (integers have no infinity, and float32 holds every
+// int64 finitely): a quantize's round and cast to uint8 and a dequantize's cast back keep
+// an int8 conv's padded channels blocked (MobileNetV2's 24 in blocks of 16).
 bool keeps_pad_finite(const CallNode* c) {
-  static const std::set<std::string> ops = {
-      "add",      "subtract",     "multiply",       "maximum",    "minimum",       "nn.bias_add",
-      "negative", "abs",          "clip",           "nn.relu",    "nn.leaky_relu", "nn.gelu",
-      "nn.silu",  "nn.hardswish", "nn.hardsigmoid", "sigmoid",    "tanh",          "nn.elu",
-      "nn.selu",  "nn.celu",      "nn.mish",        "nn.softplus"};
-  // A cast to a float type (a bfloat16 model's rounding between its convs) keeps them finite.
-  if (c->op->name == "cast") return is_float(c->type.tensor().dtype);
+  static const std::set<std::string> ops = {"add",     "subtract",     "multiply",       "maximum",
+                                            "minimum", "nn.bias_add",  "negative",       "abs",
+                                            "clip",    "nn.relu",      "round",          "floor",
+                                            "ceil",    "trunc",        "nn.leaky_relu",  "nn.gelu",
+                                            "nn.silu", "nn.hardswish", "nn.hardsigmoid", "sigmoid",
+                                            "tanh",    "nn.elu",       "nn.selu",        "nn.celu",
+                                            "nn.mish", "nn.softplus"};
+  // Every cast: to or from an integer type (no infinity there), or between float types of
+  // one range (a bfloat16 model's rounding between its convs).
+  if (c->op->name == "cast") return true;
   return ops.count(c->op->name) > 0;
 }
 
@@ -519,9 +538,10 @@ std::set<const ExprNode*> convs_to_block(const Function& f, const MachineModel& 
 }  // namespace
 
 bool blocks_word_conv(const MachineModel& machine, int64_t channels, int64_t out_channels,
-                      int64_t per_word) {
-  return word_conv_in_block(machine, channels, per_word) &&
-         channel_block_for(machine, out_channels, DType::Int32);
+                      int64_t per_word, bool depthwise) {
+  const int64_t in_block = depthwise ? channel_block_for(machine, channels, DType::Int32)
+                                     : word_conv_in_block(machine, channels, per_word);
+  return in_block && channel_block_for(machine, out_channels, DType::Int32);
 }
 
 Function alter_op_layout(const Function& f, const MachineModel& machine) {

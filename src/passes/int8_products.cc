@@ -92,28 +92,31 @@ Expr scalar(DType t, double v) {
   return constant(a);
 }
 
-// The float result of an exact int32 product `acc` of `x` and `w`: (acc - zx * the sum of
-// each output channel's weights) * (sx * sw), per channel shaped as `channel` (the output's
-// channel axis and the axes after it).
+// The float result of an exact product `acc` of `x` and `w` (int32 sums, or float32 ones
+// holding whole numbers exactly: a depthwise conv's): (acc - zx * the sum of each output
+// channel's weights) * (sx * sw), per channel shaped as `channel` (the output's channel
+// axis and the axes after it).
 Expr scaled(Expr acc, const Activations& x, const Weights& w, const std::vector<int64_t>& channel,
             const std::string& name) {
   const size_t rank = w.w->type.tensor().ndim();
+  const DType sums_type = acc->type.tensor().dtype;
   if (x.zero != 0) {
     std::vector<int64_t> axes;
     for (size_t d = 1; d < rank; ++d) axes.push_back(static_cast<int64_t>(d));
-    Expr sums = call("sum", {call("cast", {w.w}, Attrs().with("dtype", std::string("int32")))},
-                     Attrs({{"axis", axes}, {"keepdims", int64_t{0}}}), name);
+    Expr sums = call(
+        "sum", {call("cast", {w.w}, Attrs().with("dtype", std::string(dtype_name(sums_type))))},
+        Attrs({{"axis", axes}, {"keepdims", int64_t{0}}}), name);
     sums = call("reshape", {sums}, Attrs().with("newshape", channel), name);
-    Expr correction = call("multiply", {sums, scalar(DType::Int32, double(x.zero))}, {}, name);
+    Expr correction = call("multiply", {sums, scalar(sums_type, double(x.zero))}, {}, name);
     acc = call("subtract", {acc, correction}, {}, name);
   }
   Expr scale = call("multiply",
                     {call("reshape", {w.scale}, Attrs().with("newshape", channel)),
                      scalar(DType::Float32, x.scale)},
                     {}, name);
-  return call("multiply",
-              {call("cast", {acc}, Attrs().with("dtype", std::string("float32")), name), scale},
-              Attrs(), name);
+  if (sums_type != DType::Float32)
+    acc = call("cast", {acc}, Attrs().with("dtype", std::string("float32")), name);
+  return call("multiply", {acc, scale}, Attrs(), name);
 }
 
 Expr int8_dense(const CallNode* dense) {
@@ -130,13 +133,23 @@ Expr int8_dense(const CallNode* dense) {
 
 // A conv over words of four channels, where AlterOpLayout blocks it (any image size) or
 // its NCHW vectors, which run along the output's rows, fill (narrower rows waste most lanes:
-// a 7 x 7 stage ran at a fifth of the float32 blocked conv's speed on Zen 4).
+// a 7 x 7 stage ran at a fifth of the float32 blocked conv's speed on Zen 4). A depthwise
+// conv (one group per channel) reads the bytes themselves, one weight per channel and tap,
+// where AlterOpLayout blocks it and its window sums exactly (kU8S8DepthwiseMaxTaps).
 Expr int8_conv(const CallNode* conv, const MachineModel& machine) {
   const TensorType& out = conv->type.tensor();
-  if (conv->attrs.get_int("groups", 1) != 1) return nullptr;
-  if (!blocks_word_conv(machine, conv->args[0]->type.tensor().shape[1], out.shape[1], 4) &&
-      out.shape[3] < machine.lanes(DType::Int32))
+  const auto& w_shape = conv->args[1]->type.tensor().shape;
+  const int64_t channels = conv->args[0]->type.tensor().shape[1];
+  const int64_t groups = conv->attrs.get_int("groups", 1);
+  const bool depthwise = groups > 1 && groups == channels && w_shape[0] == groups;
+  if (depthwise) {
+    if (!blocks_word_conv(machine, channels, channels, 4, true) ||
+        w_shape[2] * w_shape[3] > kU8S8DepthwiseMaxTaps)
+      return nullptr;
+  } else if (groups != 1 || (!blocks_word_conv(machine, channels, out.shape[1], 4) &&
+                             out.shape[3] < machine.lanes(DType::Int32))) {
     return nullptr;
+  }
   auto x = dequantized_activations(conv->args[0]);
   auto w = dequantized_weights(conv->args[1], 4);
   if (!x || !w) return nullptr;
@@ -144,11 +157,11 @@ Expr int8_conv(const CallNode* conv, const MachineModel& machine) {
   // The zero point in each byte: a padded position adds what the value 0 would.
   const auto zero = static_cast<uint32_t>(x->zero) * 0x01010101u;
   Attrs attrs = conv->attrs.with("pad_word", int64_t{static_cast<int32_t>(zero)});
-  Attrs channels = Attrs().with("axis", int64_t{1});
-  Expr acc = call("nn.conv2d_u8s8",
-                  {call("nn.pack_bytes4", {x->q}, channels, name),
-                   call("nn.pack_bytes4", {w->w}, channels, name)},
-                  attrs, name);
+  Attrs channel_axis = Attrs().with("axis", int64_t{1});
+  auto words = [&](const Expr& bytes) {
+    return depthwise ? bytes : call("nn.pack_bytes4", {bytes}, channel_axis, name);
+  };
+  Expr acc = call("nn.conv2d_u8s8", {words(x->q), words(w->w)}, attrs, name);
   return scaled(acc, *x, *w, {w->w->type.tensor().shape[0], 1, 1}, name);
 }
 

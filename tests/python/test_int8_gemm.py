@@ -69,6 +69,11 @@ def test_vnni_cpus_run_the_products_as_vpdpbusd(cpu, instruction, register):
 NO_VNNI = [("llvm -mcpu=x86-64-v3", "ymm"), ("llvm -mcpu=x86-64", "xmm")]
 
 
+def pad_word(zero):
+    """The int32 word of four bytes of the zero point (what Int8Products gives pad_word)."""
+    return int(np.array(zero * 0x01010101, np.uint32).view(np.int32))
+
+
 def int8_conv_case(c, h, w, o, k, stride, pad, zero, seed, extremes=False):
     """(the function of nn.conv2d_u8s8 over packed words of a uint8 image and int8 weights,
     padded with the zero point in every byte; its input; the exact result: a float64 conv of
@@ -81,9 +86,8 @@ def int8_conv_case(c, h, w, o, k, stride, pad, zero, seed, extremes=False):
     if extremes:
         xq[0, :, 0, 0], wq[0] = 255, -128
     x = ir.var("x", xq.shape, "uint8")
-    word = int(np.array(zero * 0x01010101, np.uint32).view(np.int32))
     y = op.nn.conv2d_u8s8(op.nn.pack_bytes4(x, axis=1), op.nn.pack_bytes4(ir.const(wq), axis=1),
-                          strides=[stride, stride], padding=[pad, pad], pad_word=word)
+                          strides=[stride, stride], padding=[pad, pad], pad_word=pad_word(zero))
     padded = torch.nn.functional.pad(torch.from_numpy(xq.astype(np.float64)), [pad] * 4,
                                      value=zero)
     want = torch.nn.functional.conv2d(padded, torch.from_numpy(wq.astype(np.float64)),
@@ -135,6 +139,56 @@ def test_blocked_int8_conv_is_exact_at_any_image_size(c, h, w, o, k, stride, pad
     assert "nn.conv2d_u8s8_blocked" in kernels_of(lib), kernels_of(lib)
     got = ember.GraphModule(lib)(xq).numpy()
     np.testing.assert_array_equal(got, want)
+
+
+def int8_depthwise_case(c, h, w, k, stride, pad, dilation, zero, seed):
+    """(the function of nn.conv2d_u8s8's depthwise form, groups = c, over a uint8 image and
+    int8 weights [c, 1, k, k], padded with the zero point; its input; the exact result: a
+    float64 depthwise conv of the image padded with the zero point). Channel 0 of the first
+    image is all 255 and its weights all -128: the largest sums."""
+    import torch
+    rng = np.random.default_rng(seed)
+    xq = rng.integers(0, 256, (2, c, h, w)).astype(np.uint8)
+    wq = rng.integers(-128, 128, (c, 1, k, k)).astype(np.int8)
+    xq[0, 0], wq[0] = 255, -128
+    x = ir.var("x", xq.shape, "uint8")
+    y = op.nn.conv2d_u8s8(x, ir.const(wq), strides=[stride, stride], padding=[pad, pad],
+                          dilation=[dilation, dilation], groups=c, pad_word=pad_word(zero))
+    padded = torch.nn.functional.pad(torch.from_numpy(xq.astype(np.float64)), [pad] * 4,
+                                     value=zero)
+    want = torch.nn.functional.conv2d(padded, torch.from_numpy(wq.astype(np.float64)),
+                                      stride=stride, dilation=dilation, groups=c).numpy()
+    return ir.Function([x], y), xq, want
+
+
+@pytest.mark.parametrize("c,h,w,k,stride,pad,dilation,zero", [(32, 9, 9, 3, 1, 1, 1, 7),
+                                                              (48, 14, 13, 3, 2, 1, 1, 200),
+                                                              (36, 7, 10, 5, 1, 2, 1, 255),
+                                                              (16, 12, 12, 3, 1, 2, 2, 0)])
+def test_depthwise_int8_conv_is_exact(c, h, w, k, stride, pad, dilation, zero):
+    """nn.conv2d_u8s8's depthwise form (uint8 bytes by one int8 weight per channel and tap)
+    sums each window exactly, as float32 (which holds sums of up to 514 taps exactly), in
+    NCHW (AlterOpLayout off) and blocked at 256 bits on any host: strides, a 5x5 window over
+    channels a block pads (36 in blocks of 8), dilation, the zero point as padding. Against a
+    float64 depthwise conv of the image padded with the zero point, extreme sums included."""
+    f, xq, want = int8_depthwise_case(c, h, w, k, stride, pad, dilation, zero, seed=c + k)
+    for disabled in ([], ["AlterOpLayout"]):
+        with ember.transform.PassContext(opt_level=3, disabled_passes=disabled):
+            lib = ember.build(f, target="llvm -vector-bits=256")
+        assert ("nn.conv2d_u8s8_blocked" in kernels_of(lib)) == (not disabled), kernels_of(lib)
+        got = ember.GraphModule(lib)(xq).numpy()
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, want)
+
+
+def test_depthwise_int8_conv_bad_operands_are_clear_errors():
+    x, w = ir.var("x", (1, 8, 30, 30), "uint8"), ir.var("w", (8, 1, 3, 3), "int8")
+    msg = error_of(lambda: op.nn.conv2d_u8s8(ir.var("f", (1, 8, 6, 6)), w, groups=8))
+    assert "nn.conv2d_u8s8" in msg and "uint8 data and an int8 weight" in msg
+    msg = error_of(lambda: op.nn.conv2d_u8s8(x, ir.var("w", (8, 1, 3, 3), "int8"), groups=4))
+    assert "nn.conv2d_u8s8" in msg and "not a depthwise conv" in msg
+    msg = error_of(lambda: op.nn.conv2d_u8s8(x, ir.var("w", (8, 1, 23, 23), "int8"), groups=8))
+    assert "nn.conv2d_u8s8" in msg and "at most 514 taps" in msg
 
 
 def kernels_of(lib):
@@ -243,24 +297,32 @@ def test_pt2e_convolutions_run_as_int8_convs_and_match_the_reference(size, targe
             assert np.abs(got - want).max() <= 0.1 * quantization_error, (mode, seed)
 
 
-def test_pt2e_inverted_residual_runs_its_depthwise_conv_blocked_between_int8_convs():
-    """MobileNetV2's block under PT2E: 1x1 expand, 3x3 depthwise, 1x1 project, residual. With
-    the int8 kernels forced on, the 1x1 convs are blocked int8 products and the depthwise conv
-    (float32 between its dequantize and quantize) runs blocked beside them; the outputs match
-    the converted module within a small part of its quantization error."""
+@pytest.mark.parametrize("stride,target,relu6", [(1, "llvm", True), (2, "llvm", True),
+                                                 (1, "llvm -vector-bits=256", True),
+                                                 (1, "llvm", False)])
+def test_pt2e_inverted_residual_runs_as_int8_convs_in_one_block(stride, target, relu6):
+    """MobileNetV2's block under PT2E: 1x1 expand, 3x3 depthwise (stride 1 with the residual,
+    or 2), 1x1 project. With the int8 kernels forced on, all three are blocked int8 convs
+    (the depthwise one over the expand's uint8 bytes, in the same block: no conversion and
+    no float conv between them); the outputs match the converted module within a small part
+    of its quantization error. Without the expand's ReLU6 the depthwise conv's input has a
+    zero point other than 0 (its padding and the weight sums' correction)."""
     import torch
     from test_quantized import quantize
 
     class InvertedResidual(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.expand = torch.nn.Sequential(torch.nn.Conv2d(16, 64, 1), torch.nn.ReLU6())
+            self.expand = torch.nn.Sequential(
+                torch.nn.Conv2d(16, 64, 1), torch.nn.ReLU6() if relu6 else torch.nn.Identity())
             self.depthwise = torch.nn.Sequential(
-                torch.nn.Conv2d(64, 64, 3, padding=1, groups=64), torch.nn.ReLU6())
+                torch.nn.Conv2d(64, 64, 3, stride=stride, padding=1, groups=64),
+                torch.nn.ReLU6())
             self.project = torch.nn.Conv2d(64, 16, 1)
 
         def forward(self, x):
-            return x + self.project(self.depthwise(self.expand(x)))
+            y = self.project(self.depthwise(self.expand(x)))
+            return x + y if stride == 1 else y
 
     torch.manual_seed(0)
     model, shape = InvertedResidual().eval(), (1, 16, 10, 10)
@@ -268,10 +330,14 @@ def test_pt2e_inverted_residual_runs_its_depthwise_conv_blocked_between_int8_con
     converted, program = quantize(model, example, [torch.randn(shape) for _ in range(4)])
     mod, params = ember.frontend.from_pytorch(program, example)
     with ember.transform.PassContext(opt_level=3, config={"Int8Products.int8_dot": "on"}):
-        lib = ember.build(mod, params=params)
+        lib = ember.build(mod, target=target, params=params)
     kernels = [" ".join(k.ops) for k in lib.fusion_report()]
-    assert " ".join(kernels).count("nn.conv2d_u8s8_blocked") == 2, kernels
-    assert any("nn.conv2d_blocked" in k for k in kernels), kernels
+    convs = [i for i, k in enumerate(kernels) if "nn.conv2d_u8s8_blocked" in k]
+    assert len(convs) == 3 and "nn.conv2d_blocked" not in " ".join(kernels), kernels
+    assert ("subtract" in kernels[convs[1]]) == (not relu6), kernels  # the zero point's
+    # expand -> depthwise -> project, one kernel after another, pass NCHW[c]c bytes.
+    assert convs == [convs[0], convs[0] + 1, convs[0] + 2], kernels
+    assert not any(c in kernels[i] for i in convs[:2] for c in ("to_blocked", "from_blocked"))
     for seed in range(3):
         x = torch.randn(shape, generator=torch.Generator().manual_seed(seed))
         with torch.no_grad():

@@ -150,4 +150,9 @@ int64_t normalize_axis(int64_t axis, int64_t ndim, const TypeContext& ctx);
 /// (AVX-512), 2 with 16 (AVX2).
 int64_t grouped_matmul_tile_vectors(const passes::MachineModel& machine);
 
+/// The most window taps the depthwise form of nn.conv2d_u8s8 sums exactly (nn_conv.cc: in
+/// float32, each uint8 x int8 product at most 255 * 128 in magnitude, so a window sums
+/// below 2^24): 514.
+inline constexpr int64_t kU8S8DepthwiseMaxTaps = (int64_t{1} << 24) / (255 * 128);
+
 }  // namespace ember::ir

@@ -26,6 +26,9 @@ namespace ember::passes {
 ///    holds: Q (X) blocked in the 32-bit lanes' channel block and read a word at a time, the
 ///    weight words packed by nn.pack_conv_weight; the epilogue between two such convs (the
 ///    next quantize, the bfloat16 rounding) stays blocked, so no packing kernel runs.
+///    Its depthwise form (uint8 bytes by one int8 weight per channel and tap) runs blocked in
+///    the int32 block of its channels, its weight packed as a float depthwise conv's and
+///    widened to float32.
 ///  * Elementwise ops keep the blocked layout: op(from_blocked(a), b) becomes
 ///    from_blocked(op(a, b')), where b' is b blocked (a residual of the same shape, a
 ///    per-channel constant [C, 1, 1]) or b itself (a scalar). A padded value stays blocked
@@ -42,8 +45,9 @@ ir::Function alter_op_layout(const ir::Function& f, const MachineModel& machine)
 /// Whether AlterOpLayout runs a conv over words of `per_word` channels (4 for an int8 conv,
 /// 2 for a bfloat16 one) of `channels` input and `out_channels` output channels blocked:
 /// where channel_block_for gives both 32-bit lanes' blocks, the input's in whole words (an
-/// RGB stem's 3 channels as one block padded to whole words).
+/// RGB stem's 3 channels as one block padded to whole words; `depthwise`: an int8 conv of one
+/// group per channel, over the bytes themselves: any block).
 bool blocks_word_conv(const MachineModel& machine, int64_t channels, int64_t out_channels,
-                      int64_t per_word);
+                      int64_t per_word, bool depthwise = false);
 
 }  // namespace ember::passes

@@ -19,9 +19,12 @@ namespace ember::passes {
 /// nn.conv2d_u8s8 over words of four channels, its padding the zero point (so that the
 /// correction is one constant per channel), where AlterOpLayout runs it blocked
 /// (blocks_word_conv) or the output rows hold at least one int32 vector (the NCHW form's
-/// vectors run along them). The int32 difference is exact (|sum| < 2^31
-/// for K up to 16384), so the result is rounded once, where the float product rounded each
-/// term. Everything but the product and the activations' packing is constant and
+/// vectors run along them). A depthwise conv (groups = channels, W [C, 1, KH, KW]) becomes
+/// nn.conv2d_u8s8's depthwise form over Q's bytes themselves (exact float32 sums, the
+/// correction in float32) where AlterOpLayout blocks it (blocks_word_conv, depthwise) and
+/// its window has at most kU8S8DepthwiseMaxTaps taps. The int32 difference is exact
+/// (|sum| < 2^31 for K up to 16384), so the result is rounded once, where the float product
+/// rounded each term. Everything but the product and the activations' packing is constant and
 /// FoldConstant evaluates it; the scale (and what follows: bias, activation, the next
 /// quantize) is the kernel's epilogue.
 ///

@@ -147,21 +147,95 @@ int64_t pad_word(const WordConv& kind, const Attrs& attrs) {
   return kind.pad_attr ? attr_int(attrs, "pad_word") : 0;
 }
 
+// The uint8 value that padding reads: the low byte of `pad_word` (the zero point).
+PrimExpr pad_byte(const Attrs& attrs) {
+  return make_const(DType::UInt8, static_cast<double>(attr_int(attrs, "pad_word") & 255));
+}
+
+// The depthwise form of the int8 convs (groups = channels; MobileNetV2's depthwise convs
+// between int8 ones): uint8 data bytes by one int8 weight per channel and tap, NCHW (data
+// [N, C, H, W], weight [C, 1, KH, KW]) or blocked (data [N, ceil(C/c), H, W, c], weight
+// [ceil(C/c), 1, KH, KW, 1, c], nn.pack_conv_weight with in_block 1, as int8 or widened to
+// float32 once at build time); padding reads the low byte of `pad_word`. Output: each
+// channel's window sum of products, exact, as float32, which holds it exactly (a product is
+// at most 255 * 128 in magnitude, so a window of up to kU8S8DepthwiseMaxTaps taps sums below
+// 2^24). Each byte is widened once, as the padded rows are computed, and each tap is then
+// one FMA per vector, where int32 sums would take a widening and a vpmulld per tap and two
+// conversions per output (the float epilogue).
+Type u8s8_depthwise_rel(const TensorType& data, const TensorType& weight, Attrs& attrs,
+                        bool blocked, const TypeContext& ctx) {
+  check_rank(data, blocked ? 5 : 4, blocked ? "data (NCHW[c]c bytes)" : "data (NCHW bytes)", ctx);
+  check_rank(weight, blocked ? 6 : 4,
+             blocked ? "the packed depthwise weight" : "the depthwise weight (C, 1, KH, KW)", ctx);
+  const bool widened = blocked && weight.dtype == DType::Float32;
+  if (data.dtype != DType::UInt8 || (weight.dtype != DType::Int8 && !widened))
+    ctx.fail(
+        "a depthwise int8 conv takes uint8 data and an int8 weight (blocked: or its values "
+        "widened to float32), not " +
+        to_string(data) + " and " + to_string(weight));
+  const int64_t groups = attr_int(attrs, "groups");
+  const int64_t block = blocked ? data.shape[4] : 1;
+  const bool fits = blocked ? (groups + block - 1) / block == data.shape[1] &&
+                                  weight.shape[0] == data.shape[1] && weight.shape[4] == 1 &&
+                                  weight.shape[5] == block
+                            : groups == data.shape[1] && weight.shape[0] == groups;
+  if (!fits || weight.shape[1] != 1)
+    ctx.fail("data " + to_string(data) + " and the weight " + ints_str(weight.shape) +
+             " with groups=" + std::to_string(groups) +
+             " are not a depthwise conv: it takes groups = 1 over words of four channels, or "
+             "one group per channel with one weight per channel and tap");
+  if (weight.shape[2] * weight.shape[3] > kU8S8DepthwiseMaxTaps)
+    ctx.fail("a depthwise int8 conv sums at most " + std::to_string(kU8S8DepthwiseMaxTaps) +
+             " taps exactly, not " + std::to_string(weight.shape[2] * weight.shape[3]));
+  auto [oh, ow] = conv_out_hw(data, weight.shape[2], weight.shape[3], attrs, ctx);
+  std::vector<int64_t> shape = {data.shape[0], data.shape[1], oh, ow};
+  if (blocked) shape.push_back(block);
+  return TensorType{shape, DType::Float32};
+}
+
+Tensor u8s8_depthwise_compute(const Tensor& data, const Tensor& weight, const Attrs& attrs,
+                              const TensorType& out) {
+  const ConvAttrs a(attrs);
+  const auto &s = a.strides, &d = a.dilation;
+  const int64_t kh = weight.shape()[2], kw = weight.shape()[3];
+  const bool blocked = out.ndim() == 5;
+  Tensor widened = compute("conv2d_u8s8_widened", data.shape(), [&](const std::vector<PrimVar>& i) {
+    return cast(DType::Float32, data(as_exprs(i)));
+  });
+  Tensor padded =
+      padded_for_windows(widened, a, out, kh, kw, cast(DType::Float32, pad_byte(attrs)));
+  IterVar ry = reduce_axis(kh, "ry"), rx = reduce_axis(kw, "rx");
+  return compute("conv2d_u8s8", out.shape, [&](const std::vector<PrimVar>& i) {
+    std::vector<PrimExpr> at = {i[0], i[1], i[2] * idx(s[0]) + ry->var * idx(d[0]),
+                                i[3] * idx(s[1]) + rx->var * idx(d[1])};
+    std::vector<PrimExpr> w = {i[1], idx(0), ry->var, rx->var};
+    if (blocked) {  // channel i[1] * c + i[4]: vectors along the block
+      at.push_back(i[4]);
+      w.insert(w.end(), {idx(0), i[4]});
+    }
+    return sum(padded(at) * cast(DType::Float32, weight(w)), {ry, rx});
+  });
+}
+
 // data [N, C', H, W] and weight [O, C', KH, KW] of words along the channels -> [N, O, OH, OW]
 // sums. Padding reads the word pad_word: for int8 products the activations' zero point in
 // each byte, so that a padded tap adds what a tap of the value 0 would (zero point times
-// the weight), the same at every position. Groups 1; strides and dilation as nn.conv2d.
+// the weight), the same at every position. Groups 1 (int8: or one group per channel, the
+// depthwise form above); strides and dilation as nn.conv2d.
 Type word_conv_rel(const WordConv& kind, const std::vector<Type>& args, Attrs& attrs,
                    const TypeContext& ctx) {
   check_arity(args, 2, ctx);
   const TensorType& data = tensor_arg(args, 0, "data", ctx);
   const TensorType& weight = tensor_arg(args, 1, "weight", ctx);
+  if (attr_int(attrs, "groups") != 1) {  // only the int8 conv has a depthwise form
+    if (kind.dot != Intrinsic::DotU8S8)
+      ctx.fail("nn." + std::string(kind.name) + " takes groups = 1 only");
+    return u8s8_depthwise_rel(data, weight, attrs, false, ctx);
+  }
   check_rank(data, 4, "data (N, C', H, W words)", ctx);
   check_rank(weight, 4, "the weight (O, C', KH, KW words)", ctx);
   for (const TensorType* t : {&data, &weight})
     if (t->dtype != DType::Int32) ctx.fail(to_string(*t) + " is not " + kind.words);
-  if (attr_int(attrs, "groups") != 1)
-    ctx.fail("nn." + std::string(kind.name) + " takes groups = 1 only");
   if (data.shape[1] != weight.shape[1])
     ctx.fail("data has " + std::to_string(data.shape[1]) + " channel words but the weight " +
              std::to_string(weight.shape[1]));
@@ -173,6 +247,7 @@ Tensor word_conv_compute(const WordConv& kind, const std::vector<Tensor>& in, co
                          const TensorType& out) {
   const Tensor &data = in[0], &weight = in[1];
   const ConvAttrs a(attrs);
+  if (a.groups != 1) return u8s8_depthwise_compute(data, weight, attrs, out);
   const auto &s = a.strides, &d = a.dilation;
   int64_t words = weight.shape()[1], kh = weight.shape()[2], kw = weight.shape()[3];
   Tensor padded = padded_for_windows(
@@ -195,19 +270,24 @@ Tensor word_conv_compute(const WordConv& kind, const std::vector<Tensor>& in, co
 // contiguous weight words by one broadcast data word (one vpdpbusd or vdpbf16ps), at any
 // image width, where the NCHW form's vectors run along the rows. Padding reads the low byte
 // of pad_word (int8; bfloat16 pads with zeros); pad channels' weights are zero, so pad
-// channels add nothing; groups 1.
+// channels add nothing. Groups 1, or for int8 one group per channel (the depthwise form
+// above: groups the real channel count, padded up to the data's blocks, whose pad channels
+// sum to 0).
 Type word_conv_blocked_rel(const WordConv& kind, const std::vector<Type>& args, Attrs& attrs,
                            const TypeContext& ctx) {
   check_arity(args, 2, ctx);
   const TensorType& data = tensor_arg(args, 0, "data", ctx);
   const TensorType& weight = tensor_arg(args, 1, "weight", ctx);
   const std::string op = "nn." + std::string(kind.name) + "_blocked";
+  if (attr_int(attrs, "groups") != 1) {
+    if (kind.dot != Intrinsic::DotU8S8) ctx.fail(op + " takes groups = 1 only");
+    return u8s8_depthwise_rel(data, weight, attrs, true, ctx);
+  }
   check_rank(data, 5, "data (NCHW[c]c)", ctx);
   check_rank(weight, 6, "the packed weight words", ctx);
   if (data.dtype != kind.element)
     ctx.fail("data " + to_string(data) + " is not " + dtype_name(kind.element));
   if (weight.dtype != DType::Int32) ctx.fail(to_string(weight) + " is not " + kind.words);
-  if (attr_int(attrs, "groups") != 1) ctx.fail(op + " takes groups = 1 only");
   if (data.shape[1] != weight.shape[1] || data.shape[4] != kind.per_word * weight.shape[4])
     ctx.fail("data " + to_string(data) + " does not match the packed weight " +
              ints_str(weight.shape) + ": both need the same channel blocks of words");
@@ -219,6 +299,7 @@ Tensor word_conv_blocked_compute(const WordConv& kind, const std::vector<Tensor>
                                  const Attrs& attrs, const TensorType& out) {
   const Tensor &data = in[0], &weight = in[1];
   const ConvAttrs a(attrs);
+  if (a.groups != 1) return u8s8_depthwise_compute(data, weight, attrs, out);
   const auto &s = a.strides, &d = a.dilation;
   int64_t kh = weight.shape()[2], kw = weight.shape()[3];
   const auto pad = static_cast<double>(pad_word(kind, attrs) & 255);

@@ -84,6 +84,34 @@ TEST(AlterOpLayout, Int8ConvsRunBlockedWithTheirEpilogueBetweenThem) {
       structural_equal(alter_op_layout(narrow, MachineModel::for_vector_bits(512)), narrow));
 }
 
+// An int8 conv of 24 output channels (padded to 32 in blocks of 16 at 512 bits), its
+// quantizing epilogue (scale, round, clip, cast to uint8) and the int8 conv that reads it:
+// rounding and casts to and from integers keep the pad channels finite, so the epilogue
+// stays blocked (the only conversions: the input's and the output's). Before, round and
+// cast on the padded value took it back to NCHW and the next conv blocked it again
+// (MobileNetV2's 24-channel stage).
+TEST(AlterOpLayout, PaddedInt8ConvsKeepTheirQuantizingEpilogueBlocked) {
+  auto conv = [](const Expr& bytes, int64_t o) {
+    const int64_t c = bytes->type.tensor().shape[1];
+    Expr w = constant(runtime::NDArray::empty({o, (c + 3) / 4, 1, 1}, DType::Int32), "w");
+    Expr packed = call("nn.pack_bytes4", {bytes}, Attrs().with("axis", int64_t{1}));
+    return call("nn.conv2d_u8s8", {packed, w}, Attrs());
+  };
+  auto to = [](const Expr& x, const char* dtype) {
+    return call("cast", {x}, Attrs().with("dtype", std::string(dtype)));
+  };
+  Expr q = var("q", TensorType{{1, 32, 14, 14}, DType::UInt8});
+  Expr scaled = call("multiply", {to(conv(q, 24), "float32"),
+                                  constant(runtime::NDArray::empty({}, DType::Float32), "s")});
+  Expr clipped = call("clip", {call("round", {scaled})}, Attrs({{"a_min", 0.0}, {"a_max", 255.0}}));
+  Function f = function({q}, conv(to(clipped, "uint8"), 32));
+  Function got = alter_op_layout(f, MachineModel::for_vector_bits(512));
+  EXPECT_EQ(count_calls(got, "nn.conv2d_u8s8_blocked"), 2) << to_string(Expr(got));
+  EXPECT_EQ(count_calls(got, "to_blocked"), 1);
+  EXPECT_EQ(count_calls(got, "from_blocked"), 1);
+  EXPECT_EQ(got->body->type, f->body->type);
+}
+
 // A float depthwise conv (MobileNetV2's, between dequantize and quantize) whose output feeds
 // an int8 conv that runs blocked runs blocked too, in the same block: no conversion between.
 TEST(AlterOpLayout, FloatDepthwiseConvBeforeABlockedInt8ConvRunsBlocked) {
@@ -161,6 +189,46 @@ TEST(AlterOpLayout, FloatDepthwiseConvBetweenBf16ConvsRunsBlocked) {
   EXPECT_EQ(count_calls(got, "nn.conv2d_bf16_blocked"), 2);
   EXPECT_EQ(count_calls(got, "to_blocked"), 1);    // x's
   EXPECT_EQ(count_calls(got, "from_blocked"), 1);  // the output's
+}
+
+// Int8Products' inverted residual: an int8 1x1 conv, the depthwise form of nn.conv2d_u8s8
+// over its requantized bytes, an int8 1x1 conv over the depthwise conv's. All three run
+// blocked in the same 32-channel int32 block (512 bits), the depthwise weight packed as a
+// float depthwise conv's, widened to float32; the only conversions are the input's
+// to_blocked and the output's from_blocked. Before: the depthwise conv ran in float32.
+TEST(AlterOpLayout, Int8DepthwiseConvRunsBlockedBetweenInt8Convs) {
+  auto requantized = [](const Expr& y) {
+    Expr f = y->type.tensor().dtype == DType::Float32
+                 ? y
+                 : call("cast", {y}, Attrs().with("dtype", std::string("float32")));
+    return call("cast", {call("clip", {f}, Attrs({{"a_min", 0.0}, {"a_max", 255.0}}))},
+                Attrs().with("dtype", std::string("uint8")));
+  };
+  auto pointwise = [](const Expr& bytes, int64_t o) {
+    const int64_t c = bytes->type.tensor().shape[1];
+    Expr w = constant(runtime::NDArray::empty({o, c / 4, 1, 1}, DType::Int32), "w");
+    Expr packed = call("nn.pack_bytes4", {bytes}, Attrs().with("axis", int64_t{1}));
+    return call("nn.conv2d_u8s8", {packed, w}, Attrs());
+  };
+  Expr q = var("q", TensorType{{1, 32, 14, 14}, DType::UInt8});
+  Expr dw = constant(runtime::NDArray::empty({64, 1, 3, 3}, DType::Int8), "dw");
+  Expr expanded = requantized(pointwise(q, 64));
+  Expr y = call("nn.conv2d_u8s8", {expanded, dw},
+                Attrs({{"padding", std::vector<int64_t>{1}}, {"groups", int64_t{64}}}));
+  Function f = function({q}, pointwise(requantized(y), 32));
+  Function got = alter_op_layout(f, MachineModel::for_vector_bits(512));
+  EXPECT_EQ(count_calls(got, "nn.conv2d_u8s8_blocked"), 3) << to_string(Expr(got));
+  EXPECT_EQ(count_calls(got, "nn.conv2d_u8s8"), 0);
+  EXPECT_EQ(count_calls(got, "nn.conv2d_blocked"), 0);
+  EXPECT_EQ(count_calls(got, "to_blocked"), 1);
+  EXPECT_EQ(count_calls(got, "from_blocked"), 1);
+  for (auto& e : post_order(got->body))
+    if (auto* c = as<CallNode>(e); c && c->op && c->op->name == "nn.pack_conv_weight" &&
+                                   c->attrs.get_int("in_block", 0) == 1) {
+      EXPECT_EQ(c->type.tensor().shape, (std::vector<int64_t>{2, 1, 3, 3, 1, 32}));
+      EXPECT_EQ(c->type.tensor().dtype, DType::Float32);
+    }
+  EXPECT_EQ(got->body->type, f->body->type);
 }
 
 TEST(AlterOpLayout, BlockIsTheWidestVectorThatDividesTheUnits) {

@@ -74,19 +74,33 @@ TEST(Int8Products, Pt2eLinearBecomesTheInt8ProductOnVnniMachines) {
 // words of four channels, padded with the zero point, where its rows hold a vector (16
 // int32 lanes at 512 bits) or AlterOpLayout blocks it (channels in int32 blocks of whole
 // words: 32 -> 32); a 7-wide image of 8 -> 4 channels or a grouped conv keeps the float conv.
+// conv((cast(q) - 3) * 0.5, cast(w) * 0.25) as the frontend writes a PT2E conv: q uint8
+// [1, channels, 4, width], w int8 [out, channels / groups, kernel, kernel], padded to keep
+// the image's size.
+Function pt2e_conv(int64_t width, int64_t groups, int64_t channels = 8, int64_t out = 4,
+                   int64_t kernel = 3) {
+  Expr q = var("q", TensorType{{1, channels, 4, width}, DType::UInt8});
+  Expr x =
+      call("multiply",
+           {call("subtract", {call("cast", {q}, to("float32")), filled({}, DType::Float32, 3)}),
+            filled({}, DType::Float32, 0.5)});
+  Expr w = call("multiply",
+                {call("cast", {filled({out, channels / groups, kernel, kernel}, DType::Int8, 2)},
+                      to("float32")),
+                 filled({out, 1, 1, 1}, DType::Float32, 0.25)});
+  Attrs attrs({{"padding", std::vector<int64_t>{kernel / 2}}, {"groups", groups}});
+  return function({q}, call("nn.conv2d", {x, w}, attrs, "conv"));
+}
+
+const CallNode* find_call(const Function& f, const std::string& op) {
+  for (auto& e : post_order(f->body))
+    if (auto* c = as<CallNode>(e); c && c->op && c->op->name == op) return c;
+  return nullptr;
+}
+
 TEST(Int8Products, Pt2eConvBecomesTheInt8ConvWhereItsRowsHoldAVectorOrItRunsBlocked) {
   auto conv = [](int64_t width, int64_t groups, int64_t channels = 8, int64_t out = 4) {
-    Expr q = var("q", TensorType{{1, channels, 4, width}, DType::UInt8});
-    Expr x =
-        call("multiply",
-             {call("subtract", {call("cast", {q}, to("float32")), filled({}, DType::Float32, 3)}),
-              filled({}, DType::Float32, 0.5)});
-    Expr w =
-        call("multiply",
-             {call("cast", {filled({out, channels / groups, 3, 3}, DType::Int8, 2)}, to("float32")),
-              filled({out, 1, 1, 1}, DType::Float32, 0.25)});
-    Attrs attrs({{"padding", std::vector<int64_t>{1}}, {"groups", groups}});
-    return function({q}, call("nn.conv2d", {x, w}, attrs, "conv"));
+    return pt2e_conv(width, groups, channels, out);
   };
   Function wide = conv(20, 1);
   Function got = int8_products(wide, true, k512);
@@ -172,6 +186,33 @@ TEST(Int8Products, Int4GroupedGemvBecomesTheNibbleDense) {
   }
   for (Function near : {grouped(1, 16, 9), grouped(1, 4, -3), grouped(2, 16, -3)})
     EXPECT_TRUE(structural_equal(int8_products(near, true, k512), near));
+  EXPECT_TRUE(structural_equal(int8_products(f, false, k512), f));
+}
+
+// A depthwise conv (groups = channels, W [C, 1, KH, KW]) becomes nn.conv2d_u8s8's depthwise
+// form over the bytes themselves (no words), padded with the zero point, its exact float32
+// sums corrected by the zero point times each channel's weight sum in float32, at any image
+// width (AlterOpLayout blocks it: 32 channels are an int32 block). A window of more taps
+// than float32 sums exactly (23 x 23 > 514) and a grouped conv that is not depthwise keep
+// the float conv.
+TEST(Int8Products, Pt2eDepthwiseConvBecomesTheDepthwiseInt8Conv) {
+  Function f = pt2e_conv(7, 32, 32, 32);
+  Function got = int8_products(f, true, k512);
+  const CallNode* conv = find_call(got, "nn.conv2d_u8s8");
+  ASSERT_NE(conv, nullptr) << to_string(Expr(got));
+  EXPECT_EQ(count_calls(got, "nn.conv2d"), 0);
+  EXPECT_EQ(count_calls(got, "nn.pack_bytes4"), 0);
+  EXPECT_EQ(conv->args[0]->type.tensor().dtype, DType::UInt8);
+  EXPECT_EQ(conv->args[1]->type.tensor().shape, (std::vector<int64_t>{32, 1, 3, 3}));
+  EXPECT_EQ(conv->type.tensor().dtype, DType::Float32);
+  EXPECT_EQ(conv->attrs.get_int("groups", 1), 32);
+  EXPECT_EQ(conv->attrs.get_int("pad_word", 0), 0x03030303);
+  const CallNode* sums = find_call(got, "sum");
+  ASSERT_NE(sums, nullptr);
+  EXPECT_EQ(sums->type.tensor().dtype, DType::Float32);
+  EXPECT_EQ(got->body->type, f->body->type);
+  for (Function same : {pt2e_conv(30, 32, 32, 32, 23), pt2e_conv(7, 16, 32, 32)})
+    EXPECT_TRUE(structural_equal(int8_products(same, true, k512), same));
   EXPECT_TRUE(structural_equal(int8_products(f, false, k512), f));
 }
 
