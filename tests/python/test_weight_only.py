@@ -234,3 +234,24 @@ def test_bad_int4_operands_are_clear_errors():
     assert "not int32 words" in error_of(lambda: op.nn.dense_int4(x4, t, s, s, group=32))
     msg = error_of(lambda: op.nn.dense_int4(x4, t, w, ir.var("s", (12, 2)), group=32))
     assert "are not [2, 12]" in msg
+
+
+@pytest.mark.parametrize("scheme", ["int8", "int4"])
+@pytest.mark.parametrize("target", ["llvm -mcpu=x86-64-v3", "llvm -mcpu=x86-64"])
+def test_the_16_bit_gemvs_are_within_their_bound_without_vnni(scheme, target):
+    """Forced on for AVX2 (x86-64-v3) and SSE2 (x86-64) code, which every x86-64 host runs:
+    the int8 products are then two vpmaddwd per vector (exact), so the int8 and int4 GEMVs
+    stay within the bound of the activations' 16-bit rounding, as on VNNI CPUs."""
+    torch.manual_seed(4)
+    q = torch.nn.Linear(256, 48).eval()
+    q = quantized(q) if scheme == "int8" else quantized_int4(q, 32)
+    x = torch.randn(1, 256)
+    x[0, 9] = 300
+    lib = build(q, (x,), target=target, config={"Int8Products.int8_dot": "on"})
+    assert ("nn.dense_u8s8" if scheme == "int8" else "nn.dense_int4") in str(lib.function)
+    with torch.no_grad():
+        want = q(x).numpy()
+    w = q.weight.dequantize().abs().numpy()
+    bound = x.abs().max().item() / 32767 / 2 * w.sum(1) + 2e-6 * np.abs(want).max()
+    got = ember.GraphModule(lib)(x.numpy()).numpy()
+    assert np.all(np.abs(got - want) <= bound), (got - want, bound)
