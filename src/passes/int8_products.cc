@@ -181,15 +181,19 @@ Row16 sixteen_bits(const Expr& x, const std::string& name) {
   };
   Expr amax = with("max", {with("abs", {x})},
                    Attrs({{"axis", std::vector<int64_t>{rank - 1}}, {"keepdims", int64_t{1}}}));
-  // An all-zero row keeps a positive scale (its q is 0); a non-finite one stays non-finite.
-  Expr s = with("multiply", {with("maximum", {amax, number(1e-30)}), number(1.0 / 32767)});
+  // An all-zero row keeps a positive scale (its q is 0). A row holding a NaN or an infinity
+  // gets the scale NaN (0 * inf), so every output is NaN: its 16 bits would be garbage, and
+  // an infinity's products would take wrong signs.
+  Expr s =
+      with("add", {with("multiply", {with("maximum", {amax, number(1e-30)}), number(1.0 / 32767)}),
+                   with("multiply", {amax, number(0)})});
   Expr q = with("round", {with("divide", {x, s})});
   Expr hi = with("floor", {with("multiply", {q, number(1.0 / 256)})});
   return {s, q, hi, with("subtract", {q, with("multiply", {hi, number(256)})})};
 }
 
 // Whether x is one static float32 row (a GEMV, bound by reading the weights). With more
-// rows the float32 GEMM was as fast or faster (Zen 4: 0.9x at 3 rows, 0.73x at 128; the
+// rows the float32 GEMM was as fast or faster (Zen 5: 0.9x at 3 rows, 0.73x at 128; the
 // register tile's rows of bytes re-read the weights).
 bool one_row(const Expr& x) {
   const TensorType& t = x->type.tensor();

@@ -255,3 +255,18 @@ def test_the_16_bit_gemvs_are_within_their_bound_without_vnni(scheme, target):
     bound = x.abs().max().item() / 32767 / 2 * w.sum(1) + 2e-6 * np.abs(want).max()
     got = ember.GraphModule(lib)(x.numpy()).numpy()
     assert np.all(np.abs(got - want) <= bound), (got - want, bound)
+
+
+@pytest.mark.parametrize("scheme", ["int8", "int4"])
+def test_a_non_finite_row_gives_nan_outputs(scheme):
+    """A row holding a NaN or an infinity has no 16-bit form: its scale is NaN, so every
+    output is NaN (never finite numbers; PyTorch's float products give +-inf for an
+    infinity, which the int8 products cannot sign)."""
+    torch.manual_seed(5)
+    q = torch.nn.Linear(64, 8).eval()
+    q = quantized(q) if scheme == "int8" else quantized_int4(q, 32)
+    x = torch.randn(1, 64)
+    m = ember.GraphModule(build(q, (x,), config={"Int8Products.int8_dot": "on"}))
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        x[0, 3] = bad
+        assert np.isnan(m(x.numpy()).numpy()).all(), bad

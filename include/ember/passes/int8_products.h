@@ -38,7 +38,8 @@ namespace ember::passes {
 /// with c = (1, 256) and z = (0, 128 sum_k W[n, k]): each weight word is read once for both
 /// rows and nothing is converted, where the float kernel converts every weight (three
 /// instructions a vector). x's rounding adds at most s / 2 an element, 2^-16 of its largest
-/// magnitude (far below the weights' quantization error). More rows keep the float dense
+/// magnitude (far below the weights' quantization error); a row holding a NaN or an
+/// infinity gives NaN outputs (its scale is NaN). More rows keep the float dense
 /// (the GEMM is compute-bound, and the rows of bytes would re-read the weights).
 ///
 /// torchao's 4-bit weights with a scale per group (IntxWeightOnlyConfig(weight_dtype=int4,
