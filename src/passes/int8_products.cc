@@ -165,6 +165,14 @@ Expr int8_conv(const CallNode* conv, const MachineModel& machine) {
   return scaled(acc, *x, *w, {w->w->type.tensor().shape[0], 1, 1}, name);
 }
 
+// Calls named after the layer they replace.
+struct Calls {
+  const std::string& name;
+  Expr operator()(const char* op, std::vector<Expr> args, Attrs attrs = {}) const {
+    return call(op, std::move(args), std::move(attrs), name);
+  }
+};
+
 // A batch-1 row x float32 [1, K] (any rank, leading sizes 1) as 16-bit integers
 // q = round(x / s), s = max|x| / 32767 (the row's largest magnitude to the integer's), and
 // q's two bytes, q = 256 hi + lo with lo in [0, 255] and hi in [-128, 127] (float32 values,
@@ -176,9 +184,7 @@ struct Row16 {
 Row16 sixteen_bits(const Expr& x, const std::string& name) {
   const auto rank = static_cast<int64_t>(x->type.tensor().ndim());
   auto number = [&](double v) { return scalar(DType::Float32, v); };
-  auto with = [&](const char* op, std::vector<Expr> args, Attrs attrs = {}) {
-    return call(op, std::move(args), std::move(attrs), name);
-  };
+  const Calls with{name};
   Expr amax = with("max", {with("abs", {x})},
                    Attrs({{"axis", std::vector<int64_t>{rank - 1}}, {"keepdims", int64_t{1}}}));
   // An all-zero row keeps a positive scale (its q is 0). A row holding a NaN or an infinity
@@ -216,9 +222,7 @@ Expr weight_only_dense(const CallNode* dense) {
     return nullptr;
   const std::string& name = dense->name;
   const auto rank = static_cast<int64_t>(x->type.tensor().ndim());
-  auto with = [&](const char* op, std::vector<Expr> args, Attrs attrs = {}) {
-    return call(op, std::move(args), std::move(attrs), name);
-  };
+  const Calls with{name};
   const Row16 r = sixteen_bits(x, name);
   auto row = [&](Expr v) {
     return with("expand_dims", {with("cast", {v}, Attrs().with("dtype", std::string("uint8")))},
@@ -291,9 +295,7 @@ Expr weight_only_int4_dense(const CallNode* dense) {
   const std::string& name = dense->name;
   const int64_t n = w->q->type.tensor().shape[0], k = w->q->type.tensor().shape[1];
   const int64_t groups = k / w->group;
-  auto with = [&](const char* op, std::vector<Expr> args, Attrs attrs = {}) {
-    return call(op, std::move(args), std::move(attrs), name);
-  };
+  const Calls with{name};
   auto shaped = [&](Expr e, std::vector<int64_t> shape) {
     return with("reshape", {e}, Attrs().with("newshape", shape));
   };

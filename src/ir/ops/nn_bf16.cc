@@ -27,12 +27,7 @@ Type pack_bf16_pairs_rel(const std::vector<Type>& args, Attrs& attrs, const Type
   const TensorType& x = tensor_arg(args, 0, "the input", ctx);
   if (x.dtype != DType::BFloat16)
     ctx.fail("the input is " + to_string(x) + " but nn.pack_bf16_pairs packs bfloat16 values");
-  if (x.ndim() < 1) ctx.fail("the input must have at least 1 dimension");
-  const int64_t axis = normalize_axis(attr_int(attrs, "axis"), x.ndim(), ctx);
-  attrs = attrs.with("axis", axis);
-  std::vector<int64_t> shape = x.shape;
-  shape[axis] = (shape[axis] + 1) / 2;
-  return TensorType{shape, DType::Int32};
+  return packed_words_type(x, attrs, 2, ctx);
 }
 
 Tensor pack_bf16_pairs_compute(const std::vector<Tensor>& in, const Attrs& attrs,

@@ -26,12 +26,7 @@ Type pack_bytes4_rel(const std::vector<Type>& args, Attrs& attrs, const TypeCont
   const TensorType& x = tensor_arg(args, 0, "the input", ctx);
   if (x.dtype != DType::Int8 && x.dtype != DType::UInt8)
     ctx.fail("the input is " + to_string(x) + " but nn.pack_bytes4 packs int8 or uint8 bytes");
-  if (x.ndim() < 1) ctx.fail("the input must have at least 1 dimension");
-  const int64_t axis = normalize_axis(attr_int(attrs, "axis"), x.ndim(), ctx);
-  attrs = attrs.with("axis", axis);
-  std::vector<int64_t> shape = x.shape;
-  shape[axis] = (shape[axis] + 3) / 4;
-  return TensorType{shape, DType::Int32};
+  return packed_words_type(x, attrs, 4, ctx);
 }
 
 Tensor pack_bytes4_compute(const std::vector<Tensor>& in, const Attrs& attrs,

@@ -12,6 +12,19 @@
 
 namespace ember::ir::ops {
 
+// The type of x [..., K, ...] packed `per_word` elements to an int32 word along attr `axis`
+// (normalized in place; default the last): ceil(K / per_word) words there. The caller has
+// checked x's element type.
+inline Type packed_words_type(const TensorType& x, Attrs& attrs, int64_t per_word,
+                              const TypeContext& ctx) {
+  if (x.ndim() < 1) ctx.fail("the input must have at least 1 dimension");
+  const int64_t axis = normalize_axis(attr_int(attrs, "axis"), x.ndim(), ctx);
+  attrs = attrs.with("axis", axis);
+  std::vector<int64_t> shape = x.shape;
+  shape[axis] = (shape[axis] + per_word - 1) / per_word;
+  return TensorType{shape, DType::Int32};
+}
+
 struct WordDense {
   const char* name;   // the compute's name
   Intrinsic dot;      // acc + the products of one word pair

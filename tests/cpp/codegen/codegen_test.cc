@@ -689,22 +689,25 @@ TEST(CodegenCpu, EightBitIntegersWrapAndUint8IsUnsigned) {
   }
 }
 
-// out[i] = dot_u8s8(acc[i], a[i], b[i]) over `rows` vectors of `lanes` int32 lanes (serial
-// when lanes is 1).
-PrimFunc dot_u8s8_func(int64_t rows, int64_t lanes) {
+// out[i] = dot(acc[i], a[i], b[i]) over `rows` vectors of `lanes` lanes of `acc_type` (serial
+// when lanes is 1): Intrinsic::DotU8S8 (int32 sums) or DotBF16 (float32 sums) of int32 words.
+PrimFunc dot_func(Intrinsic dot, DType acc_type, const char* name, int64_t rows, int64_t lanes) {
   const int64_t n = rows * lanes;
-  auto acc = make_buffer("acc", DType::Int32, {n});
+  auto acc = make_buffer("acc", acc_type, {n});
   auto a = make_buffer("a", DType::Int32, {n});
   auto b = make_buffer("b", DType::Int32, {n});
-  auto out = make_buffer("out", DType::Int32, {n});
+  auto out = make_buffer("out", acc_type, {n});
   PrimVar r("r"), l("l");
   PrimExpr i = r * lanes + l;
-  Stmt body = for_loop(
-      r, 0, rows, ForKind::Serial,
-      for_loop(
-          l, 0, lanes, lanes > 1 ? ForKind::Vectorized : ForKind::Serial,
-          store(out, i, prim_call(Intrinsic::DotU8S8, {load(acc, i), load(a, i), load(b, i)}))));
-  return make_func("dot_u8s8", {acc, a, b, out}, 3, body);
+  Stmt body =
+      for_loop(r, 0, rows, ForKind::Serial,
+               for_loop(l, 0, lanes, lanes > 1 ? ForKind::Vectorized : ForKind::Serial,
+                        store(out, i, prim_call(dot, {load(acc, i), load(a, i), load(b, i)}))));
+  return make_func(name, {acc, a, b, out}, 3, body);
+}
+
+PrimFunc dot_u8s8_func(int64_t rows, int64_t lanes) {
+  return dot_func(Intrinsic::DotU8S8, DType::Int32, "dot_u8s8", rows, lanes);
 }
 
 // Exact (no saturation, unlike vpmaddubsw) in scalar and vector code on the host, at every
@@ -845,22 +848,8 @@ TEST(CodegenCpu, DotU8S8WithoutVnniIsTwoVpmaddwdAndExact) {
   }
 }
 
-// out[i] = dot_bf16(acc[i], a[i], b[i]) over `rows` vectors of `lanes` float32 lanes (serial
-// when lanes is 1).
 PrimFunc dot_bf16_func(int64_t rows, int64_t lanes) {
-  const int64_t n = rows * lanes;
-  auto acc = make_buffer("acc", DType::Float32, {n});
-  auto a = make_buffer("a", DType::Int32, {n});
-  auto b = make_buffer("b", DType::Int32, {n});
-  auto out = make_buffer("out", DType::Float32, {n});
-  PrimVar r("r"), l("l");
-  PrimExpr i = r * lanes + l;
-  Stmt body = for_loop(
-      r, 0, rows, ForKind::Serial,
-      for_loop(
-          l, 0, lanes, lanes > 1 ? ForKind::Vectorized : ForKind::Serial,
-          store(out, i, prim_call(Intrinsic::DotBF16, {load(acc, i), load(a, i), load(b, i)}))));
-  return make_func("dot_bf16", {acc, a, b, out}, 3, body);
+  return dot_func(Intrinsic::DotBF16, DType::Float32, "dot_bf16", rows, lanes);
 }
 
 // acc + a.hi * b.hi, then + a.lo * b.lo, each sum rounded to float32: vdpbf16ps's order, and
