@@ -5,7 +5,7 @@ Ember fp32, PyTorch eager and ONNX Runtime, with the accuracy of the quantized b
         [--models resnet18,resnet50,mobilenet_v2,bert_base] [--threads 1,2] [--samples 100]
         [--calibration 4] [--engines ember,ember_q,ember_qf,torch,torch_q,ort_q]
         [--rounds 5]
-        [--repeat N] [--quick] [--target "llvm"] [--json out.json]
+        [--repeat N] [--quick] [--target "llvm"] [--reduce-range] [--json out.json]
 
 Models: e2e.py's ResNet-18, ResNet-50 and MobileNetV2 (e2e.make: full size, random but fixed
 weights), batch 1, 1x3x224x224 fp32; bert_base: transformers' BertModel (BertConfig's
@@ -13,7 +13,10 @@ defaults: 12 layers, hidden 768, random weights, no pooler) on 128 random token 
 last hidden state the output (the accuracy pass has no top-1 for it). Each is quantized with torchao's PT2E flow
 (models.pt2e_quantize: strict torch.export, prepare_pt2e with the default
 X86InductorQuantizer config, --calibration random images, convert_pt2e; BatchNorm folded,
-int8 per-channel weights, uint8 per-tensor activations).
+int8 per-channel weights, uint8 per-tensor activations). --reduce-range quantizes the
+activations to [0, 127] (the config torchao recommends for CPUs without VNNI), which Ember's
+int8 products take without VNNI too (vpmaddubsw): with --target "llvm -mcpu=znver3" this
+host runs an AVX2 CPU's code (ORT's MLAS still picks the host's own kernels).
 
 Engines (timed as e2e.py times them: warm-up, interleaved rounds, the engine order rotated
 each round, medians of all calls; every engine at the same thread count):
@@ -254,6 +257,8 @@ def main():
                         "skips it)")
     p.add_argument("--calibration", type=int, default=4,
                    help="random images that calibrate the quantizer (default 4)")
+    p.add_argument("--reduce-range", action="store_true",
+                   help="quantize the activations to [0, 127] (reduce_range=True)")
     e2e.add_measuring_args(p, seconds=0.5, quick="3 rounds of about 0.1 s per engine, short "
                            "warm-up, 20 accuracy samples unless --samples says otherwise")
     args = p.parse_args()
@@ -268,7 +273,8 @@ def main():
     samples = args.samples if args.samples is not None else (20 if args.quick else 100)
 
     print(f"# Ember PT2E-quantized CNNs: {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} cores, torch {torch.__version__}, target {args.target!r}, "
+          f"{os.cpu_count()} cores, torch {torch.__version__}, target {args.target!r}"
+          f"{', reduce_range' if args.reduce_range else ''}, "
           f"engines {', '.join(engines)}, {rounds} rounds, "
           + (f"{args.repeat} calls per round" if args.repeat else
              f"about {seconds} s per engine per round")
@@ -294,7 +300,7 @@ def main():
         setup = {"model": name}
         calibration = [sample(2 + i) for i in range(args.calibration)]
         t0 = time.perf_counter()
-        converted = models.pt2e_quantize(model, inputs, calibration)
+        converted = models.pt2e_quantize(model, inputs, calibration, args.reduce_range)
         setup["quantize_s"] = time.perf_counter() - t0
         print(f"  PT2E: quantized in {setup['quantize_s']:.1f} s", flush=True)
         with torch.inference_mode():

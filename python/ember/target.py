@@ -27,6 +27,8 @@ class MachineModel:
     l2_bytes: int           # per core
     l3_bytes: int           # shared
     int8_dot: bool          # VNNI at this width: int8 products run as int8 kernels
+    int8_dot_7bit: bool     # those of activations below 128 (reduce_range) do: VNNI, or
+                            # vpmaddubsw twice a cycle (AVX2 on Skylake, Zen 3 and later)
     bf16_dot: bool          # AVX512_BF16 at this width: bfloat16 denses run as vdpbf16ps
 
     def __str__(self):
@@ -37,6 +39,7 @@ class MachineModel:
                 f"{self.fma_datapath_bits}-bit datapath; {self.loads_per_cycle} vector "
                 f"loads/cycle; L1d {size(self.l1_bytes)}, L2 {size(self.l2_bytes)}, "
                 f"L3 {size(self.l3_bytes)}{'; int8 dot products (VNNI)' if self.int8_dot else ''}"
+                f"{'; 7-bit int8 dot products' if self.int8_dot_7bit and not self.int8_dot else ''}"
                 f"{'; bfloat16 dot products' if self.bf16_dot else ''} "
                 f"({self.source})")
 

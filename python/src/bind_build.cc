@@ -98,7 +98,8 @@ void bind_tuning(py::module_& m) {
                     "fma_latency"_a = mm.fma_latency, "fma_datapath_bits"_a = mm.fma_datapath_bits,
                     "loads_per_cycle"_a = mm.load_ports, "l1_bytes"_a = mm.l1_bytes,
                     "l2_bytes"_a = mm.l2_bytes, "l3_bytes"_a = mm.l3_bytes,
-                    "int8_dot"_a = mm.int8_dot, "bf16_dot"_a = mm.bf16_dot);
+                    "int8_dot"_a = mm.int8_dot, "int8_dot_7bit"_a = mm.int8_dot_7bit,
+                    "bf16_dot"_a = mm.bf16_dot);
   });
 }
 

@@ -633,11 +633,12 @@ Value* LLVMCodeGen::emit_call(const PrimCallNode* op) {
     case Intrinsic::CheckIndex:
       return emit_check_index(op, args);
     case Intrinsic::DotU8S8:
+    case Intrinsic::DotU7S8:
       arity(3);
       EMBER_CHECK(t == DType::Int32 && op->args[1].dtype() == DType::Int32 &&
                       op->args[2].dtype() == DType::Int32,
                   "dot_u8s8 of non-int32 values in ", func_name_);
-      return emit_dot_u8s8(args);
+      return emit_dot_u8s8(args, op->op == Intrinsic::DotU7S8);
     case Intrinsic::DotBF16:
       arity(3);
       EMBER_CHECK(t == DType::Float32 && op->args[1].dtype() == DType::Int32 &&
@@ -655,7 +656,7 @@ Value* LLVMCodeGen::emit_call(const PrimCallNode* op) {
   EMBER_CHECK(false, "unknown intrinsic");
 }
 
-Value* LLVMCodeGen::emit_dot_u8s8(const std::vector<Value*>& args) {
+Value* LLVMCodeGen::emit_dot_u8s8(const std::vector<Value*>& args, bool seven_bits) {
   Value *acc = args[0], *a = args[1], *b = args[2];
   const unsigned n =
       is_vec(acc) ? llvm::cast<llvm::FixedVectorType>(acc->getType())->getNumElements() : 1;
@@ -671,6 +672,8 @@ Value* LLVMCodeGen::emit_dot_u8s8(const std::vector<Value*>& args) {
   // from the one case vpmaddwd saturates (-32768 * -32768 twice). vpmaddubsw would take the
   // bytes as they are but saturates its int16 pair sums (255 * 127 * 2 > 32767); made exact
   // (a split at bit 7) it costs four multiplies per vector where this takes two.
+  // vpmaddubsw came with SSSE3 (x86-64's baseline, SSE2, has the DotU8S8 form only).
+  seven_bits = seven_bits && has_feature(features_, "ssse3");
   auto has_vnni_at = [&](unsigned w) { return w == 16 ? vnni : narrow_vnni; };
   auto has_madd_at = [&](unsigned w) {
     return has_feature(features_, w == 16 ? "avx512bw" : w == 8 ? "avx2" : "sse2");
@@ -697,6 +700,16 @@ Value* LLVMCodeGen::emit_dot_u8s8(const std::vector<Value*>& args) {
                       : piece == 8 ? llvm::Intrinsic::x86_avx2_pmadd_wd
                                    : llvm::Intrinsic::x86_sse2_pmadd_wd;
     auto* halves = llvm::FixedVectorType::get(b_.getInt16Ty(), 2 * piece);
+    if (seven_bits) {  // a's bytes below 128: |pair sum| <= 127 * 128 * 2 < 2^15, exact
+      const auto maddubs = piece == 16  ? llvm::Intrinsic::x86_avx512_pmaddubs_w_512
+                           : piece == 8 ? llvm::Intrinsic::x86_avx2_pmadd_ub_sw
+                                        : llvm::Intrinsic::x86_ssse3_pmadd_ub_sw_128;
+      auto* bytes = llvm::FixedVectorType::get(b_.getInt8Ty(), 4 * piece);
+      Value* pairs =
+          b_.CreateIntrinsic(maddubs, {}, {b_.CreateBitCast(a, bytes), b_.CreateBitCast(b, bytes)});
+      Value* quads = b_.CreateIntrinsic(madd, {}, {pairs, llvm::ConstantInt::get(halves, 1)});
+      return b_.CreateAdd(acc, quads);
+    }
     Value* eight = llvm::ConstantInt::get(halves, 8);
     Value* a16 = b_.CreateBitCast(a, halves);
     Value* b16 = b_.CreateBitCast(b, halves);

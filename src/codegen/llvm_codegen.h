@@ -52,7 +52,9 @@ class LLVMCodeGen {
   /// Intrinsic::DotU8S8 over (acc, a, b): vpdpbusd where the CPU has VNNI at this width,
   /// else two vpmaddwd of the bytes widened to int16 (AVX-512BW, AVX2, SSE2), else (scalar
   /// code) the four byte products widened to int32 and summed. Exact in every form.
-  llvm::Value* emit_dot_u8s8(const std::vector<llvm::Value*>& args);
+  /// `seven_bits` (Intrinsic::DotU7S8: a's bytes below 128): without VNNI, vpmaddubsw, then
+  /// vpmaddwd by ones (SSSE3 at least; elsewhere as DotU8S8).
+  llvm::Value* emit_dot_u8s8(const std::vector<llvm::Value*>& args, bool seven_bits = false);
   /// Intrinsic::DotBF16 over (acc, a, b): vdpbf16ps where the CPU has AVX512_BF16 at this
   /// width, two FMAs of the widened halves elsewhere.
   llvm::Value* emit_dot_bf16(const std::vector<llvm::Value*>& args);

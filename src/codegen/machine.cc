@@ -147,6 +147,17 @@ std::string scheduling_facts(const std::string& cpu, bool native, int bits,
   const InstrFacts narrow = instr_facts(*sti, *mii, "VFMADD231PSr");  // one 128-bit FMA
   if (!f.found || !l.found || !narrow.found)
     return "LLVM has no scheduling model of " + std::string(fma) + " on " + cpu + ": fixed facts";
+  // DotU7S8 (activations below 128) without VNNI: vpmaddubsw and vpmaddwd by ones, which
+  // share the integer multiply ports (llvm-mca of a 6x2 tile), so a vector of 4 * lanes
+  // products costs 1/ubsw + 1/wd cycles against lanes products per FMA issue. Twice the
+  // float32 rate on Skylake, Zen 3 and later (two of each a cycle); level on Haswell, Zen 1
+  // and Zen 2 (one a cycle), where the int8 kernels would buy nothing.
+  const std::string suffix = width == 512 ? "Zrr" : width == 256 ? "Yrr" : "rr";
+  const InstrFacts ubsw = instr_facts(*sti, *mii, "VPMADDUBSW" + suffix);
+  const InstrFacts wd = instr_facts(*sti, *mii, "VPMADDWD" + suffix);
+  m.int8_dot_7bit =
+      m.int8_dot || (ubsw.found && wd.found && has("ssse3") && (width < 512 || has("avx512bw")) &&
+                     4.0 / ((1.0 / ubsw.per_cycle + 1.0 / wd.per_cycle) * f.per_cycle) >= 1.5);
   const double pieces = static_cast<double>(bits) / width;  // vectors of `width` per vector
   m.fma_latency = std::max(1, static_cast<int>(std::lround(f.latency)));
   m.fma_ports = std::max(1, static_cast<int>(std::lround(f.per_cycle / pieces)));

@@ -94,6 +94,8 @@ const char* intrinsic_name(Intrinsic op) {
       return "dot_u8s8";
     case Intrinsic::DotBF16:
       return "dot_bf16";
+    case Intrinsic::DotU7S8:
+      return "dot_u7s8";
   }
   return "?";
 }

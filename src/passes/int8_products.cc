@@ -1,7 +1,9 @@
 // Int8Products: see int8_products.h.
 #include "ember/passes/int8_products.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,6 +38,35 @@ struct Activations {
   int64_t zero;  // the zero point
   double scale;
 };
+
+// The largest value `e` can hold, from how it was made, or infinity: a clip's a_max (a
+// quantize clamps to its quant_max), through casts, reshapes, transposes, max pools and
+// concatenations of such, and constants.
+double upper_bound(const Expr& e) {
+  constexpr double kUnknown = std::numeric_limits<double>::infinity();
+  if (auto* c = as<ConstantNode>(e)) {
+    double top = -kUnknown;
+    for (int64_t i = 0; i < c->value.numel(); ++i) top = std::max(top, c->value.element(i));
+    return top;
+  }
+  auto* c = as<CallNode>(e);
+  if (!c || !c->op) return kUnknown;
+  const std::string& op = c->op->name;
+  if (op == "clip") return std::min(c->attrs.get_float("a_max", kUnknown), upper_bound(c->args[0]));
+  if (op == "concatenate") {
+    double top = -kUnknown;
+    for (const Expr& a : c->args) top = std::max(top, upper_bound(a));
+    return top;
+  }
+  for (const char* keeps :
+       {"cast", "reshape", "transpose", "nn.max_pool2d", "expand_dims", "squeeze"})
+    if (op == keeps) return upper_bound(c->args[0]);
+  return kUnknown;
+}
+
+// Whether every byte of the uint8 activations (and the zero point that padding reads) is
+// below 128: the products' steps are then dot_u7s8 (activation_bits 7).
+bool seven_bits(const Activations& x) { return x.zero < 128 && upper_bound(x.q) < 128; }
 
 // (cast(Q) - zx) * sx with numbers zx (a whole one) and sx, or cast(Q) * sx (SimplifyExpr
 // erases a zero point of 0).
@@ -119,15 +150,23 @@ Expr scaled(Expr acc, const Activations& x, const Weights& w, const std::vector<
   return call("multiply", {acc, scale}, Attrs(), name);
 }
 
-Expr int8_dense(const CallNode* dense) {
+// The int8 product's attributes: activation_bits 7 where x's bytes are below 128. Null
+// where neither the target's int8_dot nor (for such bytes) its int8_dot_7bit takes it.
+std::optional<Attrs> product_attrs(const Activations& x, bool int8_dot, Attrs attrs = {}) {
+  if (!seven_bits(x)) return int8_dot ? std::optional<Attrs>(attrs) : std::nullopt;
+  return attrs.with("activation_bits", int64_t{7});
+}
+
+Expr int8_dense(const CallNode* dense, bool int8_dot) {
   auto x = dequantized_activations(dense->args[0]);
   auto w = dequantized_weights(dense->args[1], 2);
-  if (!x || !w) return nullptr;
+  auto attrs = x ? product_attrs(*x, int8_dot) : std::nullopt;
+  if (!attrs || !w) return nullptr;
   const std::string& name = dense->name;
   Expr acc =
       call("nn.dense_u8s8",
-           {call("nn.pack_bytes4", {x->q}, {}, name), call("nn.pack_bytes4", {w->w}, {}, name)}, {},
-           name);
+           {call("nn.pack_bytes4", {x->q}, {}, name), call("nn.pack_bytes4", {w->w}, {}, name)},
+           *attrs, name);
   return scaled(acc, *x, *w, {w->w->type.tensor().shape[0]}, name);
 }
 
@@ -136,7 +175,7 @@ Expr int8_dense(const CallNode* dense) {
 // a 7 x 7 stage ran at a fifth of the float32 blocked conv's speed on Zen 4). A depthwise
 // conv (one group per channel) reads the bytes themselves, one weight per channel and tap,
 // where AlterOpLayout blocks it and its window sums exactly (kU8S8DepthwiseMaxTaps).
-Expr int8_conv(const CallNode* conv, const MachineModel& machine) {
+Expr int8_conv(const CallNode* conv, bool int8_dot, const MachineModel& machine) {
   const TensorType& out = conv->type.tensor();
   const auto& w_shape = conv->args[1]->type.tensor().shape;
   const int64_t channels = conv->args[0]->type.tensor().shape[1];
@@ -152,16 +191,18 @@ Expr int8_conv(const CallNode* conv, const MachineModel& machine) {
   }
   auto x = dequantized_activations(conv->args[0]);
   auto w = dequantized_weights(conv->args[1], 4);
-  if (!x || !w) return nullptr;
-  const std::string& name = conv->name;
   // The zero point in each byte: a padded position adds what the value 0 would.
-  const auto zero = static_cast<uint32_t>(x->zero) * 0x01010101u;
-  Attrs attrs = conv->attrs.with("pad_word", int64_t{static_cast<int32_t>(zero)});
+  const auto zero = static_cast<uint32_t>(x ? x->zero : 0) * 0x01010101u;
+  auto attrs = x ? product_attrs(*x, int8_dot,
+                                 conv->attrs.with("pad_word", int64_t{static_cast<int32_t>(zero)}))
+                 : std::nullopt;
+  if (!attrs || !w) return nullptr;
+  const std::string& name = conv->name;
   Attrs channel_axis = Attrs().with("axis", int64_t{1});
   auto words = [&](const Expr& bytes) {
     return depthwise ? bytes : call("nn.pack_bytes4", {bytes}, channel_axis, name);
   };
-  Expr acc = call("nn.conv2d_u8s8", {words(x->q), words(w->w)}, attrs, name);
+  Expr acc = call("nn.conv2d_u8s8", {words(x->q), words(w->w)}, *attrs, name);
   return scaled(acc, *x, *w, {w->w->type.tensor().shape[0], 1, 1}, name);
 }
 
@@ -333,26 +374,30 @@ Expr weight_only_int4_dense(const CallNode* dense) {
              : shaped(y, dense->type.tensor().shape);
 }
 
-Expr int8_product(const CallNode* c, const MachineModel& machine) {
+// `int8_dot`: every product (VNNI); else those of 7-bit activations only.
+Expr int8_product(const CallNode* c, bool int8_dot, const MachineModel& machine) {
   if (!c->op || c->args.size() != 2) return nullptr;
   if (c->op->name == "nn.dense") {
-    if (Expr r = weight_only_dense(c)) return r;
-    if (Expr r = weight_only_int4_dense(c)) return r;
-    return int8_dense(c);
+    if (int8_dot) {  // the 16-bit rows' bytes take all 8 bits
+      if (Expr r = weight_only_dense(c)) return r;
+      if (Expr r = weight_only_int4_dense(c)) return r;
+    }
+    return int8_dense(c, int8_dot);
   }
-  if (c->op->name == "nn.conv2d") return int8_conv(c, machine);
+  if (c->op->name == "nn.conv2d") return int8_conv(c, int8_dot, machine);
   return nullptr;
 }
 
 }  // namespace
 
-Function int8_products(const Function& f, bool int8_dot, const MachineModel& machine) {
-  if (!int8_dot) return f;
+Function int8_products(const Function& f, bool int8_dot, bool int8_dot_7bit,
+                       const MachineModel& machine) {
+  if (!int8_dot && !int8_dot_7bit) return f;
   return rewrite(f, [&](const Expr& e, const std::vector<Expr>& in) -> Expr {
     auto* c = as<CallNode>(e);
     if (!c || !c->op) return nullptr;
     Expr node = with_inputs(e, in);
-    if (Expr r = int8_product(as<CallNode>(node), machine)) return r;
+    if (Expr r = int8_product(as<CallNode>(node), int8_dot, machine)) return r;
     return node != e ? node : nullptr;
   });
 }

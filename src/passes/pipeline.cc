@@ -51,7 +51,7 @@ const std::vector<GraphPass>& graph_passes() {
       // Before FoldConstant evaluates the weights' dequantization into float32.
       {"Int8Products", 3, true,
        [](const Function& f, const PassEnv& env) {
-         return int8_products(f, env.int8_dot, env.target.machine);
+         return int8_products(f, env.int8_dot, env.int8_dot_7bit, env.target.machine);
        }},
       // Before FoldConstant widens the bfloat16 weights to float32.
       {"BF16Products", 3, true,
@@ -147,6 +147,7 @@ ir::Function run_pipeline(const ir::Function& input, const PassContext& raw_ctx,
                     target.gpu || cost_model == "none" ? nullptr : &cost_machine,
                     fusion_decisions,
                     int8 == "target" ? target.machine.int8_dot : int8 == "on",
+                    int8 == "target" ? target.machine.int8_dot_7bit : int8 == "on",
                     bf16 == "target" ? target.machine.bf16_dot : bf16 == "on"};
 
   ir::Function f = input;

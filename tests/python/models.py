@@ -384,12 +384,13 @@ def make(family, batch=1, seed=0):
 
 # ---------------------------------------------------------------------- PT2E quantization
 
-def pt2e_quantize(model, example, calibration):
+def pt2e_quantize(model, example, calibration, reduce_range=False):
     """The PT2E post-training flow of torchao (issue 45): capture, prepare_pt2e with the
     default X86InductorQuantizer config, one call per tensor tuple of `calibration`,
     convert_pt2e. Returns the converted torch.fx.GraphModule (quantized_decomposed Q/DQ
     around fp32 ops, BatchNorm folded into the convolutions), which runs as PyTorch's
-    reference and which from_pytorch takes as it is or re-exported.
+    reference and which from_pytorch takes as it is or re-exported. `reduce_range`: the
+    activations in [0, 127] (the config torchao recommends for CPUs without VNNI).
 
     The capture is torch.export with strict=True (TorchDynamo), as torchao's own x86 lowering
     (lower_pt2e_quantized_to_x86) does. The default non-strict capture records no
@@ -407,7 +408,8 @@ def pt2e_quantize(model, example, calibration):
         warnings.simplefilter("ignore")
         graph = torch.export.export(model.eval(), tuple(example), strict=True).module()
         quantizer = x86.X86InductorQuantizer()
-        quantizer.set_global(x86.get_default_x86_inductor_quantization_config())
+        quantizer.set_global(
+            x86.get_default_x86_inductor_quantization_config(reduce_range=reduce_range))
         prepared = quantize_pt2e.prepare_pt2e(graph, quantizer)
         with torch.no_grad():
             for inputs in calibration:

@@ -21,10 +21,10 @@ from ember import EmberError
 pytest.importorskip("torchao.quantization.pt2e.quantize_pt2e")
 
 
-def quantize(model, example, calibration):
+def quantize(model, example, calibration, reduce_range=False):
     """The PT2E flow a user runs (models.pt2e_quantize: export, prepare, calibrate, convert);
     then the ExportedProgram of the converted module (what from_pytorch takes)."""
-    converted = models.pt2e_quantize(model, example, [(x,) for x in calibration])
+    converted = models.pt2e_quantize(model, example, [(x,) for x in calibration], reduce_range)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return converted, torch.export.export(converted, example)

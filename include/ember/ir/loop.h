@@ -206,6 +206,11 @@ struct LoadNode : PrimExprNode {
 /// unsigned 8-bit value times byte j of `b` as a signed one: an int8 product's four-deep
 /// step (u8 activations, s8 weights), one vpdpbusd per vector on AVX-512 VNNI and AVX-VNNI
 /// CPUs, exact everywhere (no saturation). The int8 kernels' building block (issue 45).
+/// DotU7S8(acc, a, b) is DotU8S8 where every byte of `a` is below 128 (activations
+/// quantized to 7 bits: PT2E's reduce_range), which the op that writes it has proven: then
+/// each pair of byte products sums within int16, so that without VNNI it is vpmaddubsw,
+/// vpmaddwd by ones and an add (three instructions a vector, where DotU8S8 takes nine). A
+/// byte of 128 or more gives an unspecified sum.
 /// DotBF16(acc, a, b) (acc Float32, a and b Int32 words of two bfloat16 values, element 2k
 /// in the low half) is acc + a.hi * b.hi + a.lo * b.lo, each product exact and each sum
 /// rounded to float32 in that order: vdpbf16ps on AVX512_BF16 CPUs (which also flushes
@@ -227,7 +232,8 @@ enum class Intrinsic {
   AsyncCommit,
   AsyncWait,
   DotU8S8,
-  DotBF16
+  DotBF16,
+  DotU7S8
 };
 
 /// The precision of a float32 GEMM on tensor cores: Highest keeps float32 FMAs (no tensor

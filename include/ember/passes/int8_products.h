@@ -4,7 +4,8 @@
 
 namespace ember::passes {
 
-/// Int8Products (opt level 3, CPU targets whose machine model has int8_dot): a dense or conv
+/// Int8Products (opt level 3, CPU targets whose machine model has int8_dot or, for 7-bit
+/// activations, int8_dot_7bit): a dense or conv
 /// whose operands are dequantized 8-bit tensors, as a PT2E model imports a quantized layer,
 ///
 ///   nn.dense((cast(Q) - zx) * sx, (cast(W) - zw) * sw)   Q uint8 [..., K], zx and sx numbers;
@@ -47,10 +48,16 @@ namespace ember::passes {
 /// 1 become nn.dense_int4 of the same two byte rows (the high one signed), each group's sum of
 /// q, the weights as words of eight nibbles q + 8 and the scales [G, N]: an eighth of float32's
 /// weight bytes, the groups' exact sums scaled in float32 (g a multiple of 8, at most 512).
-/// Elsewhere (no VNNI at the target's width, where the
-/// int8 kernel would be slower than float32) and for any other form the op is left as it is.
-/// `int8_dot`: the target's MachineModel::int8_dot (or the config's override, PassEnv);
-/// `machine`: the target's model (its vector width and channel blocks).
-ir::Function int8_products(const ir::Function& f, bool int8_dot, const MachineModel& machine);
+///
+/// Activations provably below 128 (a quantize to [0, 127]: PT2E's reduce_range, which
+/// torchao recommends for CPUs without VNNI) make the dense and conv products
+/// activation_bits 7, whose steps run without VNNI as vpmaddubsw and vpmaddwd, exact for
+/// such bytes. Without VNNI (int8_dot off) only those are rewritten, where the target's
+/// int8_dot_7bit says they beat float32; the others would be no faster, and the 16-bit rows
+/// take all 8 bits. For any other form the op is left as it is.
+/// `int8_dot`, `int8_dot_7bit`: the target's MachineModel flags (or the config's override,
+/// PassEnv); `machine`: the target's model (its vector width and channel blocks).
+ir::Function int8_products(const ir::Function& f, bool int8_dot, bool int8_dot_7bit,
+                           const MachineModel& machine);
 
 }  // namespace ember::passes

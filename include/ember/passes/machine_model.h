@@ -34,6 +34,10 @@ struct MachineModel {
   // vpdpbusd: AVX-512 VNNI, or AVX-VNNI at 256 bits): the int8 kernels pay off (Int8Products).
   // Without it they are exact too (two vpmaddwd per vector) but no faster than float32.
   bool int8_dot = false;
+  // Int8 products whose activations are below 128 (PT2E's reduce_range) run at least 1.5x
+  // the float32 FMAs' rate: VNNI, or without it vpmaddubsw + vpmaddwd where each issues
+  // twice a cycle (Skylake, Zen 3 and later at 256 bits). Int8Products then rewrites those.
+  bool int8_dot_7bit = false;
   // One instruction adds two bfloat16 products into each float32 lane at vector_bits
   // (vdpbf16ps: AVX512_BF16, with AVX512VL below 512 bits): BF16Products uses it.
   bool bf16_dot = false;

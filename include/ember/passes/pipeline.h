@@ -40,6 +40,8 @@ struct PassEnv {
   // Int8Products's question, the target's int8_dot unless config "Int8Products.int8_dot" says
   // "on" (tests run the int8 kernels on any host) or "off".
   bool int8_dot = false;
+  // Likewise for products of activations below 128 only (MachineModel::int8_dot_7bit).
+  bool int8_dot_7bit = false;
   // BF16Products's question, likewise: the target's bf16_dot unless config
   // "BF16Products.bf16_dot" says "on" or "off".
   bool bf16_dot = false;

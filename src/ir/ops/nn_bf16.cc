@@ -56,15 +56,16 @@ const WordDense kBF16{"dense_bf16", Intrinsic::DotBF16, DType::Float32,
 Type dense_bf16_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
   return word_dense_rel(kBF16, args, attrs, ctx, false);
 }
-Tensor dense_bf16_compute(const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {
-  return word_dense_compute(kBF16, in, out, false);
+Tensor dense_bf16_compute(const std::vector<Tensor>& in, const Attrs& attrs,
+                          const TensorType& out) {
+  return word_dense_compute(kBF16, in, attrs, out, false);
 }
 Type dense_bf16_packed_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
   return word_dense_rel(kBF16, args, attrs, ctx, true);
 }
-Tensor dense_bf16_packed_compute(const std::vector<Tensor>& in, const Attrs&,
+Tensor dense_bf16_packed_compute(const std::vector<Tensor>& in, const Attrs& attrs,
                                  const TensorType& out) {
-  return word_dense_compute(kBF16, in, out, true);
+  return word_dense_compute(kBF16, in, attrs, out, true);
 }
 
 [[maybe_unused]] const Op* kPackBF16Pairs = register_op(with_attrs(

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nn_util.h"
+#include "word_dense.h"
 
 namespace ember::ir {
 namespace {
@@ -227,6 +228,7 @@ Type word_conv_rel(const WordConv& kind, const std::vector<Type>& args, Attrs& a
   check_arity(args, 2, ctx);
   const TensorType& data = tensor_arg(args, 0, "data", ctx);
   const TensorType& weight = tensor_arg(args, 1, "weight", ctx);
+  if (kind.pad_attr) check_activation_bits(attrs, ctx);
   if (attr_int(attrs, "groups") != 1) {  // only the int8 conv has a depthwise form
     if (kind.dot != Intrinsic::DotU8S8)
       ctx.fail("nn." + std::string(kind.name) + " takes groups = 1 only");
@@ -256,8 +258,9 @@ Tensor word_conv_compute(const WordConv& kind, const std::vector<Tensor>& in, co
   return compute(kind.name, out.shape, [&](const std::vector<PrimVar>& i) {
     PrimExpr y = i[2] * idx(s[0]) + ry->var * idx(d[0]);
     PrimExpr x = i[3] * idx(s[1]) + rx->var * idx(d[1]);
-    return sum(prim_call(kind.dot, {make_const(kind.acc, 0), padded({i[0], rc->var, y, x}),
-                                    weight({i[1], rc->var, ry->var, rx->var})}),
+    return sum(prim_call(word_dot(kind.dot, attrs),
+                         {make_const(kind.acc, 0), padded({i[0], rc->var, y, x}),
+                          weight({i[1], rc->var, ry->var, rx->var})}),
                {rc, ry, rx});
   });
 }
@@ -279,6 +282,7 @@ Type word_conv_blocked_rel(const WordConv& kind, const std::vector<Type>& args, 
   const TensorType& data = tensor_arg(args, 0, "data", ctx);
   const TensorType& weight = tensor_arg(args, 1, "weight", ctx);
   const std::string op = "nn." + std::string(kind.name) + "_blocked";
+  if (kind.pad_attr) check_activation_bits(attrs, ctx);
   if (attr_int(attrs, "groups") != 1) {
     if (kind.dot != Intrinsic::DotU8S8) ctx.fail(op + " takes groups = 1 only");
     return u8s8_depthwise_rel(data, weight, attrs, true, ctx);
@@ -313,8 +317,9 @@ Tensor word_conv_blocked_compute(const WordConv& kind, const std::vector<Tensor>
     PrimExpr word = kind.word([&](int64_t j) {
       return padded({i[0], rc->var, y, x, rl->var * idx(kind.per_word) + idx(j)});
     });
-    return sum(prim_call(kind.dot, {make_const(kind.acc, 0), word,
-                                    weight({i[1], rc->var, ry->var, rx->var, rl->var, i[4]})}),
+    return sum(prim_call(word_dot(kind.dot, attrs),
+                         {make_const(kind.acc, 0), word,
+                          weight({i[1], rc->var, ry->var, rx->var, rl->var, i[4]})}),
                {rc, ry, rx, rl});
   });
 }
@@ -446,8 +451,10 @@ Op conv2d_op() {
 // padding reads).
 bool register_word_convs(const WordConv& kind) {
   std::vector<AttrSpec> attrs = kConvAttrs;
-  if (kind.pad_attr)
+  if (kind.pad_attr) {  // the int8 products
     attrs.push_back(int_attr("pad_word", 0, "the int32 word a padded position reads"));
+    attrs.push_back(activation_bits_attr());
+  }
   const std::string name = "nn." + std::string(kind.name);
   for (const bool blocked : {false, true}) {
     TypeRelation rel = [&kind, blocked](const std::vector<Type>& args, Attrs& a,

@@ -54,29 +54,35 @@ const WordDense kU8S8{"dense_u8s8", Intrinsic::DotU8S8, DType::Int32,
                       "with nn.pack_bytes4"};
 
 Type dense_u8s8_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_activation_bits(attrs, ctx);
   return word_dense_rel(kU8S8, args, attrs, ctx, false);
 }
-Tensor dense_u8s8_compute(const std::vector<Tensor>& in, const Attrs&, const TensorType& out) {
-  return word_dense_compute(kU8S8, in, out, false);
+Tensor dense_u8s8_compute(const std::vector<Tensor>& in, const Attrs& attrs,
+                          const TensorType& out) {
+  return word_dense_compute(kU8S8, in, attrs, out, false);
 }
 Type dense_u8s8_packed_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
+  check_activation_bits(attrs, ctx);
   return word_dense_rel(kU8S8, args, attrs, ctx, true);
 }
-Tensor dense_u8s8_packed_compute(const std::vector<Tensor>& in, const Attrs&,
+Tensor dense_u8s8_packed_compute(const std::vector<Tensor>& in, const Attrs& attrs,
                                  const TensorType& out) {
-  return word_dense_compute(kU8S8, in, out, true);
+  return word_dense_compute(kU8S8, in, attrs, out, true);
 }
 
 [[maybe_unused]] const Op* kPackBytes4 = register_op(
     with_attrs({"nn.pack_bytes4", 1, OpPattern::Injective, pack_bytes4_rel, pack_bytes4_compute},
                {int_attr("axis", -1, "the axis whose bytes are packed, four to a word")}));
-[[maybe_unused]] const Op* kDenseU8S8 = register_op(family(
-    {"nn.dense_u8s8", 2, OpPattern::OutEWiseFusable, dense_u8s8_rel, dense_u8s8_compute}, "dense"));
-[[maybe_unused]] const Op* kDenseU8S8Packed = register_op(with_attrs(
-    family({"nn.dense_u8s8_packed", 2, OpPattern::OutEWiseFusable, dense_u8s8_packed_rel,
-            dense_u8s8_packed_compute},
+[[maybe_unused]] const Op* kDenseU8S8 = register_op(with_attrs(
+    family({"nn.dense_u8s8", 2, OpPattern::OutEWiseFusable, dense_u8s8_rel, dense_u8s8_compute},
            "dense"),
-    {required_attr("units", AttrKind::Int, "output features, N of the unpacked weight")}));
+    {activation_bits_attr()}));
+[[maybe_unused]] const Op* kDenseU8S8Packed = register_op(
+    with_attrs(family({"nn.dense_u8s8_packed", 2, OpPattern::OutEWiseFusable, dense_u8s8_packed_rel,
+                       dense_u8s8_packed_compute},
+                      "dense"),
+               {required_attr("units", AttrKind::Int, "output features, N of the unpacked weight"),
+                activation_bits_attr()}));
 
 }  // namespace
 }  // namespace ember::ir

@@ -25,6 +25,24 @@ inline Type packed_words_type(const TensorType& x, Attrs& attrs, int64_t per_wor
   return TensorType{shape, DType::Int32};
 }
 
+// The int8 products' attribute activation_bits: 7 says that every activation byte is below
+// 128 (Int8Products proved it: PT2E's reduce_range), so that each step is dot_u7s8, which
+// runs without VNNI as vpmaddubsw and vpmaddwd (exact for such bytes).
+inline AttrSpec activation_bits_attr() {
+  return int_attr("activation_bits", 8,
+                  "7: every activation byte is below 128 (the steps are dot_u7s8); else 8");
+}
+inline void check_activation_bits(const Attrs& attrs, const TypeContext& ctx) {
+  const int64_t bits = attr_int(attrs, "activation_bits");
+  if (bits != 7 && bits != 8)
+    ctx.fail("activation_bits must be 7 (bytes below 128) or 8, got " + std::to_string(bits));
+}
+// The step of a word product: `dot`, or dot_u7s8 for int8 products of 7-bit activations.
+inline Intrinsic word_dot(Intrinsic dot, const Attrs& attrs) {
+  const bool seven = dot == Intrinsic::DotU8S8 && attrs.get_int("activation_bits", 8) == 7;
+  return seven ? Intrinsic::DotU7S8 : dot;
+}
+
 struct WordDense {
   const char* name;   // the compute's name
   Intrinsic dot;      // acc + the products of one word pair
@@ -60,16 +78,17 @@ inline Type word_dense_rel(const WordDense& kind, const std::vector<Type>& args,
 
 // The sum over words k of dot(0, x[..., k], the weight's word (n, k)).
 inline Tensor word_dense_compute(const WordDense& kind, const std::vector<Tensor>& in,
-                                 const TensorType& out, bool packed) {
+                                 const Attrs& attrs, const TensorType& out, bool packed) {
   const Tensor &x = in[0], &w = in[1];
   const int64_t block = packed ? w.shape()[2] : 1;
   IterVar k = reduce_axis(w.shape()[1], "k");
+  const Intrinsic dot = word_dot(kind.dot, attrs);
   return compute(kind.name, out.shape, [&](const std::vector<PrimVar>& i) {
     std::vector<PrimExpr> xi(i.begin(), i.end() - 1);
     xi.push_back(k->var);
     const PrimExpr n = i.back();
     PrimExpr word = packed ? w({n / idx(block), k->var, n % idx(block)}) : w({n, k->var});
-    return sum(prim_call(kind.dot, {make_const(kind.acc, 0), x(xi), word}), {k});
+    return sum(prim_call(dot, {make_const(kind.acc, 0), x(xi), word}), {k});
   });
 }
 

@@ -37,8 +37,9 @@ PrimExpr multiply_add(const PrimExpr& src, const PrimExpr& acc) {
   // An int8 product's step takes the running sum as its accumulator (one vpdpbusd).
   auto* dot = src.as<PrimCallNode>();
   int64_t start = 1;
-  if (dot && dot->op == Intrinsic::DotU8S8 && as_int(dot->args[0], &start) && start == 0)
-    return prim_call(Intrinsic::DotU8S8, {acc, dot->args[1], dot->args[2]});
+  if (dot && (dot->op == Intrinsic::DotU8S8 || dot->op == Intrinsic::DotU7S8) &&
+      as_int(dot->args[0], &start) && start == 0)
+    return prim_call(dot->op, {acc, dot->args[1], dot->args[2]});
   auto* zero = dot ? dot->args[0].as<FloatImmNode>() : nullptr;  // a bfloat16 pair's step
   if (dot && dot->op == Intrinsic::DotBF16 && zero && zero->value == 0.0)
     return prim_call(Intrinsic::DotBF16, {acc, dot->args[1], dot->args[2]});

@@ -215,7 +215,8 @@ bool sums_products(const Stage& r) {
   if (auto* mul = red->source.as<BinaryNode>(); mul && mul->op == BinaryOp::Mul)
     factors[0] = mul->a, factors[1] = mul->b;
   else if (auto* dot = red->source.as<PrimCallNode>();
-           dot && (dot->op == Intrinsic::DotU8S8 || dot->op == Intrinsic::DotBF16))
+           dot && (dot->op == Intrinsic::DotU8S8 || dot->op == Intrinsic::DotU7S8 ||
+                   dot->op == Intrinsic::DotBF16))
     factors[0] = dot->args[1], factors[1] = dot->args[2];
   else
     return false;

@@ -765,86 +765,134 @@ bool host_has(const std::vector<std::string>& names) {
   return true;
 }
 
-// Without VNNI: two vpmaddwd per vector of the CPU's width (AVX2 at 8 lanes, AVX-512BW at
-// 16, SSE2 at 4; other widths in pieces of those, the last padded), never vpdpbusd nor the
-// saturating vpmaddubsw. Compiled for named CPUs on every host; run where this host has the
-// extensions the CPU's code may use, exact against the formula for every pair of bytes in every
-// byte of the word, and for the words of the extremes (4 * 255 * -128 and 4 * 255 * 127).
-TEST(CodegenCpu, DotU8S8WithoutVnniIsTwoVpmaddwdAndExact) {
-  const int64_t pairs = 256 * 256, extremes = 16;
-  const int64_t words = extremes + pairs;  // every pair in each of the four byte positions
-  std::vector<int32_t> acc(words), a(words), b(words);
+// Words for a dot's numerics: every pair of bytes (a below a_values, any b) in each byte
+// position of a word, after 16 words of the extremes (4 * amax * -128 and 4 * amax * 127);
+// `want` the exact sums.
+struct DotWords {
+  std::vector<int32_t> acc, a, b;
+  std::vector<int64_t> want;
+};
+
+DotWords dot_words(int64_t a_values) {
+  const int64_t pairs = a_values * 256, extremes = 16;
+  const int64_t words = extremes + pairs;
+  const uint32_t amax = a_values == 256 ? 0xFFFFFFFF : 0x7F7F7F7F;
+  DotWords d{std::vector<int32_t>(words), std::vector<int32_t>(words), std::vector<int32_t>(words),
+             std::vector<int64_t>(words)};
   for (int64_t w = 0; w < words; ++w) {
     uint32_t ua = 0, ub = 0;
     if (w >= extremes) {  // pairs base .. base + 3, rotated by p / (pairs / 4)
       const int64_t p = w - extremes, base = 4 * (p % (pairs / 4)), rotation = p / (pairs / 4);
       for (int j = 0; j < 4; ++j) {
         const int64_t k = base + (j + rotation) % 4;
-        ua |= static_cast<uint32_t>(k & 255) << (8 * j);
-        ub |= static_cast<uint32_t>(k >> 8) << (8 * j);
+        ua |= static_cast<uint32_t>(k % a_values) << (8 * j);
+        ub |= static_cast<uint32_t>(k / a_values) << (8 * j);
       }
     } else {
-      const uint32_t as[] = {0xFFFFFFFF, 0xFFFFFFFF, 0, 0x80808080};
+      const uint32_t as[] = {amax, amax, 0, 0x80808080 & amax};
       const uint32_t bs[] = {0x80808080, 0x7F7F7F7F, 0x80808080, 0x807F807F};
       ua = as[w % 4];
       ub = bs[w % 4];
     }
-    std::memcpy(&a[w], &ua, 4);
-    std::memcpy(&b[w], &ub, 4);
-    acc[w] = static_cast<int32_t>((w * 7919) % 2000003 - 1000000);
-  }
-  std::vector<int64_t> want(words);
-  for (int64_t w = 0; w < words; ++w) {
-    want[w] = acc[w];
+    std::memcpy(&d.a[w], &ua, 4);
+    std::memcpy(&d.b[w], &ub, 4);
+    d.acc[w] = static_cast<int32_t>((w * 7919) % 2000003 - 1000000);
+    d.want[w] = d.acc[w];
     for (int j = 0; j < 4; ++j)
-      want[w] += int64_t{static_cast<uint8_t>(static_cast<uint32_t>(a[w]) >> (8 * j))} *
-                 static_cast<int8_t>(static_cast<uint32_t>(b[w]) >> (8 * j));
+      d.want[w] +=
+          int64_t{static_cast<uint8_t>(ua >> (8 * j))} * static_cast<int8_t>(ub >> (8 * j));
   }
-  // The instruction-set extensions each CPU's code may use: the numerics run where this
-  // host has them (not every feature LLVM lists for the CPU: a virtual machine hides system
-  // ones such as pku or mwaitx, which kernels never use).
-  const std::vector<std::string> avx2 = {"avx",  "avx2",  "fma",   "f16c",  "bmi",
-                                         "bmi2", "lzcnt", "movbe", "popcnt"};
-  const std::vector<std::string> sse2;  // every x86-64 CPU
-  std::vector<std::string> avx512bw = avx2;
-  avx512bw.insert(avx512bw.end(), {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd"});
-  const struct {
-    const char* cpu;
-    int64_t lanes;
-    int vector_bits;
-    const char* reg;  // the register vpmaddwd works on
-    const std::vector<std::string>& isa;
-  } cases[] = {{"znver3", 8, 256, "ymm", avx2},
-               {"haswell", 8, 256, "ymm", avx2},
-               {"znver1", 8, 256, "ymm", avx2},
-               {"skylake-avx512", 16, 512, "zmm", avx512bw},
-               {"skylake-avx512", 8, 256, "ymm", avx512bw},
-               {"znver3", 16, 512, "ymm", avx2},
-               {"znver3", 28, 256, "ymm", avx2},
-               {"znver3", 2, 256, "xmm", avx2},
-               {"skylake-avx512", 20, 512, "zmm", avx512bw},
-               {"x86-64", 4, 128, "xmm", sse2}};
-  for (const auto& c : cases) {
+  return d;
+}
+
+// The instruction-set extensions each CPU's code may use: the numerics run where this host
+// has them (not every feature LLVM lists for the CPU: a virtual machine hides system ones
+// such as pku or mwaitx, which kernels never use).
+const std::vector<std::string> kSse2;  // every x86-64 CPU
+const std::vector<std::string> kSsse3 = {"sse3", "ssse3", "sse4.1", "sse4.2", "popcnt"};
+const std::vector<std::string> kAvx2 = {"avx",  "avx2",  "fma",   "f16c",  "bmi",
+                                        "bmi2", "lzcnt", "movbe", "popcnt"};
+std::vector<std::string> avx512bw() {
+  std::vector<std::string> isa = kAvx2;
+  isa.insert(isa.end(), {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd"});
+  return isa;
+}
+
+struct DotCase {
+  const char* cpu;
+  int64_t lanes;
+  int vector_bits;
+  const char* reg;  // the register pmaddwd works on
+  const std::vector<std::string>& isa;
+};
+
+// `dot` (DotU8S8 or DotU7S8) compiled for the case's CPU: pmaddwd on `reg`, the code
+// matching `present` and not `absent`; exact on the host where it has the case's extensions.
+void check_dot(Intrinsic dot, const DotWords& d, const DotCase& c, const char* present,
+               const char* absent) {
+  const auto words = static_cast<int64_t>(d.a.size());
+  CpuOptions options;
+  options.cpu = c.cpu;
+  options.vector_bits = c.vector_bits;
+  const int64_t used = words / c.lanes * c.lanes;  // the words the vectors cover
+  const PrimFunc f = dot_func(dot, DType::Int32, "dot", words / c.lanes, c.lanes);
+  auto m = compile_cpu({f}, options);
+  const std::string asm_text = m->get_source("asm"),
+                    at = std::string(c.cpu) + " " + std::to_string(c.lanes) + " lanes";
+  EXPECT_TRUE(std::regex_search(asm_text, std::regex(std::string("pmaddwd[^\\n]*%") + c.reg)))
+      << at;
+  EXPECT_TRUE(std::regex_search(asm_text, std::regex(present))) << at;
+  EXPECT_FALSE(std::regex_search(asm_text, std::regex(absent))) << at;
+  if (!host_has(c.isa)) return;
+  std::vector<int32_t> out(words, 0), acc = d.acc, a = d.a, b = d.b;
+  std::vector<void*> args = {acc.data(), a.data(), b.data(), out.data()};
+  m->get_function(f.name)(args.data());
+  int64_t wrong = 0;
+  for (int64_t w = 0; w < used; ++w)
+    if (out[w] != d.want[w] && wrong++ < 5)
+      ADD_FAILURE() << at << ": word " << w << " is " << out[w] << ", not " << d.want[w];
+  EXPECT_EQ(wrong, 0) << at;
+}
+
+// Without VNNI: two vpmaddwd per vector of the CPU's width (AVX2 at 8 lanes, AVX-512BW at
+// 16, SSE2 at 4; other widths in pieces of those, the last padded), never vpdpbusd nor the
+// saturating vpmaddubsw. Compiled for named CPUs on every host; run where this host has the
+// extensions the CPU's code may use, exact against the formula for every pair of bytes in every
+// byte of the word, and for the words of the extremes (4 * 255 * -128 and 4 * 255 * 127).
+TEST(CodegenCpu, DotU8S8WithoutVnniIsTwoVpmaddwdAndExact) {
+  const DotWords d = dot_words(256);
+  const std::vector<std::string> bw = avx512bw();
+  const DotCase cases[] = {
+      {"znver3", 8, 256, "ymm", kAvx2},       {"haswell", 8, 256, "ymm", kAvx2},
+      {"znver1", 8, 256, "ymm", kAvx2},       {"skylake-avx512", 16, 512, "zmm", bw},
+      {"skylake-avx512", 8, 256, "ymm", bw},  {"znver3", 16, 512, "ymm", kAvx2},
+      {"znver3", 28, 256, "ymm", kAvx2},      {"znver3", 2, 256, "xmm", kAvx2},
+      {"skylake-avx512", 20, 512, "zmm", bw}, {"x86-64", 4, 128, "xmm", kSse2}};
+  for (const DotCase& c : cases)
+    check_dot(Intrinsic::DotU8S8, d, c, "pmaddwd", "vpdpbusd|pmaddubsw");
+}
+
+// DotU7S8 (a's bytes below 128) without VNNI: vpmaddubsw, then vpmaddwd by ones, exact for
+// every such pair of bytes and the extremes (4 * 127 * -128, 4 * 127 * 127); SSE2 alone (no
+// pmaddubsw: x86-64) takes DotU8S8's form. Where the CPU has VNNI at the width, vpdpbusd.
+TEST(CodegenCpu, DotU7S8WithoutVnniIsVpmaddubswThenVpmaddwdAndExactBelow128) {
+  const DotWords d = dot_words(128);
+  const std::vector<std::string> bw = avx512bw();
+  const DotCase cases[] = {
+      {"znver3", 8, 256, "ymm", kAvx2},       {"skylake", 8, 256, "ymm", kAvx2},
+      {"skylake-avx512", 16, 512, "zmm", bw}, {"znver3", 28, 256, "ymm", kAvx2},
+      {"znver3", 2, 256, "xmm", kAvx2},       {"x86-64-v2", 4, 128, "xmm", kSsse3}};
+  for (const DotCase& c : cases)
+    check_dot(Intrinsic::DotU7S8, d, c, "pmaddubsw[^\\n]*%", "vpdpbusd");
+  check_dot(Intrinsic::DotU7S8, d, {"x86-64", 4, 128, "xmm", kSse2}, "pmaddwd", "pmaddubsw");
+  for (const char* cpu : {"znver4", "sapphirerapids"}) {
     CpuOptions options;
-    options.cpu = c.cpu;
-    options.vector_bits = c.vector_bits;
-    const int64_t used = words / c.lanes * c.lanes;  // the words the vectors cover
-    const PrimFunc f = dot_u8s8_func(words / c.lanes, c.lanes);
-    auto m = compile_cpu({f}, options);
-    const std::string asm_text = m->get_source("asm"),
-                      at = std::string(c.cpu) + " " + std::to_string(c.lanes) + " lanes";
-    EXPECT_TRUE(std::regex_search(asm_text, std::regex(std::string("pmaddwd[^\\n]*%") + c.reg)))
-        << at;
-    EXPECT_FALSE(std::regex_search(asm_text, std::regex("vpdpbusd|pmaddubsw"))) << at;
-    if (!host_has(c.isa)) continue;
-    std::vector<int32_t> out(words, 0);
-    std::vector<void*> args = {acc.data(), a.data(), b.data(), out.data()};
-    m->get_function(f.name)(args.data());
-    int64_t wrong = 0;
-    for (int64_t w = 0; w < used; ++w)
-      if (out[w] != want[w] && wrong++ < 5)
-        ADD_FAILURE() << at << ": word " << w << " is " << out[w] << ", not " << want[w];
-    EXPECT_EQ(wrong, 0) << at;
+    options.cpu = cpu;
+    const std::string asm_text =
+        compile_cpu({dot_func(Intrinsic::DotU7S8, DType::Int32, "dot", 6, 16)}, options)
+            ->get_source("asm");
+    EXPECT_TRUE(std::regex_search(asm_text, std::regex("vpdpbusd[^\\n]*%zmm"))) << cpu;
+    EXPECT_EQ(asm_text.find("pmaddubsw"), std::string::npos) << cpu;
   }
 }
 

@@ -25,8 +25,9 @@ Expr filled(std::vector<int64_t> shape, DType t, double v) {
 
 Attrs to(const char* dtype) { return Attrs().with("dtype", std::string(dtype)); }
 
-// dense((cast(q) - zx) * 0.5, (cast(w) - cast(zw)) * sw) as the frontend writes it.
-Function pt2e_linear(Expr q, Expr w, double zx, double zw) {
+// dense((cast(q) - zx) * 0.5, (cast(w) - cast(zw)) * sw) as the frontend writes it, of the
+// input `in` (default: q).
+Function pt2e_linear(Expr q, Expr w, double zx, double zw, Expr in = nullptr) {
   Expr x =
       call("multiply",
            {call("subtract", {call("cast", {q}, to("float32")), filled({}, DType::Float32, zx)}),
@@ -35,7 +36,7 @@ Function pt2e_linear(Expr q, Expr w, double zx, double zw) {
                    Attrs().with("newshape", std::vector<int64_t>{6, 1}));
   Expr wd = call("multiply", {call("subtract", {call("cast", {w}, to("float32")), zero}),
                               filled({6, 1}, DType::Float32, 0.25)});
-  return function({q}, call("nn.dense", {x, wd}, {}, "fc"));
+  return function({in ? in : q}, call("nn.dense", {x, wd}, {}, "fc"));
 }
 
 const MachineModel k512 = MachineModel::for_vector_bits(512);
@@ -52,7 +53,7 @@ TEST(Int8Products, Pt2eLinearBecomesTheInt8ProductOnVnniMachines) {
   Expr w = filled({6, 8}, DType::Int8, 3);
   const bool vnni = true, plain = false;
   Function f = pt2e_linear(q, w, 128, 0);
-  Function got = int8_products(f, vnni, k512);
+  Function got = int8_products(f, vnni, vnni, k512);
   EXPECT_EQ(count_calls(got, "nn.dense"), 0) << to_string(Expr(got));
   EXPECT_EQ(count_calls(got, "nn.dense_u8s8"), 1);
   EXPECT_EQ(count_calls(got, "nn.pack_bytes4"), 2);
@@ -60,14 +61,14 @@ TEST(Int8Products, Pt2eLinearBecomesTheInt8ProductOnVnniMachines) {
   EXPECT_EQ(got->body->type, f->body->type);
   // Without int8 dot products (AVX2, AVX-512 before VNNI), or a weight zero point that is not
   // 0, or float activations: unchanged.
-  EXPECT_TRUE(structural_equal(int8_products(f, plain, k512), f));
+  EXPECT_TRUE(structural_equal(int8_products(f, plain, plain, k512), f));
   Function shifted = pt2e_linear(q, w, 128, 1);
-  EXPECT_TRUE(structural_equal(int8_products(shifted, vnni, k512), shifted));
+  EXPECT_TRUE(structural_equal(int8_products(shifted, vnni, vnni, k512), shifted));
   // A zero point of 0 needs no row sums.
-  EXPECT_EQ(count_calls(int8_products(pt2e_linear(q, w, 0, 0), vnni, k512), "sum"), 0);
+  EXPECT_EQ(count_calls(int8_products(pt2e_linear(q, w, 0, 0), vnni, vnni, k512), "sum"), 0);
   Expr fq = var("q", TensorType{{3, 8}, DType::Int32});
   Function ints = pt2e_linear(fq, w, 0, 0);
-  EXPECT_TRUE(structural_equal(int8_products(ints, vnni, k512), ints));
+  EXPECT_TRUE(structural_equal(int8_products(ints, vnni, vnni, k512), ints));
 }
 
 // A conv of a dequantized uint8 image by dequantized int8 weights becomes the int8 conv over
@@ -98,12 +99,42 @@ const CallNode* find_call(const Function& f, const std::string& op) {
   return nullptr;
 }
 
+// Activations that a quantize clamps below 128 (PT2E's reduce_range: quant_max 127), through
+// a reshape, make the product activation_bits 7 (its steps dot_u7s8); a machine with only
+// 7-bit int8 dot products (AVX2 on Zen 3) rewrites those and no other: a quant_max of 255, a
+// clip whose a_max is 128, or a zero point of 128 (the byte padding reads) keep the dense.
+TEST(Int8Products, SevenBitActivationsMakeSevenBitProductsWhichMachinesWithoutVnniTake) {
+  auto linear = [](double a_max, double zero) {
+    Expr x = var("x", TensorType{{3, 8}, DType::Float32});
+    Expr clipped = call("clip", {call("round", {x})}, Attrs({{"a_min", 0.0}, {"a_max", a_max}}));
+    Expr q = call("reshape", {call("cast", {clipped}, to("uint8"))},
+                  Attrs().with("newshape", std::vector<int64_t>{3, 8}));
+    return pt2e_linear(q, filled({6, 8}, DType::Int8, 3), zero, 0, x);
+  };
+  const bool vnni = true, plain = false, seven = true;
+  Function f = linear(127, 64);
+  for (bool all : {vnni, plain}) {
+    Function got = int8_products(f, all, seven, k512);
+    const CallNode* dense = find_call(got, "nn.dense_u8s8");
+    ASSERT_NE(dense, nullptr) << to_string(Expr(got));
+    EXPECT_EQ(dense->attrs.get_int("activation_bits", 8), 7);
+    EXPECT_EQ(got->body->type, f->body->type);
+  }
+  for (Function near : {linear(255, 64), linear(128, 64), linear(127, 128)}) {
+    EXPECT_TRUE(structural_equal(int8_products(near, plain, seven, k512), near));
+    const CallNode* dense = find_call(int8_products(near, vnni, seven, k512), "nn.dense_u8s8");
+    ASSERT_NE(dense, nullptr);
+    EXPECT_EQ(dense->attrs.get_int("activation_bits", 8), 8);
+  }
+  EXPECT_TRUE(structural_equal(int8_products(f, plain, false, k512), f));
+}
+
 TEST(Int8Products, Pt2eConvBecomesTheInt8ConvWhereItsRowsHoldAVectorOrItRunsBlocked) {
   auto conv = [](int64_t width, int64_t groups, int64_t channels = 8, int64_t out = 4) {
     return pt2e_conv(width, groups, channels, out);
   };
   Function wide = conv(20, 1);
-  Function got = int8_products(wide, true, k512);
+  Function got = int8_products(wide, true, true, k512);
   EXPECT_EQ(count_calls(got, "nn.conv2d_u8s8"), 1) << to_string(Expr(got));
   EXPECT_EQ(count_calls(got, "nn.conv2d"), 0);
   EXPECT_EQ(got->body->type, wide->body->type);
@@ -111,11 +142,11 @@ TEST(Int8Products, Pt2eConvBecomesTheInt8ConvWhereItsRowsHoldAVectorOrItRunsBloc
     if (auto* c = as<CallNode>(e); c && c->op && c->op->name == "nn.conv2d_u8s8")
       EXPECT_EQ(c->attrs.get_int("pad_word", 0), 0x03030303);
   for (Function f : {conv(7, 1), conv(20, 2)})
-    EXPECT_TRUE(structural_equal(int8_products(f, true, k512), f));
-  EXPECT_EQ(count_calls(int8_products(conv(8, 1), true, MachineModel::for_vector_bits(256)),
+    EXPECT_TRUE(structural_equal(int8_products(f, true, true, k512), f));
+  EXPECT_EQ(count_calls(int8_products(conv(8, 1), true, true, MachineModel::for_vector_bits(256)),
                         "nn.conv2d_u8s8"),
             1);
-  EXPECT_EQ(count_calls(int8_products(conv(7, 1, 32, 32), true, k512), "nn.conv2d_u8s8"), 1);
+  EXPECT_EQ(count_calls(int8_products(conv(7, 1, 32, 32), true, true, k512), "nn.conv2d_u8s8"), 1);
 }
 
 // A weight-only batch-1 dense (float activations by a constant int8 weight, as
@@ -130,7 +161,7 @@ TEST(Int8Products, WeightOnlyGemvTakesTheActivationsToTwoBytes) {
     return function({x}, call("nn.dense", {x, filled({6, 8}, w, 3)}, {}, "fc"));
   };
   Function gemv = dense(1, DType::Int8);
-  Function got = int8_products(gemv, true, k512);
+  Function got = int8_products(gemv, true, true, k512);
   EXPECT_EQ(count_calls(got, "nn.dense"), 0) << to_string(Expr(got));
   EXPECT_EQ(count_calls(got, "nn.dense_u8s8"), 1);
   EXPECT_EQ(count_calls(got, "nn.pack_bytes4"), 2);
@@ -148,8 +179,10 @@ TEST(Int8Products, WeightOnlyGemvTakesTheActivationsToTwoBytes) {
       corrected = k->value.data_as<int32_t>()[0] == 0 && k->value.data_as<int32_t>()[6] == 128 * 24;
   EXPECT_TRUE(corrected);
   for (Function f : {dense(3, DType::Int8), dense(1, DType::Float32)})
-    EXPECT_TRUE(structural_equal(int8_products(f, true, k512), f));
-  EXPECT_TRUE(structural_equal(int8_products(gemv, false, k512), gemv));
+    EXPECT_TRUE(structural_equal(int8_products(f, true, true, k512), f));
+  EXPECT_TRUE(structural_equal(int8_products(gemv, false, false, k512), gemv));
+  // Without VNNI the 16-bit rows (all 8 bits of each byte) are not 7-bit products.
+  EXPECT_TRUE(structural_equal(int8_products(gemv, false, true, k512), gemv));
 }
 
 // torchao's 4-bit weights in groups, as they import: a batch-1 dense becomes nn.dense_int4
@@ -170,7 +203,7 @@ TEST(Int8Products, Int4GroupedGemvBecomesTheNibbleDense) {
     return function({x}, call("nn.dense", {x, shaped(w, {n, k})}, {}, "fc"));
   };
   Function f = grouped(1, 16, -3);
-  Function got = int8_products(f, true, k512);
+  Function got = int8_products(f, true, true, k512);
   EXPECT_EQ(count_calls(got, "nn.dense"), 0) << to_string(Expr(got));
   EXPECT_EQ(count_calls(got, "nn.dense_int4"), 1);
   EXPECT_EQ(got->body->type, f->body->type);
@@ -185,8 +218,8 @@ TEST(Int8Products, Int4GroupedGemvBecomesTheNibbleDense) {
     EXPECT_EQ(c->args[3]->type.tensor().shape, (std::vector<int64_t>{2, 4}));           // [G, N]
   }
   for (Function near : {grouped(1, 16, 9), grouped(1, 4, -3), grouped(2, 16, -3)})
-    EXPECT_TRUE(structural_equal(int8_products(near, true, k512), near));
-  EXPECT_TRUE(structural_equal(int8_products(f, false, k512), f));
+    EXPECT_TRUE(structural_equal(int8_products(near, true, true, k512), near));
+  EXPECT_TRUE(structural_equal(int8_products(f, false, false, k512), f));
 }
 
 // A depthwise conv (groups = channels, W [C, 1, KH, KW]) becomes nn.conv2d_u8s8's depthwise
@@ -197,7 +230,7 @@ TEST(Int8Products, Int4GroupedGemvBecomesTheNibbleDense) {
 // the float conv.
 TEST(Int8Products, Pt2eDepthwiseConvBecomesTheDepthwiseInt8Conv) {
   Function f = pt2e_conv(7, 32, 32, 32);
-  Function got = int8_products(f, true, k512);
+  Function got = int8_products(f, true, true, k512);
   const CallNode* conv = find_call(got, "nn.conv2d_u8s8");
   ASSERT_NE(conv, nullptr) << to_string(Expr(got));
   EXPECT_EQ(count_calls(got, "nn.conv2d"), 0);
@@ -212,8 +245,8 @@ TEST(Int8Products, Pt2eDepthwiseConvBecomesTheDepthwiseInt8Conv) {
   EXPECT_EQ(sums->type.tensor().dtype, DType::Float32);
   EXPECT_EQ(got->body->type, f->body->type);
   for (Function same : {pt2e_conv(30, 32, 32, 32, 23), pt2e_conv(7, 16, 32, 32)})
-    EXPECT_TRUE(structural_equal(int8_products(same, true, k512), same));
-  EXPECT_TRUE(structural_equal(int8_products(f, false, k512), f));
+    EXPECT_TRUE(structural_equal(int8_products(same, true, true, k512), same));
+  EXPECT_TRUE(structural_equal(int8_products(f, false, false, k512), f));
 }
 
 }  // namespace
