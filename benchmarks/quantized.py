@@ -97,60 +97,6 @@ class BertLastHidden(torch.nn.Module):
         return self.bert(input_ids=ids).last_hidden_state
 
 
-FIT_CLASSES, FIT_BATCH = 10, 8
-
-
-def _ten_class_head(model):
-    """`model` with its last nn.Linear replaced by one of FIT_CLASSES outputs (the head a
-    user fine-tunes for their classes)."""
-    name = [n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)][-1]
-    parent, _, attr = name.rpartition(".")
-    owner = model.get_submodule(parent) if parent else model
-    old = getattr(owner, attr)
-    torch.manual_seed(0)
-    setattr(owner, attr, torch.nn.Linear(old.in_features, FIT_CLASSES))
-    return model
-
-
-def fit(model, shape, steps):
-    """`model` with a FIT_CLASSES head, trained for `steps` SGD steps on the synthetic task
-    of the module docstring, in eval mode; and sample(i), the task's i-th image."""
-    model = _ten_class_head(model)
-    # Each bottleneck's residual branch starts as zero (torchvision's zero_init_residual):
-    # without it ResNet-50 stayed near chance in 100 steps (18%), with it 87%.
-    for m in model.modules():
-        if isinstance(getattr(m, "bn3", None), torch.nn.BatchNorm2d):
-            torch.nn.init.zeros_(m.bn3.weight)
-    g = torch.Generator().manual_seed(12345)
-    patterns = torch.nn.functional.interpolate(
-        torch.randn((FIT_CLASSES, shape[1], 8, 8), generator=g), size=tuple(shape[2:]),
-        mode="bilinear", align_corners=False)
-
-    def image(i):
-        gi = torch.Generator().manual_seed(i)
-        c = int(torch.randint(0, FIT_CLASSES, (1,), generator=gi))
-        return patterns[c:c + 1] + torch.randn(shape, generator=gi), c
-
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    model.train()
-    correct = []
-    for step in range(steps):
-        batch = [image(10_000_000 + step * FIT_BATCH + j) for j in range(FIT_BATCH)]
-        x = torch.cat([b[0] for b in batch])
-        y = torch.tensor([b[1] for b in batch])
-        logits = model(x)
-        loss = torch.nn.functional.cross_entropy(logits, y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        correct.append(float((logits.argmax(1) == y).float().mean()))
-    model.eval()
-    tail = correct[-20:]
-    print(f"  fitted: {steps} steps of {FIT_BATCH} images, training top-1 over the last "
-          f"{len(tail)} steps {100 * sum(tail) / max(len(tail), 1):.0f}%", flush=True)
-    return model, lambda i: (image(i)[0],)
-
-
 def make(name, fit_steps=0):
     """(model, example inputs, sample(i): the i-th random input tuple of the accuracy pass
     and the calibration); a CNN fitted to the synthetic task when fit_steps > 0."""
@@ -161,7 +107,9 @@ def make(name, fit_steps=0):
         return BertLastHidden().eval(), sample(1), sample
     model, inputs = e2e.make(name, 1)
     if fit_steps:
-        model, sample = fit(model, inputs[0].shape, fit_steps)
+        model, sample, top1 = models.fit_synthetic(model, inputs[0].shape, fit_steps)
+        print(f"  fitted: {fit_steps} steps, training top-1 over the last 20 steps "
+              f"{100 * top1:.0f}%", flush=True)
         return model, sample(1), sample
     return model, inputs, lambda i: (torch.randn(
         inputs[0].shape, generator=torch.Generator().manual_seed(i)),)
