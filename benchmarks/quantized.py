@@ -24,7 +24,8 @@ each round, medians of all calls; every engine at the same thread count):
   ember    Ember's build of the fp32 model
   ember_q  Ember's build of the converted GraphModule (from_pytorch takes it as it is); on
            CPUs with VNNI the convs (blocked, or whose rows hold a vector; depthwise ones
-           too) and the classifier run as int8 products (Int8Products), the rest computes
+           too) and the classifier run as int8 products (Int8Products; without VNNI those
+           of 7-bit activations, --reduce-range, where vpmaddubsw is fast), the rest computes
            in float32 between the quantize / dequantize nodes, which fuse into their
            neighbours' kernels
   ember_qf the same graph built with the int8 products off (config Int8Products.int8_dot
