@@ -6,6 +6,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ember/ir/op.h"
@@ -39,34 +40,52 @@ struct Activations {
   double scale;
 };
 
-// The largest value `e` can hold, from how it was made, or infinity: a clip's a_max (a
-// quantize clamps to its quant_max), through casts, reshapes, transposes, max pools and
-// concatenations of such, and constants.
-double upper_bound(const Expr& e) {
-  constexpr double kUnknown = std::numeric_limits<double>::infinity();
+// The values `e` can hold, [lo, hi], from how it was made (else all numbers): a clip's range
+// (a quantize clamps to [quant_min, quant_max]), through casts that keep it (one to an
+// integer type out of its range wraps: that type's whole range), reshapes, transposes, max
+// pools and concatenations of such, and constants.
+std::pair<double, double> value_range(const Expr& e) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
   if (auto* c = as<ConstantNode>(e)) {
-    double top = -kUnknown;
-    for (int64_t i = 0; i < c->value.numel(); ++i) top = std::max(top, c->value.element(i));
-    return top;
+    std::pair<double, double> r{kInf, -kInf};
+    for (int64_t i = 0; i < c->value.numel(); ++i)
+      r = {std::min(r.first, c->value.element(i)), std::max(r.second, c->value.element(i))};
+    return r;
   }
   auto* c = as<CallNode>(e);
-  if (!c || !c->op) return kUnknown;
+  if (!c || !c->op) return {-kInf, kInf};
   const std::string& op = c->op->name;
-  if (op == "clip") return std::min(c->attrs.get_float("a_max", kUnknown), upper_bound(c->args[0]));
-  if (op == "concatenate") {
-    double top = -kUnknown;
-    for (const Expr& a : c->args) top = std::max(top, upper_bound(a));
-    return top;
+  if (op == "clip") {
+    auto [lo, hi] = value_range(c->args[0]);
+    return {std::max(lo, c->attrs.get_float("a_min", -kInf)),
+            std::min(hi, c->attrs.get_float("a_max", kInf))};
   }
-  for (const char* keeps :
-       {"cast", "reshape", "transpose", "nn.max_pool2d", "expand_dims", "squeeze"})
-    if (op == keeps) return upper_bound(c->args[0]);
-  return kUnknown;
+  if (op == "cast") {
+    const DType to = c->type.tensor().dtype;
+    auto r = value_range(c->args[0]);
+    if (!is_int(to)) return r;
+    const auto lo = static_cast<double>(int_min(to)), hi = static_cast<double>(int_max(to));
+    return r.first >= lo && r.second <= hi ? r : std::pair<double, double>{lo, hi};
+  }
+  if (op == "concatenate") {
+    std::pair<double, double> r{kInf, -kInf};
+    for (const Expr& a : c->args) {
+      auto [lo, hi] = value_range(a);
+      r = {std::min(r.first, lo), std::max(r.second, hi)};
+    }
+    return r;
+  }
+  for (const char* keeps : {"reshape", "transpose", "nn.max_pool2d", "expand_dims", "squeeze"})
+    if (op == keeps) return value_range(c->args[0]);
+  return {-kInf, kInf};
 }
 
 // Whether every byte of the uint8 activations (and the zero point that padding reads) is
 // below 128: the products' steps are then dot_u7s8 (activation_bits 7).
-bool seven_bits(const Activations& x) { return x.zero < 128 && upper_bound(x.q) < 128; }
+bool seven_bits(const Activations& x) {
+  auto [lo, hi] = value_range(x.q);
+  return x.zero >= 0 && x.zero < 128 && lo >= 0 && hi < 128;
+}
 
 // (cast(Q) - zx) * sx with numbers zx (a whole one) and sx, or cast(Q) * sx (SimplifyExpr
 // erases a zero point of 0).

@@ -102,11 +102,12 @@ const CallNode* find_call(const Function& f, const std::string& op) {
 // Activations that a quantize clamps below 128 (PT2E's reduce_range: quant_max 127), through
 // a reshape, make the product activation_bits 7 (its steps dot_u7s8); a machine with only
 // 7-bit int8 dot products (AVX2 on Zen 3) rewrites those and no other: a quant_max of 255, a
-// clip whose a_max is 128, or a zero point of 128 (the byte padding reads) keep the dense.
+// clip whose a_max is 128, a zero point of 128 (the byte padding reads), or a clip from -1
+// (whose cast to uint8 wraps -1 to 255) keep the dense.
 TEST(Int8Products, SevenBitActivationsMakeSevenBitProductsWhichMachinesWithoutVnniTake) {
-  auto linear = [](double a_max, double zero) {
+  auto linear = [](double a_max, double zero, double a_min = 0) {
     Expr x = var("x", TensorType{{3, 8}, DType::Float32});
-    Expr clipped = call("clip", {call("round", {x})}, Attrs({{"a_min", 0.0}, {"a_max", a_max}}));
+    Expr clipped = call("clip", {call("round", {x})}, Attrs({{"a_min", a_min}, {"a_max", a_max}}));
     Expr q = call("reshape", {call("cast", {clipped}, to("uint8"))},
                   Attrs().with("newshape", std::vector<int64_t>{3, 8}));
     return pt2e_linear(q, filled({6, 8}, DType::Int8, 3), zero, 0, x);
@@ -120,7 +121,7 @@ TEST(Int8Products, SevenBitActivationsMakeSevenBitProductsWhichMachinesWithoutVn
     EXPECT_EQ(dense->attrs.get_int("activation_bits", 8), 7);
     EXPECT_EQ(got->body->type, f->body->type);
   }
-  for (Function near : {linear(255, 64), linear(128, 64), linear(127, 128)}) {
+  for (Function near : {linear(255, 64), linear(128, 64), linear(127, 128), linear(127, 64, -1)}) {
     EXPECT_TRUE(structural_equal(int8_products(near, plain, seven, k512), near));
     const CallNode* dense = find_call(int8_products(near, vnni, seven, k512), "nn.dense_u8s8");
     ASSERT_NE(dense, nullptr);
