@@ -46,7 +46,34 @@ def build(func, target="llvm", params=None):
                 logger.info("not fused %s -> %s: %s", producer, consumer, reason)
         for k in lib._kernels():
             logger.info("kernel %s: %s", k["name"], " -> ".join(k["ops"]))
+    if config.get("Int8Products.int8_dot", "target") == "target":
+        _say_why_not_int8(lib, target)
     return lib
+
+
+def _say_why_not_int8(lib, target):
+    """A quantized (PT2E) model none of whose layers became an int8 product says why: this
+    CPU has no fast int8 products (warning: with reduce_range it would) or none at all
+    (info). Recognised by its kernels' names (the converted module's dequantize nodes)."""
+    if not target.startswith("llvm"):
+        return
+    kernels = lib._kernels()
+    if (not any("dequantize_per_tensor" in k["name"] for k in kernels)
+            or any("u8s8" in op or "int4" in op for k in kernels for op in k["ops"])):
+        return
+    from .target import machine_model
+    m = machine_model(target)
+    if m.int8_dot:
+        return
+    if m.int8_dot_7bit:
+        logger.warning(
+            "no layer of this quantized model runs as an int8 product on %s: without VNNI "
+            "Ember takes only products of activations below 128 (quantize with torchao's "
+            "get_default_x86_inductor_quantization_config(reduce_range=True)); the layers "
+            "compute in float32", m.cpu)
+    else:
+        logger.info("%s multiplies int8 no faster than float32 (no VNNI; vpmaddubsw once a "
+                    "cycle): the quantized layers compute in float32", m.cpu)
 
 
 attach_reports(Library)

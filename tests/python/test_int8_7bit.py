@@ -149,3 +149,29 @@ def test_seven_bit_products_are_chosen_where_vpmaddubsw_doubles_the_float_rate(c
     assert ("nn.dense_u8s8" in kernels_of(ember.build(mod, target=target, params=params))) == seven
     _, _, mod, params, _ = pt2e("mlp", reduce_range=False)
     assert "nn.dense_u8s8" not in kernels_of(ember.build(mod, target=target, params=params))
+
+
+def test_a_model_left_in_float32_says_why(caplog):
+    """Built for Zen 3, the default config's MLP (activations up to 255) logs a warning that
+    names reduce_range; the reduce_range one, and the default one on the host with VNNI or
+    with the products switched off, log none; on Haswell (no fast int8) an info line."""
+    import logging
+    _, _, mod, params, _ = pt2e("mlp", reduce_range=False)
+    _, _, mod7, params7, _ = pt2e("mlp", reduce_range=True)
+
+    def warnings_of(m, p, target, **ctx):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="ember"):
+            with ember.transform.PassContext(opt_level=3, **ctx):
+                ember.build(m, target=target, params=p)
+        return [(r.levelno, r.getMessage()) for r in caplog.records
+                if "int8" in r.getMessage() and "kernel" not in r.getMessage()]
+
+    said = warnings_of(mod, params, "llvm -mcpu=znver3")
+    assert len(said) == 1 and said[0][0] == logging.WARNING and "reduce_range" in said[0][1]
+    assert warnings_of(mod7, params7, "llvm -mcpu=znver3") == []
+    assert warnings_of(mod, params, "llvm -mcpu=znver3",
+                       config={"Int8Products.int8_dot": "off"}) == []
+    assert warnings_of(mod, params, "llvm -mcpu=znver4") == []
+    said = warnings_of(mod7, params7, "llvm -mcpu=haswell")
+    assert len(said) == 1 and said[0][0] == logging.INFO, said
