@@ -1,6 +1,8 @@
-"""PT2E-quantized models (issue 45, first step): torchao's prepare_pt2e / convert_pt2e with
+"""PT2E-quantized models (issue 45): torchao's prepare_pt2e / convert_pt2e with
 X86InductorQuantizer give fp32 ops between quantized_decomposed quantize / dequantize nodes;
-Ember imports them and computes the Q/DQ arithmetic in float32 (no int8 kernels yet).
+Ember imports them, computes the Q/DQ arithmetic in float32 and, where the target multiplies
+int8 fast, the convs and denses as int8 products (test_int8_gemm.py, test_int8_7bit.py).
+The last test checks top-1 agreement on a conv net fitted to a synthetic task.
 
 Tolerance: against the converted module run in eager (PyTorch's reference of the quantized
 graph). Ember's convolutions sum in another order, so a value that lands within rounding of
