@@ -233,15 +233,23 @@ struct Calls {
   }
 };
 
-// A batch-1 row x float32 [1, K] (any rank, leading sizes 1) as 16-bit integers
-// q = round(x / s), s = max|x| / 32767 (the row's largest magnitude to the integer's), and
-// q's two bytes, q = 256 hi + lo with lo in [0, 255] and hi in [-128, 127] (float32 values,
-// all exact). x's rounding is at most s / 2 an element, 2^-16 of its largest magnitude.
-struct Row16 {
+// A batch-1 row x float32 [1, K] (any rank, leading sizes 1) as integers q = round(x / s),
+// s = max|x| / top (the row's largest magnitude to the integer's), and the two bytes of
+// u = q + offset, u = base hi + lo (float32 values, all exact):
+//   16 bits (VNNI): top 32767, base 256, offset 0: lo in [0, 255], hi in [-128, 127];
+//   14 bits (vpmaddubsw's 7-bit bytes): top 8191, base 128, offset 8192: lo, hi in [0, 127].
+// x's rounding is at most s / 2 an element, 2^-16 (2^-14) of its largest magnitude.
+struct RowForm {
+  double top;
+  int64_t base, offset;
+};
+constexpr RowForm kSixteenBits{32767, 256, 0}, kFourteenBits{8191, 128, 8192};
+
+struct RowBytes {
   Expr s, q, hi, lo;
 };
 
-Row16 sixteen_bits(const Expr& x, const std::string& name) {
+RowBytes row_bytes(const Expr& x, const RowForm& form, const std::string& name) {
   const auto rank = static_cast<int64_t>(x->type.tensor().ndim());
   auto number = [&](double v) { return scalar(DType::Float32, v); };
   const Calls with{name};
@@ -250,12 +258,14 @@ Row16 sixteen_bits(const Expr& x, const std::string& name) {
   // An all-zero row keeps a positive scale (its q is 0). A row holding a NaN or an infinity
   // gets the scale NaN (0 * inf), so every output is NaN: its 16 bits would be garbage, and
   // an infinity's products would take wrong signs.
-  Expr s =
-      with("add", {with("multiply", {with("maximum", {amax, number(1e-30)}), number(1.0 / 32767)}),
-                   with("multiply", {amax, number(0)})});
+  Expr s = with("add",
+                {with("multiply", {with("maximum", {amax, number(1e-30)}), number(1.0 / form.top)}),
+                 with("multiply", {amax, number(0)})});
   Expr q = with("round", {with("divide", {x, s})});
-  Expr hi = with("floor", {with("multiply", {q, number(1.0 / 256)})});
-  return {s, q, hi, with("subtract", {q, with("multiply", {hi, number(256)})})};
+  Expr u = form.offset ? with("add", {q, number(static_cast<double>(form.offset))}) : q;
+  const auto base = static_cast<double>(form.base);
+  Expr hi = with("floor", {with("multiply", {u, number(1.0 / base)})});
+  return {s, q, hi, with("subtract", {u, with("multiply", {hi, number(base)})})};
 }
 
 // Whether x is one static float32 row (a GEMV, bound by reading the weights). With more
@@ -274,7 +284,9 @@ bool one_row(const Expr& x) {
 // vpdpbusd takes four bytes of 16 weights in one. With x as 16 bits in two rows of bytes
 // [lo, hi + 128], the dense by W reads each weight word once for both rows, and
 //   x W^T ~ s q W^T = s (256 (z_hi - 128 sum_k W[n, k]) + z_lo).
-Expr weight_only_dense(const CallNode* dense) {
+// 14 bits in two rows of 7-bit bytes [lo, hi] (activation_bits 7: vpmaddubsw without VNNI):
+//   x W^T ~ s (u - 8192) W^T = s (128 (z_hi - 64 sum_k W[n, k]) + z_lo).
+Expr weight_only_dense(const CallNode* dense, const RowForm& form) {
   const Expr &x = dense->args[0], &w = dense->args[1];
   auto* wc = as<ConstantNode>(w);
   if (!wc || w->type.tensor().dtype != DType::Int8 || !one_row(x) ||
@@ -283,16 +295,18 @@ Expr weight_only_dense(const CallNode* dense) {
   const std::string& name = dense->name;
   const auto rank = static_cast<int64_t>(x->type.tensor().ndim());
   const Calls with{name};
-  const Row16 r = sixteen_bits(x, name);
+  const RowBytes r = row_bytes(x, form, name);
   auto row = [&](Expr v) {
     return with("expand_dims", {with("cast", {v}, Attrs().with("dtype", std::string("uint8")))},
                 Attrs().with("axis", rank - 1));
   };
-  Expr bytes =
-      with("concatenate", {row(r.lo), row(with("add", {r.hi, scalar(DType::Float32, 128)}))},
-           Attrs().with("axis", rank - 1));
-  Expr z = with("nn.dense_u8s8", {with("nn.pack_bytes4", {bytes}), with("nn.pack_bytes4", {w})});
-  // z_hi's bytes were hi + 128: its correction is 128 times each output's weight sum.
+  const bool seven = form.offset != 0;  // hi is a byte as it is, else hi + 128 is
+  const int64_t hi_shift = seven ? 0 : 128;
+  Expr hi = seven ? r.hi : with("add", {r.hi, scalar(DType::Float32, double(hi_shift))});
+  Expr bytes = with("concatenate", {row(r.lo), row(hi)}, Attrs().with("axis", rank - 1));
+  Expr z = with("nn.dense_u8s8", {with("nn.pack_bytes4", {bytes}), with("nn.pack_bytes4", {w})},
+                seven ? Attrs().with("activation_bits", int64_t{7}) : Attrs());
+  // z_hi's correction: hi_shift, and the offset over base, times each output's weight sum.
   const int64_t n = w->type.tensor().shape[0], k = w->type.tensor().shape[1];
   runtime::NDArray correction = runtime::NDArray::empty({2, n}, DType::Int32);
   const auto* wv = wc->value.data_as<int8_t>();
@@ -301,11 +315,11 @@ Expr weight_only_dense(const CallNode* dense) {
     int32_t total = 0;
     for (int64_t j = 0; j < k; ++j) total += wv[i * k + j];
     cv[i] = 0;
-    cv[n + i] = 128 * total;
+    cv[n + i] = static_cast<int32_t>(hi_shift + form.offset / form.base) * total;
   }
   runtime::NDArray weights = runtime::NDArray::empty({2, 1}, DType::Float32);
   weights.data_as<float>()[0] = 1.0f;
-  weights.data_as<float>()[1] = 256.0f;
+  weights.data_as<float>()[1] = static_cast<float>(form.base);
   Expr zf = with("cast", {with("subtract", {z, constant(correction)})},
                  Attrs().with("dtype", std::string("float32")));
   Expr sums = with("sum", {with("multiply", {zf, constant(weights)})},
@@ -359,7 +373,7 @@ Expr weight_only_int4_dense(const CallNode* dense) {
   auto shaped = [&](Expr e, std::vector<int64_t> shape) {
     return with("reshape", {e}, Attrs().with("newshape", shape));
   };
-  const Row16 r = sixteen_bits(shaped(x, {1, k}), name);
+  const RowBytes r = row_bytes(shaped(x, {1, k}), kSixteenBits, name);
   auto bytes = [&](Expr v, const char* dtype) {
     return with("nn.pack_bytes4", {with("cast", {v}, Attrs().with("dtype", std::string(dtype)))});
   };
@@ -393,14 +407,14 @@ Expr weight_only_int4_dense(const CallNode* dense) {
              : shaped(y, dense->type.tensor().shape);
 }
 
-// `int8_dot`: every product (VNNI); else those of 7-bit activations only.
+// `int8_dot`: every product (VNNI); else those of 7-bit activations only (a weight-only
+// row then takes 14 bits in 7-bit bytes; the int4 dense's signed high byte needs VNNI).
 Expr int8_product(const CallNode* c, bool int8_dot, const MachineModel& machine) {
   if (!c->op || c->args.size() != 2) return nullptr;
   if (c->op->name == "nn.dense") {
-    if (int8_dot) {  // the 16-bit rows' bytes take all 8 bits
-      if (Expr r = weight_only_dense(c)) return r;
+    if (Expr r = weight_only_dense(c, int8_dot ? kSixteenBits : kFourteenBits)) return r;
+    if (int8_dot)
       if (Expr r = weight_only_int4_dense(c)) return r;
-    }
     return int8_dense(c, int8_dot);
   }
   if (c->op->name == "nn.conv2d") return int8_conv(c, int8_dot, machine);

@@ -5,7 +5,8 @@ Int8Products.int8_dot = off) AlterOpLayout packs it as a float weight's panels a
 kernel converts each weight as it reads it: the same float32 products as torchao's model in
 eager, so the error is float32 rounding. On VNNI CPUs Int8Products takes each row of
 activations to 16 bits in two bytes and multiplies them by the weight words (vpdpbusd):
-the activations' rounding adds a bounded error, still far below the quantization error."""
+the activations' rounding adds a bounded error, still far below the quantization error;
+AVX2 CPUs with a fast vpmaddubsw (Zen 3) take 14 bits in two 7-bit bytes instead."""
 import re
 import warnings
 
@@ -73,23 +74,29 @@ def test_weight_only_int8_dense_keeps_int8_weights_and_matches_torchao(rows, hid
                                atol=1e-5 * scale, rtol=0)
 
 
+# 16 bits (VNNI: the host forced on) and 14 bits in 7-bit bytes (CPUs with vpmaddubsw's fast
+# 7-bit products only: Zen 3's AVX2 code, which every machine here runs).
 @pytest.mark.parametrize("k", [64, 250])
-def test_16_bit_activations_stay_within_their_rounding_bound(k):
+@pytest.mark.parametrize("target,top", [("llvm", 32767), ("llvm -mcpu=znver3", 8191)])
+def test_16_and_14_bit_activations_stay_within_their_rounding_bound(k, target, top):
     """One quantized linear layer at batch 1 on a row of normal values, one of zeros, and one
-    with an outlier 1000 times the rest: each output of the 16-bit activations' build is within the bound of x's
-    rounding, max|x_row| / 32767 / 2 times the sum of the output's |weights| (x scale),
-    of torchao's float32 products, plus float32 rounding. K = 250 leaves a partial word."""
+    with an outlier 1000 times the rest: each output of the 16-bit (14-bit) activations'
+    build is within the bound of x's rounding, max|x_row| / 32767 (8191) / 2 times the sum
+    of the output's |weights| (x scale), of torchao's float32 products, plus float32
+    rounding. K = 250 leaves a partial word."""
     torch.manual_seed(1)
     q = quantized(torch.nn.Linear(k, 40).eval())
     x = torch.randn(3, k)
     x[1] = 0
     x[2, 7] = 1000
-    lib = build(q, (x[:1],), config={"Int8Products.int8_dot": "on"})
+    config = {"Int8Products.int8_dot": "on"} if target == "llvm" else {}
+    lib = build(q, (x[:1],), target=target, config=config)
     assert "nn.dense_u8s8" in str(lib.function)
+    assert ("activation_bits=7" in str(lib.function)) == (top == 8191), str(lib.function)
     with torch.no_grad():
         want = q(x).numpy()
     w = (q.weight.qdata.float() * q.weight.scale.float().reshape(-1, 1)).abs().numpy()
-    bound = (x.abs().amax(dim=1, keepdim=True).numpy() / 32767 / 2) @ w.sum(1, keepdims=True).T
+    bound = (x.abs().amax(dim=1, keepdim=True).numpy() / top / 2) @ w.sum(1, keepdims=True).T
     m = ember.GraphModule(lib)
     got = np.concatenate([m(x[i:i + 1].numpy()).numpy() for i in range(3)])
     assert np.all(np.abs(got - want) <= bound + 1e-6 * np.abs(want).max()), (got - want, bound)
@@ -124,15 +131,19 @@ def test_the_pattern_takes_only_8_bit_constants_widened_to_the_data_type():
 @pytest.mark.parametrize("cpu", ["znver1", "znver3", "znver4", "sapphirerapids"])
 def test_the_int8_gemv_reads_whole_vectors_of_weights_on_each_cpu(cpu):
     """Compiled for a named CPU (never run: numerics run on the host above), the batch-1
-    dense reads its int8 weights as whole vectors. AVX2 CPUs (no VNNI) convert each weight
-    to float32 (sign-extended bytes, 256-bit vectors); AVX-512 VNNI CPUs multiply words of
-    four weights by the activations' bytes (vpdpbusd on 512-bit vectors), nothing converted."""
+    dense reads its int8 weights as whole vectors. AVX-512 VNNI CPUs multiply words of four
+    weights by the activations' bytes (vpdpbusd on 512-bit vectors), nothing converted;
+    Zen 3 (AVX2, fast vpmaddubsw) multiplies them by 7-bit bytes (vpmaddubsw on 256-bit
+    vectors); Zen 1 (vpmaddubsw once a cycle) converts each weight to float32."""
     q = quantized(mlp(48, 256, 64))
     lib = build(q, (torch.randn(1, 48),), target=f"llvm -mcpu={cpu}")
     asm = lib.get_source("asm")
     if cpu in ("znver4", "sapphirerapids"):
         assert re.search(r"vpdpbusd\s+[^\n]*%zmm", asm), cpu
         assert not re.search(r"vpmovsxbd", asm), cpu
+    elif cpu == "znver3":
+        assert re.search(r"vpmaddubsw\s+[^\n]*%ymm", asm), cpu
+        assert not re.search(r"vpmovsxbd|vpdpbusd", asm), cpu
     else:
         assert re.search(r"vpmovsxbd\s+[^\n]*%ymm", asm), cpu
         assert re.search(r"vcvtdq2ps\s+%ymm", asm), cpu

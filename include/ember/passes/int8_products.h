@@ -41,7 +41,11 @@ namespace ember::passes {
 /// instructions a vector). x's rounding adds at most s / 2 an element, 2^-16 of its largest
 /// magnitude (far below the weights' quantization error); a row holding a NaN or an
 /// infinity gives NaN outputs (its scale is NaN). More rows keep the float dense
-/// (the GEMM is compute-bound, and the rows of bytes would re-read the weights).
+/// (the GEMM is compute-bound, and the rows of bytes would re-read the weights). Without
+/// VNNI, where int8_dot_7bit, the row takes 14 bits in two 7-bit bytes instead (u = q + 8192
+/// = 128 hi + lo, s = max|x| / 8191; c = (1, 128), z = (0, 64 sum_k W[n, k]),
+/// activation_bits 7): 2^-14 of the largest magnitude, a few percent of the weights'
+/// quantization error.
 ///
 /// torchao's 4-bit weights with a scale per group (IntxWeightOnlyConfig(weight_dtype=int4,
 /// granularity=PerGroup(g)), symmetric: Q int8 of values in [-8, 7], zero points 0) at batch

@@ -152,38 +152,39 @@ TEST(Int8Products, Pt2eConvBecomesTheInt8ConvWhereItsRowsHoldAVectorOrItRunsBloc
 
 // A weight-only batch-1 dense (float activations by a constant int8 weight, as
 // RecognizePatterns leaves torchao's Int8WeightOnlyConfig) becomes the int8 product of the
-// row's two bytes (16-bit activations) on VNNI machines: one nn.dense_u8s8 over two rows of
-// words, its high row's correction 128 times each output's weight sum, the float sum of the
-// two rows (256 z_hi + z_lo) times the row's scale. More rows, a float weight or a machine
-// without int8 dot products keep the dense.
+// row's two bytes: one nn.dense_u8s8 over two rows of words, the float sum of the two rows
+// times the row's scale. On VNNI machines 16-bit activations (256 z_hi + z_lo, the high
+// row's correction 128 times each output's weight sum); on machines with 7-bit products
+// only, 14 bits in 7-bit bytes (activation_bits 7; 128 z_hi + z_lo, the correction 64 times
+// the weight sum: the offset 8192 over 128). More rows, a float weight or a machine without
+// either keep the dense.
 TEST(Int8Products, WeightOnlyGemvTakesTheActivationsToTwoBytes) {
   auto dense = [](int64_t rows, DType w) {
     Expr x = var("x", TensorType{{rows, 8}, DType::Float32});
     return function({x}, call("nn.dense", {x, filled({6, 8}, w, 3)}, {}, "fc"));
   };
   Function gemv = dense(1, DType::Int8);
-  Function got = int8_products(gemv, true, true, k512);
-  EXPECT_EQ(count_calls(got, "nn.dense"), 0) << to_string(Expr(got));
-  EXPECT_EQ(count_calls(got, "nn.dense_u8s8"), 1);
-  EXPECT_EQ(count_calls(got, "nn.pack_bytes4"), 2);
-  EXPECT_EQ(count_calls(got, "max"), 1);  // the row's scale
-  EXPECT_EQ(got->body->type, gemv->body->type);
-  for (auto& e : post_order(got->body)) {
-    auto* c = as<CallNode>(e);
-    if (!c || !c->op || c->op->name != "nn.dense_u8s8") continue;
-    EXPECT_EQ(c->type.tensor().shape, (std::vector<int64_t>{1, 2, 6}));  // [lo, hi] rows
+  for (const bool vnni : {true, false}) {
+    Function got = int8_products(gemv, vnni, true, k512);
+    EXPECT_EQ(count_calls(got, "nn.dense"), 0) << to_string(Expr(got));
+    EXPECT_EQ(count_calls(got, "nn.pack_bytes4"), 2);
+    EXPECT_EQ(count_calls(got, "max"), 1);  // the row's scale
+    EXPECT_EQ(got->body->type, gemv->body->type);
+    const CallNode* z = find_call(got, "nn.dense_u8s8");
+    ASSERT_NE(z, nullptr);
+    EXPECT_EQ(z->type.tensor().shape, (std::vector<int64_t>{1, 2, 6}));  // [lo, hi] rows
+    EXPECT_EQ(z->attrs.get_int("activation_bits", 8), vnni ? 8 : 7);
+    bool corrected = false;
+    for (auto& e : post_order(got->body))
+      if (auto* k = as<ConstantNode>(e); k && k->type.tensor().dtype == DType::Int32 &&
+                                         k->type.tensor().shape == std::vector<int64_t>{2, 6})
+        corrected = k->value.data_as<int32_t>()[0] == 0 &&
+                    k->value.data_as<int32_t>()[6] == (vnni ? 128 : 64) * 24;
+    EXPECT_TRUE(corrected) << vnni;
   }
-  bool corrected = false;
-  for (auto& e : post_order(got->body))
-    if (auto* k = as<ConstantNode>(e); k && k->type.tensor().dtype == DType::Int32 &&
-                                       k->type.tensor().shape == std::vector<int64_t>{2, 6})
-      corrected = k->value.data_as<int32_t>()[0] == 0 && k->value.data_as<int32_t>()[6] == 128 * 24;
-  EXPECT_TRUE(corrected);
   for (Function f : {dense(3, DType::Int8), dense(1, DType::Float32)})
     EXPECT_TRUE(structural_equal(int8_products(f, true, true, k512), f));
   EXPECT_TRUE(structural_equal(int8_products(gemv, false, false, k512), gemv));
-  // Without VNNI the 16-bit rows (all 8 bits of each byte) are not 7-bit products.
-  EXPECT_TRUE(structural_equal(int8_products(gemv, false, true, k512), gemv));
 }
 
 // torchao's 4-bit weights in groups, as they import: a batch-1 dense becomes nn.dense_int4
