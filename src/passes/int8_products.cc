@@ -179,8 +179,9 @@ std::optional<Attrs> product_attrs(const Activations& x, bool int8_dot, Attrs at
 Expr int8_dense(const CallNode* dense, bool int8_dot) {
   auto x = dequantized_activations(dense->args[0]);
   auto w = dequantized_weights(dense->args[1], 2);
-  auto attrs = x ? product_attrs(*x, int8_dot) : std::nullopt;
-  if (!attrs || !w) return nullptr;
+  if (!x || !w) return nullptr;
+  auto attrs = product_attrs(*x, int8_dot);
+  if (!attrs) return nullptr;
   const std::string& name = dense->name;
   Expr acc =
       call("nn.dense_u8s8",
@@ -210,12 +211,12 @@ Expr int8_conv(const CallNode* conv, bool int8_dot, const MachineModel& machine)
   }
   auto x = dequantized_activations(conv->args[0]);
   auto w = dequantized_weights(conv->args[1], 4);
+  if (!x || !w) return nullptr;
   // The zero point in each byte: a padded position adds what the value 0 would.
-  const auto zero = static_cast<uint32_t>(x ? x->zero : 0) * 0x01010101u;
-  auto attrs = x ? product_attrs(*x, int8_dot,
-                                 conv->attrs.with("pad_word", int64_t{static_cast<int32_t>(zero)}))
-                 : std::nullopt;
-  if (!attrs || !w) return nullptr;
+  const auto zero = static_cast<uint32_t>(x->zero) * 0x01010101u;
+  auto attrs = product_attrs(*x, int8_dot,
+                             conv->attrs.with("pad_word", int64_t{static_cast<int32_t>(zero)}));
+  if (!attrs) return nullptr;
   const std::string& name = conv->name;
   Attrs channel_axis = Attrs().with("axis", int64_t{1});
   auto words = [&](const Expr& bytes) {
@@ -236,14 +237,15 @@ struct Calls {
 // A batch-1 row x float32 [1, K] (any rank, leading sizes 1) as integers q = round(x / s),
 // s = max|x| / top (the row's largest magnitude to the integer's), and the two bytes of
 // u = q + offset, u = base hi + lo (float32 values, all exact):
-//   16 bits (VNNI): top 32767, base 256, offset 0: lo in [0, 255], hi in [-128, 127];
+//   16 bits (VNNI): top 32767, base 256, offset 0: lo in [0, 255], hi in [-128, 127], which
+//     the unsigned row holds as hi + 128 (hi_shift);
 //   14 bits (vpmaddubsw's 7-bit bytes): top 8191, base 128, offset 8192: lo, hi in [0, 127].
 // x's rounding is at most s / 2 an element, 2^-16 (2^-14) of its largest magnitude.
 struct RowForm {
   double top;
-  int64_t base, offset;
+  int64_t base, offset, hi_shift, activation_bits;
 };
-constexpr RowForm kSixteenBits{32767, 256, 0}, kFourteenBits{8191, 128, 8192};
+constexpr RowForm kSixteenBits{32767, 256, 0, 128, 8}, kFourteenBits{8191, 128, 8192, 0, 7};
 
 struct RowBytes {
   Expr s, q, hi, lo;
@@ -300,12 +302,11 @@ Expr weight_only_dense(const CallNode* dense, const RowForm& form) {
     return with("expand_dims", {with("cast", {v}, Attrs().with("dtype", std::string("uint8")))},
                 Attrs().with("axis", rank - 1));
   };
-  const bool seven = form.offset != 0;  // hi is a byte as it is, else hi + 128 is
-  const int64_t hi_shift = seven ? 0 : 128;
-  Expr hi = seven ? r.hi : with("add", {r.hi, scalar(DType::Float32, double(hi_shift))});
+  Expr hi =
+      form.hi_shift ? with("add", {r.hi, scalar(DType::Float32, double(form.hi_shift))}) : r.hi;
   Expr bytes = with("concatenate", {row(r.lo), row(hi)}, Attrs().with("axis", rank - 1));
   Expr z = with("nn.dense_u8s8", {with("nn.pack_bytes4", {bytes}), with("nn.pack_bytes4", {w})},
-                seven ? Attrs().with("activation_bits", int64_t{7}) : Attrs());
+                Attrs().with("activation_bits", form.activation_bits));
   // z_hi's correction: hi_shift, and the offset over base, times each output's weight sum.
   const int64_t n = w->type.tensor().shape[0], k = w->type.tensor().shape[1];
   runtime::NDArray correction = runtime::NDArray::empty({2, n}, DType::Int32);
@@ -315,7 +316,7 @@ Expr weight_only_dense(const CallNode* dense, const RowForm& form) {
     int32_t total = 0;
     for (int64_t j = 0; j < k; ++j) total += wv[i * k + j];
     cv[i] = 0;
-    cv[n + i] = static_cast<int32_t>(hi_shift + form.offset / form.base) * total;
+    cv[n + i] = static_cast<int32_t>(form.hi_shift + form.offset / form.base) * total;
   }
   runtime::NDArray weights = runtime::NDArray::empty({2, 1}, DType::Float32);
   weights.data_as<float>()[0] = 1.0f;

@@ -228,7 +228,7 @@ Type word_conv_rel(const WordConv& kind, const std::vector<Type>& args, Attrs& a
   check_arity(args, 2, ctx);
   const TensorType& data = tensor_arg(args, 0, "data", ctx);
   const TensorType& weight = tensor_arg(args, 1, "weight", ctx);
-  if (kind.pad_attr) check_activation_bits(attrs, ctx);
+  if (kind.dot == Intrinsic::DotU8S8) check_activation_bits(attrs, ctx);
   if (attr_int(attrs, "groups") != 1) {  // only the int8 conv has a depthwise form
     if (kind.dot != Intrinsic::DotU8S8)
       ctx.fail("nn." + std::string(kind.name) + " takes groups = 1 only");
@@ -282,7 +282,7 @@ Type word_conv_blocked_rel(const WordConv& kind, const std::vector<Type>& args, 
   const TensorType& data = tensor_arg(args, 0, "data", ctx);
   const TensorType& weight = tensor_arg(args, 1, "weight", ctx);
   const std::string op = "nn." + std::string(kind.name) + "_blocked";
-  if (kind.pad_attr) check_activation_bits(attrs, ctx);
+  if (kind.dot == Intrinsic::DotU8S8) check_activation_bits(attrs, ctx);
   if (attr_int(attrs, "groups") != 1) {
     if (kind.dot != Intrinsic::DotU8S8) ctx.fail(op + " takes groups = 1 only");
     return u8s8_depthwise_rel(data, weight, attrs, true, ctx);

@@ -54,7 +54,6 @@ const WordDense kU8S8{"dense_u8s8", Intrinsic::DotU8S8, DType::Int32,
                       "with nn.pack_bytes4"};
 
 Type dense_u8s8_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
-  check_activation_bits(attrs, ctx);
   return word_dense_rel(kU8S8, args, attrs, ctx, false);
 }
 Tensor dense_u8s8_compute(const std::vector<Tensor>& in, const Attrs& attrs,
@@ -62,7 +61,6 @@ Tensor dense_u8s8_compute(const std::vector<Tensor>& in, const Attrs& attrs,
   return word_dense_compute(kU8S8, in, attrs, out, false);
 }
 Type dense_u8s8_packed_rel(const std::vector<Type>& args, Attrs& attrs, const TypeContext& ctx) {
-  check_activation_bits(attrs, ctx);
   return word_dense_rel(kU8S8, args, attrs, ctx, true);
 }
 Tensor dense_u8s8_packed_compute(const std::vector<Tensor>& in, const Attrs& attrs,

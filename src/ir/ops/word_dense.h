@@ -54,6 +54,7 @@ struct WordDense {
 inline Type word_dense_rel(const WordDense& kind, const std::vector<Type>& args, const Attrs& attrs,
                            const TypeContext& ctx, bool packed) {
   check_arity(args, 2, ctx);
+  if (kind.dot == Intrinsic::DotU8S8) check_activation_bits(attrs, ctx);
   const TensorType& x = tensor_arg(args, 0, "the activations", ctx);
   const TensorType& w = tensor_arg(args, 1, "the weight", ctx);
   for (const TensorType* t : {&x, &w})
